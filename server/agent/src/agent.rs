@@ -1,0 +1,599 @@
+//! The loop: one turn of steps, each step exactly as DESIGN.md §4 lists it.
+//!
+//! Per step: render the assembly (system prompt + tool schemas) and compare by value → take the
+//! message snapshot and append `step/start` in one owner command (the reconstruction boundary)
+//! → seed the call config (first request of this loop instance: the folded header's config with
+//! the explicit options on top; afterwards: the folded header) → request hooks, which can only
+//! return a replacement [`LlmCallConfig`] → the header event the request owes the log (snapshot,
+//! verified delta, or nothing) → build the request, append `request/sent` with the wire body's
+//! sha256, check the reconstruction invariant → dispatch → log chunks, the assembled
+//! `assistant/message`, run the tool calls (with approvals) and log their results → `step/end`
+//! with usage. Repeat until the model stops, `max_steps` is hit, or the turn is cancelled; the
+//! turn closes with `turn/end` and its reason. A failed or cancelled step never leaves a half
+//! message on the surface: the message is appended only once the stream finished.
+//!
+//! The only in-process state of a loop instance is one boolean: whether it has anchored its
+//! header snapshot. Everything else is read from the log.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use dsh_provider::{DEEPSEEK_ADAPTER, DeepSeek, MessageAssembler, StreamEvent, wire_body};
+use dsh_session::{
+    ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn,
+    ContextMessage, EpochHeader, EventData, GenerateRequest, HeaderPlan, LlmCallConfig, LlmRetry,
+    RequestHeader, RequestSent, Session, StepEnd, StepError, StopReason, ToolCall, ToolCallStarted,
+    ToolResult, TurnEnd, TurnStart, Usage, UserMessage, plan_header_event, reconstruct,
+};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{ApprovalPolicy, Approver, Policy, always_allowed};
+use crate::error::AgentError;
+use crate::invariant::first_difference;
+use crate::owner::SessionHandle;
+use crate::prompt::{date_context, render_system_prompt, utc_date};
+use crate::tools::Toolbox;
+
+/// Explicit call options (from the command line, `session/create`, a fork): on the first request
+/// of a loop instance they beat the logged header's config.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallOverrides {
+    /// Model id.
+    pub model: Option<String>,
+    /// Output limit.
+    pub max_tokens: Option<u32>,
+    /// Thinking on/off.
+    pub thinking: Option<bool>,
+    /// Reasoning effort.
+    pub reasoning_effort: Option<String>,
+    /// Temperature.
+    pub temperature: Option<f64>,
+}
+
+impl CallOverrides {
+    /// `base` with every set option applied.
+    pub fn apply(&self, mut base: LlmCallConfig) -> LlmCallConfig {
+        if let Some(model) = &self.model {
+            base.model = model.clone();
+        }
+        if let Some(max_tokens) = self.max_tokens {
+            base.max_tokens = max_tokens;
+        }
+        if let Some(thinking) = self.thinking {
+            base.thinking = thinking;
+        }
+        if let Some(effort) = &self.reasoning_effort {
+            base.reasoning_effort = Some(effort.clone());
+        }
+        if let Some(temperature) = self.temperature {
+            base.temperature = Some(temperature);
+        }
+        base
+    }
+}
+
+/// How the loop behaves.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// The call config of a session whose log has no header yet.
+    pub default_call: LlmCallConfig,
+    /// Explicit options for this loop instance's first request.
+    pub overrides: CallOverrides,
+    /// Steps per turn before the turn ends with `maxSteps`.
+    pub max_steps: u32,
+    /// Rebuild every request from the log at dispatch and compare (on in debug builds).
+    pub check_invariants: bool,
+    /// Tool approval policy.
+    pub approvals: ApprovalPolicy,
+    /// Log today's date as a `context/message` at the start of a turn when it changed.
+    pub date_context: bool,
+}
+
+impl AgentConfig {
+    /// Defaults for `model`: 8192 output tokens, thinking on, 50 steps per turn, invariants on in
+    /// debug builds, the default approval policy.
+    pub fn new(model: &str) -> Self {
+        AgentConfig {
+            default_call: LlmCallConfig {
+                model: model.to_owned(),
+                max_tokens: 8192,
+                thinking: true,
+                reasoning_effort: None,
+                temperature: None,
+                top_p: None,
+            },
+            overrides: CallOverrides::default(),
+            max_steps: 50,
+            check_invariants: cfg!(debug_assertions),
+            approvals: ApprovalPolicy::default(),
+            date_context: true,
+        }
+    }
+}
+
+/// What a request hook sees.
+#[derive(Clone, Debug)]
+pub struct HookContext {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn: u64,
+    /// The step about to be requested.
+    pub step: u64,
+}
+
+/// A request hook: it sees the seeded config and may return a replacement. That is all a hook
+/// can shape; content only enters a request through the log.
+pub type RequestHook = Box<dyn Fn(&HookContext, LlmCallConfig) -> LlmCallConfig + Send + Sync>;
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnOutcome {
+    /// The turn number.
+    pub turn: u64,
+    /// Why it ended.
+    pub stop_reason: StopReason,
+    /// Steps run in this turn.
+    pub steps: u64,
+    /// Usage summed over the turn's steps.
+    pub usage: Usage,
+    /// The error, when the turn ended with one.
+    pub error: Option<String>,
+}
+
+/// Milliseconds since the Unix epoch; injectable so tests control "today".
+pub type Clock = fn() -> u64;
+
+/// One loop instance bound to one session.
+pub struct Agent {
+    provider: Arc<DeepSeek>,
+    toolbox: Arc<Toolbox>,
+    approver: Arc<dyn Approver>,
+    config: AgentConfig,
+    hooks: Vec<RequestHook>,
+    workspace: PathBuf,
+    clock: Clock,
+    /// Whether this instance has logged its anchoring header snapshot.
+    anchored: bool,
+}
+
+enum StepOutcome {
+    /// The model asked for tools (or steering arrived): run another step.
+    Continue,
+    /// The turn ends.
+    End(StopReason, Option<String>),
+}
+
+impl Agent {
+    /// A loop instance for the session in `workspace` (its canonical root).
+    pub fn new(
+        provider: Arc<DeepSeek>,
+        toolbox: Arc<Toolbox>,
+        approver: Arc<dyn Approver>,
+        config: AgentConfig,
+        workspace: &Path,
+    ) -> Self {
+        Agent {
+            provider,
+            toolbox,
+            approver,
+            config,
+            hooks: Vec::new(),
+            workspace: workspace.to_path_buf(),
+            clock: dsh_store::now_ms,
+            anchored: false,
+        }
+    }
+
+    /// Adds a request hook; hooks run in the order added.
+    pub fn add_request_hook(&mut self, hook: RequestHook) {
+        self.hooks.push(hook);
+    }
+
+    /// Replaces the clock (tests).
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    /// Runs one turn for `prompt` to its end. Provider failures and cancellation end the turn
+    /// with a logged reason and are reported in the outcome; `Err` means the log itself could not
+    /// be written (or the invariant broke), and the session should be considered failed.
+    pub async fn run_turn(
+        &mut self,
+        session: &SessionHandle,
+        prompt: &str,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, AgentError> {
+        close_interrupted(session).await?;
+        let (turn, last_date) =
+            session.query(|s| (s.last_turn() + 1, last_date_context(s))).await?;
+        session.append(EventData::TurnStart(TurnStart { turn })).await?;
+        if self.config.date_context {
+            let today = date_context(&utc_date((self.clock)()));
+            if last_date.as_deref() != Some(today.as_str()) {
+                let context = ContextMessage { text: today, source: Some("date".to_owned()) };
+                session.append(EventData::ContextMessage(context)).await?;
+            }
+        }
+        session.append(EventData::UserMessage(UserMessage { text: prompt.to_owned() })).await?;
+
+        let mut outcome = TurnOutcome {
+            turn,
+            stop_reason: StopReason::Completed,
+            steps: 0,
+            usage: Usage::default(),
+            error: None,
+        };
+        loop {
+            if outcome.steps >= u64::from(self.config.max_steps) {
+                outcome.stop_reason = StopReason::MaxSteps;
+                break;
+            }
+            outcome.steps += 1;
+            let step_outcome = self.run_step(session, turn, cancel, &mut outcome.usage).await;
+            match step_outcome {
+                Ok(StepOutcome::Continue) => {}
+                Ok(StepOutcome::End(reason, error)) => {
+                    outcome.stop_reason = reason;
+                    outcome.error = error;
+                    break;
+                }
+                Err(error) => {
+                    // The log may still be writable (an invariant failure): close the turn so the
+                    // session stays well-formed, then report.
+                    let end =
+                        TurnEnd { turn, reason: StopReason::Error, error: Some(error.to_string()) };
+                    let _ = session.append(EventData::TurnEnd(end)).await;
+                    return Err(error);
+                }
+            }
+        }
+        let end = TurnEnd { turn, reason: outcome.stop_reason, error: outcome.error.clone() };
+        session.append(EventData::TurnEnd(end)).await?;
+        Ok(outcome)
+    }
+
+    async fn run_step(
+        &mut self,
+        session: &SessionHandle,
+        turn: u64,
+        cancel: &CancellationToken,
+        usage_sum: &mut Usage,
+    ) -> Result<StepOutcome, AgentError> {
+        // 1. Render the assembly, every step; compared by value below.
+        let system = render_system_prompt(&self.workspace);
+        let tools = self.toolbox.schemas();
+
+        // 2. Pre-step hooks would mutate the surface here, by appending events (compaction).
+
+        // 3. Snapshot + step/start, atomically.
+        let step = session.query(|s| s.last_step() + 1).await?;
+        let snapshot = session.begin_step(step, turn).await?;
+
+        // 4. Seed the call config.
+        let config = if self.anchored {
+            match &snapshot.header {
+                Some(header) => header.config.clone(),
+                None => self.config.overrides.apply(self.config.default_call.clone()),
+            }
+        } else {
+            let base = snapshot
+                .header
+                .as_ref()
+                .map_or_else(|| self.config.default_call.clone(), |h| h.config.clone());
+            self.config.overrides.apply(base)
+        };
+
+        // 5. Request hooks: a replacement config is all they can return.
+        let context = HookContext { session_id: session.session_id().to_owned(), turn, step };
+        let config = self.hooks.iter().fold(config, |config, hook| hook(&context, config));
+
+        // 6. The header event the request owes the log.
+        let header = EpochHeader::new(config, Some(system), tools);
+        match plan_header_event(snapshot.header.as_ref(), &header, !self.anchored) {
+            HeaderPlan::Unchanged => {}
+            HeaderPlan::Delta(delta) => {
+                session.append(EventData::RequestHeaderDelta(delta)).await?;
+            }
+            HeaderPlan::Snapshot(reason) => {
+                let snapshot_event = RequestHeader { reason, header: header.clone() };
+                session.append(EventData::RequestHeader(snapshot_event)).await?;
+            }
+        }
+        self.anchored = true;
+
+        // 7. Build, record, check, dispatch.
+        let request = GenerateRequest { header, messages: snapshot.messages };
+        let body = wire_body(&request);
+        let sent = RequestSent {
+            adapter: DEEPSEEK_ADAPTER.to_owned(),
+            sha256: sha256_hex(&body),
+            bytes: body.len() as u64,
+        };
+        session.append(EventData::RequestSent(sent)).await?;
+        if self.config.check_invariants {
+            check_invariant(session, step, &request, &body).await?;
+        }
+
+        // 8. Stream.
+        let mut stream = self.provider.stream(Bytes::from(body), cancel.child_token());
+        let mut assembler = MessageAssembler::new();
+        let finish = loop {
+            // Cancel-safety: `stream.next()` is cancel-safe (events are queued in a channel);
+            // `cancelled()` is cancel-safe.
+            let next = tokio::select! {
+                next = stream.next() => next,
+                () = cancel.cancelled() => {
+                    drop(stream);
+                    return self.fail_step(session, step, "cancelled".to_owned(), true).await;
+                }
+            };
+            match next {
+                Some(Ok(StreamEvent::Delta(delta))) => {
+                    assembler.push(&delta);
+                    session
+                        .append(EventData::AssistantChunk(AssistantChunk { step, delta }))
+                        .await?;
+                }
+                Some(Ok(StreamEvent::Retry { attempt, delay, error })) => {
+                    let retry =
+                        LlmRetry { step, attempt, delay_ms: delay.as_millis() as u64, error };
+                    session.append(EventData::LlmRetry(retry)).await?;
+                }
+                Some(Ok(StreamEvent::Finish { finish_reason, usage })) => {
+                    break (finish_reason, usage);
+                }
+                Some(Err(error)) => {
+                    let cancelled = cancel.is_cancelled();
+                    return self.fail_step(session, step, error.to_string(), cancelled).await;
+                }
+                None => {
+                    let message = "the provider stream ended without a finish".to_owned();
+                    return self.fail_step(session, step, message, false).await;
+                }
+            }
+        };
+        let (finish_reason, usage) = finish;
+        *usage_sum = usage_sum.add(&usage);
+        let message = assembler.finish();
+        if message.content.is_empty() && message.tool_calls.is_empty() {
+            // An empty assistant message would be rejected by the provider in every later
+            // request; it never reaches the surface.
+            let end = StepEnd { step, finish_reason, usage };
+            session.append(EventData::StepEnd(end)).await?;
+            let error = "the model returned an empty message".to_owned();
+            return Ok(StepOutcome::End(StopReason::Error, Some(error)));
+        }
+        let calls = message.tool_calls.clone();
+        session.append(EventData::AssistantMessage(AssistantTurn { step, message })).await?;
+
+        // Tools, inside the step: every call is answered before step/end.
+        for call in &calls {
+            let result = self.run_tool(session, step, call, cancel).await?;
+            session.append(EventData::ToolResult(result)).await?;
+        }
+        session.append(EventData::StepEnd(StepEnd { step, finish_reason, usage })).await?;
+
+        if cancel.is_cancelled() {
+            return Ok(StepOutcome::End(StopReason::Cancelled, None));
+        }
+        if !calls.is_empty() {
+            return Ok(StepOutcome::Continue);
+        }
+        // The model stopped. Steering that arrived during this step has not been seen yet: it
+        // joins the next request of the same turn.
+        let boundary = snapshot.boundary_seq;
+        let steered = session.query(move |s| steering_after(s, boundary)).await?;
+        Ok(if steered {
+            StepOutcome::Continue
+        } else {
+            StepOutcome::End(StopReason::Completed, None)
+        })
+    }
+
+    async fn fail_step(
+        &self,
+        session: &SessionHandle,
+        step: u64,
+        error: String,
+        cancelled: bool,
+    ) -> Result<StepOutcome, AgentError> {
+        let failure = StepError { step, error: error.clone(), cancelled };
+        session.append(EventData::StepError(failure)).await?;
+        Ok(if cancelled {
+            StepOutcome::End(StopReason::Cancelled, None)
+        } else {
+            StepOutcome::End(StopReason::Error, Some(error))
+        })
+    }
+
+    async fn run_tool(
+        &self,
+        session: &SessionHandle,
+        step: u64,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+    ) -> Result<ToolResult, AgentError> {
+        let refuse = |content: String| ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error: true,
+        };
+        if cancel.is_cancelled() {
+            return Ok(refuse("not run: the turn was cancelled".to_owned()));
+        }
+        if let Some(access) = self.toolbox.access(&call.name) {
+            let name = call.name.clone();
+            let always = session.query(move |s| always_allowed(s.events()).contains(&name)).await?;
+            let policy = if always {
+                Policy::Auto
+            } else {
+                self.config.approvals.for_tool(&call.name, access)
+            };
+            match policy {
+                Policy::Auto => {}
+                Policy::Deny => {
+                    return Ok(refuse(format!(
+                        "refused: the approval policy denies `{}` in this session",
+                        call.name
+                    )));
+                }
+                Policy::Ask => {
+                    let request = ApprovalRequest {
+                        approval_id: format!("approval-{}", call.id),
+                        call_id: call.id.clone(),
+                        tool: call.name.clone(),
+                        summary: self.toolbox.describe_call(&call.name, &call.arguments),
+                    };
+                    session.append(EventData::ApprovalRequest(request.clone())).await?;
+                    let verdict = self.approver.decide(&request, cancel).await;
+                    let verdict =
+                        if cancel.is_cancelled() { ApprovalVerdict::Deny } else { verdict };
+                    let decision = ApprovalDecision {
+                        approval_id: request.approval_id.clone(),
+                        decision: verdict,
+                    };
+                    session.append(EventData::ApprovalDecision(decision)).await?;
+                    match verdict {
+                        ApprovalVerdict::Allow | ApprovalVerdict::AllowAlways => {}
+                        ApprovalVerdict::Deny => {
+                            return Ok(refuse(
+                                "denied: the user did not approve this call".to_owned(),
+                            ));
+                        }
+                        ApprovalVerdict::Timeout => {
+                            return Ok(refuse(
+                                "denied: nobody answered the approval request in time".to_owned(),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let started = ToolCallStarted { step, call_id: call.id.clone(), name: call.name.clone() };
+        session.append(EventData::ToolCall(started)).await?;
+        let output = self.toolbox.call(&call.name, &call.arguments, cancel).await;
+        Ok(ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: output.content,
+            is_error: output.is_error,
+        })
+    }
+}
+
+async fn check_invariant(
+    session: &SessionHandle,
+    step: u64,
+    live: &GenerateRequest,
+    live_body: &[u8],
+) -> Result<(), AgentError> {
+    let rebuilt = session.query(move |s| reconstruct(s.events(), step)).await?;
+    let rebuilt =
+        rebuilt.map_err(|error| AgentError::Invariant { step, difference: error.to_string() })?;
+    let rebuilt_body = wire_body(&rebuilt);
+    match first_difference(live, live_body, &rebuilt, &rebuilt_body) {
+        None => Ok(()),
+        Some(difference) => {
+            let failure = StepError {
+                step,
+                error: format!("reconstruction invariant violated: {difference}"),
+                cancelled: false,
+            };
+            session.append(EventData::StepError(failure)).await?;
+            Err(AgentError::Invariant { step, difference })
+        }
+    }
+}
+
+/// Lowercase hex sha256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn last_date_context(session: &Session) -> Option<String> {
+    session.events().iter().rev().find_map(|event| match &event.data {
+        EventData::ContextMessage(context) if context.source.as_deref() == Some("date") => {
+            Some(context.text.clone())
+        }
+        _ => None,
+    })
+}
+
+fn steering_after(session: &Session, boundary: u64) -> bool {
+    let start = usize::try_from(boundary).unwrap_or(usize::MAX);
+    session
+        .events()
+        .get(start..)
+        .unwrap_or_default()
+        .iter()
+        .any(|event| matches!(event.data, EventData::SteeringMessage(_)))
+}
+
+/// Closes what a crash left open at the end of the log: unanswered tool calls get an error
+/// result, an open step a `step/error`, an open turn a `turn/end` — so the next request is valid
+/// and the log well-formed. Does nothing on a log that ends between turns.
+pub async fn close_interrupted(session: &SessionHandle) -> Result<(), AgentError> {
+    let closing = session.query(closing_events).await?;
+    for data in closing {
+        session.append(data).await?;
+    }
+    Ok(())
+}
+
+fn closing_events(session: &Session) -> Vec<EventData> {
+    let events = session.events();
+    let Some(turn_start) = events
+        .iter()
+        .rposition(|e| matches!(e.data, EventData::TurnStart(_) | EventData::TurnEnd(_)))
+    else {
+        return Vec::new();
+    };
+    let EventData::TurnStart(TurnStart { turn }) = events[turn_start].data else {
+        return Vec::new();
+    };
+    let mut open_step = None;
+    let mut pending: Vec<(String, String)> = Vec::new();
+    for event in &events[turn_start..] {
+        match &event.data {
+            EventData::StepStart(start) => {
+                open_step = Some(start.step);
+                pending.clear();
+            }
+            EventData::AssistantMessage(message) => pending
+                .extend(message.message.tool_calls.iter().map(|c| (c.id.clone(), c.name.clone()))),
+            EventData::ToolResult(result) => pending.retain(|(id, _)| *id != result.call_id),
+            EventData::StepEnd(_) | EventData::StepError(_) => {
+                open_step = None;
+                pending.clear();
+            }
+            _ => {}
+        }
+    }
+    const INTERRUPTED: &str = "interrupted: the process running this turn stopped";
+    let mut closing = Vec::new();
+    for (call_id, name) in pending {
+        closing.push(EventData::ToolResult(ToolResult {
+            call_id,
+            name,
+            content: format!("not run: {INTERRUPTED}"),
+            is_error: true,
+        }));
+    }
+    if let Some(step) = open_step {
+        closing.push(EventData::StepError(StepError {
+            step,
+            error: INTERRUPTED.to_owned(),
+            cancelled: true,
+        }));
+    }
+    closing.push(EventData::TurnEnd(TurnEnd {
+        turn,
+        reason: StopReason::Cancelled,
+        error: Some(INTERRUPTED.to_owned()),
+    }));
+    closing
+}

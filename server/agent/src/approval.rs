@@ -1,0 +1,137 @@
+//! Approvals: a per-tool policy (`auto`, `ask`, `deny`) and the seam through which a person
+//! answers an `ask`.
+//!
+//! `ask` appends `approval/request`, waits for an [`Approver`] (the CLI asks on the terminal; the
+//! daemon routes the question to its clients), appends `approval/decision`, and runs or refuses
+//! the call accordingly. An `allowAlways` decision is remembered for the session by folding the
+//! log, so it survives a restart.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+
+use dsh_session::{ApprovalRequest, ApprovalVerdict, Event, EventData};
+use tokio_util::sync::CancellationToken;
+
+use crate::tools::Access;
+
+/// What happens when the model calls a tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Run it.
+    Auto,
+    /// Ask a person first.
+    Ask,
+    /// Refuse it.
+    Deny,
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "auto" => Ok(Policy::Auto),
+            "ask" => Ok(Policy::Ask),
+            "deny" => Ok(Policy::Deny),
+            other => Err(format!("unknown approval policy `{other}` (expected auto, ask or deny)")),
+        }
+    }
+}
+
+/// The approval policy: by access class, overridden per tool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalPolicy {
+    /// Reading tools (`read_file`, `list_dir`, `glob`, `grep`); default `auto`.
+    pub read: Policy,
+    /// Writing tools (`write_file`, `edit_file`); default `ask`.
+    pub write: Policy,
+    /// `run_command`; default `ask`.
+    pub command: Policy,
+    /// Per-tool overrides.
+    pub per_tool: BTreeMap<String, Policy>,
+}
+
+impl Default for ApprovalPolicy {
+    fn default() -> Self {
+        ApprovalPolicy {
+            read: Policy::Auto,
+            write: Policy::Ask,
+            command: Policy::Ask,
+            per_tool: BTreeMap::new(),
+        }
+    }
+}
+
+impl ApprovalPolicy {
+    /// Every tool runs without asking (the CLI's `--yes`).
+    pub fn allow_all() -> Self {
+        ApprovalPolicy {
+            read: Policy::Auto,
+            write: Policy::Auto,
+            command: Policy::Auto,
+            per_tool: BTreeMap::new(),
+        }
+    }
+
+    /// The policy for one tool.
+    pub fn for_tool(&self, name: &str, access: Access) -> Policy {
+        if let Some(policy) = self.per_tool.get(name) {
+            return *policy;
+        }
+        match access {
+            Access::Read => self.read,
+            Access::Write => self.write,
+            Access::Command => self.command,
+        }
+    }
+}
+
+/// A boxed future, as returned by [`Approver::decide`].
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Whoever answers approval requests.
+pub trait Approver: Send + Sync {
+    /// Decides one request. Must return promptly when `cancel` fires (the turn was cancelled);
+    /// the loop then refuses the call.
+    fn decide<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ApprovalVerdict>;
+}
+
+/// An approver that denies everything: for contexts with nobody to ask.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DenyAll;
+
+impl Approver for DenyAll {
+    fn decide<'a>(
+        &'a self,
+        _request: &'a ApprovalRequest,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ApprovalVerdict> {
+        Box::pin(async { ApprovalVerdict::Deny })
+    }
+}
+
+/// The tools a person allowed for the whole session (`allowAlways`), folded from the log.
+pub fn always_allowed(events: &[Event]) -> BTreeSet<String> {
+    let mut tool_of_request = BTreeMap::new();
+    let mut allowed = BTreeSet::new();
+    for event in events {
+        match &event.data {
+            EventData::ApprovalRequest(request) => {
+                tool_of_request.insert(request.approval_id.clone(), request.tool.clone());
+            }
+            EventData::ApprovalDecision(decision)
+                if decision.decision == ApprovalVerdict::AllowAlways =>
+            {
+                if let Some(tool) = tool_of_request.get(&decision.approval_id) {
+                    allowed.insert(tool.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    allowed
+}

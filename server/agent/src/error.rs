@@ -1,0 +1,23 @@
+//! The agent crate's error type.
+
+use dsh_store::StoreError;
+
+/// What can stop the loop itself (as opposed to a turn that ends with an error reason, which is
+/// a normal, logged outcome).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The session log could not be written or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The session's owner task is gone (the daemon is shutting down).
+    #[error("the session is closed")]
+    SessionClosed,
+    /// The request rebuilt from the log differs from the live one: a bug, never a warning.
+    #[error("reconstruction invariant violated at step {step}: {difference}")]
+    Invariant {
+        /// The step.
+        step: u64,
+        /// The first differing field.
+        difference: String,
+    },
+}

@@ -1,0 +1,25 @@
+//! The dsh agent loop: steps, tools, approvals, and the reconstruction invariant.
+//!
+//! [`Agent::run_turn`] runs one turn against a live session held by its owner task
+//! ([`spawn_owner`], [`SessionHandle`]): every request it sends is built from the log — a message
+//! snapshot taken atomically with `step/start`, and the folded header — and, when invariants are
+//! on, checked against a fresh rebuild of the log before dispatch.
+//!
+//! This crate does not own processes, sockets or the CLI (that is the daemon), nor the log
+//! format (the session crate) or the wire format (the provider crate).
+
+mod agent;
+pub mod approval;
+mod error;
+mod invariant;
+mod owner;
+pub mod prompt;
+pub mod tools;
+
+pub use agent::{
+    Agent, AgentConfig, CallOverrides, Clock, HookContext, RequestHook, TurnOutcome,
+    close_interrupted, sha256_hex,
+};
+pub use error::AgentError;
+pub use invariant::first_difference;
+pub use owner::{SessionHandle, StepSnapshot, spawn_owner};

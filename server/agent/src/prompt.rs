@@ -1,0 +1,78 @@
+//! The system prompt assembly, rendered every step and compared by value.
+//!
+//! Sections, in order: the built-in base prompt (stable text: no clock, no ids, nothing that
+//! changes per step or per host), the workspace's instruction files (`AGENTS.md`, then
+//! `.dsh/instructions.md`, when present), and a configuration section. An edited instruction
+//! file changes the rendered text, so the next step logs a header delta — never a silent change.
+//! What the model should know about time enters the conversation as a logged `context/message`
+//! instead (see [`date_context`]), appended, so it costs only the tail of the prompt cache.
+
+use std::path::Path;
+
+/// The built-in base prompt. Changing this text changes every session's cached prefix.
+pub const BASE_PROMPT: &str = "\
+You are dsh, a coding agent working inside one workspace (a directory on the user's machine).
+Use the tools to look before you change anything: read files, list directories, search with grep and glob.
+Make focused changes with edit_file (exact replacement) or write_file, and check them with run_command when the workspace has tests or a build.
+Every path is relative to the workspace root; paths outside the workspace are refused.
+When you are done, answer briefly: what you changed and what you verified.";
+
+/// Instruction files read from the workspace root, in order.
+pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", ".dsh/instructions.md"];
+
+/// The largest instruction file read; longer files are cut with a note.
+const INSTRUCTION_CAP_BYTES: usize = 64 * 1024;
+
+/// Renders the system prompt for `workspace` (the canonical root).
+pub fn render_system_prompt(workspace: &Path) -> String {
+    let mut sections = vec![BASE_PROMPT.to_owned()];
+    for name in INSTRUCTION_FILES {
+        if let Some(text) = read_instruction_file(workspace, name) {
+            sections.push(format!("# Workspace instructions ({name})\n\n{}", text.trim_end()));
+        }
+    }
+    sections.push(format!("# Configuration\n\nWorkspace root: {}", workspace.display()));
+    sections.join("\n\n")
+}
+
+fn read_instruction_file(workspace: &Path, name: &str) -> Option<String> {
+    let path = workspace.join(name);
+    // An instruction file that is a symlink out of the workspace is not read: the model must
+    // never see a file from outside through the system prompt either.
+    let canonical = path.canonicalize().ok()?;
+    if !canonical.starts_with(workspace) || !canonical.is_file() {
+        return None;
+    }
+    let bytes = std::fs::read(&canonical).ok()?;
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if text.len() > INSTRUCTION_CAP_BYTES {
+        let mut cut = INSTRUCTION_CAP_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("\n[... instruction file cut at 64 KiB ...]");
+    }
+    Some(text)
+}
+
+/// The text of the `context/message` that tells the model today's date (`YYYY-MM-DD`, UTC).
+pub fn date_context(date: &str) -> String {
+    format!("Today's date is {date}.")
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`, from unix milliseconds.
+pub fn utc_date(unix_ms: u64) -> String {
+    // Civil-from-days (Howard Hinnant's algorithm), exact for the proleptic Gregorian calendar.
+    let days = (unix_ms / 86_400_000) as i64;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}

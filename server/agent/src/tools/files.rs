@@ -1,0 +1,313 @@
+//! The file tools: `read_file`, `list_dir`, `write_file` and `edit_file`.
+//!
+//! Each takes its parsed arguments and returns the model-facing text, or an error message.
+//! Paths are confined by [`Workspace::resolve`] before anything is opened.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{self, BufRead, BufReader};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::ToolConfig;
+use super::workspace::{Resolved, Workspace};
+
+/// Longest line `read_file` shows in full, in bytes; longer lines are cut with a note.
+const READ_MAX_LINE_BYTES: usize = 2_000;
+
+/// Most entries `list_dir` returns.
+const LIST_MAX_ENTRIES: usize = 1_000;
+
+/// Arguments of `read_file`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ReadFileArgs {
+    path: String,
+    #[serde(default)]
+    start_line: Option<u64>,
+    #[serde(default)]
+    end_line: Option<u64>,
+}
+
+/// Arguments of `list_dir`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListDirArgs {
+    #[serde(default)]
+    path: Option<String>,
+}
+
+/// Arguments of `write_file`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WriteFileArgs {
+    path: String,
+    content: String,
+}
+
+/// Arguments of `edit_file`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EditFileArgs {
+    path: String,
+    old_string: String,
+    new_string: String,
+}
+
+/// Resolves a path that must name an existing regular file.
+fn existing_file(workspace: &Workspace, argument: &str) -> Result<Resolved, String> {
+    let resolved = workspace.resolve(argument).map_err(|error| error.to_string())?;
+    if !resolved.exists {
+        return Err(format!("file `{argument}` not found"));
+    }
+    if resolved.path.is_dir() {
+        return Err(format!("`{argument}` is a directory, not a file; use list_dir to list it"));
+    }
+    // A FIFO or device would block or never end.
+    if !resolved.path.is_file() {
+        return Err(format!("`{argument}` is not a regular file"));
+    }
+    Ok(resolved)
+}
+
+fn io_error(action: &str, argument: &str, error: &io::Error) -> String {
+    format!("cannot {action} `{argument}`: {error}")
+}
+
+/// `read_file`: numbered lines of a text file, within a line range and the line cap.
+pub(super) fn read_file(
+    workspace: &Workspace,
+    config: &ToolConfig,
+    args: ReadFileArgs,
+) -> Result<String, String> {
+    let start = args.start_line.unwrap_or(1);
+    if start == 0 {
+        return Err("start_line must be at least 1 (lines are numbered from 1)".to_owned());
+    }
+    if let Some(end) = args.end_line
+        && end < start
+    {
+        return Err(format!("end_line {end} is before start_line {start}"));
+    }
+    let resolved = existing_file(workspace, &args.path)?;
+    let file =
+        fs::File::open(&resolved.path).map_err(|error| io_error("read", &args.path, &error))?;
+    let cap = u64::try_from(config.read_cap_lines.max(1)).unwrap_or(u64::MAX);
+    let wanted_end = args.end_line.unwrap_or(u64::MAX);
+    let shown_end = wanted_end.min(start.saturating_add(cap - 1));
+
+    // Stream the file: the whole of it is scanned (for the line count and for NUL bytes), but
+    // only the shown lines are kept.
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    let mut total: u64 = 0;
+    let mut last_shown: u64 = 0;
+    let mut output = String::new();
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|error| io_error("read", &args.path, &error))?;
+        if read == 0 {
+            break;
+        }
+        if line.contains(&0) {
+            return Err(format!(
+                "`{}` looks like a binary file (it contains NUL bytes); read_file only reads text files",
+                args.path
+            ));
+        }
+        total += 1;
+        if (start..=shown_end).contains(&total) {
+            push_numbered_line(&mut output, total, &line);
+            last_shown = total;
+        }
+    }
+
+    if total == 0 {
+        return if start == 1 {
+            Ok("(empty file)".to_owned())
+        } else {
+            Err(format!("start_line {start} is past the end of the file, which is empty"))
+        };
+    }
+    if start > total {
+        return Err(format!(
+            "start_line {start} is past the end of the file, which has {total} lines"
+        ));
+    }
+    let range_end = wanted_end.min(total);
+    if last_shown < range_end {
+        let _ = write!(
+            output,
+            "\n[showing lines {start}-{last_shown} of {total}; cut at {cap} lines per call; \
+             call read_file with start_line={} to read on]",
+            last_shown + 1
+        );
+    } else if start > 1 || last_shown < total {
+        let _ = write!(output, "\n[showing lines {start}-{last_shown} of {total}]");
+    }
+    Ok(output)
+}
+
+fn push_numbered_line(output: &mut String, number: u64, line: &[u8]) {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let (shown, cut) = if line.len() > READ_MAX_LINE_BYTES {
+        (&line[..READ_MAX_LINE_BYTES], true)
+    } else {
+        (line, false)
+    };
+    let _ = write!(output, "{number:>6}\t{}", String::from_utf8_lossy(shown));
+    if cut {
+        let _ = write!(output, " [line cut: {} of {} bytes shown]", shown.len(), line.len());
+    }
+    output.push('\n');
+}
+
+/// `list_dir`: the sorted entries of a directory.
+pub(super) fn list_dir(
+    workspace: &Workspace,
+    config: &ToolConfig,
+    args: ListDirArgs,
+) -> Result<String, String> {
+    let argument = args.path.unwrap_or_else(|| ".".to_owned());
+    let resolved = workspace.resolve(&argument).map_err(|error| error.to_string())?;
+    if !resolved.exists {
+        return Err(format!("directory `{argument}` not found"));
+    }
+    if !resolved.path.is_dir() {
+        return Err(format!("`{argument}` is a file, not a directory; use read_file to read it"));
+    }
+    let reader =
+        fs::read_dir(&resolved.path).map_err(|error| io_error("list", &argument, &error))?;
+    let mut entries = Vec::new();
+    for entry in reader {
+        let entry = entry.map_err(|error| io_error("list", &argument, &error))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == ".git" {
+            continue;
+        }
+        // `file_type` does not follow symlinks, so a link is listed as a link and its target
+        // is never looked at.
+        let suffix = match entry.file_type() {
+            Ok(file_type) if file_type.is_dir() => "/",
+            Ok(file_type) if file_type.is_symlink() => "@",
+            _ => "",
+        };
+        entries.push(format!("{name}{suffix}"));
+    }
+    if entries.is_empty() {
+        return Ok("(empty directory)".to_owned());
+    }
+    entries.sort();
+    Ok(capped_lines(&entries, LIST_MAX_ENTRIES, config.output_cap_bytes, |shown, total| {
+        format!(
+            "[showing {shown} of {total} entries; list a subdirectory, or use glob to narrow down]"
+        )
+    }))
+}
+
+/// Joins lines, stopping at `max_lines` lines or `max_bytes` bytes, whichever comes first, and
+/// then appending `note(shown, total)`.
+pub(super) fn capped_lines(
+    lines: &[String],
+    max_lines: usize,
+    max_bytes: usize,
+    note: impl FnOnce(usize, usize) -> String,
+) -> String {
+    let mut output = String::new();
+    let mut shown = 0;
+    for line in lines.iter().take(max_lines) {
+        if !output.is_empty() && output.len() + line.len() + 1 > max_bytes {
+            break;
+        }
+        output.push_str(line);
+        output.push('\n');
+        shown += 1;
+    }
+    if shown < lines.len() {
+        output.push_str(&note(shown, lines.len()));
+    } else {
+        output.pop();
+    }
+    output
+}
+
+/// `write_file`: creates or replaces a file, creating missing parent directories.
+pub(super) fn write_file(workspace: &Workspace, args: WriteFileArgs) -> Result<String, String> {
+    let resolved = workspace.resolve(&args.path).map_err(|error| error.to_string())?;
+    if resolved.path.is_dir() {
+        return Err(format!("`{}` is a directory; cannot write it as a file", args.path));
+    }
+    if resolved.exists && !resolved.path.is_file() {
+        return Err(format!("`{}` is not a regular file; cannot write it", args.path));
+    }
+    if let Some(parent) = resolved.path.parent() {
+        fs::create_dir_all(parent)
+            .map_err(|error| io_error("create the parent directories of", &args.path, &error))?;
+    }
+    fs::write(&resolved.path, &args.content)
+        .map_err(|error| io_error("write", &args.path, &error))?;
+    let verb = if resolved.exists { "wrote" } else { "created" };
+    Ok(format!("{verb} {} ({} bytes)", workspace.display(&resolved.path), args.content.len()))
+}
+
+/// `edit_file`: replaces the single occurrence of `old_string` with `new_string`.
+pub(super) fn edit_file(workspace: &Workspace, args: EditFileArgs) -> Result<String, String> {
+    if args.old_string.is_empty() {
+        return Err("old_string is empty; to create or overwrite a file use write_file".to_owned());
+    }
+    if args.old_string == args.new_string {
+        return Err("old_string and new_string are identical; nothing to change".to_owned());
+    }
+    let resolved = existing_file(workspace, &args.path)?;
+    let text = read_text(&resolved.path, &args.path)?;
+    let (count, first) = occurrences(&text, &args.old_string);
+    let Some(first) = first else {
+        return Err(format!(
+            "old_string not found in `{}`; it must match the file exactly, including whitespace \
+             and indentation (read the file again to copy the exact text)",
+            args.path
+        ));
+    };
+    if count > 1 {
+        return Err(format!(
+            "old_string occurs {count} times in `{}`; it must occur exactly once, so include \
+             more surrounding lines to make it unique",
+            args.path
+        ));
+    }
+    let mut edited =
+        String::with_capacity(text.len() - args.old_string.len() + args.new_string.len());
+    edited.push_str(&text[..first]);
+    edited.push_str(&args.new_string);
+    edited.push_str(&text[first + args.old_string.len()..]);
+    fs::write(&resolved.path, edited).map_err(|error| io_error("write", &args.path, &error))?;
+    let line = text[..first].matches('\n').count() + 1;
+    Ok(format!("edited {} (1 replacement at line {line})", workspace.display(&resolved.path)))
+}
+
+fn read_text(path: &Path, argument: &str) -> Result<String, String> {
+    let bytes = fs::read(path).map_err(|error| io_error("read", argument, &error))?;
+    String::from_utf8(bytes).map_err(|_| {
+        format!("`{argument}` is not valid UTF-8 text; edit_file only edits text files")
+    })
+}
+
+/// Counts occurrences of `needle` in `haystack`, overlapping ones included (in `aaa`, `aa`
+/// occurs twice: a replacement would be ambiguous), and returns the first one's byte offset.
+fn occurrences(haystack: &str, needle: &str) -> (usize, Option<usize>) {
+    let mut count = 0;
+    let mut first = None;
+    let mut from = 0;
+    while let Some(offset) = haystack[from..].find(needle) {
+        let at = from + offset;
+        count += 1;
+        first.get_or_insert(at);
+        // Step past the first character of this match, staying on a char boundary.
+        from = at + haystack[at..].chars().next().map_or(1, char::len_utf8);
+    }
+    (count, first)
+}

@@ -1,0 +1,260 @@
+//! Built-in tools the model calls: reading, listing, searching and editing files in the
+//! workspace, and running shell commands there.
+//!
+//! The loop sees one type, [`Toolbox`]: the tool schemas for the request header, the access
+//! class of each tool for the approval policy, a one-line description of a call for approval
+//! prompts, and [`Toolbox::call`], which runs a call from the argument string exactly as the
+//! model produced it. A call never fails as a Rust error: every failure becomes a
+//! [`ToolOutput`] with `is_error` set and a message the model can act on.
+//!
+//! Schemas are part of the byte-stable request header, so they are constants: sorted by name,
+//! no clock, no host-specific text, and no configuration values in them.
+//!
+//! Every path argument goes through [`Workspace`] confinement (see `workspace.rs`). This module
+//! does not apply the approval policy — the loop does, from [`Toolbox::access`].
+
+mod command;
+mod files;
+mod schema;
+mod search;
+mod workspace;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+pub use workspace::Workspace;
+
+/// What a tool may do, which decides the approval policy (auto, ask or deny) the loop applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Reads the workspace only.
+    Read,
+    /// Writes files in the workspace.
+    Write,
+    /// Runs an arbitrary shell command.
+    Command,
+}
+
+/// The result of one tool call, as the model will see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The text returned to the model.
+    pub content: String,
+    /// Whether the call failed (bad arguments, refused path, non-zero exit, timeout, ...).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    fn success(content: String) -> ToolOutput {
+        ToolOutput { content, is_error: false }
+    }
+
+    fn error(content: String) -> ToolOutput {
+        ToolOutput { content, is_error: true }
+    }
+
+    fn from_result(result: Result<String, String>) -> ToolOutput {
+        match result {
+            Ok(content) => ToolOutput::success(content),
+            Err(content) => ToolOutput::error(content),
+        }
+    }
+}
+
+/// Limits of the built-in tools.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolConfig {
+    /// How long `run_command` runs when the call sets no `timeout_secs`.
+    pub command_timeout: Duration,
+    /// The most output bytes `run_command`, `glob`, `grep` and `list_dir` return.
+    pub output_cap_bytes: usize,
+    /// The most lines one `read_file` call returns.
+    pub read_cap_lines: usize,
+}
+
+impl Default for ToolConfig {
+    fn default() -> ToolConfig {
+        ToolConfig {
+            command_timeout: Duration::from_secs(120),
+            output_cap_bytes: 30_000,
+            read_cap_lines: 2_000,
+        }
+    }
+}
+
+/// The built-in tools of one workspace.
+#[derive(Clone, Debug)]
+pub struct Toolbox {
+    workspace: Workspace,
+    config: ToolConfig,
+}
+
+/// The built-in tools, in name order (the order of [`Toolbox::schemas`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tool {
+    EditFile,
+    Glob,
+    Grep,
+    ListDir,
+    ReadFile,
+    RunCommand,
+    WriteFile,
+}
+
+impl Tool {
+    const ALL: [Tool; 7] = [
+        Tool::EditFile,
+        Tool::Glob,
+        Tool::Grep,
+        Tool::ListDir,
+        Tool::ReadFile,
+        Tool::RunCommand,
+        Tool::WriteFile,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Tool::EditFile => "edit_file",
+            Tool::Glob => "glob",
+            Tool::Grep => "grep",
+            Tool::ListDir => "list_dir",
+            Tool::ReadFile => "read_file",
+            Tool::RunCommand => "run_command",
+            Tool::WriteFile => "write_file",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+
+    fn access(self) -> Access {
+        match self {
+            Tool::Glob | Tool::Grep | Tool::ListDir | Tool::ReadFile => Access::Read,
+            Tool::EditFile | Tool::WriteFile => Access::Write,
+            Tool::RunCommand => Access::Command,
+        }
+    }
+}
+
+impl Toolbox {
+    /// Creates the toolbox for one workspace.
+    pub fn new(workspace: Workspace, config: ToolConfig) -> Toolbox {
+        Toolbox { workspace, config }
+    }
+
+    /// The workspace the tools are confined to.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// The tool schemas for the request header: sorted by name, and the same bytes for every
+    /// toolbox (no configuration, clock or host text enters them).
+    pub fn schemas(&self) -> Vec<dsh_session::ToolSchema> {
+        Tool::ALL.into_iter().map(schema::schema).collect()
+    }
+
+    /// The access class of a tool, or `None` for an unknown tool.
+    pub fn access(&self, name: &str) -> Option<Access> {
+        Tool::from_name(name).map(Tool::access)
+    }
+
+    /// One line describing a call for an approval prompt, such as
+    /// `write_file src/a.rs (120 bytes)` or `run_command: cargo test`. Works on any input:
+    /// unknown tools and malformed arguments are described as such.
+    pub fn describe_call(&self, name: &str, arguments: &str) -> String {
+        match Tool::from_name(name) {
+            Some(tool) => schema::describe(tool, arguments),
+            None => format!("unknown tool {}", schema::one_line(name)),
+        }
+    }
+
+    /// Runs one tool call. `arguments` is the JSON argument string exactly as the model
+    /// produced it. Never panics and never fails: every failure is an error [`ToolOutput`].
+    ///
+    /// `cancel` stops a running command (its whole process group is killed) or a search;
+    /// file reads and writes are short and run to completion once started, so that a cancelled
+    /// call never leaves the model believing a write did not happen when it did.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: &str,
+        cancel: &CancellationToken,
+    ) -> ToolOutput {
+        let Some(tool) = Tool::from_name(name) else {
+            let names: Vec<&str> = Tool::ALL.iter().map(|tool| tool.name()).collect();
+            return ToolOutput::error(format!(
+                "unknown tool `{name}`; available tools: {}",
+                names.join(", ")
+            ));
+        };
+        if cancel.is_cancelled() {
+            return ToolOutput::error(format!("{name} was cancelled before it started"));
+        }
+        if tool == Tool::RunCommand {
+            return command::run(&self.workspace, &self.config, arguments, cancel).await;
+        }
+        // The file tools do blocking I/O (and grep/glob may walk a large tree), so they run on
+        // the blocking pool; a panic there comes back as a join error instead of unwinding.
+        let workspace = self.workspace.clone();
+        let config = self.config.clone();
+        let arguments = arguments.to_owned();
+        let cancel = cancel.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            run_blocking(tool, &workspace, &config, &arguments, &cancel)
+        });
+        match task.await {
+            Ok(output) => output,
+            Err(error) => {
+                tracing::error!(tool = name, %error, "tool task failed");
+                ToolOutput::error(format!("{name} failed with an internal error"))
+            }
+        }
+    }
+}
+
+fn run_blocking(
+    tool: Tool,
+    workspace: &Workspace,
+    config: &ToolConfig,
+    arguments: &str,
+    cancel: &CancellationToken,
+) -> ToolOutput {
+    let result = match tool {
+        Tool::EditFile => parse(tool, arguments).and_then(|args| files::edit_file(workspace, args)),
+        Tool::Glob => {
+            parse(tool, arguments).and_then(|args| search::glob(workspace, config, args, cancel))
+        }
+        Tool::Grep => {
+            parse(tool, arguments).and_then(|args| search::grep(workspace, config, args, cancel))
+        }
+        Tool::ListDir => {
+            parse(tool, arguments).and_then(|args| files::list_dir(workspace, config, args))
+        }
+        Tool::ReadFile => {
+            parse(tool, arguments).and_then(|args| files::read_file(workspace, config, args))
+        }
+        Tool::WriteFile => {
+            parse(tool, arguments).and_then(|args| files::write_file(workspace, args))
+        }
+        Tool::RunCommand => Err("run_command cannot run on the blocking pool".to_owned()),
+    };
+    ToolOutput::from_result(result)
+}
+
+/// Parses a call's argument string; an empty string counts as `{}` (some models send that for a
+/// call without arguments).
+fn parse<T: DeserializeOwned>(tool: Tool, arguments: &str) -> Result<T, String> {
+    let arguments = if arguments.trim().is_empty() { "{}" } else { arguments };
+    serde_json::from_str(arguments).map_err(|error| {
+        format!(
+            "invalid arguments for {}: {error}; arguments must be a JSON object matching the tool's schema",
+            tool.name()
+        )
+    })
+}

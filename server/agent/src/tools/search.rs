@@ -1,0 +1,266 @@
+//! The search tools: `glob` (file names) and `grep` (file contents).
+//!
+//! Both walk the workspace with `ignore::WalkBuilder`: `.gitignore` and `.ignore` rules apply
+//! (also when the workspace is not a git repository), hidden files are searched, `.git` is
+//! skipped, and symlinks are never followed — a link is not a regular file, so neither tool
+//! looks through it. Ignore files are read from the workspace only: from the search directory
+//! down by the walker, and from the directories between the workspace root and the search
+//! directory by [`ancestor_ignores`]; nothing above the root and no global git config is read.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use globset::{Glob, GlobBuilder, GlobMatcher};
+use ignore::WalkBuilder;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use regex::bytes::Regex;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::ToolConfig;
+use super::files::capped_lines;
+use super::workspace::Workspace;
+
+/// Most paths `glob` returns.
+const GLOB_MAX_FILES: usize = 1_000;
+
+/// Most matching lines `grep` returns.
+const GREP_MAX_MATCHES: usize = 500;
+
+/// Longest line text `grep` shows, in bytes.
+const GREP_MAX_LINE_BYTES: usize = 500;
+
+/// Arguments of `glob`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GlobArgs {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+}
+
+/// Arguments of `grep`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GrepArgs {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    glob: Option<String>,
+}
+
+fn compile_glob(pattern: &str) -> Result<GlobMatcher, String> {
+    // Paths are matched relative to the search directory, so `./src/*.rs` means `src/*.rs`.
+    let relative = pattern.strip_prefix("./").unwrap_or(pattern);
+    let glob: Glob = GlobBuilder::new(relative)
+        .literal_separator(true)
+        .build()
+        .map_err(|error| format!("invalid glob pattern `{pattern}`: {error}"))?;
+    Ok(glob.compile_matcher())
+}
+
+/// `glob`: workspace files whose path relative to the search directory matches the pattern.
+pub(super) fn glob(
+    workspace: &Workspace,
+    config: &ToolConfig,
+    args: GlobArgs,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let matcher = compile_glob(&args.pattern)?;
+    let argument = args.path.unwrap_or_else(|| ".".to_owned());
+    let directory = search_directory(workspace, &argument)?;
+    if !directory.is_dir() {
+        return Err(format!("`{argument}` is a file, not a directory; glob searches directories"));
+    }
+    let matches: Vec<String> = walk_files(workspace, &directory, cancel)?
+        .into_iter()
+        .filter(|path| {
+            path.strip_prefix(&directory).is_ok_and(|relative| matcher.is_match(relative))
+        })
+        .map(|path| workspace.display(&path))
+        .collect();
+    if matches.is_empty() {
+        return Ok(format!(
+            "no files match `{}` in {}",
+            args.pattern,
+            workspace.display(&directory)
+        ));
+    }
+    Ok(capped_lines(&matches, GLOB_MAX_FILES, config.output_cap_bytes, |shown, total| {
+        format!("[showing {shown} of {total} files; use a narrower pattern or path]")
+    }))
+}
+
+/// `grep`: matching lines as `path:line:text`, sorted by path and line number.
+pub(super) fn grep(
+    workspace: &Workspace,
+    config: &ToolConfig,
+    args: GrepArgs,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let regex = Regex::new(&args.pattern)
+        .map_err(|error| format!("invalid regular expression `{}`: {error}", args.pattern))?;
+    let filter = args.glob.as_deref().map(compile_glob).transpose()?;
+    let filter_on_name = args.glob.as_deref().is_some_and(|glob| !glob.contains('/'));
+    let argument = args.path.unwrap_or_else(|| ".".to_owned());
+    let target = search_directory(workspace, &argument)?;
+    // An explicitly named file is searched even if it is ignored.
+    let (base, files) = if target.is_dir() {
+        let files = walk_files(workspace, &target, cancel)?;
+        (target, files)
+    } else if !target.is_file() {
+        return Err(format!("`{argument}` is not a regular file or a directory"));
+    } else {
+        let base = target.parent().map(Path::to_path_buf).unwrap_or_else(|| target.clone());
+        (base, vec![target])
+    };
+
+    let mut lines: Vec<String> = Vec::new();
+    let mut truncated = false;
+    let mut byte_count = 0;
+    'files: for path in files {
+        if cancel.is_cancelled() {
+            return Err("grep was cancelled".to_owned());
+        }
+        if let Some(filter) = &filter {
+            let matched = if filter_on_name {
+                path.file_name().is_some_and(|name| filter.is_match(name))
+            } else {
+                path.strip_prefix(&base).is_ok_and(|relative| filter.is_match(relative))
+            };
+            if !matched {
+                continue;
+            }
+        }
+        // Unreadable files (permissions, a file removed mid-walk) are skipped like binary ones.
+        let Ok(content) = fs::read(&path) else { continue };
+        if content.contains(&0) {
+            continue;
+        }
+        let shown_path = workspace.display(&path);
+        // A final newline ends the last line; it does not start an empty one.
+        let content = content.strip_suffix(b"\n").unwrap_or(&content);
+        if content.is_empty() {
+            continue;
+        }
+        for (index, line) in content.split(|byte| *byte == b'\n').enumerate() {
+            if !regex.is_match(line) {
+                continue;
+            }
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let text = if line.len() > GREP_MAX_LINE_BYTES {
+                format!("{} [line cut]", String::from_utf8_lossy(&line[..GREP_MAX_LINE_BYTES]))
+            } else {
+                String::from_utf8_lossy(line).into_owned()
+            };
+            let entry = format!("{shown_path}:{}:{text}", index + 1);
+            byte_count += entry.len() + 1;
+            if lines.len() == GREP_MAX_MATCHES
+                || (!lines.is_empty() && byte_count > config.output_cap_bytes)
+            {
+                truncated = true;
+                break 'files;
+            }
+            lines.push(entry);
+        }
+    }
+    if lines.is_empty() {
+        return Ok(format!("no matches for `{}` in {}", args.pattern, workspace.display(&base)));
+    }
+    let mut output = lines.join("\n");
+    if truncated {
+        output.push_str(&format!(
+            "\n[stopped after {} matching lines; more matches not shown; use a narrower \
+             pattern, path or glob]",
+            lines.len()
+        ));
+    }
+    Ok(output)
+}
+
+/// Resolves the search path argument; it must exist.
+fn search_directory(workspace: &Workspace, argument: &str) -> Result<PathBuf, String> {
+    let resolved = workspace.resolve(argument).map_err(|error| error.to_string())?;
+    if !resolved.exists {
+        return Err(format!("path `{argument}` not found"));
+    }
+    Ok(resolved.path)
+}
+
+/// Every regular file under `directory` (canonical, inside the workspace) that the ignore
+/// rules keep, sorted by path component by component, so that a directory's files stay
+/// together (`a/z.rs` sorts before `a.rs`). Symlinks are not followed and not returned.
+fn walk_files(
+    workspace: &Workspace,
+    directory: &Path,
+    cancel: &CancellationToken,
+) -> Result<Vec<PathBuf>, String> {
+    let ancestors = ancestor_ignores(workspace.root(), directory);
+    let mut builder = WalkBuilder::new(directory);
+    builder
+        .hidden(false)
+        .parents(false)
+        .git_global(false)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(move |entry| {
+            if entry.file_name() == ".git" {
+                return false;
+            }
+            let is_dir = entry.file_type().is_some_and(|file_type| file_type.is_dir());
+            // Deepest ignore file first: the first one with an opinion decides.
+            for ignores in &ancestors {
+                let matched = ignores.matched(entry.path(), is_dir);
+                if matched.is_ignore() {
+                    return false;
+                }
+                if matched.is_whitelist() {
+                    return true;
+                }
+            }
+            true
+        });
+    let mut files = Vec::new();
+    for (count, entry) in builder.build().enumerate() {
+        if count % 256 == 0 && cancel.is_cancelled() {
+            return Err("search was cancelled".to_owned());
+        }
+        // Unreadable directories are skipped: the walk reports what it can reach.
+        let Ok(entry) = entry else { continue };
+        if entry.file_type().is_some_and(|file_type| file_type.is_file()) {
+            files.push(entry.into_path());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The `.gitignore` and `.ignore` rules of the directories from `directory`'s parent up to the
+/// workspace root, deepest first. The walker itself only reads ignore files from the directory
+/// it starts in downward.
+fn ancestor_ignores(root: &Path, directory: &Path) -> Vec<Gitignore> {
+    let mut ignores = Vec::new();
+    let mut current = directory;
+    while current != root {
+        let Some(parent) = current.parent() else { break };
+        if !parent.starts_with(root) {
+            break;
+        }
+        let mut builder = GitignoreBuilder::new(parent);
+        for name in [".gitignore", ".ignore"] {
+            let file = parent.join(name);
+            if file.is_file() {
+                // A malformed line is skipped; the rest of the file still applies.
+                let _ = builder.add(file);
+            }
+        }
+        if let Ok(gitignore) = builder.build()
+            && !gitignore.is_empty()
+        {
+            ignores.push(gitignore);
+        }
+        current = parent;
+    }
+    ignores
+}

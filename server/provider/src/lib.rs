@@ -1,0 +1,28 @@
+//! Provider adapters for dsh: today, DeepSeek's OpenAI-compatible chat-completions API.
+//!
+//! Two halves, kept apart on purpose:
+//! - a **pure** half: [`wire_body`] turns a [`dsh_session::GenerateRequest`] into the exact
+//!   request bytes (deterministic, append-stable so the prefix cache keeps hitting), the SSE
+//!   decoder and chunk decoder turn response bytes into [`dsh_session::ChunkDelta`]s and
+//!   [`dsh_session::Usage`], and [`MessageAssembler`] turns deltas into the logged
+//!   [`dsh_session::AssistantMessage`];
+//! - a **shell**: [`DeepSeek`] sends a body over HTTP(S) and streams [`StreamEvent`]s, with a
+//!   data-progress timer, an overall timer, bounded retries and prompt cancellation.
+//!
+//! Vendor JSON types never leave this crate: callers see session types and [`ProviderError`].
+//! It deliberately does **not** build requests from the log, log anything, or decide what a
+//! failed step means; that is the agent loop's job. It never prints the API key.
+
+mod assemble;
+mod chunk;
+mod client;
+mod config;
+mod error;
+mod sse;
+mod wire;
+
+pub use assemble::MessageAssembler;
+pub use client::{DeepSeek, EventStream, StreamEvent};
+pub use config::{API_KEY_ENV, ApiKey, DEFAULT_BASE_URL, DeepSeekConfig, RetryPolicy};
+pub use error::{ProviderError, TimeoutKind};
+pub use wire::{DEEPSEEK_ADAPTER, EMPTY_TOOL_OUTPUT, wire_body};

@@ -1,0 +1,208 @@
+//! The DeepSeek request body: a pure, deterministic serializer.
+//!
+//! [`wire_body`] is a function of the [`GenerateRequest`] alone (no clock, no randomness, no
+//! configuration), so the body the loop dispatches can be rebuilt byte for byte from the session
+//! log. It writes the JSON by hand, one piece at a time, in a fixed field order, and lets
+//! `serde_json` escape every string and number. Each message is serialized on its own and
+//! depends only on itself and the header, so a request that appends messages to an earlier one
+//! serializes to an append-extension of its `messages` array: the provider's prefix cache keeps
+//! hitting.
+//!
+//! Tool `parameters` (free-form JSON Schema) are written with object keys sorted by their UTF-8
+//! bytes, whatever order the `serde_json::Value` holds them in, so the bytes never depend on
+//! whether some other crate in the build enables `serde_json/preserve_order`.
+//!
+//! The rules it follows (PROVIDERS.md §1.2–1.3):
+//! - field order `model`, `messages`, `tools`, `thinking`, `reasoning_effort`, `max_tokens`,
+//!   `temperature`, `top_p`, `stream`, `stream_options`;
+//! - `thinking` is always an object (a boolean gets a 422), `max_tokens` is always sent;
+//! - the header's system prompt becomes the first message; tools are sorted by name in UTF-16
+//!   code-unit order (what the TypeScript harness did), stable for equal names;
+//! - assistant `content` is always a string (`""`, never `null`); tool-call arguments are the
+//!   stored string, never re-serialized from parsed JSON;
+//! - thinking on: every assistant message carries the `reasoning_content` it has; with tools
+//!   present as well, *every* assistant message carries one, `""` when none was stored (the
+//!   API rejects a missing one with 400). Thinking off: never sent;
+//! - empty tool output is sent as `(no output)`, since an empty tool message is rejected.
+
+use dsh_session::{AssistantMessage, EpochHeader, GenerateRequest, Message, ToolSchema};
+use serde::Serialize;
+
+/// The adapter id logged in `request/sent`. Bump it whenever [`wire_body`]'s bytes change for
+/// the same request.
+pub const DEEPSEEK_ADAPTER: &str = "deepseek-chat/v1";
+
+/// What an empty tool result is sent as.
+pub const EMPTY_TOOL_OUTPUT: &str = "(no output)";
+
+/// Serializes a request into the exact body bytes sent to DeepSeek's `/chat/completions`.
+///
+/// Pure and deterministic: same request, same bytes.
+pub fn wire_body(request: &GenerateRequest) -> Vec<u8> {
+    let header = &request.header;
+    let config = &header.config;
+    let mut out = Vec::with_capacity(4096);
+    out.extend_from_slice(b"{\"model\":");
+    put(&mut out, &config.model);
+    out.extend_from_slice(b",\"messages\":[");
+    let mut first = true;
+    if let Some(system) = &header.system {
+        first = false;
+        put_text_message(&mut out, "system", system);
+    }
+    for message in &request.messages {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        put_message(&mut out, header, message);
+    }
+    out.push(b']');
+    if let Some(tools) = &header.tools {
+        out.extend_from_slice(b",\"tools\":[");
+        for (position, tool) in sorted_tools(tools).into_iter().enumerate() {
+            if position > 0 {
+                out.push(b',');
+            }
+            put_tool(&mut out, tool);
+        }
+        out.push(b']');
+    }
+    out.extend_from_slice(if config.thinking {
+        b",\"thinking\":{\"type\":\"enabled\"}"
+    } else {
+        b",\"thinking\":{\"type\":\"disabled\"}"
+    });
+    if let Some(effort) = &config.reasoning_effort {
+        out.extend_from_slice(b",\"reasoning_effort\":");
+        put(&mut out, effort);
+    }
+    out.extend_from_slice(b",\"max_tokens\":");
+    put(&mut out, &config.max_tokens);
+    if let Some(temperature) = config.temperature {
+        out.extend_from_slice(b",\"temperature\":");
+        put(&mut out, &temperature);
+    }
+    if let Some(top_p) = config.top_p {
+        out.extend_from_slice(b",\"top_p\":");
+        put(&mut out, &top_p);
+    }
+    out.extend_from_slice(b",\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+    out
+}
+
+/// Tools in UTF-16 code-unit order of their names; equal names keep their order.
+fn sorted_tools(tools: &[ToolSchema]) -> Vec<&ToolSchema> {
+    let mut sorted: Vec<&ToolSchema> = tools.iter().collect();
+    sorted.sort_by(|a, b| a.name.encode_utf16().cmp(b.name.encode_utf16()));
+    sorted
+}
+
+fn put_message(out: &mut Vec<u8>, header: &EpochHeader, message: &Message) {
+    match message {
+        Message::System { content } => put_text_message(out, "system", content),
+        Message::User { content } => put_text_message(out, "user", content),
+        Message::Assistant(assistant) => put_assistant(out, header, assistant),
+        Message::Tool { call_id, content } => {
+            out.extend_from_slice(b"{\"role\":\"tool\",\"tool_call_id\":");
+            put(out, call_id);
+            out.extend_from_slice(b",\"content\":");
+            put(out, if content.is_empty() { EMPTY_TOOL_OUTPUT } else { content });
+            out.push(b'}');
+        }
+    }
+}
+
+fn put_text_message(out: &mut Vec<u8>, role: &str, content: &str) {
+    out.extend_from_slice(b"{\"role\":");
+    put(out, role);
+    out.extend_from_slice(b",\"content\":");
+    put(out, content);
+    out.push(b'}');
+}
+
+fn put_assistant(out: &mut Vec<u8>, header: &EpochHeader, message: &AssistantMessage) {
+    out.extend_from_slice(b"{\"role\":\"assistant\",\"content\":");
+    put(out, &message.content);
+    let thinking = header.config.thinking;
+    let has_tools = header.tools.as_ref().is_some_and(|tools| !tools.is_empty());
+    let reasoning = match (&message.reasoning_content, thinking, has_tools) {
+        (_, false, _) => None,
+        (Some(reasoning), true, _) => Some(reasoning.as_str()),
+        (None, true, true) => Some(""),
+        (None, true, false) => None,
+    };
+    if let Some(reasoning) = reasoning {
+        out.extend_from_slice(b",\"reasoning_content\":");
+        put(out, reasoning);
+    }
+    if !message.tool_calls.is_empty() {
+        out.extend_from_slice(b",\"tool_calls\":[");
+        for (position, call) in message.tool_calls.iter().enumerate() {
+            if position > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"id\":");
+            put(out, &call.id);
+            out.extend_from_slice(b",\"type\":\"function\",\"function\":{\"name\":");
+            put(out, &call.name);
+            out.extend_from_slice(b",\"arguments\":");
+            put(out, &call.arguments);
+            out.extend_from_slice(b"}}");
+        }
+        out.push(b']');
+    }
+    out.push(b'}');
+}
+
+fn put_tool(out: &mut Vec<u8>, tool: &ToolSchema) {
+    out.extend_from_slice(b"{\"type\":\"function\",\"function\":{\"name\":");
+    put(out, &tool.name);
+    out.extend_from_slice(b",\"description\":");
+    put(out, &tool.description);
+    out.extend_from_slice(b",\"parameters\":");
+    put_canonical(out, &tool.parameters);
+    out.extend_from_slice(b"}}");
+}
+
+/// Writes a JSON value with object keys in byte order, at every depth.
+fn put_canonical(out: &mut Vec<u8>, value: &serde_json::Value) {
+    match value {
+        serde_json::Value::Array(items) => {
+            out.push(b'[');
+            for (position, item) in items.iter().enumerate() {
+                if position > 0 {
+                    out.push(b',');
+                }
+                put_canonical(out, item);
+            }
+            out.push(b']');
+        }
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<(&String, &serde_json::Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (position, (key, item)) in entries.into_iter().enumerate() {
+                if position > 0 {
+                    out.push(b',');
+                }
+                put(out, key);
+                out.push(b':');
+                put_canonical(out, item);
+            }
+            out.push(b'}');
+        }
+        scalar => put(out, scalar),
+    }
+}
+
+/// Appends the compact JSON of a string, number or scalar value.
+fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Serializing strings, integers, floats and scalar `Value`s into a `Vec` cannot fail: there
+    // is no I/O and there are no map keys. (Non-finite floats become `null`.)
+    let result = serde_json::to_writer(out, value);
+    debug_assert!(result.is_ok(), "serializing a scalar failed");
+}
+
+#[cfg(test)]
+mod tests;

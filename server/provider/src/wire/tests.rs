@@ -1,0 +1,320 @@
+//! Tests of `wire_body`: fixtures for the PROVIDERS.md §1 rules and the append-extension property.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use dsh_session::{
+    AssistantMessage, EpochHeader, GenerateRequest, LlmCallConfig, Message, ToolCall, ToolSchema,
+};
+use expect_test::{Expect, expect};
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::wire_body;
+
+fn config(thinking: bool) -> LlmCallConfig {
+    LlmCallConfig {
+        model: "deepseek-v4-flash".to_owned(),
+        max_tokens: 4096,
+        thinking,
+        reasoning_effort: None,
+        temperature: None,
+        top_p: None,
+    }
+}
+
+fn tool(name: &str) -> ToolSchema {
+    ToolSchema {
+        name: name.to_owned(),
+        description: format!("{name} things"),
+        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+    }
+}
+
+fn user(text: &str) -> Arc<Message> {
+    Arc::new(Message::User { content: text.to_owned() })
+}
+
+fn assistant(content: &str, reasoning: Option<&str>, calls: &[(&str, &str, &str)]) -> Arc<Message> {
+    Arc::new(Message::Assistant(AssistantMessage {
+        content: content.to_owned(),
+        reasoning_content: reasoning.map(str::to_owned),
+        tool_calls: calls
+            .iter()
+            .map(|(id, name, arguments)| ToolCall {
+                id: (*id).to_owned(),
+                name: (*name).to_owned(),
+                arguments: (*arguments).to_owned(),
+            })
+            .collect(),
+    }))
+}
+
+fn tool_result(call_id: &str, content: &str) -> Arc<Message> {
+    Arc::new(Message::Tool { call_id: call_id.to_owned(), content: content.to_owned() })
+}
+
+fn check(request: &GenerateRequest, expected: Expect) {
+    let body = wire_body(request);
+    let text = String::from_utf8(body.clone()).unwrap();
+    // Every body is valid JSON.
+    serde_json::from_slice::<serde_json::Value>(&body).unwrap();
+    expected.assert_eq(&text);
+}
+
+#[test]
+fn a_minimal_request_has_every_fixed_field_in_order() {
+    let request = GenerateRequest {
+        header: EpochHeader { config: config(false), system: None, tools: None },
+        messages: vec![user("hi")],
+    };
+    check(
+        &request,
+        expect![[
+            r#"{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"hi"}],"thinking":{"type":"disabled"},"max_tokens":4096,"stream":true,"stream_options":{"include_usage":true}}"#
+        ]],
+    );
+}
+
+#[test]
+fn optional_scalars_follow_thinking_in_fixed_order() {
+    let mut config = config(true);
+    config.reasoning_effort = Some("max".to_owned());
+    config.temperature = Some(0.7);
+    config.top_p = Some(1.0);
+    let request = GenerateRequest {
+        header: EpochHeader { config, system: Some("Be brief.".to_owned()), tools: None },
+        messages: vec![user("hi")],
+    };
+    check(
+        &request,
+        expect![[
+            r#"{"model":"deepseek-v4-flash","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}],"thinking":{"type":"enabled"},"reasoning_effort":"max","max_tokens":4096,"temperature":0.7,"top_p":1.0,"stream":true,"stream_options":{"include_usage":true}}"#
+        ]],
+    );
+}
+
+#[test]
+fn a_thinking_tool_turn_passes_reasoning_back_on_every_assistant_message() {
+    let request = GenerateRequest {
+        header: EpochHeader {
+            config: config(true),
+            system: Some("sys".to_owned()),
+            tools: Some(vec![tool("write_file"), tool("read_file")]),
+        },
+        messages: vec![
+            user("read a.rs"),
+            assistant(
+                "",
+                Some("need the file"),
+                &[("call_00_a", "read_file", "{\"path\": \"a.rs\"}")],
+            ),
+            tool_result("call_00_a", ""),
+            // A turn stored without reasoning still gets the key, as "".
+            assistant("done", None, &[]),
+            user("thanks"),
+        ],
+    };
+    check(
+        &request,
+        expect![[
+            r#"{"model":"deepseek-v4-flash","messages":[{"role":"system","content":"sys"},{"role":"user","content":"read a.rs"},{"role":"assistant","content":"","reasoning_content":"need the file","tool_calls":[{"id":"call_00_a","type":"function","function":{"name":"read_file","arguments":"{\"path\": \"a.rs\"}"}}]},{"role":"tool","tool_call_id":"call_00_a","content":"(no output)"},{"role":"assistant","content":"done","reasoning_content":""},{"role":"user","content":"thanks"}],"tools":[{"type":"function","function":{"name":"read_file","description":"read_file things","parameters":{"properties":{"path":{"type":"string"}},"type":"object"}}},{"type":"function","function":{"name":"write_file","description":"write_file things","parameters":{"properties":{"path":{"type":"string"}},"type":"object"}}}],"thinking":{"type":"enabled"},"max_tokens":4096,"stream":true,"stream_options":{"include_usage":true}}"#
+        ]],
+    );
+}
+
+#[test]
+fn thinking_off_never_sends_reasoning() {
+    let request = GenerateRequest {
+        header: EpochHeader { config: config(false), system: None, tools: Some(vec![tool("ls")]) },
+        messages: vec![
+            user("go"),
+            assistant("", Some("hmm"), &[("c1", "ls", "{}")]),
+            tool_result("c1", "a\nb"),
+        ],
+    };
+    check(
+        &request,
+        expect![[
+            r#"{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"go"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"ls","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"a\nb"}],"tools":[{"type":"function","function":{"name":"ls","description":"ls things","parameters":{"properties":{"path":{"type":"string"}},"type":"object"}}}],"thinking":{"type":"disabled"},"max_tokens":4096,"stream":true,"stream_options":{"include_usage":true}}"#
+        ]],
+    );
+}
+
+#[test]
+fn thinking_without_tools_sends_stored_reasoning_only() {
+    let request = GenerateRequest {
+        header: EpochHeader { config: config(true), system: None, tools: None },
+        messages: vec![
+            user("a"),
+            assistant("b", Some("r"), &[]),
+            user("c"),
+            assistant("d", None, &[]),
+            user("e"),
+        ],
+    };
+    check(
+        &request,
+        expect![[
+            r#"{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b","reasoning_content":"r"},{"role":"user","content":"c"},{"role":"assistant","content":"d"},{"role":"user","content":"e"}],"thinking":{"type":"enabled"},"max_tokens":4096,"stream":true,"stream_options":{"include_usage":true}}"#
+        ]],
+    );
+}
+
+#[test]
+fn strings_are_escaped_and_arguments_are_never_reformatted() {
+    let arguments = "{ \"b\":1,\n \"a\" : \"\\u00e9\" }";
+    let request = GenerateRequest {
+        header: EpochHeader { config: config(false), system: None, tools: Some(vec![tool("t")]) },
+        messages: vec![
+            user("quote \" backslash \\ tab \t nul \u{0} é 🙂 </script>"),
+            assistant("", None, &[("c", "t", arguments)]),
+            tool_result("c", "ok"),
+        ],
+    };
+    let body = wire_body(&request);
+    let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(parsed["messages"][1]["tool_calls"][0]["function"]["arguments"], arguments);
+    assert_eq!(
+        parsed["messages"][0]["content"],
+        "quote \" backslash \\ tab \t nul \u{0} é 🙂 </script>"
+    );
+    check(
+        &request,
+        expect![[
+            r#"{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"quote \" backslash \\ tab \t nul \u0000 é 🙂 </script>"},{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"t","arguments":"{ \"b\":1,\n \"a\" : \"\\u00e9\" }"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],"tools":[{"type":"function","function":{"name":"t","description":"t things","parameters":{"properties":{"path":{"type":"string"}},"type":"object"}}}],"thinking":{"type":"disabled"},"max_tokens":4096,"stream":true,"stream_options":{"include_usage":true}}"#
+        ]],
+    );
+}
+
+#[test]
+fn tools_sort_by_utf16_code_units_and_parallel_calls_keep_their_order() {
+    let request = GenerateRequest {
+        header: EpochHeader {
+            config: config(false),
+            system: None,
+            tools: Some(vec![tool("b"), tool("a_2"), tool("A"), tool("a-1")]),
+        },
+        messages: vec![
+            user("x"),
+            assistant("Two calls.", None, &[("c1", "b", "{}"), ("c0", "a_2", "{}")]),
+        ],
+    };
+    let parsed: serde_json::Value = serde_json::from_slice(&wire_body(&request)).unwrap();
+    let names: Vec<&str> = parsed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["A", "a-1", "a_2", "b"]);
+    let ids: Vec<&str> = parsed["messages"][1]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| call["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["c1", "c0"]);
+}
+
+#[test]
+fn system_messages_in_the_conversation_follow_the_header_system_prompt() {
+    let request = GenerateRequest {
+        header: EpochHeader { config: config(false), system: Some("head".to_owned()), tools: None },
+        messages: vec![Arc::new(Message::System { content: "inner".to_owned() }), user("u")],
+    };
+    let parsed: serde_json::Value = serde_json::from_slice(&wire_body(&request)).unwrap();
+    assert_eq!(parsed["messages"][0], json!({"role": "system", "content": "head"}));
+    assert_eq!(parsed["messages"][1], json!({"role": "system", "content": "inner"}));
+}
+
+// ---- properties ----
+
+fn text() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            Just('a'),
+            Just(' '),
+            Just('"'),
+            Just('\\'),
+            Just('\n'),
+            Just('é'),
+            Just('🙂'),
+            Just('{')
+        ],
+        0..8,
+    )
+    .prop_map(|chars| chars.into_iter().collect())
+}
+
+fn message() -> impl Strategy<Value = Arc<Message>> {
+    prop_oneof![
+        text().prop_map(|content| Arc::new(Message::User { content })),
+        (text(), proptest::option::of(text()), proptest::collection::vec((text(), text()), 0..3))
+            .prop_map(|(content, reasoning_content, calls)| {
+                Arc::new(Message::Assistant(AssistantMessage {
+                    content,
+                    reasoning_content,
+                    tool_calls: calls
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, (name, arguments))| ToolCall {
+                            id: format!("call_{i:02}"),
+                            name,
+                            arguments,
+                        })
+                        .collect(),
+                }))
+            }),
+        (text(), text())
+            .prop_map(|(call_id, content)| Arc::new(Message::Tool { call_id, content })),
+    ]
+}
+
+fn header() -> impl Strategy<Value = EpochHeader> {
+    (any::<bool>(), proptest::option::of(text()), proptest::collection::vec(text(), 0..3)).prop_map(
+        |(thinking, system, tool_names)| {
+            let tools = tool_names.iter().map(|name| tool(name)).collect();
+            EpochHeader::new(config(thinking), system, tools)
+        },
+    )
+}
+
+/// The byte slices of the `messages` array elements.
+fn message_slices(body: &[u8]) -> Vec<Vec<u8>> {
+    #[derive(serde::Deserialize)]
+    struct Body<'a> {
+        #[serde(borrow)]
+        messages: Vec<&'a serde_json::value::RawValue>,
+    }
+    let parsed: Body<'_> = serde_json::from_slice(body).unwrap();
+    parsed.messages.iter().map(|raw| raw.get().as_bytes().to_vec()).collect()
+}
+
+proptest! {
+    #[test]
+    fn wire_body_is_deterministic_and_appending_messages_extends_the_array(
+        header in header(),
+        earlier in proptest::collection::vec(message(), 0..6),
+        appended in proptest::collection::vec(message(), 0..6),
+    ) {
+        let first = GenerateRequest { header: header.clone(), messages: earlier.clone() };
+        let first_body = wire_body(&first);
+        prop_assert_eq!(&first_body, &wire_body(&first.clone()));
+
+        let mut messages = earlier;
+        messages.extend(appended);
+        let second = GenerateRequest { header, messages };
+        let first_slices = message_slices(&first_body);
+        let second_slices = message_slices(&wire_body(&second));
+        prop_assert!(first_slices.len() <= second_slices.len());
+        prop_assert_eq!(&second_slices[..first_slices.len()], &first_slices[..]);
+        // And the whole body up to the end of the first request's messages is a byte prefix.
+        let open = b"\"messages\":[";
+        let start = first_body.windows(open.len()).position(|window| window == open).unwrap() + open.len();
+        let mut prefix = first_body[..start].to_vec();
+        prefix.extend(first_slices.join(&b',').into_iter());
+        prop_assert!(wire_body(&second).starts_with(&prefix));
+    }
+}

@@ -1,0 +1,248 @@
+//! Structural checks of a session log. They return diagnostics; they never panic.
+//!
+//! What a well-formed log obeys: it opens with `session/meta` at seq 0; seqs are contiguous;
+//! turns and steps nest (`turn/start` ⊃ `step/start` … `step/end`|`step/error`); step and turn
+//! numbers count up by one; header events sit inside a step, before its first response event;
+//! every delta applies to the folded header and every step has a header before `request/sent`;
+//! every tool call of a step is answered by a `tool/result` before the step closes; every
+//! `surface/replace` names nodes that are on the surface.
+
+use std::fmt;
+
+use crate::event::{Event, EventData};
+use crate::header::fold_header_event;
+use crate::reconstruct::is_response_event;
+use crate::surface::SurfaceFold;
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    /// The log breaks a rule.
+    Error,
+    /// The log ends inside a turn or step: a running or interrupted session, not a broken one.
+    Open,
+}
+
+/// One finding of [`check_log`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The seq of the offending event, when one is to blame.
+    pub seq: Option<u64>,
+    /// How bad it is.
+    pub severity: Severity,
+    /// What is wrong, for people.
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.seq {
+            Some(seq) => write!(f, "seq {seq}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+struct OpenStep {
+    step: u64,
+    responded: bool,
+    pending_calls: Vec<String>,
+}
+
+#[derive(Default)]
+struct Checker {
+    diagnostics: Vec<Diagnostic>,
+    open_turn: Option<u64>,
+    open_step: Option<OpenStep>,
+    last_turn: u64,
+    last_step: u64,
+    header: Option<crate::header::EpochHeader>,
+    surface: SurfaceFold,
+}
+
+impl Checker {
+    fn error(&mut self, seq: u64, message: impl Into<String>) {
+        self.diagnostics.push(Diagnostic {
+            seq: Some(seq),
+            severity: Severity::Error,
+            message: message.into(),
+        });
+    }
+
+    fn event(&mut self, index: usize, event: &Event) {
+        let seq = event.seq;
+        if seq != index as u64 {
+            self.error(seq, format!("seq is not contiguous: expected {index}"));
+        }
+        if let Err(message) = self.surface.push(event) {
+            self.error(seq, message);
+        }
+        match &event.data {
+            EventData::SessionMeta(_) if index != 0 => {
+                self.error(seq, "session/meta appears after the first line")
+            }
+            EventData::SessionMeta(_) => {}
+            EventData::TurnStart(start) => {
+                if let Some(open) = self.open_turn {
+                    self.error(
+                        seq,
+                        format!("turn {} starts while turn {open} is open", start.turn),
+                    );
+                }
+                if start.turn != self.last_turn + 1 {
+                    self.error(
+                        seq,
+                        format!("turn {} does not follow turn {}", start.turn, self.last_turn),
+                    );
+                }
+                self.last_turn = start.turn;
+                self.open_turn = Some(start.turn);
+            }
+            EventData::TurnEnd(end) => {
+                if self.open_turn != Some(end.turn) {
+                    self.error(seq, format!("turn/end for turn {} which is not open", end.turn));
+                }
+                if let Some(step) = &self.open_step {
+                    let step = step.step;
+                    self.error(seq, format!("turn {} ends while step {step} is open", end.turn));
+                    self.open_step = None;
+                }
+                self.open_turn = None;
+            }
+            EventData::UserMessage(_) if self.open_turn.is_none() => {
+                self.error(seq, "user/message outside a turn")
+            }
+            EventData::StepStart(start) => {
+                if self.open_turn != Some(start.turn) {
+                    self.error(
+                        seq,
+                        format!(
+                            "step {} claims turn {}, which is not open",
+                            start.step, start.turn
+                        ),
+                    );
+                }
+                if let Some(open) = &self.open_step {
+                    let open = open.step;
+                    self.error(
+                        seq,
+                        format!("step {} starts while step {open} is open", start.step),
+                    );
+                }
+                if start.step != self.last_step + 1 {
+                    self.error(
+                        seq,
+                        format!("step {} does not follow step {}", start.step, self.last_step),
+                    );
+                }
+                self.last_step = start.step;
+                self.open_step = Some(OpenStep {
+                    step: start.step,
+                    responded: false,
+                    pending_calls: Vec::new(),
+                });
+            }
+            EventData::RequestHeader(_) | EventData::RequestHeaderDelta(_) => {
+                match &self.open_step {
+                    None => self.error(seq, format!("{} outside a step", event.kind())),
+                    Some(step) if step.responded => {
+                        let step = step.step;
+                        self.error(
+                            seq,
+                            format!("{} after step {step}'s first response event", event.kind()),
+                        )
+                    }
+                    Some(_) => {}
+                }
+                if let Err(error) = fold_header_event(&mut self.header, event) {
+                    let message = match error {
+                        Some(error) => format!("request/header-delta does not apply: {error}"),
+                        None => "request/header-delta before any request/header".to_owned(),
+                    };
+                    self.error(seq, message);
+                }
+            }
+            data if is_response_event(data) => self.response(seq, event),
+            _ => {}
+        }
+    }
+
+    fn response(&mut self, seq: u64, event: &Event) {
+        let no_header = self.header.is_none();
+        let Some(step) = self.open_step.as_mut() else {
+            self.error(seq, format!("{} outside a step", event.kind()));
+            return;
+        };
+        let first_response = !step.responded;
+        step.responded = true;
+        let step_number = step.step;
+        let mut findings = Vec::new();
+        match &event.data {
+            EventData::RequestSent(_) if no_header => {
+                findings.push(format!("step {step_number} was sent without a request header"))
+            }
+            EventData::AssistantMessage(turn) => {
+                if turn.step != step_number {
+                    findings.push(format!(
+                        "assistant/message of step {} inside step {step_number}",
+                        turn.step
+                    ));
+                }
+                step.pending_calls.extend(turn.message.tool_calls.iter().map(|c| c.id.clone()));
+            }
+            EventData::ToolResult(result) => {
+                match step.pending_calls.iter().position(|id| *id == result.call_id) {
+                    Some(position) => {
+                        step.pending_calls.remove(position);
+                    }
+                    None => findings.push(format!(
+                        "tool/result answers call `{}`, which step {step_number} did not make or already answered",
+                        result.call_id
+                    )),
+                }
+            }
+            EventData::StepEnd(_) | EventData::StepError(_) => {
+                for call in step.pending_calls.drain(..) {
+                    findings.push(format!(
+                        "step {step_number} closes with tool call `{call}` unanswered"
+                    ));
+                }
+                if first_response && no_header && matches!(event.data, EventData::StepEnd(_)) {
+                    findings.push(format!("step {step_number} ends without a request header"));
+                }
+                self.open_step = None;
+            }
+            _ => {}
+        }
+        for message in findings {
+            self.error(seq, message);
+        }
+    }
+}
+
+/// Checks the structural rules of a log (see the module docs). An empty vector means the log is
+/// well-formed; [`Severity::Open`] findings only say the log ends mid-turn.
+pub fn check_log(events: &[Event]) -> Vec<Diagnostic> {
+    let mut checker = Checker::default();
+    match events.first() {
+        Some(Event { data: EventData::SessionMeta(_), .. }) => {}
+        Some(first) => checker.error(first.seq, "the log does not open with session/meta"),
+        None => checker.diagnostics.push(Diagnostic {
+            seq: None,
+            severity: Severity::Error,
+            message: "the log is empty".to_owned(),
+        }),
+    }
+    for (index, event) in events.iter().enumerate() {
+        checker.event(index, event);
+    }
+    if let Some(step) = &checker.open_step {
+        let message = format!("the log ends inside step {}", step.step);
+        checker.diagnostics.push(Diagnostic { seq: None, severity: Severity::Open, message });
+    }
+    if let Some(turn) = checker.open_turn {
+        let message = format!("the log ends inside turn {turn}");
+        checker.diagnostics.push(Diagnostic { seq: None, severity: Severity::Open, message });
+    }
+    checker.diagnostics
+}

@@ -1,0 +1,623 @@
+//! The log vocabulary: the event envelope, one payload type per event kind, and the line codec.
+//!
+//! A log line is `{"seq":N,"time":MS,"type":"<kind>","data":{...}}`. Decoding rejects what this
+//! build does not know — an unknown kind or an unknown format version — with an error that names
+//! the line, the offending value and what is supported. Logs are never migrated.
+
+use std::fmt;
+
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::header::{EpochHeader, HeaderDelta};
+use crate::message::AssistantMessage;
+
+/// The only session log format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 0;
+
+/// One line of a session log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// 0-based, contiguous position in the log.
+    pub seq: u64,
+    /// Unix time in milliseconds, supplied by the writer (this crate has no clock).
+    pub time: u64,
+    /// The kind and its payload.
+    pub data: EventData,
+}
+
+impl Event {
+    /// The event's kind as it appears in the log's `type` field.
+    pub fn kind(&self) -> &'static str {
+        self.data.kind()
+    }
+}
+
+macro_rules! event_kinds {
+    ($($(#[$doc:meta])* $variant:ident($payload:ty) = $kind:literal,)*) => {
+        /// The payload of an event, one variant per event kind.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum EventData {
+            $($(#[$doc])* $variant($payload),)*
+        }
+
+        /// Every event kind this build knows, in the order of DESIGN.md's table.
+        pub const EVENT_KINDS: &[&str] = &[$($kind),*];
+
+        impl EventData {
+            /// The kind string written in the envelope's `type` field.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $kind,)*
+                }
+            }
+
+            fn decode(kind: &str, data: &str) -> Result<Self, DecodeErrorKind> {
+                let bad = |error: serde_json::Error| DecodeErrorKind::BadData {
+                    kind: kind.to_owned(),
+                    detail: error.to_string(),
+                };
+                match kind {
+                    $($kind => serde_json::from_str(data).map(Self::$variant).map_err(bad),)*
+                    _ => Err(DecodeErrorKind::UnknownKind { kind: kind.to_owned() }),
+                }
+            }
+
+            fn serialize_into<S: SerializeStruct>(&self, state: &mut S) -> Result<(), S::Error> {
+                match self {
+                    $(Self::$variant(payload) => state.serialize_field("data", payload),)*
+                }
+            }
+        }
+    };
+}
+
+event_kinds! {
+    /// `session/meta`: format version, ids, workspace, fork origin. Always seq 0.
+    SessionMeta(SessionMeta) = "session/meta",
+    /// `turn/start`: a turn opens.
+    TurnStart(TurnStart) = "turn/start",
+    /// `turn/end`: a turn closes, with its stop reason.
+    TurnEnd(TurnEnd) = "turn/end",
+    /// `user/message`: the prompt that opened a turn (surface).
+    UserMessage(UserMessage) = "user/message",
+    /// `steering/message`: text injected by a client; joins the next request (surface).
+    SteeringMessage(SteeringMessage) = "steering/message",
+    /// `context/message`: other model-visible text the harness adds (surface).
+    ContextMessage(ContextMessage) = "context/message",
+    /// `step/start`: the reconstruction boundary of one model request.
+    StepStart(StepStart) = "step/start",
+    /// `request/header`: a full header snapshot.
+    RequestHeader(RequestHeader) = "request/header",
+    /// `request/header-delta`: an amendment of the folded header.
+    RequestHeaderDelta(HeaderDelta) = "request/header-delta",
+    /// `request/sent`: adapter, sha256 and length of the exact wire body dispatched.
+    RequestSent(RequestSent) = "request/sent",
+    /// `assistant/chunk`: one streamed delta, as received.
+    AssistantChunk(AssistantChunk) = "assistant/chunk",
+    /// `assistant/message`: the assembled assistant message (surface).
+    AssistantMessage(AssistantTurn) = "assistant/message",
+    /// `tool/call`: a tool call starts executing.
+    ToolCall(ToolCallStarted) = "tool/call",
+    /// `tool/progress`: a note from a running tool.
+    ToolProgress(ToolProgress) = "tool/progress",
+    /// `tool/result`: the result the model sees, paired by `callId` (surface).
+    ToolResult(ToolResult) = "tool/result",
+    /// `step/end`: finish reason and usage.
+    StepEnd(StepEnd) = "step/end",
+    /// `step/error`: the step failed or was cancelled; it left no message on the surface.
+    StepError(StepError) = "step/error",
+    /// `llm/retry`: the provider call is retried after a retryable failure.
+    LlmRetry(LlmRetry) = "llm/retry",
+    /// `approval/request`: a tool asks for permission.
+    ApprovalRequest(ApprovalRequest) = "approval/request",
+    /// `approval/decision`: what was decided.
+    ApprovalDecision(ApprovalDecision) = "approval/decision",
+    /// `compact/start`: a compaction begins.
+    CompactStart(CompactStart) = "compact/start",
+    /// `compact/summary`: the summarize one-shot's envelope scalars and its summary text.
+    CompactSummary(CompactSummary) = "compact/summary",
+    /// `surface/replace`: surface nodes `start..=end` become one node (surface).
+    SurfaceReplace(SurfaceReplace) = "surface/replace",
+}
+
+/// `session/meta`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionMeta {
+    /// Must equal [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The session's id.
+    pub session_id: String,
+    /// The canonical workspace path.
+    pub workspace: String,
+    /// Where this session was forked from, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// The origin of a fork: the parent session and the seq the fork was cut at (exclusive).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkOrigin {
+    /// The parent session.
+    pub session_id: String,
+    /// The fork holds the parent's events with `seq < self.seq`.
+    pub seq: u64,
+}
+
+/// `turn/start`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnStart {
+    /// 1-based turn number.
+    pub turn: u64,
+}
+
+/// Why a turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    /// The model stopped on its own.
+    Completed,
+    /// A client cancelled, the daemon shut down, or a fork cut the turn.
+    Cancelled,
+    /// A step failed.
+    Error,
+    /// The step limit was hit.
+    MaxSteps,
+}
+
+impl StopReason {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Cancelled => "cancelled",
+            Self::Error => "error",
+            Self::MaxSteps => "maxSteps",
+        }
+    }
+}
+
+/// `turn/end`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    /// The turn that ends.
+    pub turn: u64,
+    /// Why.
+    pub reason: StopReason,
+    /// A human-readable error, when `reason` is `error` or `cancelled` says more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `user/message`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserMessage {
+    /// The prompt text.
+    pub text: String,
+}
+
+/// `steering/message`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SteeringMessage {
+    /// The injected text.
+    pub text: String,
+}
+
+/// `context/message`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextMessage {
+    /// The model-visible text.
+    pub text: String,
+    /// What added it (e.g. `date`, `file-watch`), for people reading the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// `step/start`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepStart {
+    /// Step number, 1-based across the whole session.
+    pub step: u64,
+    /// The turn this step belongs to.
+    pub turn: u64,
+}
+
+/// Why a header snapshot was logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SnapshotReason {
+    /// The first request of a log that had no header.
+    Initial,
+    /// The first request of a loop instance over a log that had one.
+    Resume,
+    /// A change the delta encoding cannot express.
+    Fallback,
+}
+
+/// `request/header`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestHeader {
+    /// Why the snapshot was taken.
+    pub reason: SnapshotReason,
+    /// The full header.
+    pub header: EpochHeader,
+}
+
+/// `request/sent`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestSent {
+    /// The adapter that serialized the body (e.g. `deepseek-chat/v1`).
+    pub adapter: String,
+    /// Lowercase hex sha256 of the exact body bytes.
+    pub sha256: String,
+    /// Length of the body in bytes.
+    pub bytes: u64,
+}
+
+/// One streamed delta, normalized across providers but otherwise as received.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ChunkDelta {
+    /// Visible text.
+    Text {
+        /// The piece.
+        text: String,
+    },
+    /// Reasoning text.
+    Reasoning {
+        /// The piece.
+        text: String,
+    },
+    /// A tool call begins.
+    ToolCall {
+        /// Position of the call in the message.
+        index: u32,
+        /// Provider-assigned call id.
+        id: String,
+        /// Tool name.
+        name: String,
+    },
+    /// A fragment of a tool call's argument string.
+    ToolArgs {
+        /// Position of the call in the message.
+        index: u32,
+        /// The fragment, verbatim.
+        fragment: String,
+    },
+}
+
+/// `assistant/chunk`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssistantChunk {
+    /// The step streaming.
+    pub step: u64,
+    /// The delta.
+    pub delta: ChunkDelta,
+}
+
+/// `assistant/message`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssistantTurn {
+    /// The step that produced it.
+    pub step: u64,
+    /// The message exactly as assembled from the stream.
+    pub message: AssistantMessage,
+}
+
+/// `tool/call`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallStarted {
+    /// The step whose message asked for it.
+    pub step: u64,
+    /// The call id.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+}
+
+/// `tool/progress`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolProgress {
+    /// The call id.
+    pub call_id: String,
+    /// The note.
+    pub text: String,
+}
+
+/// `tool/result`; also the payload of a trimmed result in a `surface/replace`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    /// The call this answers.
+    pub call_id: String,
+    /// The tool's name, for people reading the log.
+    pub name: String,
+    /// What the model sees.
+    pub content: String,
+    /// Whether the call failed (refused, errored, denied, cancelled).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+/// Token usage of one model call, as disjoint-safe counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// All prompt tokens (`cache_hit + cache_miss`).
+    pub prompt_tokens: u64,
+    /// Prompt tokens served from the provider's prefix cache.
+    pub cache_hit_tokens: u64,
+    /// Prompt tokens not served from the cache.
+    pub cache_miss_tokens: u64,
+    /// Output tokens, reasoning included.
+    pub completion_tokens: u64,
+    /// The reasoning part of `completion_tokens`.
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// `cache_hit / prompt`, or 0 for an empty prompt.
+    pub fn hit_ratio(&self) -> f64 {
+        if self.prompt_tokens == 0 {
+            0.0
+        } else {
+            self.cache_hit_tokens as f64 / self.prompt_tokens as f64
+        }
+    }
+
+    /// Field-wise sum.
+    pub fn add(&self, other: &Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            cache_hit_tokens: self.cache_hit_tokens + other.cache_hit_tokens,
+            cache_miss_tokens: self.cache_miss_tokens + other.cache_miss_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
+        }
+    }
+}
+
+/// `step/end`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepEnd {
+    /// The step that ends.
+    pub step: u64,
+    /// The provider's finish reason (`stop`, `tool_calls`, `length`, ...).
+    pub finish_reason: String,
+    /// Usage of the step's model call.
+    pub usage: Usage,
+}
+
+/// `step/error`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepError {
+    /// The step that failed.
+    pub step: u64,
+    /// What went wrong, for people.
+    pub error: String,
+    /// True when the step was cancelled rather than failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
+}
+
+/// `llm/retry`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LlmRetry {
+    /// The step being retried.
+    pub step: u64,
+    /// 1-based number of the attempt that failed.
+    pub attempt: u32,
+    /// Backoff before the next attempt.
+    pub delay_ms: u64,
+    /// What failed.
+    pub error: String,
+}
+
+/// `approval/request`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    /// Id a client answers with.
+    pub approval_id: String,
+    /// The tool call waiting.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// What the call would do, for people.
+    pub summary: String,
+}
+
+/// What was decided about an approval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ApprovalVerdict {
+    /// Run this call.
+    Allow,
+    /// Refuse this call.
+    Deny,
+    /// Run this call and every later call of this tool in the session.
+    AllowAlways,
+    /// Nobody answered in time; treated as a denial.
+    Timeout,
+}
+
+/// `approval/decision`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalDecision {
+    /// The request answered.
+    pub approval_id: String,
+    /// The verdict.
+    pub decision: ApprovalVerdict,
+}
+
+/// `compact/start`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactStart {
+    /// Why (`pressure`, `manual`).
+    pub reason: String,
+    /// Prompt tokens of the last request before compaction.
+    pub tokens_before: u64,
+}
+
+/// `compact/summary`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactSummary {
+    /// Model of the summarize one-shot.
+    pub model: String,
+    /// Its output limit.
+    pub max_tokens: u32,
+    /// The summary text.
+    pub summary: String,
+}
+
+/// The node a `surface/replace` puts in place of the replaced range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum SurfaceNode {
+    /// A compaction summary, seen by the model as a user message.
+    #[serde(rename = "summary")]
+    Summary {
+        /// The text.
+        text: String,
+    },
+    /// A trimmed tool result under the same call id.
+    #[serde(rename = "tool/result")]
+    ToolResult(ToolResult),
+}
+
+/// `surface/replace`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SurfaceReplace {
+    /// Id (seq) of the first surface node replaced.
+    pub start: u64,
+    /// Id (seq) of the last surface node replaced (inclusive).
+    pub end: u64,
+    /// The node that takes their place; its id is this event's seq.
+    pub node: SurfaceNode,
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut state = serializer.serialize_struct("Event", 4)?;
+        state.serialize_field("seq", &self.seq)?;
+        state.serialize_field("time", &self.time)?;
+        state.serialize_field("type", self.kind())?;
+        self.data.serialize_into(&mut state)?;
+        state.end()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEnvelope<'a> {
+    seq: u64,
+    time: u64,
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    data: &'a RawValue,
+}
+
+/// Why a log line could not be decoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeErrorKind {
+    /// Not a JSON envelope `{seq, time, type, data}`.
+    #[error("not a log event: {0}")]
+    Envelope(String),
+    /// The `type` is not one this build knows.
+    #[error("unknown event kind `{kind}`; this build supports: {}", EVENT_KINDS.join(", "))]
+    UnknownKind {
+        /// The kind found.
+        kind: String,
+    },
+    /// `session/meta.formatVersion` is not [`FORMAT_VERSION`].
+    #[error(
+        "unsupported session log format version {found}; this build reads only version {FORMAT_VERSION} (logs are never migrated)"
+    )]
+    UnknownFormatVersion {
+        /// The version found.
+        found: u64,
+    },
+    /// The payload does not fit its kind.
+    #[error("bad `{kind}` payload: {detail}")]
+    BadData {
+        /// The kind.
+        kind: String,
+        /// The decoder's complaint.
+        detail: String,
+    },
+}
+
+/// A log line that could not be decoded; names the 1-based line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {kind}")]
+pub struct DecodeError {
+    /// 1-based line number in the log file.
+    pub line: usize,
+    /// What is wrong with it.
+    pub kind: DecodeErrorKind,
+}
+
+/// Encodes an event as one log line, without the trailing newline.
+pub fn encode_event(event: &Event) -> String {
+    // Serializing plain data structs to a String cannot fail: no map has non-string keys and
+    // every payload type is a derived Serialize. Fall back to an empty object rather than panic.
+    serde_json::to_string(event).unwrap_or_else(|_| String::from("{}"))
+}
+
+/// Decodes one log line (`line_no` is 1-based, used in the error).
+pub fn decode_event(text: &str, line_no: usize) -> Result<Event, DecodeError> {
+    let fail = |kind| DecodeError { line: line_no, kind };
+    let envelope: RawEnvelope<'_> =
+        serde_json::from_str(text).map_err(|e| fail(DecodeErrorKind::Envelope(e.to_string())))?;
+    if envelope.kind == "session/meta" {
+        check_format_version(envelope.data.get()).map_err(fail)?;
+    }
+    let data = EventData::decode(&envelope.kind, envelope.data.get()).map_err(fail)?;
+    Ok(Event { seq: envelope.seq, time: envelope.time, data })
+}
+
+fn check_format_version(data: &str) -> Result<(), DecodeErrorKind> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Version {
+        format_version: u64,
+    }
+    let version: Version = serde_json::from_str(data).map_err(|e| DecodeErrorKind::BadData {
+        kind: "session/meta".to_owned(),
+        detail: e.to_string(),
+    })?;
+    if version.format_version != u64::from(FORMAT_VERSION) {
+        return Err(DecodeErrorKind::UnknownFormatVersion { found: version.format_version });
+    }
+    Ok(())
+}
+
+/// Decodes a whole log text, one event per `\n`-terminated line.
+///
+/// The text must consist of whole lines; torn-tail handling belongs to the store. Empty lines
+/// are errors: a log never contains them.
+pub fn decode_log(text: &str) -> Result<Vec<Event>, DecodeError> {
+    let mut events = Vec::new();
+    for (index, line) in text.split_terminator('\n').enumerate() {
+        events.push(decode_event(line, index + 1)?);
+    }
+    Ok(events)
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&encode_event(self))
+    }
+}

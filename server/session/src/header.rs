@@ -1,0 +1,319 @@
+//! The request header — call config, system prompt, tool schemas — and its fold, diff and apply.
+//!
+//! The header is logged session state. A `request/header` snapshot anchors it; a
+//! `request/header-delta` amends it. Deltas are an encoding optimization with a safety valve:
+//! [`diff_header`] only returns a delta that [`apply_header_delta`] provably turns back into the
+//! new header, and a change the encoding cannot express (a pure reordering of tools) makes the
+//! writer log a `fallback` snapshot instead ([`plan_header_event`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Event, EventData, SnapshotReason};
+
+/// Model and sampling scalars: the per-conversation call config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LlmCallConfig {
+    /// Provider model id, passed through unchanged.
+    pub model: String,
+    /// Output limit; always sent.
+    pub max_tokens: u32,
+    /// Thinking mode on or off.
+    pub thinking: bool,
+    /// Reasoning effort (`high`, `max`), when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// Sampling temperature, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+}
+
+/// One tool's schema as the model sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSchema {
+    /// Unique name.
+    pub name: String,
+    /// What the tool does.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// The request's non-content half, in canonical form: an empty system prompt or an empty tool
+/// list is `None`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EpochHeader {
+    /// Model and sampling.
+    pub config: LlmCallConfig,
+    /// The rendered system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The assembled tool schemas, in the order they are sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<ToolSchema>>,
+}
+
+impl EpochHeader {
+    /// Builds a header in canonical form.
+    pub fn new(config: LlmCallConfig, system: Option<String>, tools: Vec<ToolSchema>) -> Self {
+        EpochHeader { config, system, tools: Some(tools) }.canonical()
+    }
+
+    /// The same header with empty system/tools folded to `None`.
+    pub fn canonical(mut self) -> Self {
+        if self.system.as_deref() == Some("") {
+            self.system = None;
+        }
+        if self.tools.as_ref().is_some_and(Vec::is_empty) {
+            self.tools = None;
+        }
+        self
+    }
+
+    /// The tool list, empty when absent.
+    pub fn tool_list(&self) -> &[ToolSchema] {
+        self.tools.as_deref().unwrap_or(&[])
+    }
+}
+
+/// A system prompt amendment: keep `keep_prefix` leading and `keep_suffix` trailing lines of the
+/// previous prompt and put `lines` between them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SystemDelta {
+    /// Leading lines kept.
+    pub keep_prefix: usize,
+    /// Trailing lines kept.
+    pub keep_suffix: usize,
+    /// The new middle lines.
+    pub lines: Vec<String>,
+}
+
+/// A name-keyed tool list amendment: remove, replace in place, then append.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsDelta {
+    /// Tools appended at the end, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<ToolSchema>,
+    /// Names removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+    /// Tools whose schema changed, replaced in place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<ToolSchema>,
+}
+
+/// An amendment of the folded header (`request/header-delta`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderDelta {
+    /// The system prompt changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<SystemDelta>,
+    /// The tool list changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolsDelta>,
+    /// The config changed; replaced whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<LlmCallConfig>,
+}
+
+/// Why a delta could not be applied to a header.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderDeltaError {
+    /// The system delta keeps more lines than the prompt has.
+    #[error("system delta keeps {keep} lines of a prompt with {have}")]
+    SystemOutOfRange {
+        /// Lines kept.
+        keep: usize,
+        /// Lines present.
+        have: usize,
+    },
+    /// A removed or changed tool is not in the list.
+    #[error("tools delta names `{0}`, which the header does not have")]
+    MissingTool(String),
+    /// An added tool is already in the list.
+    #[error("tools delta adds `{0}`, which the header already has")]
+    DuplicateTool(String),
+}
+
+/// Folds the header events of `events` (snapshots anchor, deltas amend); `None` before the
+/// first snapshot. Total: a delta that does not apply is skipped ([`crate::check_log`] reports it).
+pub fn fold_request_header(events: &[Event]) -> Option<EpochHeader> {
+    let mut header = None;
+    for event in events {
+        let _ = fold_header_event(&mut header, event);
+    }
+    header
+}
+
+/// Advances a header fold by one event. Returns the error of a delta that did not apply.
+pub(crate) fn fold_header_event(
+    header: &mut Option<EpochHeader>,
+    event: &Event,
+) -> Result<(), Option<HeaderDeltaError>> {
+    match &event.data {
+        EventData::RequestHeader(snapshot) => {
+            *header = Some(snapshot.header.clone().canonical());
+            Ok(())
+        }
+        EventData::RequestHeaderDelta(delta) => {
+            let Some(previous) = header.as_ref() else { return Err(None) };
+            let next = apply_header_delta(previous, delta).map_err(Some)?;
+            *header = Some(next);
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Applies a delta to a header.
+pub fn apply_header_delta(
+    previous: &EpochHeader,
+    delta: &HeaderDelta,
+) -> Result<EpochHeader, HeaderDeltaError> {
+    let config = delta.config.clone().unwrap_or_else(|| previous.config.clone());
+    let system = match &delta.system {
+        None => previous.system.clone(),
+        Some(system_delta) => Some(apply_system_delta(previous.system.as_deref(), system_delta)?),
+    };
+    let tools = match &delta.tools {
+        None => previous.tools.clone(),
+        Some(tools_delta) => Some(apply_tools_delta(previous.tool_list(), tools_delta)?),
+    };
+    Ok(EpochHeader { config, system, tools }.canonical())
+}
+
+fn apply_system_delta(
+    previous: Option<&str>,
+    delta: &SystemDelta,
+) -> Result<String, HeaderDeltaError> {
+    let lines: Vec<&str> = previous.unwrap_or("").split('\n').collect();
+    let keep = delta.keep_prefix + delta.keep_suffix;
+    if keep > lines.len() {
+        return Err(HeaderDeltaError::SystemOutOfRange { keep, have: lines.len() });
+    }
+    let mut out: Vec<&str> = Vec::with_capacity(keep + delta.lines.len());
+    out.extend_from_slice(&lines[..delta.keep_prefix]);
+    out.extend(delta.lines.iter().map(String::as_str));
+    out.extend_from_slice(&lines[lines.len() - delta.keep_suffix..]);
+    Ok(out.join("\n"))
+}
+
+fn apply_tools_delta(
+    previous: &[ToolSchema],
+    delta: &ToolsDelta,
+) -> Result<Vec<ToolSchema>, HeaderDeltaError> {
+    for name in &delta.removed {
+        if !previous.iter().any(|tool| &tool.name == name) {
+            return Err(HeaderDeltaError::MissingTool(name.clone()));
+        }
+    }
+    let mut tools: Vec<ToolSchema> =
+        previous.iter().filter(|tool| !delta.removed.contains(&tool.name)).cloned().collect();
+    for changed in &delta.changed {
+        let slot = tools
+            .iter_mut()
+            .find(|tool| tool.name == changed.name)
+            .ok_or_else(|| HeaderDeltaError::MissingTool(changed.name.clone()))?;
+        *slot = changed.clone();
+    }
+    for added in &delta.added {
+        if tools.iter().any(|tool| tool.name == added.name) {
+            return Err(HeaderDeltaError::DuplicateTool(added.name.clone()));
+        }
+        tools.push(added.clone());
+    }
+    Ok(tools)
+}
+
+/// The delta that turns `previous` into `next`, or `None` when they are equal or when the delta
+/// encoding cannot express the change (a pure reordering of tools, duplicate tool names).
+///
+/// Whenever this returns `Some(delta)`, `apply_header_delta(previous, &delta) == Ok(next)`: the
+/// function verifies it before returning.
+pub fn diff_header(previous: &EpochHeader, next: &EpochHeader) -> Option<HeaderDelta> {
+    let next = next.clone().canonical();
+    if *previous == next {
+        return None;
+    }
+    let config = (previous.config != next.config).then(|| next.config.clone());
+    let system = (previous.system != next.system)
+        .then(|| diff_system(previous.system.as_deref(), next.system.as_deref()));
+    let tools = if previous.tools != next.tools {
+        Some(diff_tools(previous.tool_list(), next.tool_list()))
+    } else {
+        None
+    };
+    let delta = HeaderDelta { system, tools, config };
+    match apply_header_delta(previous, &delta) {
+        Ok(applied) if applied == next => Some(delta),
+        _ => None,
+    }
+}
+
+fn diff_system(previous: Option<&str>, next: Option<&str>) -> SystemDelta {
+    let old: Vec<&str> = previous.unwrap_or("").split('\n').collect();
+    let new: Vec<&str> = next.unwrap_or("").split('\n').collect();
+    let keep_prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let room = old.len().min(new.len()) - keep_prefix;
+    let keep_suffix =
+        old.iter().rev().zip(new.iter().rev()).take(room).take_while(|(a, b)| a == b).count();
+    let lines = new[keep_prefix..new.len() - keep_suffix].iter().map(|l| (*l).to_owned()).collect();
+    SystemDelta { keep_prefix, keep_suffix, lines }
+}
+
+fn diff_tools(previous: &[ToolSchema], next: &[ToolSchema]) -> ToolsDelta {
+    let in_list = |list: &[ToolSchema], name: &str| list.iter().find(|t| t.name == name).cloned();
+    let removed = previous
+        .iter()
+        .filter(|t| in_list(next, &t.name).is_none())
+        .map(|t| t.name.clone())
+        .collect();
+    let changed = next
+        .iter()
+        .filter(|t| in_list(previous, &t.name).is_some_and(|old| old != **t))
+        .cloned()
+        .collect();
+    let added = next.iter().filter(|t| in_list(previous, &t.name).is_none()).cloned().collect();
+    ToolsDelta { added, removed, changed }
+}
+
+/// The header event a request owes the log.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HeaderPlan {
+    /// Nothing: the header did not change.
+    Unchanged,
+    /// A verified delta.
+    Delta(HeaderDelta),
+    /// A full snapshot, with its reason.
+    Snapshot(SnapshotReason),
+}
+
+/// Decides the header event for a request whose header is `next`, given the folded header
+/// `previous` and whether this is the first request of a loop instance.
+///
+/// The first request of an instance always anchors a snapshot (`initial` on a log without a
+/// header, `resume` otherwise, even when nothing changed). Later requests log nothing when the
+/// header is unchanged, a delta when one expresses the change, and a `fallback` snapshot when none
+/// does.
+pub fn plan_header_event(
+    previous: Option<&EpochHeader>,
+    next: &EpochHeader,
+    first_of_instance: bool,
+) -> HeaderPlan {
+    match previous {
+        None => HeaderPlan::Snapshot(SnapshotReason::Initial),
+        Some(_) if first_of_instance => HeaderPlan::Snapshot(SnapshotReason::Resume),
+        Some(previous) if *previous == next.clone().canonical() => HeaderPlan::Unchanged,
+        Some(previous) => match diff_header(previous, next) {
+            Some(delta) => HeaderPlan::Delta(delta),
+            None => HeaderPlan::Snapshot(SnapshotReason::Fallback),
+        },
+    }
+}

@@ -1,0 +1,44 @@
+//! The pure core of dsh: the session log's vocabulary and every fold over it.
+//!
+//! This crate defines what a session log *is* (the envelope `{seq, time, type, data}` and one
+//! payload type per event kind), how a log prefix projects onto the messages a model sees
+//! ([`Session`], [`derive_event_message`]), how the request header (call config, system prompt,
+//! tool schemas) is folded from snapshots and deltas ([`fold_request_header`], [`diff_header`],
+//! [`apply_header_delta`]), how any step's request is rebuilt from the log ([`reconstruct`]), and
+//! which structural rules a well-formed log obeys ([`check_log`]).
+//!
+//! It deliberately does **no** I/O: no filesystem, no clock, no async runtime, no randomness.
+//! Times and ids are inputs. Expected anomalies are values (diagnostics), never panics; every
+//! fold is total. A tidy test in `tests/` enforces the absence of I/O names in this crate.
+#![warn(missing_docs)]
+
+mod check;
+mod event;
+mod header;
+mod message;
+mod reconstruct;
+mod surface;
+mod usage;
+
+pub use check::{Diagnostic, Severity, check_log};
+pub use event::{
+    ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChunkDelta,
+    CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind, EVENT_KINDS, Event,
+    EventData, FORMAT_VERSION, ForkOrigin, LlmRetry, RequestHeader, RequestSent, SessionMeta,
+    SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode,
+    SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult, TurnEnd, TurnStart, Usage,
+    UserMessage, decode_event, decode_log, encode_event,
+};
+pub use header::{
+    EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, SystemDelta, ToolSchema,
+    ToolsDelta, apply_header_delta, diff_header, fold_request_header, plan_header_event,
+};
+pub use message::{
+    AssistantMessage, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall, derive_event_message,
+};
+pub use reconstruct::{ReconstructError, StepRequest, reconstruct, reconstruct_step};
+pub use surface::{SeqError, Session, StepIndex, SurfaceEntry};
+pub use usage::{DROP_SLACK_TOKENS, PrefixCause, UsageRow, is_drop, usage_rows, usage_totals};
+
+#[cfg(test)]
+mod tests;

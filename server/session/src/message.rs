@@ -1,0 +1,102 @@
+//! Messages as the model sees them, the per-event projection, and the provider-neutral request.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Event, EventData, SurfaceNode, ToolResult};
+use crate::header::EpochHeader;
+
+/// One tool call of an assistant message, argument string verbatim.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Provider-assigned id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// The argument string exactly as the model produced it; never re-serialized.
+    pub arguments: String,
+}
+
+/// An assistant message exactly as assembled from the stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantMessage {
+    /// Visible text (possibly empty).
+    pub content: String,
+    /// Reasoning text; `None` when the provider sent none at all, `Some("")` when it sent an
+    /// empty one. Kept as received so it can be passed back unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// Tool calls, in the order the model emitted them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// A model-visible message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "camelCase")]
+pub enum Message {
+    /// A system message. The loop's system prompt lives in the header, not on the surface; this
+    /// variant exists for one-shot requests built outside the loop.
+    System {
+        /// The text.
+        content: String,
+    },
+    /// A user-role message: a prompt, steering, context, or a compaction summary.
+    User {
+        /// The text.
+        content: String,
+    },
+    /// An assistant message.
+    Assistant(AssistantMessage),
+    /// A tool result.
+    #[serde(rename_all = "camelCase")]
+    Tool {
+        /// The call answered.
+        call_id: String,
+        /// What the model sees.
+        content: String,
+    },
+}
+
+/// The prefix a compaction summary carries so the model knows what it is reading.
+pub const SUMMARY_PREAMBLE: &str =
+    "Summary of the earlier conversation (older messages were compacted):\n\n";
+
+/// Projects one event onto the message the model sees, or `None` for log-only events.
+///
+/// This is *the* projection: the live session, reconstruction and any external reader all call
+/// it, so no two paths can disagree. It is pure and total.
+pub fn derive_event_message(event: &Event) -> Option<Message> {
+    match &event.data {
+        EventData::UserMessage(m) => Some(Message::User { content: m.text.clone() }),
+        EventData::SteeringMessage(m) => Some(Message::User { content: m.text.clone() }),
+        EventData::ContextMessage(m) => Some(Message::User { content: m.text.clone() }),
+        EventData::AssistantMessage(turn) => Some(Message::Assistant(turn.message.clone())),
+        EventData::ToolResult(result) => Some(tool_message(result)),
+        EventData::SurfaceReplace(replace) => Some(match &replace.node {
+            SurfaceNode::Summary { text } => {
+                Message::User { content: format!("{SUMMARY_PREAMBLE}{text}") }
+            }
+            SurfaceNode::ToolResult(result) => tool_message(result),
+        }),
+        _ => None,
+    }
+}
+
+fn tool_message(result: &ToolResult) -> Message {
+    Message::Tool { call_id: result.call_id.clone(), content: result.content.clone() }
+}
+
+/// A provider-neutral model request: the header plus the conversation.
+///
+/// Built by the loop from a message snapshot and the folded header, and rebuilt by
+/// [`crate::reconstruct`] from the log; the two must be equal.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerateRequest {
+    /// Call config, system prompt, tool schemas.
+    pub header: EpochHeader,
+    /// The conversation, oldest first. Shared, immutable projections.
+    pub messages: Vec<Arc<Message>>,
+}

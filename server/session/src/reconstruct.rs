@@ -1,0 +1,133 @@
+//! Rebuilding any step's request from the log alone.
+//!
+//! A step's messages are the derivation over `events[..step_start_seq)` — the `step/start` event
+//! is the reconstruction boundary, unconditionally. Its header is the fold after its own header
+//! events (which sit between its `step/start` and its first response event) or the fold carried
+//! forward from earlier steps.
+
+use crate::event::{Event, EventData, RequestSent, Usage};
+use crate::header::fold_header_event;
+use crate::message::GenerateRequest;
+use crate::surface::{SurfaceEntry, SurfaceFold};
+
+/// Everything "what the model saw" needs about one step, rebuilt from the log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepRequest {
+    /// The step number.
+    pub step: u64,
+    /// Its turn.
+    pub turn: u64,
+    /// Seq of its `step/start`: messages come from events before it.
+    pub boundary_seq: u64,
+    /// Seqs of the step's own header events (empty when the header carried forward).
+    pub header_events: Vec<u64>,
+    /// The surface at the boundary, each message with the seq of the node it came from.
+    pub surface: Vec<SurfaceEntry>,
+    /// The request itself.
+    pub request: GenerateRequest,
+    /// The step's `request/sent` record, when it got that far.
+    pub sent: Option<RequestSent>,
+    /// The step's usage, when it ended.
+    pub usage: Option<Usage>,
+}
+
+/// Why a step's request could not be rebuilt.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReconstructError {
+    /// No `step/start` with that number.
+    #[error("step {step} is out of range: the log has {last} steps")]
+    StepOutOfRange {
+        /// The step asked for.
+        step: u64,
+        /// The last step in the log.
+        last: u64,
+    },
+    /// The step has no header in the fold: the log is malformed.
+    #[error("step {step} has no request header in the log")]
+    NoHeader {
+        /// The step.
+        step: u64,
+    },
+}
+
+/// Rebuilds the request of `step` (1-based) from the log.
+pub fn reconstruct(events: &[Event], step: u64) -> Result<GenerateRequest, ReconstructError> {
+    reconstruct_step(events, step).map(|rebuilt| rebuilt.request)
+}
+
+/// Rebuilds the request of `step` with its provenance (boundary, header events, node seqs).
+pub fn reconstruct_step(events: &[Event], step: u64) -> Result<StepRequest, ReconstructError> {
+    let mut last = 0;
+    let mut found = None;
+    for (index, event) in events.iter().enumerate() {
+        if let EventData::StepStart(start) = &event.data {
+            last = last.max(start.step);
+            if start.step == step && found.is_none() {
+                found = Some((index, start.turn));
+            }
+        }
+    }
+    let Some((boundary, turn)) = found else {
+        return Err(ReconstructError::StepOutOfRange { step, last });
+    };
+
+    // A fresh fold over the prefix: the live session's cache never vouches for itself.
+    let mut surface = SurfaceFold::default();
+    let mut header = None;
+    for event in &events[..boundary] {
+        let _ = surface.push(event);
+        let _ = fold_header_event(&mut header, event);
+    }
+
+    let mut header_events = Vec::new();
+    let mut sent = None;
+    let mut usage = None;
+    let mut responded = false;
+    for event in events[boundary + 1..].iter() {
+        match &event.data {
+            EventData::StepStart(_) => break,
+            // Only header events before the first response event belong to this request.
+            EventData::RequestHeader(_) | EventData::RequestHeaderDelta(_) if !responded => {
+                let _ = fold_header_event(&mut header, event);
+                header_events.push(event.seq);
+            }
+            EventData::RequestSent(record) => {
+                responded = true;
+                sent = Some(record.clone());
+            }
+            EventData::StepEnd(end) if end.step == step => usage = Some(end.usage),
+            data if is_response_event(data) => responded = true,
+            _ => {}
+        }
+    }
+    let header = header.ok_or(ReconstructError::NoHeader { step })?;
+    let messages = surface.nodes.iter().map(|node| node.message.clone()).collect();
+    Ok(StepRequest {
+        step,
+        turn,
+        boundary_seq: events[boundary].seq,
+        header_events,
+        surface: surface.nodes,
+        request: GenerateRequest { header, messages },
+        sent,
+        usage,
+    })
+}
+
+/// Events that belong to a step's response: header events must come before all of them.
+pub(crate) fn is_response_event(data: &EventData) -> bool {
+    matches!(
+        data,
+        EventData::RequestSent(_)
+            | EventData::AssistantChunk(_)
+            | EventData::AssistantMessage(_)
+            | EventData::LlmRetry(_)
+            | EventData::ToolCall(_)
+            | EventData::ToolProgress(_)
+            | EventData::ToolResult(_)
+            | EventData::ApprovalRequest(_)
+            | EventData::ApprovalDecision(_)
+            | EventData::StepEnd(_)
+            | EventData::StepError(_)
+    )
+}

@@ -1,0 +1,553 @@
+//! Unit and property tests of the pure core: codec, header laws, derivation cache, checks.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use crate::*;
+
+fn config(model: &str) -> LlmCallConfig {
+    LlmCallConfig {
+        model: model.to_owned(),
+        max_tokens: 4096,
+        thinking: true,
+        reasoning_effort: None,
+        temperature: None,
+        top_p: None,
+    }
+}
+
+fn tool(name: &str, description: &str) -> ToolSchema {
+    ToolSchema {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        parameters: serde_json::json!({"type": "object", "properties": {}}),
+    }
+}
+
+fn event(seq: u64, data: EventData) -> Event {
+    Event { seq, time: 1_000 + seq, data }
+}
+
+fn meta() -> EventData {
+    EventData::SessionMeta(SessionMeta {
+        format_version: FORMAT_VERSION,
+        session_id: "s1".to_owned(),
+        workspace: "/w".to_owned(),
+        forked_from: None,
+    })
+}
+
+fn user(text: &str) -> EventData {
+    EventData::UserMessage(UserMessage { text: text.to_owned() })
+}
+
+fn assistant(step: u64, content: &str, calls: &[(&str, &str)]) -> EventData {
+    EventData::AssistantMessage(AssistantTurn {
+        step,
+        message: AssistantMessage {
+            content: content.to_owned(),
+            reasoning_content: Some(String::new()),
+            tool_calls: calls
+                .iter()
+                .map(|(id, args)| ToolCall {
+                    id: (*id).to_owned(),
+                    name: "read_file".to_owned(),
+                    arguments: (*args).to_owned(),
+                })
+                .collect(),
+        },
+    })
+}
+
+fn result(call_id: &str, content: &str) -> EventData {
+    EventData::ToolResult(ToolResult {
+        call_id: call_id.to_owned(),
+        name: "read_file".to_owned(),
+        content: content.to_owned(),
+        is_error: false,
+    })
+}
+
+fn header_event(header: EpochHeader) -> EventData {
+    EventData::RequestHeader(RequestHeader { reason: SnapshotReason::Initial, header })
+}
+
+fn log(data: Vec<EventData>) -> Vec<Event> {
+    data.into_iter().enumerate().map(|(i, d)| event(i as u64, d)).collect()
+}
+
+// ---- codec ----------------------------------------------------------------------------------
+
+#[test]
+fn encoded_event_has_the_envelope_field_order() {
+    let line = encode_event(&event(3, user("hi")));
+    assert_eq!(line, r#"{"seq":3,"time":1003,"type":"user/message","data":{"text":"hi"}}"#);
+}
+
+#[test]
+fn unknown_kind_is_rejected_with_line_and_supported_kinds() {
+    let error = decode_event(r#"{"seq":0,"time":1,"type":"foo/bar","data":{}}"#, 7).unwrap_err();
+    assert_eq!(error.line, 7);
+    let text = error.to_string();
+    assert!(
+        text.starts_with(
+            "line 7: unknown event kind `foo/bar`; this build supports: session/meta, turn/start"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn unknown_format_version_is_rejected_not_migrated() {
+    let line = r#"{"seq":0,"time":1,"type":"session/meta","data":{"formatVersion":3,"sessionId":"s","workspace":"/w"}}"#;
+    let error = decode_event(line, 1).unwrap_err();
+    assert_eq!(error.kind, DecodeErrorKind::UnknownFormatVersion { found: 3 });
+    assert!(error.to_string().contains("reads only version 0"));
+}
+
+#[test]
+fn bad_payload_names_the_kind() {
+    let error = decode_event(r#"{"seq":1,"time":1,"type":"step/start","data":{"step":"x"}}"#, 2)
+        .unwrap_err();
+    assert!(matches!(&error.kind, DecodeErrorKind::BadData { kind, .. } if kind == "step/start"));
+}
+
+#[test]
+fn decode_log_numbers_lines_from_one() {
+    let text = format!("{}\n{}\n", encode_event(&event(0, meta())), "{not json");
+    assert_eq!(decode_log(&text).unwrap_err().line, 2);
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z \\n]{0,12}",
+        any::<String>(),
+        Just("{\"path\": \"a.rs\"}".to_owned()),
+        Just("\u{1F600} \"quoted\" \\ tab\t".to_owned()),
+    ]
+}
+
+fn usage() -> impl Strategy<Value = Usage> {
+    (0u64..10_000, 0u64..10_000, 0u64..5000, 0u64..1000).prop_map(|(hit, miss, out, reasoning)| {
+        Usage {
+            prompt_tokens: hit + miss,
+            cache_hit_tokens: hit,
+            cache_miss_tokens: miss,
+            completion_tokens: out + reasoning,
+            reasoning_tokens: reasoning,
+        }
+    })
+}
+
+fn any_header() -> impl Strategy<Value = EpochHeader> {
+    let tools = proptest::sample::subsequence(vec!["a", "b", "c", "d", "e"], 0..=5)
+        .prop_shuffle()
+        .prop_flat_map(|names| {
+            let n = names.len();
+            (Just(names), proptest::collection::vec(0u8..2, n))
+        })
+        .prop_map(|(names, variants)| {
+            names
+                .iter()
+                .zip(variants)
+                .map(|(name, v)| tool(name, &format!("{name} v{v}")))
+                .collect()
+        });
+    let system = proptest::collection::vec(prop_oneof!["base", "rules", "x", "y", ""], 0..6)
+        .prop_map(|lines| if lines.is_empty() { None } else { Some(lines.join("\n")) });
+    let cfg = (prop_oneof!["m1", "m2"], any::<bool>(), proptest::option::of(0.0f64..2.0)).prop_map(
+        |(model, thinking, temperature)| LlmCallConfig { thinking, temperature, ..config(&model) },
+    );
+    (cfg, system, tools).prop_map(|(config, system, tools)| EpochHeader::new(config, system, tools))
+}
+
+fn any_event_data() -> impl Strategy<Value = EventData> {
+    let a = prop_oneof![
+        Just(meta()),
+        (1u64..9).prop_map(|turn| EventData::TurnStart(TurnStart { turn })),
+        (1u64..9, proptest::option::of(text())).prop_map(|(turn, error)| EventData::TurnEnd(
+            TurnEnd { turn, reason: StopReason::MaxSteps, error }
+        )),
+        text().prop_map(|t| user(&t)),
+        text().prop_map(|text| EventData::SteeringMessage(SteeringMessage { text })),
+        (text(), proptest::option::of(text()))
+            .prop_map(|(text, source)| EventData::ContextMessage(ContextMessage { text, source })),
+        (1u64..9, 1u64..9).prop_map(|(step, turn)| EventData::StepStart(StepStart { step, turn })),
+        any_header().prop_map(header_event),
+        (any_header(), any_header()).prop_filter_map("no delta", |(a, b)| diff_header(&a, &b)
+            .map(EventData::RequestHeaderDelta)),
+        (text(), 0u64..99).prop_map(|(sha256, bytes)| EventData::RequestSent(RequestSent {
+            adapter: "x".to_owned(),
+            sha256,
+            bytes
+        })),
+    ];
+    let b =
+        prop_oneof![
+            (text(), 0u32..3).prop_map(|(fragment, index)| EventData::AssistantChunk(
+                AssistantChunk { step: 1, delta: ChunkDelta::ToolArgs { index, fragment } }
+            )),
+            text().prop_map(|text| EventData::AssistantChunk(AssistantChunk {
+                step: 2,
+                delta: ChunkDelta::Reasoning { text }
+            })),
+            (text(), text(), proptest::option::of(text())).prop_map(
+                |(content, args, reasoning)| {
+                    let mut data = assistant(1, &content, &[("c1", &args)]);
+                    if let EventData::AssistantMessage(turn) = &mut data {
+                        turn.message.reasoning_content = reasoning;
+                    }
+                    data
+                }
+            ),
+            (text(), any::<bool>()).prop_map(|(content, is_error)| EventData::ToolResult(
+                ToolResult { call_id: "c1".into(), name: "t".into(), content, is_error }
+            )),
+            (text(), usage()).prop_map(|(finish_reason, usage)| EventData::StepEnd(StepEnd {
+                step: 1,
+                finish_reason,
+                usage
+            })),
+            (text(), any::<bool>()).prop_map(|(error, cancelled)| EventData::StepError(
+                StepError { step: 1, error, cancelled }
+            )),
+            (text(), 0u64..9).prop_map(|(summary, n)| EventData::CompactSummary(CompactSummary {
+                model: "m".into(),
+                max_tokens: n as u32,
+                summary
+            })),
+            (0u64..9, 0u64..9, text()).prop_map(|(start, end, text)| EventData::SurfaceReplace(
+                SurfaceReplace { start, end, node: SurfaceNode::Summary { text } }
+            )),
+            Just(EventData::ApprovalDecision(ApprovalDecision {
+                approval_id: "a".into(),
+                decision: ApprovalVerdict::AllowAlways
+            })),
+        ];
+    prop_oneof![a, b]
+}
+
+proptest! {
+    #[test]
+    fn log_lines_round_trip(data in proptest::collection::vec(any_event_data(), 1..20)) {
+        let events = log(data);
+        let text: String = events.iter().map(|e| encode_event(e) + "\n").collect();
+        prop_assert_eq!(decode_log(&text).unwrap(), events);
+    }
+}
+
+// ---- header laws ----------------------------------------------------------------------------
+
+proptest! {
+    #[test]
+    fn applying_a_diff_reproduces_the_next_header(prev in any_header(), next in any_header()) {
+        if let Some(delta) = diff_header(&prev, &next) {
+            prop_assert_eq!(apply_header_delta(&prev, &delta).unwrap(), next.clone());
+        }
+        // The writer's plan always yields a log that folds to `next`.
+        let folded = match plan_header_event(Some(&prev), &next, false) {
+            HeaderPlan::Unchanged => prev.clone(),
+            HeaderPlan::Delta(delta) => apply_header_delta(&prev, &delta).unwrap(),
+            HeaderPlan::Snapshot(reason) => {
+                prop_assert_eq!(reason, SnapshotReason::Fallback);
+                next.clone()
+            }
+        };
+        prop_assert_eq!(folded, next);
+    }
+
+    #[test]
+    fn fold_over_any_header_history_equals_the_last_header(
+        headers in proptest::collection::vec(any_header(), 1..8)
+    ) {
+        let mut data = vec![meta()];
+        let mut previous: Option<EpochHeader> = None;
+        for header in &headers {
+            match plan_header_event(previous.as_ref(), header, previous.is_none()) {
+                HeaderPlan::Unchanged => {}
+                HeaderPlan::Delta(delta) => data.push(EventData::RequestHeaderDelta(delta)),
+                HeaderPlan::Snapshot(reason) => data.push(EventData::RequestHeader(RequestHeader {
+                    reason,
+                    header: header.clone(),
+                })),
+            }
+            previous = Some(header.clone());
+        }
+        let events = log(data);
+        prop_assert_eq!(fold_request_header(&events), headers.last().cloned());
+    }
+}
+
+#[test]
+fn pure_tool_reordering_needs_a_fallback_snapshot() {
+    let prev = EpochHeader::new(config("m"), None, vec![tool("a", "x"), tool("b", "y")]);
+    let next = EpochHeader::new(config("m"), None, vec![tool("b", "y"), tool("a", "x")]);
+    assert_eq!(diff_header(&prev, &next), None);
+    assert_eq!(
+        plan_header_event(Some(&prev), &next, false),
+        HeaderPlan::Snapshot(SnapshotReason::Fallback)
+    );
+}
+
+#[test]
+fn system_delta_trims_common_prefix_and_suffix_lines() {
+    let prev = EpochHeader::new(config("m"), Some("a\nb\nc\nd".into()), vec![]);
+    let next = EpochHeader::new(config("m"), Some("a\nB\nB2\nd".into()), vec![]);
+    let delta = diff_header(&prev, &next).unwrap();
+    assert_eq!(
+        delta.system,
+        Some(SystemDelta { keep_prefix: 1, keep_suffix: 1, lines: vec!["B".into(), "B2".into()] })
+    );
+    assert_eq!(delta.tools, None);
+    assert_eq!(delta.config, None);
+}
+
+#[test]
+fn tools_delta_is_name_keyed() {
+    let prev =
+        EpochHeader::new(config("m"), None, vec![tool("a", "x"), tool("b", "y"), tool("c", "z")]);
+    let next =
+        EpochHeader::new(config("m"), None, vec![tool("a", "x2"), tool("c", "z"), tool("d", "w")]);
+    let delta = diff_header(&prev, &next).unwrap().tools.unwrap();
+    assert_eq!(delta.removed, vec!["b".to_owned()]);
+    assert_eq!(delta.changed, vec![tool("a", "x2")]);
+    assert_eq!(delta.added, vec![tool("d", "w")]);
+}
+
+#[test]
+fn first_request_of_an_instance_always_anchors_a_snapshot() {
+    let header = EpochHeader::new(config("m"), Some("s".into()), vec![]);
+    assert_eq!(
+        plan_header_event(None, &header, true),
+        HeaderPlan::Snapshot(SnapshotReason::Initial)
+    );
+    assert_eq!(
+        plan_header_event(Some(&header), &header, true),
+        HeaderPlan::Snapshot(SnapshotReason::Resume)
+    );
+    assert_eq!(plan_header_event(Some(&header), &header, false), HeaderPlan::Unchanged);
+}
+
+#[test]
+fn empty_system_and_tools_are_canonically_absent() {
+    let header = EpochHeader::new(config("m"), Some(String::new()), vec![]);
+    assert_eq!(header.system, None);
+    assert_eq!(header.tools, None);
+    let json = serde_json::to_string(&header).unwrap();
+    assert!(!json.contains("system") && !json.contains("tools"), "{json}");
+}
+
+#[test]
+fn a_delta_before_any_snapshot_is_skipped_and_reported() {
+    let delta = HeaderDelta { system: None, tools: None, config: Some(config("m")) };
+    let events = log(vec![meta(), EventData::RequestHeaderDelta(delta)]);
+    assert_eq!(fold_request_header(&events), None);
+    let session = Session::from_events(events);
+    assert_eq!(session.anomalies().len(), 1);
+}
+
+// ---- derivation -----------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+enum Op {
+    Append(u8, String),
+    Replace(usize, usize, String),
+    Trim(usize, String),
+    LogOnly,
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    proptest::collection::vec(
+        prop_oneof![
+            4 => (0u8..4, "[a-z]{0,6}").prop_map(|(kind, text)| Op::Append(kind, text)),
+            1 => (0usize..50, 0usize..4, "[a-z]{0,6}").prop_map(|(a, len, t)| Op::Replace(a, len, t)),
+            1 => (0usize..50, "[a-z]{0,6}").prop_map(|(a, t)| Op::Trim(a, t)),
+            1 => Just(Op::LogOnly),
+        ],
+        0..60,
+    )
+}
+
+/// The reference derivation: a naive list of (node id, event) projected at the end.
+fn naive_messages(events: &[Event]) -> Vec<Message> {
+    let mut nodes: Vec<(u64, &Event)> = Vec::new();
+    for event in events {
+        match &event.data {
+            EventData::SurfaceReplace(replace) => {
+                let start = nodes.iter().position(|(id, _)| *id == replace.start);
+                let end = nodes.iter().position(|(id, _)| *id == replace.end);
+                if let (Some(start), Some(end)) = (start, end)
+                    && start <= end
+                {
+                    nodes.splice(start..=end, [(event.seq, event)]);
+                }
+            }
+            _ if derive_event_message(event).is_some() => nodes.push((event.seq, event)),
+            _ => {}
+        }
+    }
+    nodes.iter().filter_map(|(_, event)| derive_event_message(event)).collect()
+}
+
+proptest! {
+    #[test]
+    fn cached_derivation_equals_a_fresh_derivation(ops in ops()) {
+        let mut live = Session::new();
+        live.append(event(0, meta())).unwrap();
+        for op in ops {
+            let seq = live.next_seq();
+            let ids: Vec<u64> = live.surface().iter().map(|n| n.id).collect();
+            let data = match op {
+                Op::Append(0, t) => user(&t),
+                Op::Append(1, t) => assistant(1, &t, &[]),
+                Op::Append(2, t) => result("c", &t),
+                Op::Append(_, t) => EventData::SteeringMessage(SteeringMessage { text: t }),
+                Op::LogOnly => EventData::StepStart(StepStart { step: seq, turn: 1 }),
+                Op::Replace(_, _, _) | Op::Trim(_, _) if ids.is_empty() => user("x"),
+                Op::Replace(a, len, text) => {
+                    let start = a % ids.len();
+                    let end = (start + len).min(ids.len() - 1);
+                    EventData::SurfaceReplace(SurfaceReplace {
+                        start: ids[start],
+                        end: ids[end],
+                        node: SurfaceNode::Summary { text },
+                    })
+                }
+                Op::Trim(a, content) => {
+                    let id = ids[a % ids.len()];
+                    EventData::SurfaceReplace(SurfaceReplace {
+                        start: id,
+                        end: id,
+                        node: SurfaceNode::ToolResult(ToolResult {
+                            call_id: "c".into(),
+                            name: "t".into(),
+                            content,
+                            is_error: false,
+                        }),
+                    })
+                }
+            };
+            live.append(event(seq, data)).unwrap();
+            // Interleave reads with appends so the cache is exercised mid-stream.
+            let first = live.messages();
+            let second = live.messages();
+            prop_assert!(first.iter().zip(&second).all(|(a, b)| Arc::ptr_eq(a, b)));
+        }
+        let cached: Vec<Message> = live.messages().iter().map(|m| (**m).clone()).collect();
+        prop_assert_eq!(&cached, &naive_messages(live.events()));
+        let refolded = Session::from_events(live.events().to_vec());
+        prop_assert_eq!(refolded.messages(), live.messages());
+        prop_assert_eq!(refolded.surface_generation(), live.surface_generation());
+    }
+}
+
+#[test]
+fn a_replace_keeps_untouched_projections_shared() {
+    let mut session = Session::from_events(log(vec![meta(), user("a"), user("b"), user("c")]));
+    let before = session.messages();
+    let replace =
+        SurfaceReplace { start: 1, end: 2, node: SurfaceNode::Summary { text: "s".into() } };
+    session.append(event(4, EventData::SurfaceReplace(replace))).unwrap();
+    let after = session.messages();
+    assert_eq!(after.len(), 2);
+    assert!(matches!(&*after[0], Message::User { content } if content.ends_with('s')));
+    assert!(Arc::ptr_eq(&before[2], &after[1]));
+    assert_eq!(session.surface_generation(), 1);
+    assert_eq!(session.surface()[0].id, 4);
+}
+
+#[test]
+fn append_refuses_a_seq_that_does_not_follow() {
+    let mut session = Session::from_events(log(vec![meta()]));
+    let error = session.append(event(5, user("x"))).unwrap_err();
+    assert_eq!(error, SeqError { expected: 1, found: 5 });
+    assert_eq!(session.events().len(), 1);
+}
+
+// ---- reconstruction and checks ------------------------------------------------------------
+
+fn tool_turn() -> Vec<Event> {
+    let header = EpochHeader::new(config("m"), Some("sys".into()), vec![tool("read_file", "r")]);
+    let usage = Usage::default();
+    log(vec![
+        meta(),
+        EventData::TurnStart(TurnStart { turn: 1 }),
+        user("read a"),
+        EventData::StepStart(StepStart { step: 1, turn: 1 }),
+        header_event(header),
+        assistant(1, "", &[("c1", "{\"path\":\"a\"}")]),
+        EventData::ToolCall(ToolCallStarted {
+            step: 1,
+            call_id: "c1".into(),
+            name: "read_file".into(),
+        }),
+        result("c1", "A"),
+        EventData::StepEnd(StepEnd { step: 1, finish_reason: "tool_calls".into(), usage }),
+        EventData::SteeringMessage(SteeringMessage { text: "steer".into() }),
+        EventData::StepStart(StepStart { step: 2, turn: 1 }),
+        assistant(2, "done", &[]),
+        EventData::StepEnd(StepEnd { step: 2, finish_reason: "stop".into(), usage }),
+        EventData::TurnEnd(TurnEnd { turn: 1, reason: StopReason::Completed, error: None }),
+    ])
+}
+
+#[test]
+fn reconstruct_uses_events_before_the_step_start_and_the_carried_header() {
+    let events = tool_turn();
+    assert_eq!(check_log(&events), vec![]);
+    let one = reconstruct_step(&events, 1).unwrap();
+    assert_eq!(one.boundary_seq, 3);
+    assert_eq!(one.header_events, vec![4]);
+    assert_eq!(one.request.messages.len(), 1);
+    let two = reconstruct_step(&events, 2).unwrap();
+    assert_eq!(two.header_events, Vec::<u64>::new());
+    assert_eq!(two.request.header, one.request.header);
+    let ids: Vec<u64> = two.surface.iter().map(|n| n.id).collect();
+    assert_eq!(ids, vec![2, 5, 7, 9]);
+    assert_eq!(
+        reconstruct(&events, 3).unwrap_err(),
+        ReconstructError::StepOutOfRange { step: 3, last: 2 }
+    );
+}
+
+#[test]
+fn checks_find_an_unanswered_tool_call() {
+    let mut events = tool_turn();
+    events.remove(7);
+    for (i, e) in events.iter_mut().enumerate() {
+        e.seq = i as u64;
+    }
+    let found = check_log(&events);
+    assert!(found.iter().any(|d| d.message.contains("`c1` unanswered")), "{found:?}");
+}
+
+#[test]
+fn checks_find_a_header_after_the_first_response_event() {
+    let mut events = tool_turn();
+    let header = EpochHeader::new(config("m2"), None, vec![]);
+    events.insert(6, event(0, header_event(header)));
+    for (i, e) in events.iter_mut().enumerate() {
+        e.seq = i as u64;
+    }
+    let found = check_log(&events);
+    assert!(
+        found.iter().any(|d| d.message.contains("after step 1's first response event")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn checks_find_gaps_nesting_and_open_turns() {
+    let mut events = tool_turn();
+    events.truncate(6);
+    events[2].seq = 9;
+    let found = check_log(&events);
+    assert!(found.iter().any(|d| d.message.contains("not contiguous")));
+    assert!(
+        found.iter().any(|d| d.severity == Severity::Open && d.message.contains("inside step 1"))
+    );
+    let nested = log(vec![meta(), EventData::StepStart(StepStart { step: 1, turn: 1 })]);
+    assert!(check_log(&nested).iter().any(|d| d.message.contains("not open")));
+}

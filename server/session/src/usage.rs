@@ -1,0 +1,180 @@
+//! The usage view: one row per step with its token usage and, when the prefix changed, the logged
+//! event that explains it. A pure fold over the log, shared by the CLI, the API and the editors.
+
+use serde::Serialize;
+
+use crate::event::{Event, EventData, SnapshotReason, SurfaceNode, Usage};
+use crate::header::{EpochHeader, fold_header_event};
+
+/// A logged event that changed the request prefix before a step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum PrefixCause {
+    /// The session's first request: nothing could be cached.
+    FirstRequest {
+        /// Seq of its header snapshot.
+        seq: u64,
+    },
+    /// A loop instance resumed the session (a restart or a fork).
+    Resume {
+        /// Seq of the `resume` snapshot.
+        seq: u64,
+        /// Whether the header differs from the one folded before it.
+        changed: bool,
+    },
+    /// A change the delta encoding could not express.
+    Fallback {
+        /// Seq of the snapshot.
+        seq: u64,
+    },
+    /// The system prompt changed.
+    SystemChanged {
+        /// Seq of the delta.
+        seq: u64,
+    },
+    /// The tool schemas changed.
+    ToolsChanged {
+        /// Seq of the delta.
+        seq: u64,
+    },
+    /// The call config (model, sampling) changed.
+    ConfigChanged {
+        /// Seq of the delta.
+        seq: u64,
+    },
+    /// Older messages were replaced by a summary.
+    Compaction {
+        /// Seq of the `surface/replace`.
+        seq: u64,
+    },
+    /// A tool result was trimmed.
+    Trim {
+        /// Seq of the `surface/replace`.
+        seq: u64,
+    },
+}
+
+impl std::fmt::Display for PrefixCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::FirstRequest { .. } => write!(f, "first request"),
+            Self::Resume { seq, changed: true } => {
+                write!(f, "resume with a changed header at seq {seq}")
+            }
+            Self::Resume { seq, changed: false } => write!(f, "resume at seq {seq}"),
+            Self::Fallback { seq } => write!(f, "header snapshot (fallback) at seq {seq}"),
+            Self::SystemChanged { seq } => write!(f, "system prompt changed at seq {seq}"),
+            Self::ToolsChanged { seq } => write!(f, "tools changed at seq {seq}"),
+            Self::ConfigChanged { seq } => write!(f, "model config changed at seq {seq}"),
+            Self::Compaction { seq } => write!(f, "compaction at seq {seq}"),
+            Self::Trim { seq } => write!(f, "tool result trimmed at seq {seq}"),
+        }
+    }
+}
+
+/// One step of the usage view.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageRow {
+    /// Step number.
+    pub step: u64,
+    /// Its turn.
+    pub turn: u64,
+    /// Seq of its `step/start`.
+    pub seq: u64,
+    /// Its usage; `None` when the step never finished (error, cancel, interruption).
+    pub usage: Option<Usage>,
+    /// Cache hit ratio in percent (0 when unknown).
+    pub hit_percent: f64,
+    /// Whether the hit fell short of the previous step's prompt: the cache dropped.
+    pub dropped: bool,
+    /// Logged events since the previous step that changed the prefix.
+    pub causes: Vec<PrefixCause>,
+}
+
+/// How far below the previous prompt a hit may fall before it counts as a drop: covers the
+/// provider's block rounding and its withheld final block (two blocks of up to 128 tokens). For
+/// short prompts the slack is a quarter of the previous prompt instead.
+pub const DROP_SLACK_TOKENS: u64 = 256;
+
+/// Whether a step's cache hit fell short of the previous step's prompt.
+pub fn is_drop(previous_prompt: u64, hit: u64) -> bool {
+    hit + DROP_SLACK_TOKENS.min(previous_prompt / 4) < previous_prompt
+}
+
+/// Folds the usage view of a log.
+pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
+    let mut rows: Vec<UsageRow> = Vec::new();
+    let mut header: Option<EpochHeader> = None;
+    let mut pending_causes: Vec<PrefixCause> = Vec::new();
+    let mut previous_prompt: Option<u64> = None;
+    for event in events {
+        match &event.data {
+            EventData::StepStart(start) => rows.push(UsageRow {
+                step: start.step,
+                turn: start.turn,
+                seq: event.seq,
+                usage: None,
+                hit_percent: 0.0,
+                dropped: false,
+                causes: std::mem::take(&mut pending_causes),
+            }),
+            EventData::RequestHeader(snapshot) => {
+                let before = header.clone();
+                let _ = fold_header_event(&mut header, event);
+                let cause = match snapshot.reason {
+                    SnapshotReason::Initial => PrefixCause::FirstRequest { seq: event.seq },
+                    SnapshotReason::Resume => {
+                        PrefixCause::Resume { seq: event.seq, changed: before != header }
+                    }
+                    SnapshotReason::Fallback => PrefixCause::Fallback { seq: event.seq },
+                };
+                push_cause(&mut rows, &mut pending_causes, cause);
+            }
+            EventData::RequestHeaderDelta(delta) => {
+                let _ = fold_header_event(&mut header, event);
+                let seq = event.seq;
+                if delta.system.is_some() {
+                    push_cause(&mut rows, &mut pending_causes, PrefixCause::SystemChanged { seq });
+                }
+                if delta.tools.is_some() {
+                    push_cause(&mut rows, &mut pending_causes, PrefixCause::ToolsChanged { seq });
+                }
+                if delta.config.is_some() {
+                    push_cause(&mut rows, &mut pending_causes, PrefixCause::ConfigChanged { seq });
+                }
+            }
+            EventData::SurfaceReplace(replace) => {
+                let cause = match replace.node {
+                    SurfaceNode::Summary { .. } => PrefixCause::Compaction { seq: event.seq },
+                    SurfaceNode::ToolResult(_) => PrefixCause::Trim { seq: event.seq },
+                };
+                pending_causes.push(cause);
+            }
+            EventData::StepEnd(end) => {
+                if let Some(row) = rows.iter_mut().rev().find(|row| row.step == end.step) {
+                    row.usage = Some(end.usage);
+                    row.hit_percent = end.usage.hit_ratio() * 100.0;
+                    row.dropped = previous_prompt
+                        .is_some_and(|previous| is_drop(previous, end.usage.cache_hit_tokens));
+                    previous_prompt = Some(end.usage.prompt_tokens);
+                }
+            }
+            _ => {}
+        }
+    }
+    rows
+}
+
+/// Header events sit inside their step: they belong to the row just opened.
+fn push_cause(rows: &mut [UsageRow], pending: &mut Vec<PrefixCause>, cause: PrefixCause) {
+    match rows.last_mut() {
+        Some(row) if row.usage.is_none() => row.causes.push(cause),
+        _ => pending.push(cause),
+    }
+}
+
+/// Usage summed over every finished step.
+pub fn usage_totals(rows: &[UsageRow]) -> Usage {
+    rows.iter().filter_map(|row| row.usage).fold(Usage::default(), |sum, usage| sum.add(&usage))
+}

@@ -1,0 +1,185 @@
+//! Store benchmark: builds a synthetic session log (~100 MB, 2,000 steps by default) in a
+//! temporary directory and prints load + fold throughput, reconstruct latency of the first and
+//! last step, and append throughput under each [`SyncPolicy`].
+//!
+//! `cargo bench -p dsh-store`. Environment: `DSH_BENCH_STEPS` (default 2000) shrinks the log;
+//! `DSH_BENCH_APPEND_SECS` (default 8) bounds each synced append run; `DSH_BENCH_DIR` picks the
+//! directory the temporary files go in (default: the system temp dir).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[allow(dead_code)]
+#[path = "../tests/store/fixture.rs"]
+mod fixture;
+
+use std::time::{Duration, Instant};
+
+use dsh_session::{EventData, Session, reconstruct};
+use dsh_store::{DshHome, SessionId, SyncPolicy, Workspace, is_boundary, read_log};
+use fixture::{Shape, session_events};
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+struct AppendRun {
+    events: u64,
+    bytes: u64,
+    syncs: u64,
+    elapsed: Duration,
+}
+
+/// Appends `stream` to a new session under `policy` until done or `budget` is spent.
+fn append_run(
+    workspace: &Workspace,
+    name: &str,
+    policy: SyncPolicy,
+    stream: &[EventData],
+    budget: Duration,
+) -> AppendRun {
+    let mut log = workspace.create_session(&SessionId::parse(name).unwrap(), policy).unwrap();
+    let start_len = log.len_bytes();
+    let start = Instant::now();
+    let mut events = 0u64;
+    let mut syncs = 0;
+    for data in stream {
+        let sync = match policy {
+            SyncPolicy::Always => true,
+            SyncPolicy::Boundaries => is_boundary(data),
+            SyncPolicy::Never => false,
+        };
+        log.append(data.clone()).unwrap();
+        events += 1;
+        syncs += u64::from(sync);
+        // Check the clock only now and then: `Instant::now` is cheap, but not free.
+        if events.is_multiple_of(64) && start.elapsed() > budget {
+            break;
+        }
+    }
+    let elapsed = start.elapsed();
+    AppendRun { events, bytes: log.len_bytes() - start_len, syncs, elapsed }
+}
+
+fn print_append(label: &str, run: &AppendRun) {
+    let secs = run.elapsed.as_secs_f64();
+    println!(
+        "append {label:<11} {:>8} events {:>8.1} MB in {:>6.2} s: {:>10.0} events/s {:>8.1} MB/s ({} fdatasyncs, {:.0} syncs/s)",
+        run.events,
+        mb(run.bytes),
+        secs,
+        run.events as f64 / secs,
+        mb(run.bytes) / secs,
+        run.syncs,
+        run.syncs as f64 / secs,
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is accepted and ignored.
+    let steps = env_u64("DSH_BENCH_STEPS", 2000).max(10);
+    let budget = Duration::from_secs(env_u64("DSH_BENCH_APPEND_SECS", 8));
+    let temp = match std::env::var_os("DSH_BENCH_DIR") {
+        Some(dir) => tempfile::tempdir_in(dir).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    };
+    let project = temp.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let home = DshHome::new(temp.path().join("home"));
+    let workspace = home.workspace(&project).unwrap();
+
+    let shape = Shape {
+        turns: steps / 10,
+        steps_per_turn: 10,
+        chunks_per_step: 160,
+        chunk_bytes: 48,
+        tool_result_bytes: 16_000,
+        delta_every: 97,
+    };
+    let started = Instant::now();
+    let stream = session_events(shape);
+    println!(
+        "dsh-store bench: {} steps, {} events generated in {:.2} s, files in {}",
+        shape.turns * shape.steps_per_turn,
+        stream.len() + 1,
+        started.elapsed().as_secs_f64(),
+        temp.path().display()
+    );
+
+    // 1. Write the whole log without syncing: the `Never` figure, and the log for the rest.
+    let never = append_run(&workspace, "big", SyncPolicy::Never, &stream, Duration::MAX);
+    print_append("Never", &never);
+    let path = workspace.session_path(&SessionId::parse("big").unwrap());
+    let size = std::fs::metadata(&path).unwrap().len();
+    println!(
+        "log: {:.1} MB, {} events, {:.0} bytes/event",
+        mb(size),
+        never.events + 1,
+        size as f64 / (never.events + 1) as f64
+    );
+
+    // 2. Load + fold: read the file, decode every line, fold into a Session. Best of 3 (the file
+    // is in the page cache after the first write, as it is for a session reopened soon after).
+    let mut best = (Duration::MAX, Duration::ZERO, Duration::ZERO);
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        let read = read_log(&path).unwrap();
+        let decoded = start.elapsed();
+        // The fold consumes its events; copy them outside the timed region.
+        let copy = read.events.clone();
+        let fold_start = Instant::now();
+        let session = Session::from_events(copy);
+        let total = decoded + fold_start.elapsed();
+        assert_eq!(session.last_step(), shape.turns * shape.steps_per_turn);
+        if total < best.0 {
+            best = (total, decoded, total - decoded);
+        }
+        events = read.events;
+    }
+    let (total, decoded, folded) = best;
+    println!(
+        "load+fold: {:.3} s = {:.1} MB/s (read+decode {:.3} s = {:.1} MB/s; fold {:.3} s)",
+        total.as_secs_f64(),
+        mb(size) / total.as_secs_f64(),
+        decoded.as_secs_f64(),
+        mb(size) / decoded.as_secs_f64(),
+        folded.as_secs_f64(),
+    );
+
+    // 3. Reconstruct the first and the last step's request from the whole log.
+    let last_step = shape.turns * shape.steps_per_turn;
+    for step in [1, last_step] {
+        let samples: Vec<Duration> = (0..5)
+            .map(|_| {
+                let start = Instant::now();
+                let request = reconstruct(&events, step).unwrap();
+                let elapsed = start.elapsed();
+                std::hint::black_box(request);
+                elapsed
+            })
+            .collect();
+        let request = reconstruct(&events, step).unwrap();
+        println!(
+            "reconstruct step {step:>5}: median {:>8.2} ms over 5 runs ({} messages)",
+            median(samples).as_secs_f64() * 1e3,
+            request.messages.len()
+        );
+    }
+    drop(events);
+
+    // 4. Appends with syncing, each bounded by the time budget, from the start of the stream.
+    let boundaries =
+        append_run(&workspace, "sync-boundaries", SyncPolicy::Boundaries, &stream, budget);
+    print_append("Boundaries", &boundaries);
+    let always = append_run(&workspace, "sync-always", SyncPolicy::Always, &stream, budget);
+    print_append("Always", &always);
+    println!("total bench time {:.1} s", started.elapsed().as_secs_f64());
+}

@@ -1,0 +1,5 @@
+//! The workspace's integration test binary: tidy rules, golden reconstructions, end to end.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod golden;
+mod tidy;

@@ -1,0 +1,116 @@
+//! Tidy checks: crate edges point inward, every Rust file opens with `//!`, the session crate
+//! does no I/O and reads no clock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Our crates and the crates of ours each may depend on (normal dependencies).
+const ALLOWED_EDGES: &[(&str, &[&str])] = &[
+    ("dsh-session", &[]),
+    ("dsh-store", &["dsh-session"]),
+    ("dsh-provider", &["dsh-session"]),
+    ("dsh-mock", &[]),
+    ("dsh-agent", &["dsh-session", "dsh-store", "dsh-provider"]),
+    ("dsh-protocol", &[]),
+    ("dsh", &["dsh-agent", "dsh-provider", "dsh-store", "dsh-session", "dsh-protocol", "dsh-mock"]),
+    ("dsh-tests", &[]),
+];
+
+#[test]
+fn crate_edges_point_inward() {
+    let output = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let allowed: BTreeMap<&str, &[&str]> = ALLOWED_EDGES.iter().copied().collect();
+    let mut violations = Vec::new();
+    for package in metadata["packages"].as_array().unwrap() {
+        let name = package["name"].as_str().unwrap();
+        let Some(allowed_deps) = allowed.get(name) else {
+            violations.push(format!("{name} is not listed in ALLOWED_EDGES"));
+            continue;
+        };
+        for dependency in package["dependencies"].as_array().unwrap() {
+            let dep = dependency["name"].as_str().unwrap();
+            let normal = dependency["kind"].is_null();
+            if dep.starts_with("dsh") && normal && !allowed_deps.contains(&dep) {
+                violations.push(format!("{name} -> {dep} is not an allowed edge"));
+            }
+        }
+    }
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy();
+        if path.is_dir() {
+            if !matches!(&*name, "target" | "node_modules" | ".git") {
+                rust_files(&path, out);
+            }
+        } else if name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_rust_file_opens_with_a_module_doc() {
+    let mut files = Vec::new();
+    for dir in ["server", "tests", "protocol"] {
+        let dir = workspace_root().join(dir);
+        if dir.exists() {
+            rust_files(&dir, &mut files);
+        }
+    }
+    assert!(files.len() > 10, "found only {} files", files.len());
+    let missing: Vec<_> = files
+        .iter()
+        .filter(|path| !std::fs::read_to_string(path).unwrap().starts_with("//!"))
+        .collect();
+    assert!(missing.is_empty(), "files without a leading //! doc: {missing:#?}");
+}
+
+#[test]
+fn the_session_crate_does_no_io_and_reads_no_clock() {
+    let mut files = Vec::new();
+    rust_files(&workspace_root().join("server/session/src"), &mut files);
+    assert!(!files.is_empty());
+    let forbidden = [
+        "tokio",
+        "std::fs",
+        "std::env",
+        "SystemTime::now",
+        "Instant::now",
+        "std::net",
+        "std::process",
+        "rand::",
+        "fastrand",
+    ];
+    let mut found = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        for name in forbidden {
+            if text.contains(name) {
+                found.push(format!("{} names `{name}`", path.display()));
+            }
+        }
+    }
+    let manifest =
+        std::fs::read_to_string(workspace_root().join("server/session/Cargo.toml")).unwrap();
+    for name in ["tokio", "rand", "fastrand"] {
+        if manifest.contains(name) {
+            found.push(format!("server/session/Cargo.toml depends on `{name}`"));
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}
