@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use dsh_provider::{DEEPSEEK_ADAPTER, DeepSeek, MessageAssembler, StreamEvent, wire_body};
@@ -141,6 +142,26 @@ pub struct TurnOutcome {
     pub usage: Usage,
     /// The error, when the turn ended with one.
     pub error: Option<String>,
+    /// Where each step's time went.
+    pub timings: Vec<StepTiming>,
+}
+
+/// Wall-clock split of one step: the provider call versus everything else (the harness).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepTiming {
+    /// The step.
+    pub step: u64,
+    /// From the start of the step to its end, tools included.
+    pub total: Duration,
+    /// From dispatch to the provider's finish (or failure).
+    pub provider: Duration,
+}
+
+impl StepTiming {
+    /// Time spent outside the provider call.
+    pub fn harness(&self) -> Duration {
+        self.total.saturating_sub(self.provider)
+    }
 }
 
 /// Milliseconds since the Unix epoch; injectable so tests control "today".
@@ -225,6 +246,7 @@ impl Agent {
             steps: 0,
             usage: Usage::default(),
             error: None,
+            timings: Vec::new(),
         };
         loop {
             if outcome.steps >= u64::from(self.config.max_steps) {
@@ -232,7 +254,12 @@ impl Agent {
                 break;
             }
             outcome.steps += 1;
-            let step_outcome = self.run_step(session, turn, cancel, &mut outcome.usage).await;
+            let started = Instant::now();
+            let mut provider = Duration::ZERO;
+            let step_outcome =
+                self.run_step(session, turn, cancel, &mut outcome.usage, &mut provider).await;
+            let step = session.query(|s| s.last_step()).await?;
+            outcome.timings.push(StepTiming { step, total: started.elapsed(), provider });
             match step_outcome {
                 Ok(StepOutcome::Continue) => {}
                 Ok(StepOutcome::End(reason, error)) => {
@@ -261,6 +288,7 @@ impl Agent {
         turn: u64,
         cancel: &CancellationToken,
         usage_sum: &mut Usage,
+        provider_time: &mut Duration,
     ) -> Result<StepOutcome, AgentError> {
         // 1. Render the assembly, every step; compared by value below.
         let system = render_system_prompt(&self.workspace);
@@ -318,6 +346,7 @@ impl Agent {
         }
 
         // 8. Stream.
+        let dispatched = Instant::now();
         let mut stream = self.provider.stream(Bytes::from(body), cancel.child_token());
         let mut assembler = MessageAssembler::new();
         let finish = loop {
@@ -355,6 +384,7 @@ impl Agent {
                 }
             }
         };
+        *provider_time = dispatched.elapsed();
         let (finish_reason, usage) = finish;
         *usage_sum = usage_sum.add(&usage);
         let message = assembler.finish();

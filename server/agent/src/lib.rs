@@ -17,7 +17,7 @@ pub mod prompt;
 pub mod tools;
 
 pub use agent::{
-    Agent, AgentConfig, CallOverrides, Clock, HookContext, RequestHook, TurnOutcome,
+    Agent, AgentConfig, CallOverrides, Clock, HookContext, RequestHook, StepTiming, TurnOutcome,
     close_interrupted, sha256_hex,
 };
 pub use error::AgentError;
