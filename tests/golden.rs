@@ -82,7 +82,7 @@ fn render(log_text: &str) -> String {
 
 #[test]
 fn golden_logs_reconstruct_to_their_expected_requests() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data");
     let mut cases: Vec<_> = std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().path()).collect();
     cases.sort();
     assert!(cases.len() >= 3, "expected at least three golden cases");

@@ -250,6 +250,9 @@ fn redact(key: &str) -> String {
     format!("****{last4}")
 }
 
+#[cfg(test)]
+mod tests;
+
 fn common_prefix(a: &[Token], b: &[Token]) -> u64 {
     a.iter().zip(b).take_while(|(x, y)| x == y).count() as u64
 }

@@ -1,0 +1,4 @@
+//! Integration tests of the agent loop against the mock provider over real HTTP.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
