@@ -17,7 +17,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("dsh-provider", &["dsh-session"]),
     ("dsh-mock", &[]),
     ("dsh-agent", &["dsh-session", "dsh-store", "dsh-provider"]),
-    ("dsh-protocol", &[]),
+    ("dsh-protocol", &["dsh-session"]),
     ("dsh", &["dsh-agent", "dsh-provider", "dsh-store", "dsh-session", "dsh-protocol", "dsh-mock"]),
 ];
 

@@ -253,3 +253,28 @@ impl Default for PricingConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partial_document_fills_every_other_knob_with_its_default() {
+        let config: MockConfig = serde_json::from_str(
+            r#"{"cache": {"mode": "units", "granularity": 128},
+                "stream": {"usage_placement": "separate_chunk"},
+                "models": [{"id": "tiny", "context": 512}]}"#,
+        )
+        .unwrap_or_default();
+        assert_eq!(config.cache.mode, CacheMode::Units);
+        assert_eq!(config.cache.granularity, 128);
+        assert!(config.cache.withhold_final_block);
+        assert_eq!(config.stream.usage_placement, UsagePlacement::SeparateChunk);
+        assert_eq!(config.stream.arg_fragment_bytes, 8);
+        assert_eq!(config.models[0].id, "tiny");
+        assert_eq!(config.models[0].context, 512);
+        assert_eq!(config.models[0].max_output, 393_216);
+        assert_eq!(config.keys, vec![KeyConfig::default()]);
+        assert_eq!(MockConfig::default().keys[0].key, "sk-test");
+    }
+}

@@ -2,12 +2,14 @@
 //!
 //! Faults queue up through `POST /_fake/fault`. Each chat request that passes validation takes the
 //! oldest fault; a fault is used once unless it is `sticky`, in which case it stays at the front
-//! of the queue. One fault object may combine several fields (e.g. `crlf` and `split_utf8`).
+//! of the queue. One fault object may combine several fields (e.g. `crlf` and `split_utf8`);
+//! unknown fields are rejected so that a typo does not silently queue an empty fault.
 
 use serde::{Deserialize, Serialize};
 
 /// An HTTP status answered before any streaming starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct HttpFault {
     /// The status code, e.g. 429 or 503.
     pub status: u16,
@@ -22,7 +24,7 @@ pub struct HttpFault {
 
 /// One queued fault.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Fault {
     /// Answer with this HTTP error instead of a completion.
     pub http: Option<HttpFault>,

@@ -11,7 +11,7 @@ use crate::request::ChatRequest;
 
 /// Which requests a script applies to; every present field must match.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ScriptMatch {
     /// The requested model id.
     pub model: Option<String>,
@@ -28,6 +28,7 @@ pub struct ScriptMatch {
 /// One scripted tool call. `arguments` is a JSON string; a JSON object is accepted and
 /// serialized compactly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScriptToolCall {
     /// Function name.
     pub name: String,
@@ -56,7 +57,7 @@ pub struct Keepalive {
 
 /// A scripted response (`POST /_fake/script` takes a JSON array of these).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Script {
     /// Which request the script answers; an empty match answers the next request.
     #[serde(rename = "match")]

@@ -779,6 +779,7 @@ impl Producer {
         Ok(false)
     }
 
+    /// The §6.6 frame sequence with the frame-count faults applied; `[DONE]` counts as a frame.
     async fn stream(&mut self) -> Result<(), Stop> {
         self.before_first_frame().await?;
         let config = self.shared.config.stream.clone();
@@ -811,6 +812,8 @@ impl Producer {
         self.write(format!("data: [DONE]{end}{end}")).await
     }
 
+    /// A non-streaming answer is one "frame": `drop_after_frames: 0` aborts before it, any other
+    /// count sends half of it; a stall sends blank lines instead; `malformed_frame_at` cuts it.
     async fn whole(&mut self) -> Result<(), Stop> {
         self.before_first_frame().await?;
         let fault = self.admitted.fault.clone();
@@ -818,7 +821,7 @@ impl Producer {
         if fault.drop_after_frames == Some(0) {
             return self.abort("dropped").await;
         }
-        if let Some(_after) = fault.stall_after_frames {
+        if fault.stall_after_frames.is_some() {
             self.keepalive_for(fault.keepalive_every_ms.unwrap_or(1000), fault.for_ms.unwrap_or(0))
                 .await?;
             return self.abort("stalled").await;

@@ -45,6 +45,9 @@ macro_rules! event_kinds {
         /// Every event kind this build knows, in the order of DESIGN.md's table.
         pub const EVENT_KINDS: &[&str] = &[$($kind),*];
 
+        /// Each event kind with the name of its payload type (for generated client types).
+        pub const EVENT_PAYLOADS: &[(&str, &str)] = &[$(($kind, stringify!($payload))),*];
+
         impl EventData {
             /// The kind string written in the envelope's `type` field.
             pub fn kind(&self) -> &'static str {
@@ -123,6 +126,7 @@ event_kinds! {
 }
 
 /// `session/meta`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionMeta {
@@ -138,6 +142,7 @@ pub struct SessionMeta {
 }
 
 /// The origin of a fork: the parent session and the seq the fork was cut at (exclusive).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ForkOrigin {
@@ -148,6 +153,7 @@ pub struct ForkOrigin {
 }
 
 /// `turn/start`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnStart {
     /// 1-based turn number.
@@ -155,6 +161,7 @@ pub struct TurnStart {
 }
 
 /// Why a turn ended.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum StopReason {
@@ -181,6 +188,7 @@ impl StopReason {
 }
 
 /// `turn/end`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnEnd {
     /// The turn that ends.
@@ -193,6 +201,7 @@ pub struct TurnEnd {
 }
 
 /// `user/message`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserMessage {
     /// The prompt text.
@@ -200,6 +209,7 @@ pub struct UserMessage {
 }
 
 /// `steering/message`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SteeringMessage {
     /// The injected text.
@@ -207,6 +217,7 @@ pub struct SteeringMessage {
 }
 
 /// `context/message`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextMessage {
     /// The model-visible text.
@@ -217,6 +228,7 @@ pub struct ContextMessage {
 }
 
 /// `step/start`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepStart {
     /// Step number, 1-based across the whole session.
@@ -226,6 +238,7 @@ pub struct StepStart {
 }
 
 /// Why a header snapshot was logged.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum SnapshotReason {
@@ -238,6 +251,7 @@ pub enum SnapshotReason {
 }
 
 /// `request/header`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RequestHeader {
     /// Why the snapshot was taken.
@@ -247,6 +261,7 @@ pub struct RequestHeader {
 }
 
 /// `request/sent`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestSent {
     /// The adapter that serialized the body (e.g. `deepseek-chat/v1`).
@@ -258,6 +273,7 @@ pub struct RequestSent {
 }
 
 /// One streamed delta, normalized across providers but otherwise as received.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum ChunkDelta {
@@ -290,6 +306,7 @@ pub enum ChunkDelta {
 }
 
 /// `assistant/chunk`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AssistantChunk {
     /// The step streaming.
@@ -299,6 +316,7 @@ pub struct AssistantChunk {
 }
 
 /// `assistant/message`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AssistantTurn {
     /// The step that produced it.
@@ -308,6 +326,7 @@ pub struct AssistantTurn {
 }
 
 /// `tool/call`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallStarted {
@@ -320,6 +339,7 @@ pub struct ToolCallStarted {
 }
 
 /// `tool/progress`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolProgress {
@@ -330,6 +350,7 @@ pub struct ToolProgress {
 }
 
 /// `tool/result`; also the payload of a trimmed result in a `surface/replace`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResult {
@@ -345,6 +366,7 @@ pub struct ToolResult {
 }
 
 /// Token usage of one model call, as disjoint-safe counts.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
@@ -383,6 +405,7 @@ impl Usage {
 }
 
 /// `step/end`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepEnd {
@@ -395,6 +418,7 @@ pub struct StepEnd {
 }
 
 /// `step/error`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepError {
@@ -408,6 +432,7 @@ pub struct StepError {
 }
 
 /// `llm/retry`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LlmRetry {
@@ -422,6 +447,7 @@ pub struct LlmRetry {
 }
 
 /// `approval/request`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalRequest {
@@ -436,6 +462,7 @@ pub struct ApprovalRequest {
 }
 
 /// What was decided about an approval.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ApprovalVerdict {
@@ -450,6 +477,7 @@ pub enum ApprovalVerdict {
 }
 
 /// `approval/decision`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalDecision {
@@ -460,6 +488,7 @@ pub struct ApprovalDecision {
 }
 
 /// `compact/start`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactStart {
@@ -470,6 +499,7 @@ pub struct CompactStart {
 }
 
 /// `compact/summary`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactSummary {
@@ -482,6 +512,7 @@ pub struct CompactSummary {
 }
 
 /// The node a `surface/replace` puts in place of the replaced range.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum SurfaceNode {
@@ -497,6 +528,7 @@ pub enum SurfaceNode {
 }
 
 /// `surface/replace`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SurfaceReplace {
     /// Id (seq) of the first surface node replaced.

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::{Event, EventData, SnapshotReason};
 
 /// Model and sampling scalars: the per-conversation call config.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LlmCallConfig {
@@ -32,6 +33,7 @@ pub struct LlmCallConfig {
 }
 
 /// One tool's schema as the model sees it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolSchema {
     /// Unique name.
@@ -44,6 +46,7 @@ pub struct ToolSchema {
 
 /// The request's non-content half, in canonical form: an empty system prompt or an empty tool
 /// list is `None`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EpochHeader {
@@ -82,6 +85,7 @@ impl EpochHeader {
 
 /// A system prompt amendment: keep `keep_prefix` leading and `keep_suffix` trailing lines of the
 /// previous prompt and put `lines` between them.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SystemDelta {
@@ -94,6 +98,7 @@ pub struct SystemDelta {
 }
 
 /// A name-keyed tool list amendment: remove, replace in place, then append.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolsDelta {
@@ -109,6 +114,7 @@ pub struct ToolsDelta {
 }
 
 /// An amendment of the folded header (`request/header-delta`).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HeaderDelta {

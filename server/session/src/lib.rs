@@ -23,11 +23,11 @@ mod usage;
 pub use check::{Diagnostic, Severity, check_log};
 pub use event::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChunkDelta,
-    CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind, EVENT_KINDS, Event,
-    EventData, FORMAT_VERSION, ForkOrigin, LlmRetry, RequestHeader, RequestSent, SessionMeta,
-    SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode,
-    SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult, TurnEnd, TurnStart, Usage,
-    UserMessage, decode_event, decode_log, encode_event,
+    CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind, EVENT_KINDS,
+    EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, ForkOrigin, LlmRetry, RequestHeader,
+    RequestSent, SessionMeta, SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart,
+    StopReason, SurfaceNode, SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult, TurnEnd,
+    TurnStart, Usage, UserMessage, decode_event, decode_log, encode_event,
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, SystemDelta, ToolSchema,

@@ -8,6 +8,7 @@ use crate::event::{Event, EventData, SurfaceNode, ToolResult};
 use crate::header::EpochHeader;
 
 /// One tool call of an assistant message, argument string verbatim.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// Provider-assigned id.
@@ -19,6 +20,7 @@ pub struct ToolCall {
 }
 
 /// An assistant message exactly as assembled from the stream.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantMessage {
@@ -34,6 +36,7 @@ pub struct AssistantMessage {
 }
 
 /// A model-visible message.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum Message {

@@ -1,13 +1,14 @@
 //! The usage view: one row per step with its token usage and, when the prefix changed, the logged
 //! event that explains it. A pure fold over the log, shared by the CLI, the API and the editors.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventData, SnapshotReason, SurfaceNode, Usage};
 use crate::header::{EpochHeader, fold_header_event};
 
 /// A logged event that changed the request prefix before a step.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum PrefixCause {
     /// The session's first request: nothing could be cached.
@@ -73,7 +74,8 @@ impl std::fmt::Display for PrefixCause {
 }
 
 /// One step of the usage view.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageRow {
     /// Step number.

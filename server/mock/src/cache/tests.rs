@@ -80,7 +80,8 @@ fn units_mode_stores_input_output_interval_and_common_prefix_units_only() {
     completed.extend(tokens(5000..5070));
     cache.persist_output(&config, &namespace(), &completed, now, Duration::ZERO);
     // Interval units at 100, 200 (and 300 for the completion), the input at 250, output at 320.
-    let lengths: Vec<u64> = cache.spaces[&namespace()].units.keys().map(|(length, _)| *length).collect();
+    let lengths: Vec<u64> =
+        cache.spaces[&namespace()].units.keys().map(|(length, _)| *length).collect();
     assert_eq!(lengths, [100, 200, 250, 300, 320]);
     // A prompt sharing 240 tokens only hits the interval unit at 200.
     let mut diverging = tokens(0..240);

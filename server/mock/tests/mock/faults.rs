@@ -212,3 +212,14 @@ async fn shutdown_ends_in_flight_streams() {
         tokio::time::timeout(Duration::from_secs(10), reader).await.expect("stream ends").unwrap();
     assert!(!String::from_utf8_lossy(&rest).contains("[DONE]"));
 }
+
+#[tokio::test]
+async fn a_misspelt_fault_or_script_is_rejected_instead_of_queued() {
+    let server = start(MockConfig::default()).await;
+    let reply =
+        post_raw(&server, "/_fake/fault", None, br#"{"drop_after_frame": 1}"#.to_vec()).await;
+    assert_eq!(reply.status, 400);
+    let reply = post_raw(&server, "/_fake/script", None, br#"[{"contnet": "x"}]"#.to_vec()).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(chat(&server, &streamed("hi")).await.status, 200);
+}

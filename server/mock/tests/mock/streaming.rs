@@ -303,3 +303,17 @@ async fn several_pieces_per_delta_group_tokenizer_pieces() {
     let expected_frames = dsh_mock::token_pieces(&content).len().div_ceil(3);
     assert_eq!(chunks.len(), 1 + expected_frames + 1);
 }
+
+#[tokio::test]
+async fn usage_override_forces_reported_numbers() {
+    let server = start(MockConfig::default()).await;
+    control(
+        &server,
+        "/_fake/script",
+        &json!({"content": "x", "usage_override": {"prompt_cache_hit_tokens": 256}}),
+    )
+    .await;
+    let chunks =
+        chunks(&chat(&server, &streamed(json!([{"role": "user", "content": "hi"}]))).await.text());
+    assert_eq!(stream_usage(&chunks)["prompt_cache_hit_tokens"], 256);
+}

@@ -1,0 +1,606 @@
+//! The dsh JSON-RPC API: every method's name, params and result, the `session/event`
+//! notification, and the application error codes. `README.md` beside this crate documents each
+//! method with an example exchange.
+//!
+//! These are the API's own types: the log vocabulary (`dsh-session`) appears in them only where
+//! the API hands out log content as is (events, headers, messages, usage). A JSON Schema
+//! (`protocol/schema/`) and TypeScript declarations (`editors/vscode/src/protocol.generated.ts`)
+//! are generated from this crate ([`generate`]); a test fails when the committed files are
+//! stale. This crate holds no logic: no transport, no session state.
+#![warn(missing_docs)]
+
+pub mod generate;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+pub use dsh_session::{
+    EpochHeader, ForkOrigin, Message, PrefixCause, RequestSent, StopReason, Usage, UsageRow,
+};
+
+/// The protocol version this build speaks; `initialize` refuses another.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Method names. The names are part of the contract.
+pub mod method {
+    /// Handshake.
+    pub const INITIALIZE: &str = "initialize";
+    /// Create a session.
+    pub const SESSION_CREATE: &str = "session/create";
+    /// List sessions.
+    pub const SESSION_LIST: &str = "session/list";
+    /// Subscribe to a session's events.
+    pub const SESSION_SUBSCRIBE: &str = "session/subscribe";
+    /// The notification a subscription delivers.
+    pub const SESSION_EVENT: &str = "session/event";
+    /// End a subscription.
+    pub const SESSION_UNSUBSCRIBE: &str = "session/unsubscribe";
+    /// Run a turn.
+    pub const SESSION_PROMPT: &str = "session/prompt";
+    /// Steer: a message that joins the next request.
+    pub const SESSION_INJECT: &str = "session/inject";
+    /// Cancel the running turn.
+    pub const SESSION_CANCEL: &str = "session/cancel";
+    /// Fork a session.
+    pub const SESSION_FORK: &str = "session/fork";
+    /// "What the model saw" at a step.
+    pub const SESSION_REQUEST: &str = "session/request";
+    /// Per-step usage.
+    pub const SESSION_USAGE: &str = "session/usage";
+    /// A page of raw events.
+    pub const SESSION_EVENTS: &str = "session/events";
+    /// Compact a session now.
+    pub const SESSION_COMPACT: &str = "session/compact";
+    /// Answer an approval request.
+    pub const APPROVAL_RESPOND: &str = "approval/respond";
+    /// Daemon status.
+    pub const DAEMON_STATUS: &str = "daemon/status";
+    /// Stop the daemon.
+    pub const DAEMON_SHUTDOWN: &str = "daemon/shutdown";
+
+    /// Every method, in documentation order.
+    pub const ALL: &[&str] = &[
+        INITIALIZE,
+        SESSION_CREATE,
+        SESSION_LIST,
+        SESSION_SUBSCRIBE,
+        SESSION_UNSUBSCRIBE,
+        SESSION_PROMPT,
+        SESSION_INJECT,
+        SESSION_CANCEL,
+        SESSION_FORK,
+        SESSION_REQUEST,
+        SESSION_USAGE,
+        SESSION_EVENTS,
+        SESSION_COMPACT,
+        APPROVAL_RESPOND,
+        DAEMON_STATUS,
+        DAEMON_SHUTDOWN,
+    ];
+}
+
+/// Application error codes (JSON-RPC reserves -32768..-32000 for itself; the standard codes
+/// -32700 parse error, -32600 invalid request, -32601 method not found and -32602 invalid params
+/// are used as the spec defines them).
+pub mod code {
+    /// No session with that id in this daemon's home.
+    pub const SESSION_NOT_FOUND: i32 = 1001;
+    /// A turn is running and the prompt asked not to queue.
+    pub const SESSION_BUSY: i32 = 1002;
+    /// The step (or seq) is outside the log.
+    pub const OUT_OF_RANGE: i32 = 1003;
+    /// Too many requests in flight; retry later.
+    pub const OVERLOADED: i32 = 1004;
+    /// The workspace does not exist or is not a directory.
+    pub const INVALID_WORKSPACE: i32 = 1005;
+    /// The session cannot be used: another process holds its log, or its task failed.
+    pub const SESSION_UNAVAILABLE: i32 = 1006;
+    /// The provider is not configured (no API key) or refused the request.
+    pub const PROVIDER: i32 = 1007;
+    /// No pending approval with that id.
+    pub const APPROVAL_NOT_FOUND: i32 = 1008;
+    /// `initialize` with a protocol version this daemon does not speak.
+    pub const UNSUPPORTED_PROTOCOL: i32 = 1009;
+    /// The daemon is shutting down.
+    pub const SHUTTING_DOWN: i32 = 1010;
+    /// Reading or writing a log failed.
+    pub const STORE: i32 = 1011;
+}
+
+macro_rules! api_type {
+    ($(#[$meta:meta])* pub struct $name:ident { $($body:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+        #[serde(rename_all = "camelCase")]
+        pub struct $name { $($body)* }
+    };
+}
+
+api_type! {
+    /// Who is calling.
+    pub struct ClientInfo {
+        /// Client name, e.g. `dsh-vscode`.
+        pub name: String,
+        /// Client version.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub version: Option<String>,
+    }
+}
+
+api_type! {
+    /// `initialize` params.
+    pub struct InitializeParams {
+        /// The client.
+        pub client_info: ClientInfo,
+        /// Must be [`PROTOCOL_VERSION`].
+        pub protocol_version: u32,
+    }
+}
+
+api_type! {
+    /// Who answers.
+    pub struct ServerInfo {
+        /// `dsh`.
+        pub name: String,
+        /// The daemon's version.
+        pub version: String,
+    }
+}
+
+api_type! {
+    /// What the daemon supports.
+    pub struct Capabilities {
+        /// Every method it serves.
+        pub methods: Vec<String>,
+        /// Every log event kind it may push in `session/event`.
+        pub event_kinds: Vec<String>,
+    }
+}
+
+api_type! {
+    /// `initialize` result.
+    pub struct InitializeResult {
+        /// The daemon.
+        pub server_info: ServerInfo,
+        /// The protocol version spoken.
+        pub protocol_version: u32,
+        /// Supported methods and events.
+        pub capabilities: Capabilities,
+    }
+}
+
+api_type! {
+    /// Call options for a session (`session/create`, `session/fork`): explicit options beat the
+    /// logged header on the session's first request.
+    pub struct SessionConfig {
+        /// Model id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub model: Option<String>,
+        /// Output limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub max_tokens: Option<u32>,
+        /// Thinking on/off.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub thinking: Option<bool>,
+        /// Reasoning effort (`high`, `max`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub reasoning_effort: Option<String>,
+        /// Sampling temperature.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub temperature: Option<f64>,
+        /// Steps per turn.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub max_steps: Option<u32>,
+    }
+}
+
+api_type! {
+    /// `session/create` params.
+    pub struct SessionCreateParams {
+        /// Workspace directory (absolute, existing).
+        pub workspace: String,
+        /// Model id (shorthand for `config.model`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub model: Option<String>,
+        /// Call options.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub config: Option<SessionConfig>,
+    }
+}
+
+api_type! {
+    /// A session id result (`session/create`, `session/fork`).
+    pub struct SessionIdResult {
+        /// The session.
+        pub session_id: String,
+    }
+}
+
+api_type! {
+    /// `session/list` params.
+    pub struct SessionListParams {
+        /// Only this workspace's sessions (default: every workspace).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub workspace: Option<String>,
+    }
+}
+
+api_type! {
+    /// One session in a listing.
+    pub struct SessionSummary {
+        /// The id.
+        pub session_id: String,
+        /// Its workspace.
+        pub workspace: String,
+        /// The first prompt, on one line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub title: Option<String>,
+        /// Unix ms of creation.
+        pub created_ms: u64,
+        /// Unix ms of the last event.
+        pub updated_ms: u64,
+        /// Turns started.
+        pub turns: u64,
+        /// Steps started.
+        pub steps: u64,
+        /// Fork origin.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub forked_from: Option<ForkOrigin>,
+        /// Usage of the last finished step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub last_usage: Option<Usage>,
+        /// Whether a turn is running now.
+        pub running: bool,
+    }
+}
+
+api_type! {
+    /// `session/list` result.
+    pub struct SessionListResult {
+        /// Sessions, oldest first.
+        pub sessions: Vec<SessionSummary>,
+    }
+}
+
+api_type! {
+    /// `session/subscribe` params.
+    pub struct SessionSubscribeParams {
+        /// The session.
+        pub session_id: String,
+        /// First seq to deliver (default 0: the whole log, then live events).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub from_seq: Option<u64>,
+    }
+}
+
+api_type! {
+    /// One log event as delivered by `session/event` (and `session/events`): the log line's
+    /// envelope plus the session id. `data` is the payload of `type` (see [`LogEvent`]).
+    pub struct SessionEvent {
+        /// The session.
+        pub session_id: String,
+        /// The event's seq in the log.
+        pub seq: u64,
+        /// Unix ms.
+        pub time: u64,
+        /// The event kind, e.g. `assistant/chunk`.
+        #[serde(rename = "type")]
+        pub kind: String,
+        /// The payload, exactly as logged.
+        #[ts(type = "LogEventData")]
+        pub data: serde_json::Value,
+    }
+}
+
+/// What to do with a prompt while a turn runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub enum WhenBusy {
+    /// Answer with the "session busy" error.
+    #[default]
+    Reject,
+    /// Wait for the running turn (and any queued before) to end, then run.
+    Queue,
+}
+
+api_type! {
+    /// `session/prompt` params.
+    pub struct SessionPromptParams {
+        /// The session.
+        pub session_id: String,
+        /// The prompt.
+        pub text: String,
+        /// Default `reject`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub when_busy: Option<WhenBusy>,
+    }
+}
+
+api_type! {
+    /// `session/prompt` result, sent when the turn ends.
+    pub struct SessionPromptResult {
+        /// The turn number.
+        pub turn: u64,
+        /// Why it ended.
+        pub stop_reason: StopReason,
+        /// Steps run.
+        pub steps: u64,
+        /// Usage summed over the turn.
+        pub usage: Usage,
+        /// The error, when it ended with one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub error: Option<String>,
+    }
+}
+
+api_type! {
+    /// `session/inject` params.
+    pub struct SessionInjectParams {
+        /// The session.
+        pub session_id: String,
+        /// The steering text.
+        pub text: String,
+    }
+}
+
+api_type! {
+    /// `session/inject` result.
+    pub struct SessionInjectResult {
+        /// Seq of the `steering/message` event.
+        pub seq: u64,
+    }
+}
+
+api_type! {
+    /// Params naming just a session (`session/cancel`, `session/usage`, `session/compact`).
+    pub struct SessionParams {
+        /// The session.
+        pub session_id: String,
+    }
+}
+
+api_type! {
+    /// `session/cancel` result.
+    pub struct SessionCancelResult {
+        /// Whether a running turn was cancelled.
+        pub cancelled: bool,
+    }
+}
+
+api_type! {
+    /// `session/fork` params.
+    pub struct SessionForkParams {
+        /// The parent.
+        pub session_id: String,
+        /// Keep the parent's events with `seq < atSeq` (default: the whole log).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub at_seq: Option<u64>,
+        /// Call options that beat the logged header on the fork's first request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub config: Option<SessionConfig>,
+    }
+}
+
+api_type! {
+    /// `session/request` params.
+    pub struct SessionRequestParams {
+        /// The session.
+        pub session_id: String,
+        /// Step number (1-based, across the session).
+        pub step: u64,
+        /// Also return a unified diff against step − 1's request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub diff: Option<bool>,
+    }
+}
+
+api_type! {
+    /// A message with the seq of the surface node it came from.
+    pub struct SeqMessage {
+        /// The node's seq.
+        pub seq: u64,
+        /// The message.
+        pub message: Message,
+    }
+}
+
+api_type! {
+    /// The exact wire body of a request.
+    pub struct WireBody {
+        /// The adapter that serializes it.
+        pub adapter: String,
+        /// The body as UTF-8 text.
+        pub body: String,
+        /// Lowercase hex sha256 of the body.
+        pub sha256: String,
+        /// Length in bytes.
+        pub bytes: u64,
+    }
+}
+
+api_type! {
+    /// `session/request` result: "what the model saw", rebuilt from the log.
+    pub struct SessionRequestResult {
+        /// The step.
+        pub step: u64,
+        /// Its turn.
+        pub turn: u64,
+        /// Seq of its `step/start`.
+        pub boundary_seq: u64,
+        /// The header (config, system prompt, tools).
+        pub header: EpochHeader,
+        /// Seqs of this step's own header events (empty: carried forward).
+        pub header_events: Vec<u64>,
+        /// The messages, each with its seq.
+        pub messages: Vec<SeqMessage>,
+        /// The rebuilt wire body.
+        pub wire: WireBody,
+        /// What the log recorded as sent, when the step got that far.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub sent: Option<RequestSent>,
+        /// The step's usage, when it ended.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub usage: Option<Usage>,
+        /// Unified diff against step − 1's request, when asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub diff: Option<String>,
+    }
+}
+
+api_type! {
+    /// One row of `session/usage`.
+    pub struct UsageEntry {
+        /// The row, as folded from the log.
+        #[serde(flatten)]
+        #[ts(flatten)]
+        pub row: UsageRow,
+        /// The causes in words ("system prompt changed at seq 812"), or why a drop has none.
+        pub explanation: String,
+    }
+}
+
+api_type! {
+    /// `session/usage` result.
+    pub struct SessionUsageResult {
+        /// One row per step.
+        pub rows: Vec<UsageEntry>,
+        /// Sums over finished steps.
+        pub totals: Usage,
+    }
+}
+
+api_type! {
+    /// `session/events` params.
+    pub struct SessionEventsParams {
+        /// The session.
+        pub session_id: String,
+        /// First seq.
+        pub from_seq: u64,
+        /// At most this many events (capped at 1000).
+        pub limit: u64,
+    }
+}
+
+api_type! {
+    /// `session/events` result.
+    pub struct SessionEventsResult {
+        /// The events.
+        pub events: Vec<SessionEvent>,
+        /// The seq after the last event returned.
+        pub next_seq: u64,
+        /// Whether the page reached the end of the log.
+        pub end: bool,
+    }
+}
+
+api_type! {
+    /// `session/compact` result.
+    pub struct SessionCompactResult {
+        /// Whether the surface was rewritten.
+        pub compacted: bool,
+        /// Seq of the `surface/replace`, when it was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub seq: Option<u64>,
+        /// What happened, for people.
+        pub message: String,
+    }
+}
+
+/// A client's answer to an approval request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub enum ApprovalChoice {
+    /// Run this call.
+    Allow,
+    /// Refuse this call.
+    Deny,
+    /// Run this and every later call of this tool in the session.
+    AllowAlways,
+}
+
+api_type! {
+    /// `approval/respond` params.
+    pub struct ApprovalRespondParams {
+        /// The session.
+        pub session_id: String,
+        /// From the `approval/request` event.
+        pub approval_id: String,
+        /// The answer.
+        pub decision: ApprovalChoice,
+    }
+}
+
+api_type! {
+    /// `approval/respond` result.
+    pub struct ApprovalRespondResult {
+        /// Whether the answer reached a waiting tool call.
+        pub accepted: bool,
+    }
+}
+
+api_type! {
+    /// A session held in the daemon's memory.
+    pub struct LoadedSession {
+        /// The id.
+        pub session_id: String,
+        /// Whether a turn is running.
+        pub running: bool,
+        /// Set when the session's task failed; it accepts no more turns.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub failed: Option<String>,
+    }
+}
+
+api_type! {
+    /// `daemon/status` result.
+    pub struct DaemonStatusResult {
+        /// The daemon's version.
+        pub version: String,
+        /// Its process id.
+        pub pid: u32,
+        /// Protocol version.
+        pub protocol_version: u32,
+        /// Its state directory.
+        pub home: String,
+        /// Sessions loaded in memory.
+        pub sessions: Vec<LoadedSession>,
+        /// Connected clients.
+        pub clients: u64,
+        /// Milliseconds since it started.
+        pub uptime_ms: u64,
+    }
+}
+
+api_type! {
+    /// `daemon/shutdown` result.
+    pub struct DaemonShutdownResult {
+        /// Always true: the daemon cancels running turns, flushes logs, removes its socket and
+        /// exits after answering.
+        pub stopping: bool,
+    }
+}
