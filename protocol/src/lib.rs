@@ -513,6 +513,8 @@ api_type! {
         pub next_seq: u64,
         /// Whether the page reached the end of the log.
         pub end: bool,
+        /// Events in the log (the seq the next appended event will get).
+        pub length: u64,
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Env {
 impl Env {
     /// An environment whose mock is configured by `config`.
     pub async fn with_mock(config: MockConfig) -> Env {
+        // reqwest is built without a default TLS provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let temp = tempfile::tempdir().unwrap();
         let root = temp.path().canonicalize().unwrap();
         let home = root.join("home");
@@ -240,11 +242,6 @@ pub fn assert_append_extension(previous: &[u8], next: &[u8]) {
     );
 }
 
-/// The first event of `kind` at or after `seq`.
-pub fn first_after<'a>(events: &'a [Event], seq: u64, kind: &str) -> Option<&'a Event> {
-    events.iter().find(|event| event.seq >= seq && event.data.kind() == kind)
-}
-
 /// The `tool/result` events.
 pub fn tool_results(events: &[Event]) -> Vec<&dsh_session::ToolResult> {
     events
@@ -261,4 +258,10 @@ pub fn write(root: &Path, path: &str, text: &str) {
     let path = root.join(path);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
+}
+
+/// Waits for a spawned `dsh` to finish within the deadline and collects its output.
+pub async fn run_child(child: tokio::process::Child) -> Output {
+    let output = tokio::time::timeout(DEADLINE, child.wait_with_output()).await;
+    output.expect("dsh did not finish within the deadline").unwrap()
 }

@@ -84,7 +84,8 @@ async fn hits_follow_the_append_only_bound(granularity: u64) {
     for pair in requests.windows(2) {
         let (previous, next) = (&pair[0], &pair[1]);
         assert!(next.hit > 0, "request {} reports no cache hit", next.seq);
-        let bound = ((previous.prompt_tokens + previous.completion_tokens) / g * g).saturating_sub(g);
+        let bound =
+            ((previous.prompt_tokens + previous.completion_tokens) / g * g).saturating_sub(g);
         assert!(
             next.hit >= bound,
             "request {}: hit {} < bound {bound} (previous prompt {}, completion {}, G {g})",
@@ -115,5 +116,8 @@ async fn the_demo_runs_offline_and_every_request_is_rebuilt() {
     let text = stdout(&output);
     assert!(text.contains("7 of 7 requests"), "{text}");
     assert!(text.contains("audit ok"), "{text}");
-    assert!(text.contains("system prompt changed"), "the demo's AGENTS.md edit is explained: {text}");
+    assert!(
+        text.contains("system prompt changed"),
+        "the demo's AGENTS.md edit is explained: {text}"
+    );
 }

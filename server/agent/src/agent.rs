@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalPolicy, Approver, Policy, always_allowed};
+use crate::compact::{CompactOutcome, ContextConfig, relieve_pressure};
 use crate::error::AgentError;
 use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
@@ -90,6 +91,8 @@ pub struct AgentConfig {
     pub approvals: ApprovalPolicy,
     /// Log today's date as a `context/message` at the start of a turn when it changed.
     pub date_context: bool,
+    /// Context-pressure management (trimming, compaction) before each step; `None` turns it off.
+    pub context: Option<ContextConfig>,
 }
 
 impl AgentConfig {
@@ -110,6 +113,7 @@ impl AgentConfig {
             check_invariants: cfg!(debug_assertions),
             approvals: ApprovalPolicy::default(),
             date_context: true,
+            context: Some(ContextConfig::for_model(model)),
         }
     }
 }
@@ -294,25 +298,23 @@ impl Agent {
         let system = render_system_prompt(&self.workspace);
         let tools = self.toolbox.schemas();
 
-        // 2. Pre-step hooks would mutate the surface here, by appending events (compaction).
+        // 2. Pre-step hook: context pressure trims tool results or compacts the surface, by
+        //    appending events, before the snapshot (compact.rs).
+        if let Some(context) = &self.config.context {
+            let header = session.query(|s| s.header().cloned()).await?;
+            let model = self.seed_config(header.as_ref()).model;
+            let relief = relieve_pressure(&self.provider, session, context, &model, cancel).await?;
+            if matches!(relief, CompactOutcome::Failed { cancelled: true, .. }) {
+                return Ok(StepOutcome::End(StopReason::Cancelled, None));
+            }
+        }
 
         // 3. Snapshot + step/start, atomically.
         let step = session.query(|s| s.last_step() + 1).await?;
         let snapshot = session.begin_step(step, turn).await?;
 
         // 4. Seed the call config.
-        let config = if self.anchored {
-            match &snapshot.header {
-                Some(header) => header.config.clone(),
-                None => self.config.overrides.apply(self.config.default_call.clone()),
-            }
-        } else {
-            let base = snapshot
-                .header
-                .as_ref()
-                .map_or_else(|| self.config.default_call.clone(), |h| h.config.clone());
-            self.config.overrides.apply(base)
-        };
+        let config = self.seed_config(snapshot.header.as_ref());
 
         // 5. Request hooks: a replacement config is all they can return.
         let context = HookContext { session_id: session.session_id().to_owned(), turn, step };
@@ -421,6 +423,21 @@ impl Agent {
         } else {
             StepOutcome::End(StopReason::Completed, None)
         })
+    }
+
+    /// The call config a request starts from: on the first request of this loop instance, the
+    /// folded header's config with the explicit options on top; afterwards, the folded header.
+    fn seed_config(&self, header: Option<&EpochHeader>) -> LlmCallConfig {
+        if self.anchored {
+            match header {
+                Some(header) => header.config.clone(),
+                None => self.config.overrides.apply(self.config.default_call.clone()),
+            }
+        } else {
+            let base =
+                header.map_or_else(|| self.config.default_call.clone(), |h| h.config.clone());
+            self.config.overrides.apply(base)
+        }
     }
 
     async fn fail_step(
@@ -563,18 +580,32 @@ fn steering_after(session: &Session, boundary: u64) -> bool {
         .any(|event| matches!(event.data, EventData::SteeringMessage(_)))
 }
 
+/// What a crash left open at the end of a log is closed with this message.
+pub const INTERRUPTED: &str = "interrupted: the process running this turn stopped";
+
 /// Closes what a crash left open at the end of the log: unanswered tool calls get an error
-/// result, an open step a `step/error`, an open turn a `turn/end` — so the next request is valid
-/// and the log well-formed. Does nothing on a log that ends between turns.
+/// result, an open step a `step/error`, an open turn a `turn/end` (`cancelled`, [`INTERRUPTED`])
+/// — so the next request is valid and the log well-formed. Does nothing on a log that ends
+/// between turns.
 pub async fn close_interrupted(session: &SessionHandle) -> Result<(), AgentError> {
-    let closing = session.query(closing_events).await?;
+    close_open_turn(session, StopReason::Cancelled, INTERRUPTED).await
+}
+
+/// Closes an open turn (see [`close_interrupted`]) with `reason` and `message`.
+pub async fn close_open_turn(
+    session: &SessionHandle,
+    reason: StopReason,
+    message: &str,
+) -> Result<(), AgentError> {
+    let message = message.to_owned();
+    let closing = session.query(move |s| closing_events(s, reason, &message)).await?;
     for data in closing {
         session.append(data).await?;
     }
     Ok(())
 }
 
-fn closing_events(session: &Session) -> Vec<EventData> {
+fn closing_events(session: &Session, reason: StopReason, message: &str) -> Vec<EventData> {
     let events = session.events();
     let Some(turn_start) = events
         .iter()
@@ -593,8 +624,8 @@ fn closing_events(session: &Session) -> Vec<EventData> {
                 open_step = Some(start.step);
                 pending.clear();
             }
-            EventData::AssistantMessage(message) => pending
-                .extend(message.message.tool_calls.iter().map(|c| (c.id.clone(), c.name.clone()))),
+            EventData::AssistantMessage(turn) => pending
+                .extend(turn.message.tool_calls.iter().map(|c| (c.id.clone(), c.name.clone()))),
             EventData::ToolResult(result) => pending.retain(|(id, _)| *id != result.call_id),
             EventData::StepEnd(_) | EventData::StepError(_) => {
                 open_step = None;
@@ -603,27 +634,23 @@ fn closing_events(session: &Session) -> Vec<EventData> {
             _ => {}
         }
     }
-    const INTERRUPTED: &str = "interrupted: the process running this turn stopped";
     let mut closing = Vec::new();
     for (call_id, name) in pending {
         closing.push(EventData::ToolResult(ToolResult {
             call_id,
             name,
-            content: format!("not run: {INTERRUPTED}"),
+            content: format!("not run: {message}"),
             is_error: true,
         }));
     }
     if let Some(step) = open_step {
+        let cancelled = reason == StopReason::Cancelled;
         closing.push(EventData::StepError(StepError {
             step,
-            error: INTERRUPTED.to_owned(),
-            cancelled: true,
+            error: message.to_owned(),
+            cancelled,
         }));
     }
-    closing.push(EventData::TurnEnd(TurnEnd {
-        turn,
-        reason: StopReason::Cancelled,
-        error: Some(INTERRUPTED.to_owned()),
-    }));
+    closing.push(EventData::TurnEnd(TurnEnd { turn, reason, error: Some(message.to_owned()) }));
     closing
 }

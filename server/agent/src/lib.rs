@@ -10,6 +10,7 @@
 
 mod agent;
 pub mod approval;
+pub mod compact;
 mod error;
 mod invariant;
 mod owner;
@@ -17,9 +18,10 @@ pub mod prompt;
 pub mod tools;
 
 pub use agent::{
-    Agent, AgentConfig, CallOverrides, Clock, HookContext, RequestHook, StepTiming, TurnOutcome,
-    close_interrupted, sha256_hex,
+    Agent, AgentConfig, CallOverrides, Clock, HookContext, INTERRUPTED, RequestHook, StepTiming,
+    TurnOutcome, close_interrupted, close_open_turn, sha256_hex,
 };
+pub use compact::{CompactOutcome, ContextConfig, Decision, compact_now};
 pub use error::AgentError;
 pub use invariant::first_difference;
 pub use owner::{SessionHandle, StepSnapshot, spawn_owner};

@@ -40,6 +40,10 @@ pub enum Command {
     Demo(DemoArgs),
     /// Run one turn: send TEXT to the agent and stream its work.
     Prompt(PromptArgs),
+    /// Steer a session: TEXT joins its next model request (also while a turn runs).
+    Inject(TextArgs),
+    /// Cancel the running turn of a session.
+    Cancel(SessionArg),
     /// List the sessions of a workspace.
     Sessions(WorkspaceArgs),
     /// Per-step token usage of a session, with the logged cause of every cache drop.
@@ -50,6 +54,16 @@ pub enum Command {
     Audit(AuditArgs),
     /// Fork a session into a new one.
     Fork(ForkArgs),
+    /// Compact a session now: older messages become a summary.
+    Compact(SessionArg),
+    /// Run the daemon in the foreground (clients start one on demand).
+    Serve(ServeArgs),
+    /// Bridge JSON-RPC on stdin/stdout to the daemon (for editors and scripts).
+    Stdio(StdioArgs),
+    /// Show the daemon's status.
+    Status,
+    /// Stop the daemon.
+    Shutdown,
     /// Run the DeepSeek-compatible mock provider on loopback.
     Mock(MockArgs),
 }
@@ -65,24 +79,30 @@ pub struct DemoArgs {
 /// `dsh prompt`.
 #[derive(Debug, Args)]
 pub struct PromptArgs {
-    /// Workspace directory (default: the current directory). Ignored with --session, which
-    /// continues in the session's own workspace.
-    #[arg(long, value_name = "DIR")]
+    /// Workspace directory of a new session (default: the current directory).
+    #[arg(long, value_name = "DIR", conflicts_with = "session")]
     pub workspace: Option<PathBuf>,
     /// Continue this session instead of starting a new one.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
-    /// Approve every tool call without asking.
+    /// Approve every tool call of this turn without asking.
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// Steps per turn before it stops.
-    #[arg(long, default_value_t = 50)]
-    pub max_steps: u32,
-    /// Rebuild every request from the log before sending it and compare (always on in debug
-    /// builds).
+    /// Steps per turn before it stops (new sessions).
     #[arg(long)]
-    pub check_invariants: bool,
+    pub max_steps: Option<u32>,
     /// The prompt.
+    #[arg(required = true, value_name = "TEXT")]
+    pub text: Vec<String>,
+}
+
+/// A session and a text.
+#[derive(Debug, Args)]
+pub struct TextArgs {
+    /// Session id.
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// The text.
     #[arg(required = true, value_name = "TEXT")]
     pub text: Vec<String>,
 }
@@ -137,6 +157,40 @@ pub struct ForkArgs {
     /// Keep the parent's events with seq < SEQ (default: the whole log).
     #[arg(long, value_name = "SEQ")]
     pub at: Option<u64>,
+}
+
+/// `dsh serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Also serve WebSocket/HTTP on this loopback address; clients need the bearer token in
+    /// $DSH_HOME/token.
+    #[arg(long, value_name = "127.0.0.1:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// An Origin the network listener accepts (repeatable); requests with any other Origin are
+    /// refused.
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// Exit after this many minutes with no client and no running turn.
+    #[arg(long, value_name = "MINUTES")]
+    pub idle_exit: Option<f64>,
+    /// An approval nobody answers within this many seconds is denied.
+    #[arg(long, default_value_t = 300)]
+    pub approval_timeout: u64,
+    /// Rebuild every request from the log before sending it and compare (always on in debug
+    /// builds).
+    #[arg(long)]
+    pub check_invariants: bool,
+}
+
+/// `dsh stdio`.
+#[derive(Debug, Args)]
+pub struct StdioArgs {
+    /// Run a private daemon inside this process instead of joining the user's daemon.
+    #[arg(long)]
+    pub in_process: bool,
+    /// With --in-process: an approval nobody answers within this many seconds is denied.
+    #[arg(long, default_value_t = 300)]
+    pub approval_timeout: u64,
 }
 
 /// `dsh mock`.

@@ -121,7 +121,7 @@ pub async fn run_demo(_settings: &Settings, keep: bool) -> anyhow::Result<ExitCo
         .map_or(1, |row| row.step);
     let rebuilt = reconstruct_step(&events, delta_step)?;
     println!("\n── what the model saw at step {delta_step} (rebuilt from the log) ──");
-    print!("{}", views::saw_text(&rebuilt, false));
+    print!("{}", views::saw_result_text(&views::request_result(&rebuilt, None)));
 
     let audit = views::audit(&events);
     let recorded = mock.requests();

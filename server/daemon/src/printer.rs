@@ -6,9 +6,10 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use dsh_agent::SessionHandle;
-use dsh_session::{ChunkDelta, Event, EventData, usage_rows};
-use tokio::sync::broadcast;
+use std::future::Future;
+
+use dsh_session::{ChunkDelta, Event, EventData, UsageRow};
+use tokio::sync::mpsc;
 
 use crate::views::usage_line;
 
@@ -22,6 +23,8 @@ struct State {
     /// What the current output line holds: nothing, text, or reasoning.
     open_line: Option<bool>,
     color: bool,
+    /// The turn being printed: the first `turn/start` seen.
+    turn: Option<u64>,
 }
 
 impl State {
@@ -46,37 +49,32 @@ impl State {
     }
 }
 
-/// Prints the events of turn `turn` from `stored` then `live` until its `turn/end`.
-pub async fn print_turn(
-    session: &SessionHandle,
-    turn: u64,
-    stored: Vec<Event>,
-    mut live: broadcast::Receiver<Event>,
-) {
+/// Prints the events of one turn — from the first `turn/start` received to its `turn/end` —
+/// as they arrive. `usage` looks up a finished step's usage row (with the cause of a drop).
+pub async fn print_turn<U, F>(mut events: mpsc::Receiver<Event>, usage: U)
+where
+    U: Fn(u64) -> F,
+    F: Future<Output = Option<UsageRow>>,
+{
     let mut state = State { color: std::io::stdout().is_terminal(), ..State::default() };
     let spin = std::io::stderr().is_terminal();
-    for event in stored {
-        if print_event(session, turn, &event, &mut state).await {
-            return;
-        }
-    }
     let mut tick = tokio::time::interval(Duration::from_millis(120));
     loop {
         // Cancel-safety: `recv` is cancel-safe (no message is lost when the tick wins);
         // `tick()` is cancel-safe.
         tokio::select! {
-            received = live.recv() => match received {
-                Ok(event) => {
+            received = events.recv() => match received {
+                Some(event) => {
                     state.clear_spinner();
-                    if print_event(session, turn, &event, &mut state).await {
+                    if print_event(&event, &mut state, &usage).await {
                         return;
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                None => {
                     state.end_line();
-                    println!("{}", state.dim(&format!("({missed} events not shown: the terminal fell behind)")));
+                    state.clear_spinner();
+                    return;
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = tick.tick(), if spin && state.waiting => {
                 state.frame = (state.frame + 1) % SPINNER.len();
@@ -89,8 +87,13 @@ pub async fn print_turn(
 }
 
 /// Prints one event; returns true at the turn's end.
-async fn print_event(session: &SessionHandle, turn: u64, event: &Event, state: &mut State) -> bool {
+async fn print_event<U, F>(event: &Event, state: &mut State, usage: &U) -> bool
+where
+    U: Fn(u64) -> F,
+    F: Future<Output = Option<UsageRow>>,
+{
     match &event.data {
+        EventData::TurnStart(start) if state.turn.is_none() => state.turn = Some(start.turn),
         EventData::StepStart(start) => {
             state.end_line();
             println!("{}", state.dim(&format!("── step {} ──", start.step)));
@@ -165,17 +168,11 @@ async fn print_event(session: &SessionHandle, turn: u64, event: &Event, state: &
         EventData::StepEnd(end) => {
             state.end_line();
             state.waiting = false;
-            let step = end.step;
-            let row = session
-                .query(move |s| usage_rows(s.events()).into_iter().find(|row| row.step == step))
-                .await
-                .ok()
-                .flatten();
-            if let Some(row) = row {
+            if let Some(row) = usage(end.step).await {
                 println!("{}", state.dim(&format!("  usage {}", usage_line(&row).trim_start())));
             }
         }
-        EventData::TurnEnd(end) if end.turn == turn => {
+        EventData::TurnEnd(end) if Some(end.turn) == state.turn => {
             state.end_line();
             state.clear_spinner();
             let error = end.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();

@@ -5,27 +5,31 @@
 use std::fmt::Write as _;
 
 use dsh_agent::sha256_hex;
+use dsh_protocol::{SeqMessage, SessionRequestResult, WireBody};
 use dsh_provider::{DEEPSEEK_ADAPTER, wire_body};
 use dsh_session::{
     Event, Message, Severity, StepRequest, UsageRow, check_log, reconstruct_step, usage_rows,
     usage_totals,
 };
-use dsh_store::SessionSummary;
 use serde_json::{Value, json};
 
-/// The usage table as text.
+/// The usage table of a log as text.
 pub fn usage_text(events: &[Event]) -> String {
-    let rows = usage_rows(events);
+    usage_table(&usage_rows(events))
+}
+
+/// A usage table as text.
+pub fn usage_table(rows: &[UsageRow]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "{:>4} {:>5} {:>9} {:>9} {:>9} {:>7} {:>6}  cause of a cache drop",
         "turn", "step", "prompt", "cached", "new", "out", "hit%"
     );
-    for row in &rows {
+    for row in rows {
         let _ = writeln!(out, "{}", usage_line(row));
     }
-    let totals = usage_totals(&rows);
+    let totals = usage_totals(rows);
     let _ = writeln!(
         out,
         "{:>10} {:>9} {:>9} {:>9} {:>7} {:>5.1}%",
@@ -70,63 +74,50 @@ pub fn explain(row: &UsageRow) -> String {
     }
 }
 
-/// The usage view as JSON: `{rows, totals}`.
-pub fn usage_json(events: &[Event]) -> Value {
-    let rows = usage_rows(events);
-    let totals = usage_totals(&rows);
-    let rows: Vec<Value> = rows
-        .iter()
-        .map(|row| {
-            let mut value = serde_json::to_value(row).unwrap_or(Value::Null);
-            value["explanation"] = Value::String(explain(row));
-            value
-        })
-        .collect();
-    json!({ "rows": rows, "totals": totals })
-}
-
-/// "What the model saw" as the API's JSON shape.
-pub fn saw_json(rebuilt: &StepRequest) -> Value {
+/// "What the model saw" in the API's shape, from a rebuilt step.
+pub fn request_result(rebuilt: &StepRequest, diff: Option<String>) -> SessionRequestResult {
     let body = wire_body(&rebuilt.request);
-    let messages: Vec<Value> = rebuilt
-        .surface
-        .iter()
-        .map(|node| json!({ "seq": node.id, "message": &*node.message }))
-        .collect();
-    json!({
-        "step": rebuilt.step,
-        "turn": rebuilt.turn,
-        "boundarySeq": rebuilt.boundary_seq,
-        "header": rebuilt.request.header,
-        "headerEvents": rebuilt.header_events,
-        "messages": messages,
-        "wire": {
-            "adapter": DEEPSEEK_ADAPTER,
-            "body": String::from_utf8_lossy(&body),
-            "sha256": sha256_hex(&body),
-            "bytes": body.len(),
+    SessionRequestResult {
+        step: rebuilt.step,
+        turn: rebuilt.turn,
+        boundary_seq: rebuilt.boundary_seq,
+        header: rebuilt.request.header.clone(),
+        header_events: rebuilt.header_events.clone(),
+        messages: rebuilt
+            .surface
+            .iter()
+            .map(|node| SeqMessage { seq: node.id, message: (*node.message).clone() })
+            .collect(),
+        wire: WireBody {
+            adapter: DEEPSEEK_ADAPTER.to_owned(),
+            sha256: sha256_hex(&body),
+            bytes: body.len() as u64,
+            body: String::from_utf8_lossy(&body).into_owned(),
         },
-        "sent": rebuilt.sent,
-        "usage": rebuilt.usage,
-    })
+        sent: rebuilt.sent.clone(),
+        usage: rebuilt.usage,
+        diff,
+    }
 }
 
-/// "What the model saw" as text. `full` prints every message whole (for diffs); otherwise long
-/// texts are shortened.
-pub fn saw_text(rebuilt: &StepRequest, full: bool) -> String {
-    let header = &rebuilt.request.header;
-    let body = wire_body(&rebuilt.request);
-    let sha = sha256_hex(&body);
+/// "What the model saw" as text, shortened for reading.
+pub fn saw_result_text(result: &SessionRequestResult) -> String {
+    render_request(result, false)
+}
+
+/// "What the model saw" as text. `full` prints every message and tool schema whole (for diffs).
+fn render_request(result: &SessionRequestResult, full: bool) -> String {
+    let header = &result.header;
     let mut out = String::new();
-    let header_events = if rebuilt.header_events.is_empty() {
+    let header_events = if result.header_events.is_empty() {
         "none (carried forward)".to_owned()
     } else {
-        rebuilt.header_events.iter().map(|s| format!("seq {s}")).collect::<Vec<_>>().join(", ")
+        result.header_events.iter().map(|s| format!("seq {s}")).collect::<Vec<_>>().join(", ")
     };
     let _ = writeln!(
         out,
         "step {} (turn {}) · boundary seq {} · header events: {header_events}",
-        rebuilt.step, rebuilt.turn, rebuilt.boundary_seq
+        result.step, result.turn, result.boundary_seq
     );
     let config = &header.config;
     let mut line = format!(
@@ -169,13 +160,14 @@ pub fn saw_text(rebuilt: &StepRequest, full: bool) -> String {
             );
         }
     }
-    let _ = writeln!(out, "messages ({}):", rebuilt.surface.len());
-    for node in &rebuilt.surface {
-        let _ = writeln!(out, "  [seq {}] {}", node.id, message_text(&node.message, full));
+    let _ = writeln!(out, "messages ({}):", result.messages.len());
+    for entry in &result.messages {
+        let _ = writeln!(out, "  [seq {}] {}", entry.seq, message_text(&entry.message, full));
     }
-    let _ = write!(out, "wire: {DEEPSEEK_ADAPTER} · {} bytes · sha256 {sha}", body.len());
-    match &rebuilt.sent {
-        Some(sent) if sent.sha256 == sha => {
+    let wire = &result.wire;
+    let _ = write!(out, "wire: {} · {} bytes · sha256 {}", wire.adapter, wire.bytes, wire.sha256);
+    match &result.sent {
+        Some(sent) if sent.sha256 == wire.sha256 => {
             let _ = writeln!(out, " (matches request/sent)");
         }
         Some(sent) => {
@@ -185,7 +177,7 @@ pub fn saw_text(rebuilt: &StepRequest, full: bool) -> String {
             let _ = writeln!(out, " (never sent)");
         }
     }
-    if let Some(usage) = rebuilt.usage {
+    if let Some(usage) = result.usage {
         let _ = writeln!(
             out,
             "usage: prompt {} · cached {} · new {} · out {} · hit {:.1}%",
@@ -228,8 +220,8 @@ fn message_text(message: &Message, full: bool) -> String {
 
 /// A unified diff of step `step - 1`'s request against step `step`'s, both rebuilt.
 pub fn diff_text(previous: &StepRequest, current: &StepRequest) -> String {
-    let old = saw_text(previous, true);
-    let new = saw_text(current, true);
+    let old = render_request(&request_result(previous, None), true);
+    let new = render_request(&request_result(current, None), true);
     similar::TextDiff::from_lines(&old, &new)
         .unified_diff()
         .context_radius(3)
@@ -333,45 +325,6 @@ pub fn audit_text(audit: &Audit) -> String {
     }
     for note in &audit.notes {
         let _ = writeln!(out, "note: {note}");
-    }
-    out
-}
-
-/// A session summary as JSON.
-pub fn summary_json(summary: &SessionSummary) -> Value {
-    json!({
-        "sessionId": summary.id,
-        "path": summary.path,
-        "title": summary.title,
-        "createdMs": summary.created_ms,
-        "updatedMs": summary.updated_ms,
-        "turns": summary.turns,
-        "steps": summary.steps,
-        "forkedFrom": summary.forked_from,
-        "lastUsage": summary.last_usage,
-    })
-}
-
-/// A session list as text.
-pub fn sessions_text(sessions: &[SessionSummary]) -> String {
-    if sessions.is_empty() {
-        return "no sessions in this workspace\n".to_owned();
-    }
-    let mut out = String::new();
-    for summary in sessions {
-        let fork = summary
-            .forked_from
-            .as_ref()
-            .map(|f| format!(" (fork of {} at seq {})", f.session_id, f.seq))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "{}  {:>3} turns {:>4} steps  {}{fork}",
-            summary.id,
-            summary.turns,
-            summary.steps,
-            summary.title.as_deref().unwrap_or("(no prompt yet)")
-        );
     }
     out
 }

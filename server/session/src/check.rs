@@ -5,12 +5,17 @@
 //! numbers count up by one; header events sit inside a step, before its first response event;
 //! every delta applies to the folded header and every step has a header before `request/sent`;
 //! every tool call of a step is answered by a `tool/result` before the step closes; every
-//! `surface/replace` names nodes that are on the surface.
+//! `surface/replace` names nodes that are on the surface. Compaction is bracketed: a
+//! `compact/summary` answers an open `compact/start`, and a summary `surface/replace` follows
+//! its `compact/summary`; a `compact/start` followed by nothing of the kind is an abandoned
+//! attempt (its summarize call failed or was cancelled), which is well-formed. A trimmed tool
+//! result replaces exactly one node (`start == end`): a tool result under the same `callId`.
 
 use std::fmt;
 
-use crate::event::{Event, EventData};
+use crate::event::{Event, EventData, SurfaceNode, SurfaceReplace};
 use crate::header::fold_header_event;
+use crate::message::Message;
 use crate::reconstruct::is_response_event;
 use crate::surface::SurfaceFold;
 
@@ -49,8 +54,18 @@ struct OpenStep {
     pending_calls: Vec<String>,
 }
 
+/// Where a compaction stands.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Compaction {
+    #[default]
+    Idle,
+    Started,
+    Summarized,
+}
+
 #[derive(Default)]
 struct Checker {
+    compaction: Compaction,
     diagnostics: Vec<Diagnostic>,
     open_turn: Option<u64>,
     open_step: Option<OpenStep>,
@@ -74,10 +89,20 @@ impl Checker {
         if seq != index as u64 {
             self.error(seq, format!("seq is not contiguous: expected {index}"));
         }
+        if let EventData::SurfaceReplace(replace) = &event.data {
+            self.replace(seq, replace);
+        }
         if let Err(message) = self.surface.push(event) {
             self.error(seq, message);
         }
         match &event.data {
+            EventData::CompactStart(_) => self.compaction = Compaction::Started,
+            EventData::CompactSummary(_) => {
+                if self.compaction != Compaction::Started {
+                    self.error(seq, "compact/summary without a compact/start before it");
+                }
+                self.compaction = Compaction::Summarized;
+            }
             EventData::SessionMeta(_) if index != 0 => {
                 self.error(seq, "session/meta appears after the first line")
             }
@@ -164,6 +189,37 @@ impl Checker {
             }
             data if is_response_event(data) => self.response(seq, event),
             _ => {}
+        }
+    }
+
+    /// The compaction and trim rules of a `surface/replace` (the surface rules run in the fold).
+    fn replace(&mut self, seq: u64, replace: &SurfaceReplace) {
+        match &replace.node {
+            SurfaceNode::Summary { .. } => {
+                if self.compaction != Compaction::Summarized {
+                    self.error(seq, "summary surface/replace without a compact/summary before it");
+                }
+                self.compaction = Compaction::Idle;
+            }
+            SurfaceNode::ToolResult(result) => {
+                if replace.start != replace.end {
+                    self.error(seq, "a trimmed tool/result must replace exactly one node");
+                    return;
+                }
+                let replaced = self.surface.nodes.iter().find(|node| node.id == replace.start);
+                let same_call = replaced.is_some_and(|node| {
+                    matches!(&*node.message, Message::Tool { call_id, .. } if *call_id == result.call_id)
+                });
+                if replaced.is_some() && !same_call {
+                    self.error(
+                        seq,
+                        format!(
+                            "trimmed tool/result `{}` replaces node {}, which is not that call's result",
+                            result.call_id, replace.start
+                        ),
+                    );
+                }
+            }
         }
     }
 

@@ -115,6 +115,18 @@ impl DshHome {
         }
     }
 
+    /// Summaries of every session of every workspace of this home.
+    pub fn list_all_sessions(&self) -> Result<SessionListing, StoreError> {
+        let mut all = SessionListing::default();
+        for dir in self.workspace_dirs()? {
+            let listing = list_sessions_in(&dir.join("sessions"))?;
+            all.sessions.extend(listing.sessions);
+            all.errors.extend(listing.errors);
+        }
+        all.sessions.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(all)
+    }
+
     /// Every workspace directory under this home, sorted.
     pub fn workspace_dirs(&self) -> Result<Vec<PathBuf>, StoreError> {
         let root = self.workspaces_dir();

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dsh_session::{Event, EventData, ForkOrigin, Session, Usage};
+use dsh_session::{Event, EventData, ForkOrigin, Usage};
 
 use crate::error::StoreError;
 use crate::home::LOG_EXTENSION;
@@ -17,6 +17,8 @@ pub const TITLE_MAX_CHARS: usize = 80;
 pub struct SessionSummary {
     /// The session id (from `session/meta`).
     pub id: String,
+    /// Its workspace (from `session/meta`).
+    pub workspace: String,
     /// Its log.
     pub path: PathBuf,
     /// The first prompt, on one line, at most [`TITLE_MAX_CHARS`] characters; `None` before the
@@ -50,9 +52,11 @@ pub struct SessionListing {
 
 /// Summarizes a whole log (its events start with `session/meta`).
 pub fn summarize(path: &Path, events: Vec<Event>, torn: Option<TornTail>) -> SessionSummary {
-    let (id, forked_from) = match events.first().map(|event| &event.data) {
-        Some(EventData::SessionMeta(meta)) => (meta.session_id.clone(), meta.forked_from.clone()),
-        _ => (crate::live::session_id_of(path), None),
+    let (id, workspace, forked_from) = match events.first().map(|event| &event.data) {
+        Some(EventData::SessionMeta(meta)) => {
+            (meta.session_id.clone(), meta.workspace.clone(), meta.forked_from.clone())
+        }
+        _ => (crate::live::session_id_of(path), String::new(), None),
     };
     let created_ms = events.first().map_or(0, |event| event.time);
     let updated_ms = events.last().map_or(0, |event| event.time);
@@ -64,15 +68,24 @@ pub fn summarize(path: &Path, events: Vec<Event>, torn: Option<TornTail>) -> Ses
         EventData::StepEnd(end) => Some(end.usage),
         _ => None,
     });
-    let session = Session::from_events(events);
+    // Counting is enough here: a full fold would project every message of the log.
+    let (mut turns, mut steps) = (0, 0);
+    for event in &events {
+        match &event.data {
+            EventData::TurnStart(start) => turns = turns.max(start.turn),
+            EventData::StepStart(start) => steps = steps.max(start.step),
+            _ => {}
+        }
+    }
     SessionSummary {
         id,
+        workspace,
         path: path.to_owned(),
         title,
         created_ms,
         updated_ms,
-        turns: session.last_turn(),
-        steps: session.last_step(),
+        turns,
+        steps,
         forked_from,
         last_usage,
         torn,

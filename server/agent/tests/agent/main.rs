@@ -1,4 +1,6 @@
 //! Integration tests of the agent loop against the mock provider over real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod compaction;
+mod steering;
 mod support;

@@ -34,7 +34,8 @@ impl Fixture {
             DeepSeek::new(DeepSeekConfig::new(mock.base_url(), ApiKey::new("sk-test").unwrap()))
                 .unwrap(),
         );
-        let log = home.workspace(&workspace).unwrap().create_new_session(SyncPolicy::Never).unwrap();
+        let log =
+            home.workspace(&workspace).unwrap().create_new_session(SyncPolicy::Never).unwrap();
         let session = spawn_owner(log);
         Fixture { mock, home, workspace, session, provider, _temp: temp }
     }
@@ -50,10 +51,8 @@ impl Fixture {
         config.approvals = ApprovalPolicy::allow_all();
         config.check_invariants = true;
         config.date_context = false;
-        let toolbox = Arc::new(Toolbox::new(
-            Workspace::new(&self.workspace).unwrap(),
-            ToolConfig::default(),
-        ));
+        let toolbox =
+            Arc::new(Toolbox::new(Workspace::new(&self.workspace).unwrap(), ToolConfig::default()));
         Agent::new(self.provider.clone(), toolbox, Arc::new(DenyAll), config, &self.workspace)
     }
 

@@ -1,0 +1,295 @@
+--- The JSON-RPC 2.0 client: spawns `dsh stdio` and speaks newline-delimited JSON on its
+--- stdin/stdout. It knows the wire, not the methods' meaning: requests with callbacks,
+--- `session/event` notifications routed to their subscription's handler, and a clear error when
+--- the bridge cannot start or dies.
+local config = require("dsh.config")
+local protocol = require("dsh.protocol")
+
+---@class dsh.RpcError
+---@field code integer
+---@field message string
+---@field data? any
+
+---@class dsh.Client
+---@field proc vim.SystemObj?
+---@field next_id integer
+---@field pending table<integer, fun(err: dsh.RpcError?, result: any)>
+---@field subscriptions table<string, fun(event: dsh.SessionEvent)>
+---@field sub_ids table<string, any> the daemon's subscription ids, as sent
+---@field early table<string, dsh.SessionEvent[]> events that arrived before their subscribe answer
+---@field partial string
+---@field stderr string[]
+---@field closed boolean
+---@field exit_code integer?
+---@field server_info? dsh.InitializeResult
+---@field on_exit_handlers fun(client: dsh.Client, reason: string)[]
+local Client = {}
+Client.__index = Client
+
+local M = { Client = Client }
+
+--- A table key for a subscription id: ids are numbers (up to 2^53) or strings, and `tostring`
+--- of a large number drops digits.
+---@param id any
+---@return string
+local function sub_key(id)
+  if type(id) == "number" then
+    return ("%.0f"):format(id)
+  end
+  return tostring(id)
+end
+M.sub_key = sub_key
+
+--- Error codes by name (generated from `protocol`).
+M.codes = protocol.error_codes
+
+---@param cmd string[]
+---@return dsh.Client
+function Client.spawn(cmd)
+  local self = setmetatable({
+    next_id = 0,
+    pending = {},
+    subscriptions = {},
+    sub_ids = {},
+    early = {},
+    partial = "",
+    stderr = {},
+    closed = false,
+    on_exit_handlers = {},
+  }, Client)
+  local ok, proc = pcall(vim.system, cmd, {
+    stdin = true,
+    text = true,
+    stdout = function(_, data)
+      if data then
+        vim.schedule(function()
+          self:_on_stdout(data)
+        end)
+      end
+    end,
+    stderr = function(_, data)
+      if data then
+        vim.schedule(function()
+          for line in data:gmatch("[^\n]+") do
+            table.insert(self.stderr, line)
+            if #self.stderr > 50 then
+              table.remove(self.stderr, 1)
+            end
+          end
+        end)
+      end
+    end,
+  }, function(out)
+    vim.schedule(function()
+      self:_on_exit(out.code, out.signal)
+    end)
+  end)
+  if not ok then
+    self.closed = true
+    self.exit_code = -1
+    table.insert(self.stderr, tostring(proc))
+    return self
+  end
+  self.proc = proc
+  return self
+end
+
+---@param data string
+function Client:_on_stdout(data)
+  local buffer = self.partial .. data
+  local start = 1
+  while true do
+    local nl = buffer:find("\n", start, true)
+    if not nl then
+      break
+    end
+    local line = buffer:sub(start, nl - 1)
+    start = nl + 1
+    if line:match("%S") then
+      self:_on_line(line)
+    end
+  end
+  self.partial = buffer:sub(start)
+end
+
+---@param line string
+function Client:_on_line(line)
+  local ok, msg = pcall(vim.json.decode, line, { luanil = { object = true, array = true } })
+  if not ok or type(msg) ~= "table" then
+    table.insert(self.stderr, "unparsable line from dsh: " .. line:sub(1, 200))
+    return
+  end
+  if msg.id ~= nil and msg.method == nil then
+    local cb = self.pending[msg.id]
+    self.pending[msg.id] = nil
+    if cb then
+      cb(msg.error, msg.result)
+    end
+  elseif msg.method == protocol.methods.SessionEvent then
+    local params = msg.params or {}
+    local key = sub_key(params.subscription)
+    local handler = self.subscriptions[key]
+    if handler then
+      handler(params.result)
+    else
+      -- The notification can overtake the answer to `session/subscribe`; hold it until then.
+      self.early[key] = self.early[key] or {}
+      table.insert(self.early[key], params.result)
+    end
+  end
+end
+
+---@param code integer?
+---@param signal integer?
+function Client:_on_exit(code, signal)
+  if self.closed then
+    return
+  end
+  self.closed = true
+  self.exit_code = code
+  local reason = self:failure_text()
+  if signal and signal ~= 0 then
+    reason = reason .. (" (signal %d)"):format(signal)
+  end
+  local pending = self.pending
+  self.pending = {}
+  for _, cb in pairs(pending) do
+    cb({ code = -32000, message = reason }, nil)
+  end
+  for _, handler in ipairs(self.on_exit_handlers) do
+    pcall(handler, self, reason)
+  end
+end
+
+--- A one-paragraph explanation of why the bridge is gone, with the last lines of its stderr.
+---@return string
+function Client:failure_text()
+  local text = ("dsh stdio exited (code %s)"):format(tostring(self.exit_code))
+  if #self.stderr > 0 then
+    local tail = vim.list_slice(self.stderr, math.max(1, #self.stderr - 4))
+    text = text .. ":\n" .. table.concat(tail, "\n")
+  end
+  return text .. "\nFix: run `dsh stdio` in a terminal to see why the daemon does not start (`:checkhealth dsh`)."
+end
+
+--- Send a request; `cb(err, result)` runs on the main loop.
+---@param method string
+---@param params any
+---@param cb? fun(err: dsh.RpcError?, result: any)
+---@return integer? id
+function Client:request(method, params, cb)
+  cb = cb or function() end
+  if self.closed or not self.proc then
+    cb({ code = -32000, message = self:failure_text() }, nil)
+    return nil
+  end
+  self.next_id = self.next_id + 1
+  local id = self.next_id
+  self.pending[id] = cb
+  local msg = { jsonrpc = "2.0", id = id, method = method }
+  if params ~= nil then
+    msg.params = params
+  end
+  local ok, err = pcall(self.proc.write, self.proc, vim.json.encode(msg) .. "\n")
+  if not ok then
+    self.pending[id] = nil
+    cb({ code = -32000, message = "cannot write to dsh stdio: " .. tostring(err) }, nil)
+    return nil
+  end
+  return id
+end
+
+--- Send a request and wait for its answer (pumping the event loop).
+---@param method string
+---@param params any
+---@param timeout_ms? integer default 10000
+---@return any result, dsh.RpcError? err
+function Client:request_sync(method, params, timeout_ms)
+  local done, result, error = false, nil, nil
+  self:request(method, params, function(err, res)
+    done, result, error = true, res, err
+  end)
+  if not vim.wait(timeout_ms or 10000, function()
+    return done
+  end, 10) then
+    return nil, { code = -32001, message = ("dsh: %s timed out"):format(method) }
+  end
+  return result, error
+end
+
+--- Subscribe to a session's events from `from_seq`; `on_event` gets every event in seq order.
+---@param session_id string
+---@param from_seq integer
+---@param on_event fun(event: dsh.SessionEvent)
+---@param cb? fun(err: dsh.RpcError?, subscription: string?)
+function Client:subscribe(session_id, from_seq, on_event, cb)
+  self:request(protocol.methods.SessionSubscribe, { sessionId = session_id, fromSeq = from_seq }, function(err, sub)
+    if err then
+      if cb then
+        cb(err, nil)
+      end
+      return
+    end
+    local key = sub_key(sub)
+    self.sub_ids[key] = sub
+    self.subscriptions[key] = on_event
+    local early = self.early[key]
+    self.early[key] = nil
+    for _, event in ipairs(early or {}) do
+      on_event(event)
+    end
+    if cb then
+      cb(nil, key)
+    end
+  end)
+end
+
+---@param subscription string
+function Client:unsubscribe(subscription)
+  self.subscriptions[subscription] = nil
+  local id = self.sub_ids[subscription]
+  self.sub_ids[subscription] = nil
+  if id ~= nil and not self.closed then
+    self:request(protocol.methods.SessionUnsubscribe, { id })
+  end
+end
+
+--- Stop the bridge process (not the shared daemon).
+function Client:close()
+  if self.proc and not self.closed then
+    pcall(self.proc.kill, self.proc, "sigterm")
+  end
+end
+
+--- Spawn the bridge from the configuration and run `initialize`.
+--- Returns the client, or nil and an error text that says how to fix it.
+---@param cfg? dsh.Config
+---@return dsh.Client?, string?
+function M.start(cfg)
+  cfg = cfg or config.get()
+  local problem = config.binary_problem(cfg)
+  if problem then
+    return nil, problem
+  end
+  local client = Client.spawn(config.stdio_cmd(cfg))
+  local result, err = client:request_sync(protocol.methods.Initialize, {
+    clientInfo = { name = "dsh-nvim", version = M.version },
+    protocolVersion = protocol.PROTOCOL_VERSION,
+  }, 15000)
+  if err then
+    local text = err.message
+    if err.code == protocol.error_codes.unsupportedProtocol then
+      text = text .. "\nFix: the plugin and the dsh binary are from different versions; update both."
+    elseif not text:find("Fix:", 1, true) then
+      text = "dsh: the daemon did not answer `initialize`: " .. text .. "\n" .. client:failure_text()
+    end
+    client:close()
+    return nil, text
+  end
+  client.server_info = result
+  return client, nil
+end
+
+M.version = "0.1.0"
+
+return M

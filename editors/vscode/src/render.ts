@@ -1,0 +1,158 @@
+// The transcript as HTML for the transcript webview: one block per entry, each step with its
+// usage badge colored by hit ratio and the cache-drop cause named from the log. No `vscode`.
+// Buttons carry `data-action` and `data-step`; the webview script posts them to the extension.
+
+import type { Entry, StepView, ToolCallView, Transcript } from "./transcript";
+import { dropExplanation, formatTokens, hitClass, hitPercent, usageParts } from "./usage";
+
+export function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+}
+
+/** The body of the transcript view (everything inside `<main>`). */
+export function renderTranscript(t: Transcript): string {
+  const parts: string[] = [];
+  parts.push(renderHeader(t));
+  for (const e of t.entries) {
+    parts.push(renderEntry(t, e));
+  }
+  if (t.entries.length === 0) {
+    parts.push(`<div class="empty">No turn yet. Run <b>dsh: Prompt</b> to start.</div>`);
+  }
+  return parts.join("\n");
+}
+
+function renderHeader(t: Transcript): string {
+  const fork = t.forkedFrom
+    ? `<span class="fork">forked from ${escapeHtml(t.forkedFrom.sessionId)} before seq ${t.forkedFrom.seq}</span>`
+    : "";
+  const totals = t.totals;
+  const state = t.running ? `<span class="running">● running</span>` : "";
+  return (
+    `<header class="session" data-session="${escapeHtml(t.sessionId)}">` +
+    `<div class="title">${escapeHtml(t.title ?? "New session")}</div>` +
+    `<div class="meta"><code>${escapeHtml(t.sessionId)}</code> ${fork} ${state}</div>` +
+    `<div class="totals usage ${hitClass(totals.promptTokens ? totals : undefined)}" data-totals>` +
+    `Σ ${usageBadgeInner(totals, hitPercent(totals))}</div>` +
+    `</header>`
+  );
+}
+
+function renderEntry(t: Transcript, e: Entry): string {
+  switch (e.kind) {
+    case "turn":
+      return `<div class="turn-start" data-seq="${e.seq}">Turn ${e.turn}</div>`;
+    case "user":
+      return `<div class="msg user" data-seq="${e.seq}"><div class="who">You <span class="seq">seq ${e.seq}</span></div><div class="text">${escapeHtml(e.text)}</div></div>`;
+    case "context":
+      return `<div class="msg context" data-seq="${e.seq}"><span class="who">context${e.source ? ` · ${escapeHtml(e.source)}` : ""}</span> <span class="text">${escapeHtml(e.text)}</span> <span class="seq">seq ${e.seq}</span></div>`;
+    case "steering": {
+      const landed =
+        e.landedStep !== undefined
+          ? `<span class="landed">landed in step ${e.landedStep}</span>`
+          : `<span class="landed pending">waits for the next request</span>`;
+      return `<div class="msg steering" data-seq="${e.seq}"><div class="who">Steering <span class="seq">seq ${e.seq}</span> ${landed}</div><div class="text">${escapeHtml(e.text)}</div></div>`;
+    }
+    case "step":
+      return renderStep(t, e.step);
+    case "compact": {
+      const replaced = e.replaced ? ` · seqs ${e.replaced.start}–${e.replaced.end} replaced at seq ${e.replaced.seq}` : "";
+      const summary = e.summary ? `<details><summary>summary</summary><pre>${escapeHtml(e.summary)}</pre></details>` : "";
+      return `<div class="compact" data-seq="${e.seq}">⇣ compaction (${escapeHtml(e.reason)}, ${formatTokens(e.tokensBefore)} prompt tokens before)${replaced}${summary}</div>`;
+    }
+    case "turnEnd": {
+      const cls = e.reason === "completed" ? "ok" : e.reason === "cancelled" ? "cancelled" : "error";
+      const err = e.error ? `: ${escapeHtml(e.error)}` : "";
+      return `<div class="turn-end ${cls}" data-seq="${e.seq}">Turn ${e.turn} ${escapeHtml(e.reason)}${err}</div>`;
+    }
+    case "approval":
+      return `<div class="approval-entry">${renderApproval(e.approval)}</div>`;
+    case "notice":
+      return `<div class="notice" data-seq="${e.seq}">${escapeHtml(e.text)}</div>`;
+  }
+}
+
+/** One step: its header line (number, usage badge, actions), reasoning, text, tool calls. */
+export function renderStep(_t: Transcript, s: StepView): string {
+  const usage = s.row?.usage ?? s.usage;
+  const cls = hitClass(usage, s.row);
+  const why = dropExplanation(s.row);
+  const badge = usage
+    ? `<span class="usage ${cls}" data-usage="${s.step}" title="${escapeHtml(why ?? "")}">${usageBadgeInner(usage, s.row?.hitPercent ?? hitPercent(usage))}</span>`
+    : s.state === "running"
+      ? `<span class="usage none">streaming…</span>`
+      : `<span class="usage none">no usage</span>`;
+  const cause = why ? `<div class="cause ${s.row?.dropped ? "dropped" : ""}">${s.row?.dropped ? "⚠ " : ""}${escapeHtml(why)}</div>` : "";
+  const steering = s.steering.length
+    ? `<div class="steered">↳ steering (seq ${s.steering.join(", ")}) joined this request</div>`
+    : "";
+  const header = s.headerChanges.filter((h) => h.kind === "delta").map((h) => `<div class="hdr">${escapeHtml(h.what)} at seq ${h.seq}</div>`).join("");
+  const reasoning = s.reasoning
+    ? `<details class="reasoning" data-key="r${s.step}"><summary>reasoning · ${s.reasoning.length} chars</summary><div class="text">${escapeHtml(s.reasoning)}</div></details>`
+    : "";
+  const text = s.text ? `<div class="text answer">${escapeHtml(s.text)}</div>` : "";
+  const calls = s.toolCalls.filter(Boolean).map(renderToolCall).join("");
+  const retries = s.retries.map((r) => `<div class="retry">retry after attempt ${r.attempt} (${escapeHtml(r.error)}), waiting ${r.delayMs} ms</div>`).join("");
+  const error = s.error ? `<div class="step-error ${s.state}">${s.state === "cancelled" ? "cancelled" : "error"}: ${escapeHtml(s.error)}</div>` : "";
+  const state = s.state === "running" ? `<span class="spinner">●</span>` : s.state === "interrupted" ? `<span class="state">interrupted</span>` : "";
+  const actions =
+    `<span class="actions">` +
+    `<button data-action="saw" data-step="${s.step}" title="What the model saw at step ${s.step}">saw</button>` +
+    (s.step > 1 ? `<button data-action="diff" data-step="${s.step}" title="Diff with step ${s.step - 1}'s request">diff</button>` : "") +
+    `<button data-action="fork" data-step="${s.step}" title="Fork a new session before step ${s.step}'s request (seq ${s.seq})">fork</button>` +
+    `</span>`;
+  return (
+    `<section class="step ${s.state}" data-step="${s.step}" id="step-${s.step}">` +
+    `<div class="step-head"><span class="step-no">Step ${s.step}</span> ${state} ${badge} ${actions}</div>` +
+    cause +
+    steering +
+    header +
+    reasoning +
+    text +
+    calls +
+    retries +
+    error +
+    `</section>`
+  );
+}
+
+function usageBadgeInner(u: import("./protocol.generated").Usage, hit: number): string {
+  return usageParts(u, hit)
+    .map((p) => `<span class="part ${p.label}"><b>${p.value}</b> ${p.label}</span>`)
+    .join(`<span class="sep"> · </span>`);
+}
+
+function renderToolCall(c: ToolCallView): string {
+  const args = prettyArgs(c.args);
+  const result = c.result
+    ? `<details class="result ${c.result.isError ? "error" : ""}" data-key="res-${escapeHtml(c.id)}" ${c.result.content.length < 400 ? "open" : ""}><summary>${c.result.isError ? "✗ error" : "✓ result"} · seq ${c.result.seq}</summary><pre>${escapeHtml(c.result.content)}</pre></details>`
+    : c.started
+      ? `<div class="pending">running…</div>`
+      : "";
+  const progress = c.progress.length ? `<div class="progress">${c.progress.map(escapeHtml).join("<br>")}</div>` : "";
+  return (
+    `<div class="tool" data-call="${escapeHtml(c.id)}">` +
+    `<div class="tool-head">⚙ <b>${escapeHtml(c.name)}</b> <span class="call-id">${escapeHtml(c.id)}</span></div>` +
+    `<pre class="args">${escapeHtml(args)}</pre>` +
+    (c.approval ? renderApproval(c.approval) : "") +
+    progress +
+    result +
+    `</div>`
+  );
+}
+
+function renderApproval(a: import("./transcript").ApprovalView): string {
+  const decided = a.decision
+    ? `<span class="decision ${a.decision}">${a.decision === "allowAlways" ? "allowed always" : a.decision === "allow" ? "allowed" : a.decision === "deny" ? "denied" : "timed out (denied)"}</span>`
+    : `<span class="decision waiting">waiting for you</span> <button data-action="approve" data-approval="${escapeHtml(a.approvalId)}">answer</button>`;
+  return `<div class="approval" data-approval="${escapeHtml(a.approvalId)}">🔒 approval: ${escapeHtml(a.summary)} — ${decided}</div>`;
+}
+
+/** Tool arguments pretty-printed when they are complete JSON, else verbatim (still streaming). */
+export function prettyArgs(args: string): string {
+  try {
+    return JSON.stringify(JSON.parse(args), null, 2);
+  } catch {
+    return args;
+  }
+}

@@ -1,0 +1,507 @@
+// The transcript of one session, folded from its log events as the daemon delivers them
+// (`session/subscribe` from seq 0: stored events, then live ones). Usage rows and cache-drop
+// explanations come from `session/usage`; this module only joins them to the steps. No `vscode`.
+
+import type {
+  ApprovalRequest,
+  ApprovalVerdict,
+  AssistantChunk,
+  AssistantTurn,
+  CompactStart,
+  CompactSummary,
+  ContextMessage,
+  ForkOrigin,
+  HeaderDelta,
+  LlmRetry,
+  RequestHeader,
+  RequestSent,
+  SessionEvent,
+  SessionMeta,
+  SessionUsageResult,
+  SteeringMessage,
+  StepEnd,
+  StepError,
+  StepStart,
+  StopReason,
+  SurfaceReplace,
+  ToolCallStarted,
+  ToolProgress,
+  ToolResult,
+  TurnEnd,
+  TurnStart,
+  Usage,
+  UsageEntry,
+  UserMessage,
+} from "./protocol.generated";
+
+export type ApprovalView = {
+  approvalId: string;
+  callId: string;
+  tool: string;
+  summary: string;
+  seq: number;
+  decision?: ApprovalVerdict;
+  decisionSeq?: number;
+};
+
+export type ToolCallView = {
+  index: number;
+  id: string;
+  name: string;
+  /** The argument string as streamed (or as in the final message). */
+  args: string;
+  /** Set by `tool/call`: the tool started. */
+  started: boolean;
+  progress: string[];
+  result?: { content: string; isError: boolean; seq: number };
+  approval?: ApprovalView;
+};
+
+export type HeaderChange = {
+  seq: number;
+  /** `snapshot` for `request/header`; else what a `request/header-delta` changed. */
+  kind: "snapshot" | "delta";
+  what: string;
+};
+
+export type StepState = "running" | "done" | "error" | "cancelled" | "interrupted";
+
+export type StepView = {
+  step: number;
+  turn: number;
+  /** Seq of the step's `step/start`: fork here to redo this request. */
+  seq: number;
+  state: StepState;
+  reasoning: string;
+  text: string;
+  toolCalls: ToolCallView[];
+  headerChanges: HeaderChange[];
+  sent?: RequestSent;
+  retries: LlmRetry[];
+  finishReason?: string;
+  usage?: Usage;
+  error?: string;
+  /** Steering messages (their seqs) that joined this step's request. */
+  steering: number[];
+  /** The `session/usage` row, once fetched. */
+  row?: UsageEntry;
+};
+
+export type Entry =
+  | { kind: "turn"; seq: number; turn: number }
+  | { kind: "user"; seq: number; text: string }
+  | { kind: "context"; seq: number; text: string; source?: string }
+  | { kind: "steering"; seq: number; text: string; landedStep?: number }
+  | { kind: "step"; step: StepView }
+  | { kind: "compact"; seq: number; reason: string; tokensBefore: number; summary?: string; replaced?: { start: number; end: number; seq: number } }
+  | { kind: "turnEnd"; seq: number; turn: number; reason: StopReason; error?: string }
+  | { kind: "approval"; approval: ApprovalView }
+  | { kind: "notice"; seq: number; text: string };
+
+export type TurnView = {
+  turn: number;
+  seq: number;
+  prompt?: string;
+  steps: StepView[];
+  end?: { reason: StopReason; error?: string };
+};
+
+/** What an applied event changed, so views can redraw only that. */
+export type Change = { kind: "none" } | { kind: "step"; step: number } | { kind: "structure" };
+
+const ZERO: Usage = { promptTokens: 0, cacheHitTokens: 0, cacheMissTokens: 0, completionTokens: 0, reasoningTokens: 0 };
+
+export function addUsage(a: Usage, b: Usage): Usage {
+  return {
+    promptTokens: a.promptTokens + b.promptTokens,
+    cacheHitTokens: a.cacheHitTokens + b.cacheHitTokens,
+    cacheMissTokens: a.cacheMissTokens + b.cacheMissTokens,
+    completionTokens: a.completionTokens + b.completionTokens,
+    reasoningTokens: a.reasoningTokens + b.reasoningTokens,
+  };
+}
+
+export class Transcript {
+  readonly entries: Entry[] = [];
+  readonly turns: TurnView[] = [];
+  readonly steps = new Map<number, StepView>();
+  /** Approvals not answered yet, by id. */
+  readonly pendingApprovals = new Map<string, ApprovalView>();
+  meta?: SessionMeta;
+  /** Seq of the last event applied (-1: none). */
+  lastSeq = -1;
+  /** Seqs that were skipped (should stay empty: the daemon promises no gap). */
+  readonly gaps: Array<{ expected: number; got: number }> = [];
+  running = false;
+  /** Totals from the last `session/usage` (the daemon's sums, for checking). */
+  usageTotals?: Usage;
+  private readonly calls = new Map<string, { step: StepView; call: ToolCallView }>();
+  private readonly approvals = new Map<string, ApprovalView>();
+  private readonly unlandedSteering: Array<Extract<Entry, { kind: "steering" }>> = [];
+  private currentTurn?: TurnView;
+
+  constructor(readonly sessionId: string) {}
+
+  get forkedFrom(): ForkOrigin | undefined {
+    return this.meta?.forkedFrom;
+  }
+
+  /** The first prompt, on one line. */
+  get title(): string | undefined {
+    const first = this.turns.find((t) => t.prompt !== undefined)?.prompt;
+    return first?.replace(/\s+/g, " ").trim();
+  }
+
+  /** The step that runs now, or the last one. */
+  get lastStep(): StepView | undefined {
+    let last: StepView | undefined;
+    for (const s of this.steps.values()) {
+      if (!last || s.step > last.step) {
+        last = s;
+      }
+    }
+    return last;
+  }
+
+  /** Sum of the usage of finished steps (what `session/usage` calls `totals`). */
+  get totals(): Usage {
+    let t = ZERO;
+    for (const s of this.steps.values()) {
+      if (s.usage) {
+        t = addUsage(t, s.usage);
+      }
+    }
+    return t;
+  }
+
+  /** Applies events in order; returns whether any changed the view structurally. */
+  applyAll(events: SessionEvent[]): Change {
+    let structural = false;
+    let last: Change = { kind: "none" };
+    for (const e of events) {
+      const c = this.apply(e);
+      if (c.kind === "structure") {
+        structural = true;
+      }
+      if (c.kind !== "none") {
+        last = c;
+      }
+    }
+    return structural ? { kind: "structure" } : last;
+  }
+
+  /** Applies one event. Events at or below `lastSeq` are duplicates and are ignored. */
+  apply(e: SessionEvent): Change {
+    if (e.seq <= this.lastSeq) {
+      return { kind: "none" };
+    }
+    if (e.seq !== this.lastSeq + 1) {
+      this.gaps.push({ expected: this.lastSeq + 1, got: e.seq });
+    }
+    this.lastSeq = e.seq;
+    const d = e.data as unknown;
+    switch (e.type) {
+      case "session/meta":
+        this.meta = d as SessionMeta;
+        return { kind: "structure" };
+      case "turn/start": {
+        const { turn } = d as TurnStart;
+        this.currentTurn = { turn, seq: e.seq, steps: [] };
+        this.turns.push(this.currentTurn);
+        this.entries.push({ kind: "turn", seq: e.seq, turn });
+        this.running = true;
+        return { kind: "structure" };
+      }
+      case "user/message": {
+        const { text } = d as UserMessage;
+        if (this.currentTurn && this.currentTurn.prompt === undefined) {
+          this.currentTurn.prompt = text;
+        }
+        this.entries.push({ kind: "user", seq: e.seq, text });
+        return { kind: "structure" };
+      }
+      case "context/message": {
+        const c = d as ContextMessage;
+        this.entries.push({ kind: "context", seq: e.seq, text: c.text, source: c.source });
+        return { kind: "structure" };
+      }
+      case "steering/message": {
+        const entry: Extract<Entry, { kind: "steering" }> = { kind: "steering", seq: e.seq, text: (d as SteeringMessage).text };
+        this.entries.push(entry);
+        this.unlandedSteering.push(entry);
+        return { kind: "structure" };
+      }
+      case "step/start": {
+        const s = d as StepStart;
+        const step: StepView = {
+          step: s.step,
+          turn: s.turn,
+          seq: e.seq,
+          state: "running",
+          reasoning: "",
+          text: "",
+          toolCalls: [],
+          headerChanges: [],
+          retries: [],
+          steering: [],
+        };
+        // Steering joins the next request: this one.
+        for (const m of this.unlandedSteering.splice(0)) {
+          m.landedStep = s.step;
+          step.steering.push(m.seq);
+        }
+        // A step left running by an earlier process (crash, restart) never ended.
+        for (const other of this.steps.values()) {
+          if (other.state === "running") {
+            other.state = "interrupted";
+          }
+        }
+        this.steps.set(s.step, step);
+        const turn = this.turnFor(s.turn, e.seq);
+        turn.steps.push(step);
+        this.entries.push({ kind: "step", step });
+        return { kind: "structure" };
+      }
+      case "request/header": {
+        const h = d as RequestHeader;
+        const step = this.lastStep;
+        step?.headerChanges.push({ seq: e.seq, kind: "snapshot", what: `header snapshot (${h.reason})` });
+        return step ? { kind: "step", step: step.step } : { kind: "none" };
+      }
+      case "request/header-delta": {
+        const h = d as HeaderDelta;
+        const what = [h.system ? "system prompt" : "", h.tools ? "tools" : "", h.config ? "config" : ""].filter(Boolean).join(", ");
+        const step = this.lastStep;
+        step?.headerChanges.push({ seq: e.seq, kind: "delta", what: `${what || "header"} changed` });
+        return step ? { kind: "step", step: step.step } : { kind: "none" };
+      }
+      case "request/sent": {
+        const step = this.lastStep;
+        if (step) {
+          step.sent = d as RequestSent;
+          return { kind: "step", step: step.step };
+        }
+        return { kind: "none" };
+      }
+      case "assistant/chunk": {
+        const c = d as AssistantChunk;
+        const step = this.steps.get(c.step);
+        if (!step) {
+          return { kind: "none" };
+        }
+        const delta = c.delta;
+        switch (delta.kind) {
+          case "text":
+            step.text += delta.text;
+            break;
+          case "reasoning":
+            step.reasoning += delta.text;
+            break;
+          case "toolCall":
+            step.toolCalls[delta.index] = { index: delta.index, id: delta.id, name: delta.name, args: "", started: false, progress: [] };
+            this.calls.set(delta.id, { step, call: step.toolCalls[delta.index] });
+            break;
+          case "toolArgs": {
+            const call = step.toolCalls[delta.index];
+            if (call) {
+              call.args += delta.fragment;
+            }
+            break;
+          }
+        }
+        return { kind: "step", step: step.step };
+      }
+      case "assistant/message": {
+        const m = d as AssistantTurn;
+        const step = this.steps.get(m.step);
+        if (!step) {
+          return { kind: "none" };
+        }
+        // The assembled message is authoritative over the streamed pieces.
+        step.text = m.message.content;
+        step.reasoning = m.message.reasoningContent ?? "";
+        // `toolCalls` is left out of the log when empty (the generated type says otherwise).
+        (m.message.toolCalls ?? []).forEach((tc, index) => {
+          const existing = step.toolCalls[index];
+          const call: ToolCallView = existing ?? { index, id: tc.id, name: tc.name, args: "", started: false, progress: [] };
+          call.id = tc.id;
+          call.name = tc.name;
+          call.args = tc.arguments;
+          step.toolCalls[index] = call;
+          this.calls.set(tc.id, { step, call });
+        });
+        return { kind: "step", step: step.step };
+      }
+      case "tool/call": {
+        const t = d as ToolCallStarted;
+        const found = this.calls.get(t.callId);
+        if (found) {
+          found.call.started = true;
+          return { kind: "step", step: found.step.step };
+        }
+        const step = this.steps.get(t.step);
+        if (step) {
+          const call: ToolCallView = { index: step.toolCalls.length, id: t.callId, name: t.name, args: "", started: true, progress: [] };
+          step.toolCalls.push(call);
+          this.calls.set(t.callId, { step, call });
+          return { kind: "step", step: step.step };
+        }
+        return { kind: "none" };
+      }
+      case "tool/progress": {
+        const p = d as ToolProgress;
+        const found = this.calls.get(p.callId);
+        if (found) {
+          found.call.progress.push(p.text);
+          return { kind: "step", step: found.step.step };
+        }
+        return { kind: "none" };
+      }
+      case "tool/result": {
+        const r = d as ToolResult;
+        const found = this.calls.get(r.callId);
+        if (found) {
+          found.call.result = { content: r.content, isError: r.isError ?? false, seq: e.seq };
+          return { kind: "step", step: found.step.step };
+        }
+        return { kind: "none" };
+      }
+      case "approval/request": {
+        const a = d as ApprovalRequest;
+        const view: ApprovalView = { ...a, seq: e.seq };
+        this.approvals.set(a.approvalId, view);
+        this.pendingApprovals.set(a.approvalId, view);
+        const found = this.calls.get(a.callId);
+        if (found) {
+          found.call.approval = view;
+          return { kind: "step", step: found.step.step };
+        }
+        this.entries.push({ kind: "approval", approval: view });
+        return { kind: "structure" };
+      }
+      case "approval/decision": {
+        const { approvalId, decision } = d as { approvalId: string; decision: ApprovalVerdict };
+        this.pendingApprovals.delete(approvalId);
+        const view = this.approvals.get(approvalId);
+        if (view) {
+          view.decision = decision;
+          view.decisionSeq = e.seq;
+          const found = this.calls.get(view.callId);
+          return found ? { kind: "step", step: found.step.step } : { kind: "structure" };
+        }
+        return { kind: "none" };
+      }
+      case "step/end": {
+        const s = d as StepEnd;
+        const step = this.steps.get(s.step);
+        if (!step) {
+          return { kind: "none" };
+        }
+        step.state = "done";
+        step.finishReason = s.finishReason;
+        step.usage = s.usage;
+        return { kind: "step", step: step.step };
+      }
+      case "step/error": {
+        const s = d as StepError;
+        const step = this.steps.get(s.step);
+        if (!step) {
+          return { kind: "none" };
+        }
+        step.state = s.cancelled ? "cancelled" : "error";
+        step.error = s.error;
+        return { kind: "step", step: step.step };
+      }
+      case "llm/retry": {
+        const r = d as LlmRetry;
+        const step = this.steps.get(r.step);
+        step?.retries.push(r);
+        return step ? { kind: "step", step: step.step } : { kind: "none" };
+      }
+      case "turn/end": {
+        const t = d as TurnEnd;
+        const turn = this.turnFor(t.turn, e.seq);
+        turn.end = { reason: t.reason, error: t.error };
+        this.entries.push({ kind: "turnEnd", seq: e.seq, turn: t.turn, reason: t.reason, error: t.error });
+        this.running = false;
+        for (const s of turn.steps) {
+          if (s.state === "running") {
+            s.state = t.reason === "cancelled" ? "cancelled" : "interrupted";
+          }
+        }
+        // Approvals of an ended turn wait for nothing.
+        for (const [id, a] of this.pendingApprovals) {
+          const found = this.calls.get(a.callId);
+          if (!found || found.step.turn === t.turn) {
+            this.pendingApprovals.delete(id);
+          }
+        }
+        return { kind: "structure" };
+      }
+      case "compact/start": {
+        const c = d as CompactStart;
+        this.entries.push({ kind: "compact", seq: e.seq, reason: c.reason, tokensBefore: c.tokensBefore });
+        return { kind: "structure" };
+      }
+      case "compact/summary": {
+        const c = d as CompactSummary;
+        const entry = this.lastCompact();
+        if (entry) {
+          entry.summary = c.summary;
+        } else {
+          this.entries.push({ kind: "compact", seq: e.seq, reason: "summary", tokensBefore: 0, summary: c.summary });
+        }
+        return { kind: "structure" };
+      }
+      case "surface/replace": {
+        const r = d as SurfaceReplace;
+        const entry = this.lastCompact();
+        if (entry && entry.replaced === undefined) {
+          entry.replaced = { start: r.start, end: r.end, seq: e.seq };
+        } else {
+          this.entries.push({
+            kind: "notice",
+            seq: e.seq,
+            text: `seqs ${r.start}–${r.end} replaced by a ${r.node.type === "summary" ? "summary" : "shortened tool result"} (seq ${e.seq})`,
+          });
+        }
+        return { kind: "structure" };
+      }
+      default:
+        return { kind: "none" };
+    }
+  }
+
+  /** Joins `session/usage` rows (with their cause explanations) to the steps. */
+  applyUsage(u: SessionUsageResult): void {
+    for (const row of u.rows) {
+      const step = this.steps.get(row.step);
+      if (step) {
+        step.row = row;
+      }
+    }
+    this.usageTotals = u.totals;
+  }
+
+  private turnFor(turn: number, seq: number): TurnView {
+    let t = this.turns.find((x) => x.turn === turn);
+    if (!t) {
+      t = { turn, seq, steps: [] };
+      this.turns.push(t);
+    }
+    return t;
+  }
+
+  private lastCompact(): Extract<Entry, { kind: "compact" }> | undefined {
+    for (let i = this.entries.length - 1; i >= 0; i--) {
+      const e = this.entries[i];
+      if (e.kind === "compact") {
+        return e;
+      }
+      if (e.kind === "step" || e.kind === "turn") {
+        return undefined;
+      }
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,298 @@
+// The JSON-RPC client and the transcript model against the real daemon (`dsh stdio
+// --in-process`, and `dsh stdio` joining a `dsh serve` it starts) and the real mock provider
+// (`dsh mock`), scripted through `POST /_fake/script`.
+
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import * as path from "node:path";
+import { DshClient, DshStartError, RpcError, describeError } from "../src/daemon";
+import { ErrorCodes, type SessionEvent } from "../src/protocol.generated";
+import { renderSaw } from "../src/saw";
+import { Transcript } from "../src/transcript";
+import { cleanup, dshBin, hasStdio, makeWorkspace, Mock, tempDir, until } from "./support";
+
+const daemon = hasStdio();
+const skip = daemon ? false : `${dshBin()} has no \`stdio\` subcommand yet (the daemon has not landed)`;
+
+describe("start-up errors", () => {
+  test("a missing binary names the path tried and the setting to change", async () => {
+    await assert.rejects(DshClient.start({ path: "/nonexistent/dsh" }), (e: unknown) => {
+      assert.ok(e instanceof DshStartError);
+      assert.equal(e.kind, "missing");
+      assert.match(e.message, /\/nonexistent\/dsh/);
+      assert.match(e.message, /dsh\.path/);
+      return true;
+    });
+    await assert.rejects(DshClient.start({ path: "dsh-not-on-path-anywhere" }), /on PATH.*dsh\.path/s);
+  });
+
+  test("a daemon that fails shows its stderr", async () => {
+    // A home that cannot be created: the daemon (or, before it landed, the CLI) refuses and
+    // says why on stderr.
+    await assert.rejects(
+      DshClient.start({ path: dshBin(), home: "/proc/version/dsh-home", inProcess: true, startTimeoutMs: 15_000 }),
+      (e: unknown) => {
+        assert.ok(e instanceof DshStartError, String(e));
+        assert.equal(e.kind, "failed");
+        assert.ok(e.stderr.trim().length > 0, "stderr is kept");
+        assert.ok(e.message.includes(e.stderr.trim().split("\n")[0]), "the message shows stderr");
+        return true;
+      },
+    );
+  });
+});
+
+describe("against the daemon and the mock", { skip }, () => {
+  let mock: Mock;
+  let home: string;
+  let ws: string;
+  let client: DshClient;
+  const env = () => ({ ...process.env, DEEPSEEK_API_KEY: "sk-test" });
+
+  before(async () => {
+    mock = await Mock.start();
+    home = tempDir("home");
+    ws = makeWorkspace();
+    client = await DshClient.start({ path: dshBin(), home, baseUrl: mock.url, inProcess: true, env: env(), clientName: "dsh-vscode-test" });
+  });
+
+  after(async () => {
+    client?.kill();
+    await client?.waitExit();
+    mock?.stop();
+    cleanup(home, ws);
+  });
+
+  /** A session with a subscription from seq 0 feeding a transcript. */
+  async function openSession(): Promise<{ id: string; t: Transcript; events: SessionEvent[]; dispose: () => Promise<void> }> {
+    const { sessionId } = await client.createSession(ws);
+    const t = new Transcript(sessionId);
+    const events: SessionEvent[] = [];
+    const sub = await client.subscribe(sessionId, 0, (e) => {
+      events.push(e);
+      t.apply(e);
+    });
+    return { id: sessionId, t, events, dispose: () => sub.dispose() };
+  }
+
+  test("initialize reports the server and its methods", () => {
+    assert.equal(client.info.serverInfo.name, "dsh");
+    assert.equal(client.info.protocolVersion, 1);
+    assert.ok(client.info.capabilities.methods.includes("session/prompt"));
+    assert.ok(client.info.capabilities.eventKinds.includes("assistant/chunk"));
+  });
+
+  test("prompt streams the answer; per-step usage equals session/usage; the page API agrees", async () => {
+    await mock.script([{ reasoning: "Look first.", content: "The greeting says Helo." }]);
+    const s = await openSession();
+    const result = await client.prompt(s.id, "What does src/greet.sh print?");
+    assert.equal(result.stopReason, "completed");
+    assert.equal(result.steps, 1);
+    await until(() => s.t.turns[0]?.end !== undefined, "turn/end");
+    const chunks = s.events.filter((e) => e.type === "assistant/chunk");
+    assert.ok(chunks.length > 1, "the answer streamed in chunks");
+    const step = s.t.steps.get(1)!;
+    assert.equal(step.text, "The greeting says Helo.");
+    assert.equal(step.reasoning, "Look first.");
+    const usage = await client.usage(s.id);
+    s.t.applyUsage(usage);
+    assert.equal(usage.rows.length, 1);
+    assert.deepEqual(step.usage, usage.rows[0].usage);
+    assert.deepEqual(s.t.totals, usage.totals);
+    assert.deepEqual(result.usage, usage.totals);
+    // session/events pages give the same events as the subscription.
+    const page = await client.events(s.id, 0, 1000);
+    assert.equal(page.end, true);
+    assert.deepEqual(
+      page.events.map((e) => [e.seq, e.type]),
+      s.events.map((e) => [e.seq, e.type]),
+    );
+    const listed = await client.listSessions(ws);
+    const mine = listed.sessions.find((x) => x.sessionId === s.id)!;
+    assert.ok(mine, "session/list has it");
+    assert.equal(mine.steps, 1);
+    assert.match(mine.title ?? "", /greet/);
+    await s.dispose();
+  });
+
+  test("a second prompt while a turn runs is refused as busy; steering lands in the next step", async () => {
+    await mock.script([
+      { reasoning: "Read it.", tool_calls: [{ name: "read_file", arguments: { path: "src/greet.sh" } }], delay_ms: 1500 },
+      { content: "Done, using the steer." },
+    ]);
+    const s = await openSession();
+    const running = client.prompt(s.id, "Fix the greeting.");
+    await until(() => s.t.steps.get(1) !== undefined, "step 1 to start");
+    await assert.rejects(client.prompt(s.id, "another"), (e: unknown) => {
+      assert.ok(e instanceof RpcError);
+      assert.equal(e.code, ErrorCodes.sessionBusy);
+      return true;
+    });
+    const { seq } = await client.inject(s.id, "Use printf, not echo.");
+    const result = await running;
+    assert.equal(result.stopReason, "completed");
+    await until(() => !s.t.running, "turn/end");
+    const steering = s.t.entries.find((e) => e.kind === "steering");
+    assert.ok(steering && steering.kind === "steering");
+    assert.equal(steering.seq, seq);
+    assert.equal(steering.landedStep, 2, "the steer joined step 2's request");
+    assert.deepEqual(s.t.steps.get(2)!.steering, [seq]);
+    const saw = await client.request(s.id, 2, true);
+    const msg = saw.messages.find((m) => m.seq === seq);
+    assert.ok(msg, "step 2's request holds the steering message at its seq");
+    assert.match(JSON.stringify(msg.message), /Use printf/);
+    assert.ok(saw.diff && saw.diff.length > 0, "a diff against step 1");
+    const text = renderSaw(saw, { sessionId: s.id });
+    assert.ok(text.includes(`[seq ${seq}] user`));
+    await s.dispose();
+  });
+
+  test("a write asks for approval; allowing it runs the tool", async () => {
+    await mock.script([
+      { tool_calls: [{ name: "write_file", arguments: { path: "src/bye.sh", content: "#!/bin/sh\necho bye\n" } }] },
+      { content: "Wrote it." },
+    ]);
+    const s = await openSession();
+    const running = client.prompt(s.id, "Write src/bye.sh.");
+    await until(() => s.t.pendingApprovals.size > 0, "approval/request");
+    const [approval] = [...s.t.pendingApprovals.values()];
+    assert.equal(approval.tool, "write_file");
+    assert.ok(approval.summary.length > 0);
+    const answer = await client.respondApproval(s.id, approval.approvalId, "allow");
+    assert.equal(answer.accepted, true);
+    const result = await running;
+    assert.equal(result.stopReason, "completed");
+    await until(() => !s.t.running, "turn/end");
+    assert.equal(s.t.pendingApprovals.size, 0);
+    const call = s.t.steps.get(1)!.toolCalls[0];
+    assert.equal(call.approval?.decision, "allow");
+    assert.equal(call.result?.isError, false);
+    assert.equal(readFileSync(path.join(ws, "src/bye.sh"), "utf8"), "#!/bin/sh\necho bye\n");
+    await s.dispose();
+  });
+
+  test("cancel stops a running turn", async () => {
+    await mock.script([{ content: "slow", delay_ms: 10_000 }]);
+    const s = await openSession();
+    const running = client.prompt(s.id, "Take your time.");
+    await until(() => s.t.steps.get(1) !== undefined, "step 1 to start");
+    const c = await client.cancel(s.id);
+    assert.equal(c.cancelled, true);
+    const result = await running;
+    assert.equal(result.stopReason, "cancelled");
+    await until(() => !s.t.running, "turn/end");
+    assert.equal(s.t.steps.get(1)!.state, "cancelled");
+    assert.equal((await client.cancel(s.id)).cancelled, false, "nothing left to cancel");
+    await s.dispose();
+  });
+
+  test("fork at a step keeps the events before its request and opens as a new session", async () => {
+    await mock.script([
+      { tool_calls: [{ name: "read_file", arguments: { path: "src/greet.sh" } }] },
+      { content: "It prints Helo." },
+      { content: "Forked answer." },
+    ]);
+    const s = await openSession();
+    await client.prompt(s.id, "Read src/greet.sh.");
+    await until(() => !s.t.running, "turn/end");
+    const step2 = s.t.steps.get(2)!;
+    const { sessionId: forkId } = await client.fork(s.id, step2.seq);
+    assert.notEqual(forkId, s.id);
+    const f = new Transcript(forkId);
+    const sub = await client.subscribe(forkId, 0, (e) => f.apply(e));
+    await until(() => f.lastSeq >= step2.seq - 1, "the fork's stored events");
+    assert.deepEqual(f.forkedFrom, { sessionId: s.id, seq: step2.seq });
+    assert.equal(f.steps.size, 1, "the fork holds step 1 only");
+    const r = await client.prompt(forkId, "Now say it differently.", "queue");
+    assert.equal(r.stopReason, "completed");
+    await until(() => f.steps.size >= 2, "the fork's next step");
+    await sub.dispose();
+    await s.dispose();
+  });
+
+  test("the step diff and usage survive; errors carry the daemon's words", async () => {
+    await assert.rejects(client.request("no-such-session", 1), (e: unknown) => {
+      assert.ok(e instanceof RpcError);
+      assert.equal(e.code, ErrorCodes.sessionNotFound);
+      assert.match(describeError(e), /sessionNotFound/);
+      return true;
+    });
+  });
+});
+
+describe("without an API key", { skip }, () => {
+  test("a prompt fails with the daemon's words on how to fix it", async () => {
+    const mock = await Mock.start();
+    const home = tempDir("home");
+    const ws = makeWorkspace();
+    const env = { ...process.env };
+    delete env.DEEPSEEK_API_KEY;
+    const client = await DshClient.start({ path: dshBin(), home, baseUrl: mock.url, inProcess: true, env });
+    try {
+      const { sessionId } = await client.createSession(ws);
+      let message = "";
+      try {
+        const r = await client.prompt(sessionId, "hello");
+        message = r.error ?? "";
+      } catch (e) {
+        message = describeError(e);
+      }
+      assert.match(message, /DEEPSEEK_API_KEY/);
+    } finally {
+      client.kill();
+      await client.waitExit();
+      mock.stop();
+      cleanup(home, ws);
+    }
+  });
+});
+
+describe("the shared daemon across a restart", { skip }, () => {
+  test("sessions are listed after a restart and reopen with their full transcript", async () => {
+    const mock = await Mock.start();
+    const home = tempDir("home");
+    const ws = makeWorkspace();
+    const opts = { path: dshBin(), home, baseUrl: mock.url, env: { ...process.env, DEEPSEEK_API_KEY: "sk-test" } };
+    let client = await DshClient.start(opts);
+    try {
+      const { sessionId } = await client.createSession(ws);
+      await client.prompt(sessionId, "hello there");
+      const before = await client.events(sessionId, 0, 1000);
+      const status = await client.status();
+      assert.ok(status.pid > 0);
+      await client.shutdown();
+      await client.waitExit(10_000);
+      client.kill();
+      // A new bridge starts a new daemon.
+      client = await DshClient.start(opts);
+      const status2 = await client.status();
+      assert.notEqual(status2.pid, status.pid, "a new daemon");
+      const listed = await client.listSessions(ws);
+      assert.ok(listed.sessions.some((s) => s.sessionId === sessionId));
+      const t = new Transcript(sessionId);
+      const seen: SessionEvent[] = [];
+      const sub = await client.subscribe(sessionId, 0, (e) => {
+        seen.push(e);
+        t.apply(e);
+      });
+      await until(() => t.lastSeq >= before.nextSeq - 1, "the stored events");
+      assert.deepEqual(
+        seen.slice(0, before.events.length).map((e) => [e.seq, e.type]),
+        before.events.map((e) => [e.seq, e.type]),
+      );
+      assert.match(t.steps.get(1)!.text, /hello there/);
+      await sub.dispose();
+    } finally {
+      await client.shutdown().catch(() => undefined);
+      client.kill();
+      await client.waitExit();
+      mock.stop();
+      cleanup(home, ws);
+    }
+  });
+});
+
+test("the test binary exists", () => {
+  assert.ok(existsSync(dshBin()), `${dshBin()} (build it with cargo build -p dsh, or set DSH_BIN)`);
+});

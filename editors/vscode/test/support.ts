@@ -1,0 +1,107 @@
+// Test support: the real `dsh` binary, the real mock provider (`dsh mock`), temporary homes and
+// workspaces. Nothing here fakes the daemon.
+
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+
+/** The dsh binary: `$DSH_BIN`, else the workspace's debug build. */
+export function dshBin(): string {
+  return process.env.DSH_BIN ?? path.resolve(__dirname, "../../../../target/debug/dsh");
+}
+
+/** Whether the binary has the `stdio` subcommand (the daemon has landed). */
+export function hasStdio(): boolean {
+  const r = spawnSync(dshBin(), ["--help"], { encoding: "utf8" });
+  return r.status === 0 && /^\s+stdio\b/m.test(r.stdout);
+}
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(path.join(tmpdir(), `dsh-vscode-${prefix}-`));
+}
+
+/** A small workspace with a file to read and a test script. */
+export function makeWorkspace(): string {
+  const ws = tempDir("ws");
+  mkdirSync(path.join(ws, "src"));
+  writeFileSync(path.join(ws, "src", "greet.sh"), '#!/bin/sh\necho "Helo, $1!"\n');
+  writeFileSync(path.join(ws, "AGENTS.md"), "# Project notes\n\nShell scripts use /bin/sh.\n");
+  return ws;
+}
+
+export type ScriptStep = {
+  reasoning?: string;
+  content?: string;
+  tool_calls?: Array<{ name: string; arguments: unknown }>;
+  delay_ms?: number;
+  finish_reason?: string;
+};
+
+/** A running `dsh mock` on a free loopback port. */
+export class Mock {
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly url: string,
+  ) {}
+
+  static async start(): Promise<Mock> {
+    const home = tempDir("mockhome");
+    const child = spawn(dshBin(), ["--home", home, "mock", "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = "";
+      const timer = setTimeout(() => reject(new Error(`dsh mock did not start: ${out}`)), 15_000);
+      const onData = (b: Buffer) => {
+        out += b.toString();
+        const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]);
+        }
+      };
+      child.stdout!.on("data", onData);
+      child.stderr!.on("data", onData);
+      child.once("exit", (code) => reject(new Error(`dsh mock exited with ${code}: ${out}`)));
+    });
+    return new Mock(child, url);
+  }
+
+  /** Queues scripted responses, one per model request, consumed in order. */
+  async script(steps: ScriptStep[]): Promise<void> {
+    const r = await fetch(`${this.url}/_fake/script`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(steps) });
+    if (!r.ok) {
+      throw new Error(`POST /_fake/script: ${r.status} ${await r.text()}`);
+    }
+  }
+
+  async reset(): Promise<void> {
+    await fetch(`${this.url}/_fake/reset`, { method: "POST" });
+  }
+
+  /** The requests the mock received (exact bytes, for byte-for-byte checks). */
+  async requests(): Promise<unknown[]> {
+    const r = await fetch(`${this.url}/_fake/requests`);
+    return (await r.json()) as unknown[];
+  }
+
+  stop(): void {
+    this.child.kill("SIGTERM");
+  }
+}
+
+export function cleanup(...dirs: string[]): void {
+  for (const d of dirs) {
+    rmSync(d, { recursive: true, force: true });
+  }
+}
+
+/** Waits until `pred` holds (polling), or fails with `what`. */
+export async function until(pred: () => boolean, what: string, ms = 15_000): Promise<void> {
+  const start = Date.now();
+  while (!pred()) {
+    if (Date.now() - start > ms) {
+      throw new Error(`timed out waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,153 @@
+// The transcript model, the HTML transcript and "what the model saw", on a real session log:
+// `dsh demo` runs a scripted session through the real agent loop against the built-in mock, and
+// `dsh usage` / `dsh saw` give the daemon's own view of the same log to compare with.
+
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import * as path from "node:path";
+import type { SessionEvent, SessionRequestResult, SessionUsageResult } from "../src/protocol.generated";
+import { renderSaw } from "../src/saw";
+import { renderTranscript } from "../src/render";
+import { Transcript } from "../src/transcript";
+import { formatUsage } from "../src/usage";
+import { cleanup, dshBin } from "./support";
+
+let root = "";
+let home = "";
+let sessionId = "";
+let events: SessionEvent[] = [];
+
+function dsh(...args: string[]): string {
+  return execFileSync(dshBin(), ["--home", home, ...args], { encoding: "utf8" });
+}
+
+function findLog(dir: string): string {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) {
+      const found = findLog(p);
+      if (found) {
+        return found;
+      }
+    } else if (e.name.endsWith(".jsonl")) {
+      return p;
+    }
+  }
+  return "";
+}
+
+before(() => {
+  const out = execFileSync(dshBin(), ["demo", "--keep"], { encoding: "utf8" });
+  const m = /kept (\S+?);?\s/.exec(out);
+  assert.ok(m, `dsh demo printed no kept path:\n${out}`);
+  root = m[1];
+  home = path.join(root, "home");
+  const log = findLog(home);
+  sessionId = path.basename(log, ".jsonl");
+  events = readFileSync(log, "utf8")
+    .split("\n")
+    .filter((l) => l.trim())
+    .map((l) => ({ sessionId, ...JSON.parse(l) }));
+});
+
+after(() => cleanup(root));
+
+test("folds a real session log into turns, steps, tool calls and results", () => {
+  const t = new Transcript(sessionId);
+  t.applyAll(events);
+  assert.equal(t.gaps.length, 0);
+  assert.equal(t.lastSeq, events.length - 1);
+  assert.equal(t.running, false);
+  assert.equal(t.turns.length, 2);
+  assert.equal(t.steps.size, 7);
+  assert.match(t.title ?? "", /typo/);
+  const s1 = t.steps.get(1)!;
+  assert.equal(s1.state, "done");
+  assert.equal(s1.toolCalls[0].name, "read_file");
+  assert.deepEqual(JSON.parse(s1.toolCalls[0].args), { path: "src/greet.sh" });
+  assert.match(s1.toolCalls[0].result!.content, /Helo/);
+  assert.ok(s1.reasoning.length > 0);
+  const last = t.steps.get(7)!;
+  assert.match(last.text, /bye\.sh/);
+  assert.equal(last.finishReason, "stop");
+  // The system-prompt change at the start of turn 2 is attached to step 5.
+  assert.ok(t.steps.get(5)!.headerChanges.some((h) => h.kind === "delta" && /system prompt/.test(h.what)));
+});
+
+test("streamed chunks build the same message as assistant/message", () => {
+  // Apply everything except the assembled messages: the chunks alone must give the same text.
+  const streamed = new Transcript(sessionId);
+  streamed.applyAll(events.map((e) => (e.type === "assistant/message" ? { ...e, type: "ignored" } : e)));
+  const full = new Transcript(sessionId);
+  full.applyAll(events);
+  for (const [n, s] of full.steps) {
+    const x = streamed.steps.get(n)!;
+    assert.equal(x.text, s.text, `step ${n} text`);
+    assert.equal(x.reasoning, s.reasoning, `step ${n} reasoning`);
+    assert.deepEqual(
+      x.toolCalls.map((c) => [c.id, c.name, c.args]),
+      s.toolCalls.map((c) => [c.id, c.name, c.args]),
+      `step ${n} tool calls`,
+    );
+  }
+});
+
+test("duplicates are ignored and a replay from any seq converges", () => {
+  const t = new Transcript(sessionId);
+  t.applyAll(events.slice(0, 100));
+  t.applyAll(events.slice(50)); // overlap: 50..99 again
+  assert.equal(t.gaps.length, 0);
+  const ref = new Transcript(sessionId);
+  ref.applyAll(events);
+  assert.equal(renderTranscript(t), renderTranscript(ref));
+});
+
+test("per-step usage equals the daemon's usage table, with the drop cause named", () => {
+  const usage = JSON.parse(dsh("--json", "usage", sessionId)) as SessionUsageResult;
+  const t = new Transcript(sessionId);
+  t.applyAll(events);
+  t.applyUsage(usage);
+  assert.equal(usage.rows.length, t.steps.size);
+  for (const row of usage.rows) {
+    assert.deepEqual(t.steps.get(row.step)!.usage, row.usage, `step ${row.step}`);
+  }
+  assert.deepEqual(t.totals, usage.totals);
+  const html = renderTranscript(t);
+  for (const row of usage.rows) {
+    // Every step carries its numbers in the transcript.
+    const badge = formatUsage(row.usage!, row.hitPercent).split(" · ");
+    const section = html.slice(html.indexOf(`id="step-${row.step}"`));
+    for (const part of badge) {
+      const [label, value] = part.split(" ");
+      assert.ok(section.includes(`<b>${value}</b> ${label}`), `step ${row.step}: ${part}`);
+    }
+  }
+  const dropped = usage.rows.find((r) => r.dropped)!;
+  assert.ok(dropped, "the demo has a cache drop");
+  assert.match(dropped.explanation, /system prompt changed at seq \d+/);
+  assert.ok(html.includes(`cache dropped: ${dropped.explanation}`));
+  assert.ok(html.includes('class="usage low"'), "the drop is colored low");
+  assert.ok(html.includes('class="usage high"'), "cached steps are colored high");
+  assert.ok(html.includes('class="usage cold"'), "the first request is cold");
+});
+
+test("what the model saw renders header, system prompt, tools, messages with seqs and the wire body", () => {
+  const r = JSON.parse(dsh("--json", "saw", sessionId, "--step", "5")) as SessionRequestResult;
+  const text = renderSaw(r, { sessionId });
+  assert.match(text, /step 5 \(turn 2\)/);
+  assert.match(text, new RegExp(`sha256 ${r.wire.sha256}`));
+  assert.match(text, /matches the rebuilt body byte for byte/);
+  assert.match(text, /## System prompt \(\d+ lines\)/);
+  assert.match(text, /### read_file/);
+  for (const m of r.messages) {
+    assert.ok(text.includes(`[seq ${m.seq}] ${m.message.role}`), `message seq ${m.seq}`);
+  }
+  assert.ok(text.includes(r.wire.body), "the exact wire body");
+  // Two steps' documents diff line by line: the system prompt change shows as one added line.
+  const prev = renderSaw(JSON.parse(dsh("--json", "saw", sessionId, "--step", "4")) as SessionRequestResult, { sessionId, wireBody: false });
+  const cur = renderSaw(r, { sessionId, wireBody: false }).split("\n");
+  const added = cur.filter((l) => !prev.split("\n").includes(l));
+  assert.ok(added.some((l) => l.startsWith("  | ")), "an added system-prompt line");
+});

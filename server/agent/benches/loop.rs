@@ -1,0 +1,244 @@
+//! Benchmarks of the agent loop against the in-process mock (issue 4), printed as plain figures.
+//!
+//! 1. Harness overhead per step — the step's wall time minus its provider call
+//!    ([`StepTiming::harness`]) — around step 10 and around step 1,000 of one session, with the
+//!    reconstruction invariant on and off. The session is one turn of 1,000 steps, each a
+//!    `read_file` call the mock makes because the file it reads asks for it again (a
+//!    `[[fake:tool …]]` directive), so the log grows by a step's events each time.
+//! 2. Cache efficiency over a scripted 100-step session (10 turns of 9 tool steps and an
+//!    answer, with an `AGENTS.md` edit before turn 4 and a new loop instance — a resume — at
+//!    turn 7): Σ cache-hit tokens ÷ the theoretical maximum, overall and with the steps whose
+//!    drop the log explains set aside.
+//!
+//! Run with `cargo bench -p dsh-agent`. `DSH_BENCH_STEPS` overrides the 1,000 steps.
+#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh_agent::approval::{ApprovalPolicy, DenyAll};
+use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
+use dsh_agent::{Agent, AgentConfig, SessionHandle, StepTiming, spawn_owner};
+use dsh_mock::{MockConfig, MockServer, RecordedRequest};
+use dsh_provider::{ApiKey, DeepSeek, DeepSeekConfig};
+use dsh_session::usage_rows;
+use dsh_store::{DshHome, SyncPolicy};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const LOOP_FILE: &str = "loop.txt";
+const LOOP_DIRECTIVE: &str = r#"[[fake:tool read_file {"path":"loop.txt"}]]"#;
+
+struct Bench {
+    mock: MockServer,
+    provider: Arc<DeepSeek>,
+    home: DshHome,
+    workspace: PathBuf,
+    _temp: tempfile::TempDir,
+}
+
+impl Bench {
+    async fn new(config: MockConfig) -> Bench {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let temp = tempfile::tempdir().unwrap();
+        let home = DshHome::new(temp.path().join("home"));
+        let workspace = temp.path().join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let workspace = workspace.canonicalize().unwrap();
+        let mock = MockServer::start(config).await.unwrap();
+        let provider = Arc::new(
+            DeepSeek::new(DeepSeekConfig::new(mock.base_url(), ApiKey::new("sk-test").unwrap()))
+                .unwrap(),
+        );
+        Bench { mock, provider, home, workspace, _temp: temp }
+    }
+
+    fn session(&self) -> SessionHandle {
+        // No fsync: the figures measure the loop, not the disk.
+        let log = self
+            .home
+            .workspace(&self.workspace)
+            .unwrap()
+            .create_new_session(SyncPolicy::Never)
+            .unwrap();
+        spawn_owner(log)
+    }
+
+    fn agent(&self, check_invariants: bool, max_steps: u32) -> Agent {
+        let mut config = AgentConfig::new("deepseek-v4-flash");
+        config.approvals = ApprovalPolicy::allow_all();
+        config.check_invariants = check_invariants;
+        config.max_steps = max_steps;
+        let toolbox =
+            Arc::new(Toolbox::new(Workspace::new(&self.workspace).unwrap(), ToolConfig::default()));
+        Agent::new(self.provider.clone(), toolbox, Arc::new(DenyAll), config, &self.workspace)
+    }
+
+    async fn script(&self, scripts: serde_json::Value) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/_fake/script", self.mock.base_url()))
+            .json(&scripts)
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success());
+    }
+}
+
+fn percentile(values: &mut [Duration], fraction: f64) -> Duration {
+    values.sort();
+    let index = ((values.len() - 1) as f64 * fraction).round() as usize;
+    values[index]
+}
+
+fn window(timings: &[StepTiming], steps: std::ops::RangeInclusive<u64>) -> (Duration, Duration) {
+    let mut harness: Vec<Duration> =
+        timings.iter().filter(|t| steps.contains(&t.step)).map(StepTiming::harness).collect();
+    let mut provider: Vec<Duration> =
+        timings.iter().filter(|t| steps.contains(&t.step)).map(|t| t.provider).collect();
+    (percentile(&mut harness, 0.5), percentile(&mut provider, 0.5))
+}
+
+fn micros(duration: Duration) -> String {
+    format!("{:>9.1} µs", duration.as_secs_f64() * 1e6)
+}
+
+async fn harness_overhead(steps: u32, check_invariants: bool) {
+    let bench = Bench::new(MockConfig::default()).await;
+    std::fs::write(bench.workspace.join(LOOP_FILE), format!("{LOOP_DIRECTIVE}\n")).unwrap();
+    let session = bench.session();
+    let mut agent = bench.agent(check_invariants, steps);
+    let started = Instant::now();
+    let outcome = agent
+        .run_turn(&session, &format!("Loop: {LOOP_DIRECTIVE}"), &CancellationToken::new())
+        .await
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(outcome.steps, u64::from(steps), "{:?}", outcome.error);
+    let events = session.query(|s| s.events().len()).await.unwrap();
+    let last = bench.mock.requests().last().map_or(0, |r| r.body.len());
+    println!(
+        "harness overhead, invariant check {}: {steps} steps, {events} events, last body {last} bytes, {:.1} s",
+        if check_invariants { "ON " } else { "OFF" },
+        elapsed.as_secs_f64()
+    );
+    let n = u64::from(steps);
+    let mut windows = vec![(1, 20), (91, 110), (491, 510), (n - 19, n)];
+    windows.retain(|(a, b)| *a >= 1 && *b <= n && a <= b);
+    windows.dedup();
+    for (from, to) in windows {
+        let (harness, provider) = window(&outcome.timings, from..=to);
+        println!(
+            "  steps {from:>4}..={to:<4}  p50 harness {}   (p50 provider {})",
+            micros(harness),
+            micros(provider)
+        );
+    }
+}
+
+fn tool_step(turn: usize, step: usize) -> serde_json::Value {
+    json!({
+        "reasoning": format!("Turn {turn}, step {step}: look at the notes again to be sure."),
+        "tool_calls": [{ "name": "read_file", "arguments": format!("{{\"path\":\"notes.txt\",\"start_line\":{}}}", 1 + step % 3) }],
+    })
+}
+
+async fn cache_efficiency(granularity: u64) {
+    let mut config = MockConfig::default();
+    config.cache.granularity = granularity;
+    let bench = Bench::new(config).await;
+    std::fs::write(bench.workspace.join("notes.txt"), "one\ntwo\nthree\nfour\n").unwrap();
+    std::fs::write(bench.workspace.join("AGENTS.md"), "# Notes\n\nKeep it short.\n").unwrap();
+    let session = bench.session();
+    let mut agent = bench.agent(true, 50);
+    for turn in 1..=10 {
+        let mut scripts: Vec<serde_json::Value> =
+            (1..=9).map(|step| tool_step(turn, step)).collect();
+        scripts.push(json!({ "reasoning": "Enough.", "content": format!("Turn {turn} done: the notes have four lines.") }));
+        bench.script(json!(scripts)).await;
+        if turn == 4 {
+            // A logged system prompt change (a header delta).
+            std::fs::write(
+                bench.workspace.join("AGENTS.md"),
+                "# Notes\n\nKeep it short.\nAnd plain.\n",
+            )
+            .unwrap();
+        }
+        if turn == 7 {
+            // A new loop instance over the same session: a `resume` snapshot.
+            agent = bench.agent(true, 50);
+        }
+        let outcome = agent
+            .run_turn(
+                &session,
+                &format!("Turn {turn}: read the notes a few times."),
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(outcome.steps, 10, "{:?}", outcome.error);
+    }
+    let events = session.query(|s| s.events().to_vec()).await.unwrap();
+    let rows = usage_rows(&events);
+    let requests: Vec<RecordedRequest> = bench.mock.requests();
+    assert_eq!(rows.len(), 100);
+    assert_eq!(requests.len(), 100);
+    let g = granularity;
+    let (mut hit_all, mut max_all, mut hit_clean, mut max_clean) = (0u64, 0u64, 0u64, 0u64);
+    let mut short: Vec<String> = Vec::new();
+    for n in 1..requests.len() {
+        let (previous, current) = (&requests[n - 1], &requests[n]);
+        // The provider never serves the prompt's last token from cache (withheld final block).
+        let ceiling = (current.prompt_tokens - 1) / g * g;
+        let theoretical =
+            ((previous.prompt_tokens + previous.completion_tokens) / g * g).min(ceiling);
+        hit_all += current.hit;
+        max_all += theoretical;
+        let attributed = !rows[n].causes.is_empty();
+        if !attributed {
+            hit_clean += current.hit;
+            max_clean += theoretical;
+        }
+        if current.hit < theoretical {
+            short.push(format!(
+                "step {}: hit {} of {theoretical}{}",
+                n + 1,
+                current.hit,
+                if attributed {
+                    format!(
+                        " (explained: {})",
+                        rows[n]
+                            .causes
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    println!(
+        "cache efficiency, 100 steps, block mode G={g}: overall {:.2}% ({hit_all}/{max_all}), explained drops set aside {:.2}% ({hit_clean}/{max_clean})",
+        100.0 * hit_all as f64 / max_all as f64,
+        100.0 * hit_clean as f64 / max_clean as f64,
+    );
+    for line in short {
+        println!("  below the maximum: {line}");
+    }
+}
+
+fn main() {
+    let steps: u32 =
+        std::env::var("DSH_BENCH_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        harness_overhead(steps, false).await;
+        harness_overhead(steps, true).await;
+        cache_efficiency(64).await;
+        cache_efficiency(128).await;
+    });
+}

@@ -1,0 +1,678 @@
+//! Context pressure: tool-result trimming and compaction, both logged surface rewrites.
+//!
+//! After each step the provider reports the prompt's size; with the step's output that is how
+//! full the model's context window is. [`decide`] turns that into a [`Decision`] — nothing, trim
+//! old large tool results, or compact the older part of the surface into a summary — as a pure
+//! function of the log and a [`ContextConfig`], so replaying the log reaches the same decisions.
+//! The loop runs it as its pre-step hook (before the message snapshot and `step/start`), and
+//! [`compact_now`] runs a compaction on demand (`dsh compact`).
+//!
+//! What each rewrite writes to the log:
+//! - a trim: one `surface/replace {start == end, node: tool/result}` per result, the same
+//!   `callId` with the head and tail of the content kept and a note of what was cut. All the
+//!   results due are trimmed back to back before the same step, so a batch costs one cache bust;
+//!   a node that is already a replacement is never trimmed again;
+//! - a compaction: `compact/start {reason, tokensBefore}`, then the one-shot summarize call,
+//!   then `compact/summary {model, maxTokens, summary}` and `surface/replace {start, end, node:
+//!   summary}` over the older nodes. The latest turns stay verbatim, and the cut never separates
+//!   an assistant message's tool calls from their results.
+//!
+//! The summarize call is **not a loop request**: it has no `step/start` and no `request/sent`,
+//! and the reconstruction invariant does not cover it. It is marked by its bracket instead —
+//! `compact/start` … `compact/summary` — and is reconstructable from the log plus this code:
+//! [`summarize_request`] over the surface folded before `compact/start`, the region named by the
+//! `surface/replace`, and the envelope scalars logged in `compact/summary` (model, maxTokens;
+//! every other scalar is fixed here). A failed or cancelled summarize call leaves `compact/start`
+//! alone in the log and the surface untouched; the session stays usable.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+use dsh_provider::{DeepSeek, MessageAssembler, StreamEvent, wire_body};
+use dsh_session::{
+    CompactStart, CompactSummary, EpochHeader, EventData, GenerateRequest, LlmCallConfig, Message,
+    Session, SurfaceEntry, SurfaceNode, SurfaceReplace, ToolResult,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::AgentError;
+use crate::owner::SessionHandle;
+
+/// How a model's context window is managed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContextConfig {
+    /// The model's context window in tokens (prompt plus output).
+    pub window_tokens: u64,
+    /// Trim old large tool results when a step used this share of the window.
+    pub trim_at: f64,
+    /// Compact when a step used this share of the window. It must leave room for the next
+    /// step's growth and its `max_tokens`.
+    pub compact_at: f64,
+    /// A trim batch is only worth a cache bust when it frees at least this share of the window
+    /// (estimated); otherwise the session waits for compaction.
+    pub trim_min_gain: f64,
+    /// Turns (counted from the latest) a compaction keeps verbatim. At most half of the surface
+    /// (by bytes) is kept in any case.
+    pub keep_recent_turns: usize,
+    /// `max_tokens` of the summarize call.
+    pub summary_max_tokens: u32,
+    /// Bytes kept from the start of a trimmed tool result.
+    pub trim_keep_head_bytes: usize,
+    /// Bytes kept from the end of a trimmed tool result.
+    pub trim_keep_tail_bytes: usize,
+    /// Tool results up to this many bytes are never trimmed.
+    pub trim_min_bytes: usize,
+}
+
+impl ContextConfig {
+    /// Defaults for `model`: its known context window (1M tokens for the V4 models, 128K for the
+    /// older ids and anything unknown), trim at 60 %, compact at 80 %, keep two turns.
+    pub fn for_model(model: &str) -> ContextConfig {
+        let window_tokens = if model.starts_with("deepseek-v4") { 1_048_576 } else { 131_072 };
+        ContextConfig::with_window(window_tokens)
+    }
+
+    /// Defaults around an explicit window.
+    pub fn with_window(window_tokens: u64) -> ContextConfig {
+        ContextConfig {
+            window_tokens,
+            trim_at: 0.6,
+            compact_at: 0.8,
+            trim_min_gain: 0.05,
+            keep_recent_turns: 2,
+            summary_max_tokens: 4096,
+            trim_keep_head_bytes: 2048,
+            trim_keep_tail_bytes: 1024,
+            trim_min_bytes: 8192,
+        }
+    }
+}
+
+/// What context pressure calls for before the next step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing.
+    None,
+    /// Trim these tool-result nodes (surface ids), in one batch.
+    Trim(Vec<u64>),
+    /// Replace surface nodes `start..=end` with a summary.
+    Compact {
+        /// Id of the first node replaced.
+        start: u64,
+        /// Id of the last node replaced.
+        end: u64,
+    },
+}
+
+/// How full the context is after the last finished step, from the log alone.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pressure {
+    /// Prompt plus output tokens of the last finished step (the provider's numbers).
+    pub used: u64,
+    /// `used` plus an estimate of what the next request adds besides the step's output: the
+    /// tool results and messages logged since (bytes converted with the last request's own
+    /// tokens-per-byte ratio).
+    pub projected: u64,
+    /// Whether that step was the first after a rewrite: its prompt already paid for one cache
+    /// bust, so only an emergency may cause another before the cache recovers.
+    pub after_rewrite: bool,
+    /// Tokens per byte of the last request.
+    pub tokens_per_byte: f64,
+}
+
+/// The pressure after the last finished step, or `None` when no step finished or the pressure
+/// was already acted on: a `surface/replace` after the last `step/end`. A compaction attempt
+/// that left only `compact/start` (it failed or was cancelled) is not retried before the next
+/// step ends or the next turn starts.
+pub fn pressure(session: &Session) -> Option<Pressure> {
+    let events = session.events();
+    let last_end = events.iter().rposition(|e| matches!(e.data, EventData::StepEnd(_)))?;
+    let EventData::StepEnd(end) = &events[last_end].data else { return None };
+    let usage = end.usage;
+    let mut suppressed = false;
+    for event in &events[last_end + 1..] {
+        match &event.data {
+            EventData::SurfaceReplace(_) => return None,
+            EventData::CompactStart(_) => suppressed = true,
+            EventData::TurnStart(_) => suppressed = false,
+            _ => {}
+        }
+    }
+    if suppressed {
+        return None;
+    }
+    let step_start = events[..last_end]
+        .iter()
+        .rposition(|e| matches!(e.data, EventData::StepStart(_)))
+        .unwrap_or(0);
+    let previous_end = events[..step_start]
+        .iter()
+        .rposition(|e| matches!(e.data, EventData::StepEnd(_)))
+        .unwrap_or(0);
+    let after_rewrite = events[previous_end..step_start]
+        .iter()
+        .any(|e| matches!(e.data, EventData::SurfaceReplace(_)));
+    // Nodes newer than the last request: its answer, the results, any new prompt.
+    let step_start_seq = events[step_start].seq;
+    let (mut new_bytes, mut new_non_assistant_bytes) = (0, 0);
+    for node in session.surface().iter().filter(|node| node.id > step_start_seq) {
+        let bytes = message_bytes(&node.message);
+        new_bytes += bytes;
+        if !matches!(*node.message, Message::Assistant(_)) {
+            new_non_assistant_bytes += bytes;
+        }
+    }
+    let request_bytes = current_request_bytes(session).saturating_sub(new_bytes).max(1);
+    let tokens_per_byte = usage.prompt_tokens as f64 / request_bytes as f64;
+    let used = usage.prompt_tokens + usage.completion_tokens;
+    let projected = used + (new_non_assistant_bytes as f64 * tokens_per_byte).ceil() as u64;
+    Some(Pressure { used, projected, after_rewrite, tokens_per_byte })
+}
+
+/// Decides what context pressure calls for now, from the log alone.
+///
+/// With `p` the projected share of the window (see [`Pressure`]):
+/// - right after a rewrite, only an emergency acts — a compaction when `p` is past halfway
+///   between `compact_at` and the full window — so that the cache recovers on the next step;
+/// - `p ≥ compact_at`: compact (or, with nothing to compact, trim what can be trimmed);
+/// - `p ≥ trim_at`: trim every eligible result in one batch when that frees at least
+///   `trim_min_gain` of the window; when even the trimmed projection stays at or above
+///   `compact_at`, compact instead.
+pub fn decide(session: &Session, config: &ContextConfig) -> Decision {
+    let Some(pressure) = pressure(session) else { return Decision::None };
+    let window = config.window_tokens as f64;
+    let projected = pressure.projected as f64;
+    let compact =
+        || plan_compaction(session, config).map(|(start, end)| Decision::Compact { start, end });
+    if pressure.after_rewrite {
+        let emergency = (config.compact_at + 1.0) / 2.0 * window;
+        return if projected >= emergency {
+            compact().unwrap_or(Decision::None)
+        } else {
+            Decision::None
+        };
+    }
+    if projected < config.trim_at * window {
+        return Decision::None;
+    }
+    let trims = trim_candidates(session, config);
+    let gain: f64 = trims
+        .iter()
+        .filter_map(|id| original_result(session, *id))
+        .map(|result| {
+            let trimmed = trim_content(&result.content, config).map_or(0, |text| text.len());
+            result.content.len().saturating_sub(trimmed) as f64 * pressure.tokens_per_byte
+        })
+        .sum();
+    if projected - gain >= config.compact_at * window
+        && let Some(decision) = compact()
+    {
+        return decision;
+    }
+    let worth = gain >= config.trim_min_gain * window || projected >= config.compact_at * window;
+    if !trims.is_empty() && worth {
+        return Decision::Trim(trims);
+    }
+    Decision::None
+}
+
+fn current_request_bytes(session: &Session) -> usize {
+    let Some(header) = session.header() else {
+        return session.surface().iter().map(|node| message_bytes(&node.message)).sum();
+    };
+    wire_body(&GenerateRequest { header: header.clone(), messages: session.messages() }).len()
+}
+
+fn message_bytes(message: &Message) -> usize {
+    match message {
+        Message::System { content } | Message::User { content } => content.len(),
+        Message::Tool { call_id, content } => call_id.len() + content.len(),
+        Message::Assistant(assistant) => {
+            assistant.content.len()
+                + assistant.reasoning_content.as_ref().map_or(0, String::len)
+                + assistant
+                    .tool_calls
+                    .iter()
+                    .map(|call| call.id.len() + call.name.len() + call.arguments.len())
+                    .sum::<usize>()
+        }
+    }
+}
+
+/// The original `tool/result` behind a surface node, or `None` when the node is anything else —
+/// in particular a replacement (an already trimmed result, or a summary).
+fn original_result(session: &Session, id: u64) -> Option<&ToolResult> {
+    let event = session.events().get(usize::try_from(id).ok()?)?;
+    match &event.data {
+        EventData::ToolResult(result) => Some(result),
+        _ => None,
+    }
+}
+
+/// Tool-result nodes worth trimming now: original (never trimmed) results larger than
+/// `trim_min_bytes` that the model has already answered — those before the last assistant
+/// message on the surface.
+pub fn trim_candidates(session: &Session, config: &ContextConfig) -> Vec<u64> {
+    let surface = session.surface();
+    let Some(last_assistant) =
+        surface.iter().rposition(|node| matches!(*node.message, Message::Assistant(_)))
+    else {
+        return Vec::new();
+    };
+    surface[..last_assistant]
+        .iter()
+        .filter_map(|node| {
+            let result = original_result(session, node.id)?;
+            (result.content.len() > config.trim_min_bytes
+                && trim_content(&result.content, config).is_some())
+            .then_some(node.id)
+        })
+        .collect()
+}
+
+/// The head and tail of `content` with a note of what was cut between them, or `None` when
+/// cutting would not make it shorter.
+pub fn trim_content(content: &str, config: &ContextConfig) -> Option<String> {
+    let head_end = floor_boundary(content, config.trim_keep_head_bytes);
+    let tail_start =
+        ceil_boundary(content, content.len().saturating_sub(config.trim_keep_tail_bytes));
+    if tail_start <= head_end {
+        return None;
+    }
+    let cut = &content[head_end..tail_start];
+    let trimmed = format!(
+        "{}\n[... trimmed {} bytes ({} lines) of this tool result to save context ...]\n{}",
+        &content[..head_end],
+        cut.len(),
+        cut.lines().count(),
+        &content[tail_start..]
+    );
+    (trimmed.len() < content.len()).then_some(trimmed)
+}
+
+fn floor_boundary(text: &str, mut index: usize) -> usize {
+    index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+fn ceil_boundary(text: &str, mut index: usize) -> usize {
+    index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index += 1;
+    }
+    index
+}
+
+/// The `surface/replace` events that trim `ids`, in order; ids that are not original tool
+/// results, or not worth trimming, are skipped.
+pub fn trim_events(session: &Session, ids: &[u64], config: &ContextConfig) -> Vec<EventData> {
+    ids.iter()
+        .filter_map(|&id| {
+            let result = original_result(session, id)?;
+            let content = trim_content(&result.content, config)?;
+            let node = SurfaceNode::ToolResult(ToolResult { content, ..result.clone() });
+            Some(EventData::SurfaceReplace(SurfaceReplace { start: id, end: id, node }))
+        })
+        .collect()
+}
+
+/// The share of the surface (by bytes) a compaction keeps at most.
+const KEEP_MAX_SHARE: f64 = 0.5;
+
+/// Where a compaction would cut: the surface ids `(start, end)` of the older nodes to replace,
+/// or `None` when there is nothing worth compacting.
+///
+/// The kept part is the latest `keep_recent_turns` turns, shortened to at most half of the
+/// surface's bytes; the cut then moves later until no tool call in the replaced part has its
+/// result in the kept part (or no result at all). At least two nodes are replaced.
+pub fn plan_compaction(session: &Session, config: &ContextConfig) -> Option<(u64, u64)> {
+    let surface = session.surface();
+    let len = surface.len();
+    // Candidate cut from turns: the node of the `keep_recent_turns`-th latest prompt.
+    let prompts: Vec<usize> = surface
+        .iter()
+        .enumerate()
+        .filter(|(_, node)| is_prompt(session, node))
+        .map(|(position, _)| position)
+        .collect();
+    let turn_cut = match config.keep_recent_turns {
+        0 => len,
+        keep if prompts.len() >= keep => prompts[prompts.len() - keep],
+        _ => 0,
+    };
+    // Candidate cut from size: the earliest cut whose kept suffix is at most half the bytes.
+    let sizes: Vec<usize> = surface.iter().map(|node| message_bytes(&node.message)).collect();
+    let total: usize = sizes.iter().sum();
+    let mut suffix = total;
+    let mut size_cut = 0;
+    for (position, size) in sizes.iter().enumerate() {
+        if suffix as f64 <= total as f64 * KEEP_MAX_SHARE {
+            break;
+        }
+        suffix -= size;
+        size_cut = position + 1;
+    }
+    let wanted = turn_cut.max(size_cut);
+    let cut = (wanted..len).find(|&cut| is_valid_cut(&surface[..cut]))?;
+    (cut >= 2).then(|| (surface[0].id, surface[cut - 1].id))
+}
+
+fn is_prompt(session: &Session, node: &SurfaceEntry) -> bool {
+    usize::try_from(node.id)
+        .ok()
+        .and_then(|index| session.events().get(index))
+        .is_some_and(|event| matches!(event.data, EventData::UserMessage(_)))
+}
+
+/// Whether every tool call made in `replaced` is answered inside it (so no result is left in
+/// the kept part without its call, and no call is summarized away before its result arrives).
+fn is_valid_cut(replaced: &[SurfaceEntry]) -> bool {
+    let mut open: HashSet<&str> = HashSet::new();
+    for node in replaced {
+        match &*node.message {
+            Message::Assistant(assistant) => {
+                open.extend(assistant.tool_calls.iter().map(|call| call.id.as_str()));
+            }
+            Message::Tool { call_id, .. } => {
+                open.remove(call_id.as_str());
+            }
+            _ => {}
+        }
+    }
+    open.is_empty()
+}
+
+/// The fixed instruction of the summarize call (its system prompt).
+pub const SUMMARY_INSTRUCTION: &str = "\
+You compact the history of a coding agent's session. Summarize the conversation below so the \
+agent can continue the work without it: the user's goals and requests, decisions made, files \
+read or changed (with paths), commands run and their outcomes, errors met, and what remains to \
+be done. Be concise and factual; keep identifiers, paths and numbers exact. Answer with the \
+summary only.";
+
+/// Renders the region `start..=end` of the surface as the summarize call's input text.
+/// Deterministic: tool results longer than the trim limits are cut the way trimming cuts them;
+/// reasoning text is left out.
+pub fn render_region(nodes: &[SurfaceEntry], config: &ContextConfig) -> String {
+    let mut out = String::from("Conversation to summarize:\n");
+    for node in nodes {
+        out.push('\n');
+        match &*node.message {
+            Message::System { content } => {
+                out.push_str("[system]\n");
+                out.push_str(content);
+            }
+            Message::User { content } => {
+                out.push_str("[user]\n");
+                out.push_str(content);
+            }
+            Message::Assistant(assistant) => {
+                out.push_str("[assistant]\n");
+                out.push_str(&assistant.content);
+                for call in &assistant.tool_calls {
+                    out.push_str(&format!(
+                        "\n(calls {} {} {})",
+                        call.id, call.name, call.arguments
+                    ));
+                }
+            }
+            Message::Tool { call_id, content } => {
+                out.push_str(&format!("[tool result {call_id}]\n"));
+                match trim_content(content, config) {
+                    Some(trimmed) if content.len() > config.trim_min_bytes => {
+                        out.push_str(&trimmed);
+                    }
+                    _ => out.push_str(content),
+                }
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The summarize call's request for surface nodes `start..=end` of `session`: a fixed
+/// instruction as the system prompt, the rendered region as the one user message, no tools,
+/// thinking off, no sampling overrides; only `model` and `max_tokens` vary (and are logged in
+/// `compact/summary`). `None` when the range is not on the surface.
+pub fn summarize_request(
+    session: &Session,
+    start: u64,
+    end: u64,
+    model: &str,
+    max_tokens: u32,
+    config: &ContextConfig,
+) -> Option<GenerateRequest> {
+    let surface = session.surface();
+    let first = surface.iter().position(|node| node.id == start)?;
+    let last = surface.iter().position(|node| node.id == end)?;
+    if last < first {
+        return None;
+    }
+    let call = LlmCallConfig {
+        model: model.to_owned(),
+        max_tokens,
+        thinking: false,
+        reasoning_effort: None,
+        temperature: None,
+        top_p: None,
+    };
+    let header = EpochHeader::new(call, Some(SUMMARY_INSTRUCTION.to_owned()), Vec::new());
+    let text = render_region(&surface[first..=last], config);
+    Some(GenerateRequest {
+        header,
+        messages: vec![std::sync::Arc::new(Message::User { content: text })],
+    })
+}
+
+/// What a pressure check or a manual compaction did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CompactOutcome {
+    /// Nothing was written.
+    Unchanged {
+        /// Why, for people.
+        reason: String,
+    },
+    /// Tool results were trimmed.
+    Trimmed {
+        /// Seqs of the `surface/replace` events, one per result.
+        seqs: Vec<u64>,
+        /// Bytes cut in total.
+        bytes_cut: usize,
+    },
+    /// Older nodes were replaced by a summary.
+    Compacted {
+        /// Seq of `compact/start`.
+        start_seq: u64,
+        /// Seq of the `surface/replace`: the summary node's id.
+        replace_seq: u64,
+        /// Surface nodes replaced.
+        nodes: usize,
+        /// Prompt tokens of the last request before the compaction.
+        tokens_before: u64,
+        /// Length of the summary in bytes.
+        summary_bytes: usize,
+    },
+    /// The summarize call failed or was cancelled: only `compact/start` was logged and the
+    /// surface is untouched.
+    Failed {
+        /// Seq of `compact/start`.
+        start_seq: u64,
+        /// What went wrong, for people.
+        error: String,
+        /// Whether it was a cancellation.
+        cancelled: bool,
+    },
+}
+
+/// The loop's pre-step hook: decides from the log and applies the decision by appending events.
+/// `model` is the model the next request will use (the summarize call uses it too).
+pub async fn relieve_pressure(
+    provider: &DeepSeek,
+    session: &SessionHandle,
+    config: &ContextConfig,
+    model: &str,
+    cancel: &CancellationToken,
+) -> Result<CompactOutcome, AgentError> {
+    let for_decision = config.clone();
+    let decision = session.query(move |s| decide(s, &for_decision)).await?;
+    match decision {
+        Decision::None => Ok(CompactOutcome::Unchanged { reason: "no pressure".to_owned() }),
+        Decision::Trim(ids) => trim(session, ids, config).await,
+        Decision::Compact { start, end } => {
+            compact_range(provider, session, start, end, "pressure", model, config, cancel).await
+        }
+    }
+}
+
+async fn trim(
+    session: &SessionHandle,
+    ids: Vec<u64>,
+    config: &ContextConfig,
+) -> Result<CompactOutcome, AgentError> {
+    let for_events = config.clone();
+    let (events, bytes_cut) = session
+        .query(move |s| {
+            let events = trim_events(s, &ids, &for_events);
+            let before: usize =
+                ids.iter().filter_map(|id| original_result(s, *id)).map(|r| r.content.len()).sum();
+            let after: usize = events
+                .iter()
+                .map(|data| match data {
+                    EventData::SurfaceReplace(SurfaceReplace {
+                        node: SurfaceNode::ToolResult(result),
+                        ..
+                    }) => result.content.len(),
+                    _ => 0,
+                })
+                .sum();
+            (events, before.saturating_sub(after))
+        })
+        .await?;
+    // Back to back, before the same step: one cache bust for the whole batch.
+    let mut seqs = Vec::with_capacity(events.len());
+    for data in events {
+        seqs.push(session.append(data).await?.seq);
+    }
+    tracing::info!(results = seqs.len(), bytes_cut, "trimmed tool results");
+    Ok(CompactOutcome::Trimmed { seqs, bytes_cut })
+}
+
+/// Compacts the session now, whatever the pressure (`dsh compact`, `session/compact`): the
+/// older surface nodes are replaced by a summary made by `model`.
+pub async fn compact_now(
+    provider: &DeepSeek,
+    session: &SessionHandle,
+    config: &ContextConfig,
+    model: &str,
+    cancel: &CancellationToken,
+) -> Result<CompactOutcome, AgentError> {
+    let for_plan = config.clone();
+    let Some((start, end)) = session.query(move |s| plan_compaction(s, &for_plan)).await? else {
+        return Ok(CompactOutcome::Unchanged {
+            reason: "nothing to compact: the surface holds only the turns kept verbatim".to_owned(),
+        });
+    };
+    compact_range(provider, session, start, end, "manual", model, config, cancel).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn compact_range(
+    provider: &DeepSeek,
+    session: &SessionHandle,
+    start: u64,
+    end: u64,
+    reason: &str,
+    model: &str,
+    config: &ContextConfig,
+    cancel: &CancellationToken,
+) -> Result<CompactOutcome, AgentError> {
+    let max_tokens = config.summary_max_tokens;
+    let (model_owned, for_request) = (model.to_owned(), config.clone());
+    let (request, tokens_before, nodes) = session
+        .query(move |s| {
+            let request = summarize_request(s, start, end, &model_owned, max_tokens, &for_request);
+            let tokens_before = s
+                .events()
+                .iter()
+                .rev()
+                .find_map(|e| match &e.data {
+                    EventData::StepEnd(end) => Some(end.usage.prompt_tokens),
+                    _ => None,
+                })
+                .unwrap_or(0);
+            let first = s.surface().iter().position(|node| node.id == start);
+            let last = s.surface().iter().position(|node| node.id == end);
+            let nodes = match (first, last) {
+                (Some(a), Some(b)) if a <= b => b - a + 1,
+                _ => 0,
+            };
+            (request, tokens_before, nodes)
+        })
+        .await?;
+    let Some(request) = request else {
+        return Ok(CompactOutcome::Unchanged {
+            reason: format!("surface nodes {start}..={end} are not on the surface"),
+        });
+    };
+    let started = CompactStart { reason: reason.to_owned(), tokens_before };
+    let start_seq = session.append(EventData::CompactStart(started)).await?.seq;
+
+    let summary = match summarize(provider, &request, cancel).await {
+        Ok(summary) => summary,
+        Err((error, cancelled)) => {
+            // Only `compact/start` is logged: the surface is untouched and the next request is
+            // built exactly as it would have been without the attempt.
+            tracing::warn!(%error, cancelled, start_seq, "compaction abandoned");
+            return Ok(CompactOutcome::Failed { start_seq, error, cancelled });
+        }
+    };
+    if !session.query(move |s| s.can_replace(start, end)).await? {
+        let error = format!("surface nodes {start}..={end} changed during the summarize call");
+        tracing::warn!(%error, start_seq, "compaction abandoned");
+        return Ok(CompactOutcome::Failed { start_seq, error, cancelled: false });
+    }
+    let summary_bytes = summary.len();
+    let logged = CompactSummary { model: model.to_owned(), max_tokens, summary: summary.clone() };
+    session.append(EventData::CompactSummary(logged)).await?;
+    let replace = SurfaceReplace { start, end, node: SurfaceNode::Summary { text: summary } };
+    let replace_seq = session.append(EventData::SurfaceReplace(replace)).await?.seq;
+    tracing::info!(start_seq, replace_seq, nodes, tokens_before, "compacted the surface");
+    Ok(CompactOutcome::Compacted { start_seq, replace_seq, nodes, tokens_before, summary_bytes })
+}
+
+/// Runs the summarize one-shot; the error carries whether it was a cancellation.
+async fn summarize(
+    provider: &DeepSeek,
+    request: &GenerateRequest,
+    cancel: &CancellationToken,
+) -> Result<String, (String, bool)> {
+    let body = wire_body(request);
+    let mut stream = provider.stream(Bytes::from(body), cancel.child_token());
+    let mut assembler = MessageAssembler::new();
+    loop {
+        // `next` returns `Cancelled` as soon as the token is cancelled.
+        match stream.next().await {
+            Some(Ok(StreamEvent::Delta(delta))) => assembler.push(&delta),
+            Some(Ok(StreamEvent::Retry { attempt, error, .. })) => {
+                tracing::warn!(attempt, %error, "summarize call retried");
+            }
+            Some(Ok(StreamEvent::Finish { .. })) => break,
+            Some(Err(error)) => return Err((error.to_string(), cancel.is_cancelled())),
+            None => {
+                return Err(("the summarize stream ended without a finish".to_owned(), false));
+            }
+        }
+    }
+    let summary = assembler.finish().content.trim().to_owned();
+    if summary.is_empty() {
+        return Err(("the summarize call returned an empty summary".to_owned(), false));
+    }
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,185 @@
+//! Newline-delimited JSON-RPC over any byte stream (the Unix socket, stdio).
+//!
+//! `jsonrpsee` has no line transport, so this is a small loop around
+//! [`jsonrpsee::Methods::raw_json_request`]: one request per line; each request runs in a task
+//! of its own (a long `session/prompt` does not hold up the next line); responses and
+//! subscription notifications go through one writer task, so lines never interleave.
+//!
+//! What the loop refuses, each with a JSON-RPC error and without closing the connection: a line
+//! that is not JSON (-32700), a line over [`MAX_LINE_BYTES`] (-32600), a batch (-32600), a
+//! notification — a request without an id — (-32600, answered with id null), and a request past
+//! [`MAX_IN_FLIGHT`] unanswered ones on this connection ("overloaded, retry").
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use jsonrpsee::Methods;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::sync::CancellationToken;
+
+use super::error::{INVALID_REQUEST, PARSE_ERROR};
+
+/// The longest request line accepted.
+pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+/// Requests one connection may have unanswered at once.
+pub const MAX_IN_FLIGHT: usize = 64;
+/// Outgoing lines buffered per connection; a client that does not read stalls its own
+/// subscriptions (which then catch up from the log), never the daemon.
+const OUTGOING_BUFFER: usize = 1024;
+/// Notifications a subscription may buffer inside jsonrpsee before it waits.
+const SUBSCRIPTION_BUFFER: usize = 1024;
+
+fn error_line(id: &Value, code: i32, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
+}
+
+/// Serves `methods` over one connection until the peer closes it or `shutdown` fires.
+pub async fn serve_lines<R, W>(methods: Methods, reader: R, writer: W, shutdown: CancellationToken)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (outgoing, lines_out) = mpsc::channel::<String>(OUTGOING_BUFFER);
+    // The writer stops on its own token, not the daemon's: on shutdown the answers to requests
+    // in flight (prompts whose turns are being cancelled) are still written.
+    let writer_stop = CancellationToken::new();
+    let writer_task = tokio::spawn(write_lines(writer, lines_out, writer_stop.clone()));
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
+    loop {
+        // Cancel-safety: `next` on a FramedRead is cancel-safe (a partial line stays buffered);
+        // `cancelled` is cancel-safe.
+        let frame = tokio::select! {
+            frame = lines.next() => frame,
+            () = shutdown.cancelled() => break,
+        };
+        let line = match frame {
+            None => break,
+            Some(Ok(line)) => line,
+            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+                let message = format!("request line exceeds {MAX_LINE_BYTES} bytes");
+                let _ = outgoing.send(error_line(&Value::Null, INVALID_REQUEST, &message)).await;
+                continue;
+            }
+            Some(Err(LinesCodecError::Io(error))) => {
+                tracing::debug!(%error, "connection read failed");
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let request: Value = match serde_json::from_str(&line) {
+            Ok(value) => value,
+            Err(error) => {
+                let message = format!("parse error: {error}");
+                let _ = outgoing.send(error_line(&Value::Null, PARSE_ERROR, &message)).await;
+                continue;
+            }
+        };
+        let Some(object) = request.as_object() else {
+            let message = if request.is_array() {
+                "batch requests are not supported: send one request per line"
+            } else {
+                "a request must be a JSON object"
+            };
+            let _ = outgoing.send(error_line(&Value::Null, INVALID_REQUEST, message)).await;
+            continue;
+        };
+        let Some(id) = object.get("id").cloned() else {
+            let message = "notifications are not supported: every request needs an id";
+            let _ = outgoing.send(error_line(&Value::Null, INVALID_REQUEST, message)).await;
+            continue;
+        };
+        let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
+            let message = format!(
+                "overloaded, retry later: {MAX_IN_FLIGHT} requests are already in flight on this connection"
+            );
+            let _ = outgoing.send(error_line(&id, dsh_protocol::code::OVERLOADED, &message)).await;
+            continue;
+        };
+        let methods = methods.clone();
+        let outgoing = outgoing.clone();
+        tokio::spawn(async move {
+            let (response, mut notifications) =
+                match methods.raw_json_request(&line, SUBSCRIPTION_BUFFER).await {
+                    Ok(answer) => answer,
+                    Err(error) => {
+                        let message = format!("invalid request: {error}");
+                        let _ = outgoing.send(error_line(&id, INVALID_REQUEST, &message)).await;
+                        return;
+                    }
+                };
+            let _ = outgoing.send(response.get().to_owned()).await;
+            drop(permit);
+            // A subscription keeps sending until it is unsubscribed or this connection closes.
+            loop {
+                // Cancel-safety: both `recv` and `closed` are cancel-safe.
+                tokio::select! {
+                    notification = notifications.recv() => match notification {
+                        Some(notification) => {
+                            if outgoing.send(notification.get().to_owned()).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    },
+                    () = outgoing.closed() => break,
+                }
+            }
+        });
+    }
+    // The peer stopped sending (or the daemon is stopping). Requests already read still get
+    // their answers — `echo REQUEST | dsh stdio` waits for the response — then subscriptions
+    // end and the writer flushes what is queued and stops.
+    drop(outgoing);
+    let all = u32::try_from(MAX_IN_FLIGHT).unwrap_or(u32::MAX);
+    let grace = if shutdown.is_cancelled() { SHUTDOWN_GRACE } else { ANSWER_GRACE };
+    let _ = tokio::time::timeout(grace, in_flight.acquire_many(all)).await;
+    writer_stop.cancel();
+    let _ = writer_task.await;
+}
+
+/// How long a closed connection waits for the answers to the requests it already sent.
+const ANSWER_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
+/// The same wait when the daemon is shutting down (turns are being cancelled).
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut lines: mpsc::Receiver<String>,
+    connection: CancellationToken,
+) {
+    loop {
+        // Cancel-safety: `recv` is cancel-safe; `cancelled` is cancel-safe.
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            () = connection.cancelled() => {
+                // Flush what is already queued, then stop: dropping the receiver ends every
+                // subscription forwarder of this connection.
+                while let Ok(line) = lines.try_recv() {
+                    if write_line(&mut writer, line).await.is_err() {
+                        break;
+                    }
+                }
+                return;
+            }
+        };
+        let Some(line) = line else { return };
+        if write_line(&mut writer, line).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    mut line: String,
+) -> std::io::Result<()> {
+    line.push('\n');
+    writer.write_all(line.as_bytes()).await?;
+    writer.flush().await
+}

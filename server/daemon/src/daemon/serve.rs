@@ -1,0 +1,262 @@
+//! `dsh serve`: the daemon process — its instance lock, its socket, its optional network
+//! listener, and its shutdown protocol.
+//!
+//! # Start
+//! One daemon per `$DSH_HOME`: it takes an exclusive lock on `$DSH_HOME/daemon.lock` (held for
+//! its whole life; the OS releases it if the process dies). Holding the lock, it knows any
+//! existing `$DSH_HOME/dsh.sock` is stale — left by a crashed daemon — and replaces it. The socket
+//! is created with mode 0600 inside a home directory that must not be writable by others.
+//!
+//! # Shutdown
+//! The trigger is the daemon's root [`CancellationToken`]: SIGTERM, SIGINT, `daemon/shutdown`
+//! and the idle timer all cancel it. Then, in order:
+//! 1. the accept loops stop (no new connections); connection readers stop reading;
+//! 2. every running turn sees its token (a child of the root) cancelled: the loop logs the
+//!    step's `step/error` (cancelled) and the turn's `turn/end {reason: cancelled}` — each a
+//!    synced boundary event — and the pending `session/prompt` calls are answered;
+//! 3. the task tracker is closed and waited on, with a deadline ([`TURN_DEADLINE`]), so every
+//!    turn task has finished writing;
+//! 4. each session's owner gets one last no-op command: when it is answered, every append
+//!    queued before it is in the file; then the sessions are dropped and their owners close the
+//!    logs (a final sync, the lock released);
+//! 5. the socket file is removed and the instance lock released when the process exits.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use jsonrpsee::Methods;
+use tokio::net::UnixListener;
+use tokio_util::sync::CancellationToken;
+
+use super::api;
+use super::lines::serve_lines;
+use super::state::{Daemon, DaemonConfig};
+
+/// The socket's file name under `$DSH_HOME`.
+pub const SOCKET_FILE: &str = "dsh.sock";
+/// The instance lock's file name under `$DSH_HOME`.
+pub const LOCK_FILE: &str = "daemon.lock";
+/// The daemon's own log (stderr of a daemon started by a client).
+pub const LOG_FILE: &str = "daemon.log";
+/// The bearer token file for the network listener.
+pub const TOKEN_FILE: &str = "token";
+/// How long shutdown waits for running turns to close.
+pub const TURN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Options of `dsh serve`.
+#[derive(Clone, Debug, Default)]
+pub struct ServeOptions {
+    /// Also serve WebSocket/HTTP on this loopback address (bearer token required).
+    pub listen: Option<SocketAddr>,
+    /// Origins the network listener accepts (requests with any other `Origin` are refused).
+    pub allow_origins: Vec<String>,
+    /// Exit when no client is connected and no turn runs for this long.
+    pub idle_exit: Option<Duration>,
+}
+
+/// Makes sure `$DSH_HOME` exists, is a directory only its owner can write, and returns it.
+pub fn prepare_home(home: &Path) -> anyhow::Result<()> {
+    if !home.exists() {
+        std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
+        std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restricting {}", home.display()))?;
+    }
+    let mode = std::fs::metadata(home)
+        .with_context(|| format!("reading {}", home.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o022 != 0 {
+        bail!(
+            "{} is writable by other users (mode {:o}); the daemon's socket must live in a directory only you can write: chmod go-w {}",
+            home.display(),
+            mode & 0o777,
+            home.display()
+        );
+    }
+    Ok(())
+}
+
+/// Holds the instance lock for the daemon's life.
+pub struct InstanceLock {
+    _file: std::fs::File,
+}
+
+/// Takes the instance lock of `home`, or says another daemon holds it.
+pub fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
+    let path = home.join(LOCK_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = std::fs::read_to_string(&path).unwrap_or_default();
+            bail!("another dsh daemon is running for {} (pid {})", home.display(), pid.trim());
+        }
+        Err(std::fs::TryLockError::Error(error)) => {
+            return Err(error).with_context(|| format!("locking {}", path.display()));
+        }
+    }
+    file.set_len(0).ok();
+    let _ = write!(file, "{}", std::process::id());
+    Ok(InstanceLock { _file: file })
+}
+
+/// Runs the daemon until it is shut down.
+pub async fn run(
+    config: DaemonConfig,
+    options: ServeOptions,
+    ready: Option<Box<dyn FnOnce(&Path) + Send>>,
+) -> anyhow::Result<()> {
+    let home = config.home.root().to_path_buf();
+    prepare_home(&home)?;
+    let _lock = lock_instance(&home)?;
+    let socket_path = home.join(SOCKET_FILE);
+    // We hold the instance lock, so a socket file here belongs to a daemon that died.
+    if socket_path.exists() {
+        std::fs::remove_file(&socket_path)
+            .with_context(|| format!("removing stale {}", socket_path.display()))?;
+    }
+    let listener = UnixListener::bind(&socket_path)
+        .with_context(|| format!("binding {}", socket_path.display()))?;
+    std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("restricting {}", socket_path.display()))?;
+
+    let daemon = Daemon::new(config);
+    let methods: Methods = api::module(Arc::clone(&daemon))?.into();
+    let shutdown = daemon.shutdown.clone();
+    spawn_signal_handler(shutdown.clone());
+    if let Some(idle) = options.idle_exit {
+        tokio::spawn(idle_watch(Arc::clone(&daemon), idle));
+    }
+    let network = match options.listen {
+        Some(addr) => {
+            Some(super::network::start(&home, addr, &options.allow_origins, methods.clone()).await?)
+        }
+        None => None,
+    };
+    tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "dsh daemon listening");
+    if let Some(ready) = ready {
+        ready(&socket_path);
+    }
+
+    loop {
+        // Cancel-safety: `accept` is cancel-safe (a connection not returned stays queued);
+        // `cancelled` is cancel-safe.
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = shutdown.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "accepting a connection failed");
+                continue;
+            }
+        };
+        let daemon = Arc::clone(&daemon);
+        let methods = methods.clone();
+        tokio::spawn(async move {
+            daemon.clients.fetch_add(1, Ordering::SeqCst);
+            let (reader, writer) = stream.into_split();
+            serve_lines(methods, reader, writer, daemon.shutdown.clone()).await;
+            daemon.clients.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+
+    shut_down(&daemon, &socket_path).await;
+    if let Some(network) = network {
+        let _ = network.stop();
+    }
+    Ok(())
+}
+
+/// Serves the API on stdin/stdout with a private daemon inside this process (`dsh stdio
+/// --in-process`): no socket, no instance lock beyond the logs' own.
+pub async fn run_in_process(config: DaemonConfig) -> anyhow::Result<()> {
+    prepare_home(config.home.root())?;
+    let daemon = Daemon::new(config);
+    let methods: Methods = api::module(Arc::clone(&daemon))?.into();
+    spawn_signal_handler(daemon.shutdown.clone());
+    daemon.clients.fetch_add(1, Ordering::SeqCst);
+    serve_lines(methods, tokio::io::stdin(), tokio::io::stdout(), daemon.shutdown.clone()).await;
+    daemon.shutdown.cancel();
+    finish(&daemon).await;
+    Ok(())
+}
+
+async fn shut_down(daemon: &Arc<Daemon>, socket_path: &PathBuf) {
+    tracing::info!("dsh daemon shutting down");
+    // Steps 1–2 happened when the token fired: accept loops and readers stopped, turns are
+    // being cancelled.
+    finish(daemon).await;
+    // Step 5.
+    let _ = std::fs::remove_file(socket_path);
+    tracing::info!("dsh daemon stopped");
+}
+
+async fn finish(daemon: &Arc<Daemon>) {
+    daemon.shutdown.cancel();
+    // Step 3: wait for every turn task.
+    daemon.tasks.close();
+    if tokio::time::timeout(TURN_DEADLINE, daemon.tasks.wait()).await.is_err() {
+        tracing::warn!("some turns did not end within {TURN_DEADLINE:?}");
+    }
+    // Step 4: a no-op round trip per owner flushes its queue; then drop the sessions.
+    for live in daemon.loaded() {
+        let _ = tokio::time::timeout(Duration::from_secs(5), live.handle.query(|_| ())).await;
+    }
+    daemon.unload_all();
+}
+
+fn spawn_signal_handler(shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut terminate), Ok(mut interrupt)) =
+            (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+        else {
+            tracing::error!("cannot install signal handlers");
+            return;
+        };
+        // Cancel-safety: `recv` on a signal stream is cancel-safe.
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM"),
+            _ = interrupt.recv() => tracing::info!("SIGINT"),
+            () = shutdown.cancelled() => return,
+        }
+        shutdown.cancel();
+    });
+}
+
+async fn idle_watch(daemon: Arc<Daemon>, idle: Duration) {
+    let mut idle_since: Option<Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_secs(1).min(idle));
+    loop {
+        // Cancel-safety: both branches are cancel-safe.
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = daemon.shutdown.cancelled() => return,
+        }
+        let busy = daemon.clients.load(Ordering::SeqCst) > 0 || daemon.any_turn_running();
+        match (busy, idle_since) {
+            (true, _) => idle_since = None,
+            (false, None) => idle_since = Some(Instant::now()),
+            (false, Some(since)) if since.elapsed() >= idle => {
+                tracing::info!("idle for {idle:?}: exiting");
+                daemon.shutdown.cancel();
+                return;
+            }
+            (false, Some(_)) => {}
+        }
+    }
+}

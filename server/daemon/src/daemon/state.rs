@@ -1,0 +1,414 @@
+//! The daemon's state: the live sessions it holds, each with its owner task, its loop instance,
+//! its running turn and its pending approvals.
+//!
+//! Sessions load lazily: the first call that names a session opens its log (lock, torn-tail
+//! recovery, fold) and starts its owner task. A turn runs in a task of its own, supervised: a
+//! client that disconnects does not stop it, and a panic inside it marks that session failed —
+//! the turn is closed in the log — while the daemon and every other session keep running.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dsh_agent::approval::{ApprovalPolicy, Approver, BoxFuture};
+use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
+use dsh_agent::{Agent, AgentConfig, CallOverrides, SessionHandle, close_open_turn, spawn_owner};
+use dsh_protocol::SessionConfig;
+use dsh_provider::DeepSeek;
+use dsh_session::{ApprovalRequest, ApprovalVerdict, Event, EventData, StopReason};
+use dsh_store::{DshHome, LiveLog, SessionId, StoreError, SyncPolicy, fork_log, now_ms, read_log};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::error::{ApiError, ApiResult};
+
+/// Prompts that may wait behind a running turn, per session, before the daemon answers
+/// "overloaded" instead of queueing more.
+const MAX_QUEUED_PROMPTS: usize = 16;
+
+/// How the daemon reaches the provider: built on first use, so the daemon starts (and serves
+/// every read method) without an API key.
+pub type ProviderFactory = Box<dyn Fn() -> anyhow::Result<Arc<DeepSeek>> + Send + Sync>;
+
+/// Daemon-wide settings.
+pub struct DaemonConfig {
+    /// The state directory.
+    pub home: DshHome,
+    /// Builds the provider client.
+    pub provider: ProviderFactory,
+    /// Model for sessions created without one.
+    pub default_model: String,
+    /// An approval nobody answers within this is denied (and logged as a timeout).
+    pub approval_timeout: Duration,
+    /// Rebuild every request from the log at dispatch and compare.
+    pub check_invariants: bool,
+}
+
+/// The daemon: every live session and the shared machinery.
+pub struct Daemon {
+    pub(crate) config: DaemonConfig,
+    provider: Mutex<Option<Arc<DeepSeek>>>,
+    sessions: Mutex<HashMap<String, Arc<LiveSession>>>,
+    /// Connected clients.
+    pub(crate) clients: AtomicU64,
+    /// Cancelled when the daemon shuts down: every turn's token is a child of it.
+    pub(crate) shutdown: CancellationToken,
+    /// Every turn task, so shutdown can wait for them.
+    pub(crate) tasks: TaskTracker,
+    pub(crate) started: Instant,
+}
+
+/// One session held in memory.
+pub struct LiveSession {
+    /// The id.
+    pub id: String,
+    /// Its owner task.
+    pub handle: SessionHandle,
+    /// Its log file.
+    pub path: PathBuf,
+    /// Its workspace root.
+    pub workspace: PathBuf,
+    /// The loop instance, built at the first prompt (the provider may not be configured
+    /// before); locked for the duration of a turn, so queued prompts wait on it.
+    agent: Arc<tokio::sync::Mutex<Option<Agent>>>,
+    agent_config: AgentConfig,
+    toolbox: Arc<Toolbox>,
+    /// The running turn's cancellation token.
+    running: Mutex<Option<CancellationToken>>,
+    /// Prompts waiting for the running turn.
+    queued: AtomicUsize,
+    approvals: Arc<Approvals>,
+    failed: Mutex<Option<String>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic happened while it was held; the data (maps and
+    // options) stays consistent for our uses, so keep going.
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Daemon {
+    /// A daemon with no session loaded.
+    pub fn new(config: DaemonConfig) -> Arc<Daemon> {
+        Arc::new(Daemon {
+            config,
+            provider: Mutex::new(None),
+            sessions: Mutex::new(HashMap::new()),
+            clients: AtomicU64::new(0),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            started: Instant::now(),
+        })
+    }
+
+    /// The state directory.
+    pub fn home(&self) -> &DshHome {
+        &self.config.home
+    }
+
+    fn provider(&self) -> ApiResult<Arc<DeepSeek>> {
+        let mut slot = lock(&self.provider);
+        if let Some(provider) = slot.as_ref() {
+            return Ok(Arc::clone(provider));
+        }
+        let provider =
+            (self.config.provider)().map_err(|e| ApiError::provider(format!("{e:#}")))?;
+        *slot = Some(Arc::clone(&provider));
+        Ok(provider)
+    }
+
+    /// The live sessions, for status.
+    pub fn loaded(&self) -> Vec<Arc<LiveSession>> {
+        let mut sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
+        sessions.sort_by(|a, b| a.id.cmp(&b.id));
+        sessions
+    }
+
+    /// Whether any turn is running.
+    pub fn any_turn_running(&self) -> bool {
+        lock(&self.sessions).values().any(|s| s.is_running())
+    }
+
+    /// The session `id`, loading it from its log if needed.
+    pub fn session(&self, id: &str) -> ApiResult<Arc<LiveSession>> {
+        if let Some(live) = lock(&self.sessions).get(id) {
+            return Ok(Arc::clone(live));
+        }
+        let session_id = SessionId::parse(id)?;
+        let path = self.config.home.find_session(&session_id)?;
+        let log = LiveLog::open(&path, SyncPolicy::Boundaries)?;
+        self.register(log, CallOverrides::default(), None)
+    }
+
+    /// Path of session `id`'s log (without loading it).
+    pub fn session_path(&self, id: &str) -> ApiResult<PathBuf> {
+        if let Some(live) = lock(&self.sessions).get(id) {
+            return Ok(live.path.clone());
+        }
+        let session_id = SessionId::parse(id)?;
+        Ok(self.config.home.find_session(&session_id)?)
+    }
+
+    /// The events of session `id`, read from its log file (never from memory).
+    pub fn read_events(&self, id: &str) -> ApiResult<Vec<Event>> {
+        let path = self.session_path(id)?;
+        Ok(read_log(&path)?.events)
+    }
+
+    /// Creates a session in `workspace`.
+    pub fn create(&self, workspace: &str, config: &SessionConfig) -> ApiResult<Arc<LiveSession>> {
+        let path = Path::new(workspace);
+        if !path.is_absolute() || !path.is_dir() {
+            return Err(ApiError::invalid_workspace(format!(
+                "workspace `{workspace}` is not an absolute path to an existing directory"
+            )));
+        }
+        let store = self.config.home.workspace(path)?;
+        let log = store.create_new_session(SyncPolicy::Boundaries)?;
+        self.register(log, overrides(config), config.max_steps)
+    }
+
+    /// Forks session `parent` at `at_seq` into a new live session.
+    pub fn fork(
+        &self,
+        parent: &str,
+        at_seq: Option<u64>,
+        config: &SessionConfig,
+    ) -> ApiResult<Arc<LiveSession>> {
+        let parent_path = self.session_path(parent)?;
+        let id = SessionId::generate(now_ms(), &mut fastrand::Rng::new());
+        let log = fork_log(&parent_path, at_seq, &id, now_ms(), SyncPolicy::Boundaries)?;
+        self.register(log, overrides(config), config.max_steps)
+    }
+
+    fn register(
+        &self,
+        log: LiveLog,
+        overrides: CallOverrides,
+        max_steps: Option<u32>,
+    ) -> ApiResult<Arc<LiveSession>> {
+        let id = log.session_id().to_owned();
+        let path = log.path().to_path_buf();
+        let workspace = match log.session().events().first().map(|e| &e.data) {
+            Some(EventData::SessionMeta(meta)) => PathBuf::from(&meta.workspace),
+            _ => return Err(ApiError::store(format!("{} has no session/meta", path.display()))),
+        };
+        let tools = Workspace::new(&workspace).map_err(|error| {
+            ApiError::invalid_workspace(format!("workspace {}: {error}", workspace.display()))
+        })?;
+        let approvals = Arc::new(Approvals::new(self.config.approval_timeout));
+        let mut config = AgentConfig::new(&self.config.default_model);
+        config.overrides = overrides;
+        config.check_invariants |= self.config.check_invariants;
+        config.approvals = ApprovalPolicy::default();
+        if let Some(max_steps) = max_steps {
+            config.max_steps = max_steps;
+        }
+        let live = Arc::new(LiveSession {
+            id: id.clone(),
+            handle: spawn_owner(log),
+            path,
+            workspace,
+            agent: Arc::new(tokio::sync::Mutex::new(None)),
+            agent_config: config,
+            toolbox: Arc::new(Toolbox::new(tools, ToolConfig::default())),
+            running: Mutex::new(None),
+            queued: AtomicUsize::new(0),
+            approvals,
+            failed: Mutex::new(None),
+        });
+        let mut sessions = lock(&self.sessions);
+        // Two callers may have loaded the same session at once; the log's lock lets only one
+        // open succeed, so the first registration is the one that stays.
+        let entry = sessions.entry(id).or_insert(live);
+        Ok(Arc::clone(entry))
+    }
+
+    /// Runs a turn of `live` for `text`, waiting behind a running turn when `queue` is set.
+    /// Resolves when the turn ends.
+    pub async fn prompt(
+        self: &Arc<Self>,
+        live: Arc<LiveSession>,
+        text: String,
+        queue: bool,
+    ) -> ApiResult<dsh_agent::TurnOutcome> {
+        if let Some(reason) = live.failed() {
+            return Err(ApiError::unavailable(format!("session {} failed: {reason}", live.id)));
+        }
+        if self.shutdown.is_cancelled() {
+            return Err(ApiError::shutting_down());
+        }
+        // Build the provider now so a missing key is reported before anything is logged.
+        let provider = self.provider()?;
+        let guard = if queue {
+            if live.queued.fetch_add(1, Ordering::SeqCst) >= MAX_QUEUED_PROMPTS {
+                live.queued.fetch_sub(1, Ordering::SeqCst);
+                return Err(ApiError::overloaded("too many prompts are queued for this session"));
+            }
+            let guard = Arc::clone(&live.agent).lock_owned().await;
+            live.queued.fetch_sub(1, Ordering::SeqCst);
+            guard
+        } else {
+            Arc::clone(&live.agent).try_lock_owned().map_err(|_| ApiError::busy(&live.id))?
+        };
+        let cancel = self.shutdown.child_token();
+        *lock(&live.running) = Some(cancel.clone());
+        let (done, outcome) = oneshot::channel();
+        let handle = live.handle.clone();
+        let new_agent = {
+            let live = Arc::clone(&live);
+            move || {
+                Agent::new(
+                    provider,
+                    Arc::clone(&live.toolbox),
+                    Arc::clone(&live.approvals) as Arc<dyn Approver>,
+                    live.agent_config.clone(),
+                    &live.workspace,
+                )
+            }
+        };
+        let turn = self.tasks.spawn(async move {
+            let mut slot = guard;
+            let agent = slot.get_or_insert_with(new_agent);
+            let result = agent.run_turn(&handle, &text, &cancel).await;
+            let _ = done.send(result);
+        });
+        // Supervise: observe the turn task's end, whatever the caller does.
+        let supervisor_live = Arc::clone(&live);
+        let supervised = self.tasks.spawn(async move {
+            let joined = turn.await;
+            *lock(&supervisor_live.running) = None;
+            if let Err(error) = joined {
+                let reason = if error.is_panic() { "the turn task panicked" } else { "the turn task was aborted" };
+                tracing::error!(session = %supervisor_live.id, "{reason}; the session is marked failed");
+                supervisor_live.mark_failed(reason).await;
+            }
+        });
+        let result = outcome.await;
+        let _ = supervised.await;
+        match result {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(error)) => {
+                if matches!(
+                    error,
+                    dsh_agent::AgentError::Store(_) | dsh_agent::AgentError::Invariant { .. }
+                ) {
+                    live.set_failed(error.to_string());
+                }
+                Err(ApiError::from_agent(error))
+            }
+            Err(_) => Err(ApiError::unavailable(format!(
+                "session {} failed: {}",
+                live.id,
+                live.failed().unwrap_or_else(|| "the turn ended abnormally".to_owned())
+            ))),
+        }
+    }
+
+    /// Drops every session from memory (their owner tasks close the logs).
+    pub fn unload_all(&self) {
+        lock(&self.sessions).clear();
+    }
+}
+
+fn overrides(config: &SessionConfig) -> CallOverrides {
+    CallOverrides {
+        model: config.model.clone(),
+        max_tokens: config.max_tokens,
+        thinking: config.thinking,
+        reasoning_effort: config.reasoning_effort.clone(),
+        temperature: config.temperature,
+    }
+}
+
+impl LiveSession {
+    /// Whether a turn is running.
+    pub fn is_running(&self) -> bool {
+        lock(&self.running).is_some()
+    }
+
+    /// Cancels the running turn; false when none runs.
+    pub fn cancel(&self) -> bool {
+        match lock(&self.running).as_ref() {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Why the session failed, if it did.
+    pub fn failed(&self) -> Option<String> {
+        lock(&self.failed).clone()
+    }
+
+    fn set_failed(&self, reason: String) {
+        lock(&self.failed).get_or_insert(reason);
+    }
+
+    async fn mark_failed(&self, reason: &str) {
+        self.set_failed(reason.to_owned());
+        // Close the turn in the log so it stays well-formed, and say why.
+        let message = format!("internal error: {reason}; the session accepts no more turns");
+        if let Err(error) = close_open_turn(&self.handle, StopReason::Error, &message).await {
+            tracing::error!(session = %self.id, %error, "closing the failed turn");
+        }
+    }
+
+    /// Answers a pending approval; false when no request with that id waits.
+    pub fn respond(&self, approval_id: &str, verdict: ApprovalVerdict) -> bool {
+        self.approvals.respond(approval_id, verdict)
+    }
+}
+
+/// Pending approvals of one session, answered by `approval/respond`.
+struct Approvals {
+    pending: Mutex<HashMap<String, oneshot::Sender<ApprovalVerdict>>>,
+    timeout: Duration,
+}
+
+impl Approvals {
+    fn new(timeout: Duration) -> Self {
+        Approvals { pending: Mutex::new(HashMap::new()), timeout }
+    }
+
+    fn respond(&self, approval_id: &str, verdict: ApprovalVerdict) -> bool {
+        match lock(&self.pending).remove(approval_id) {
+            Some(sender) => sender.send(verdict).is_ok(),
+            None => false,
+        }
+    }
+}
+
+impl Approver for Approvals {
+    fn decide<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ApprovalVerdict> {
+        Box::pin(async move {
+            let (sender, answer) = oneshot::channel();
+            lock(&self.pending).insert(request.approval_id.clone(), sender);
+            // The `approval/request` event is already in the log: subscribers show it and
+            // answer with `approval/respond`.
+            let verdict = tokio::select! {
+                // Cancel-safe: a oneshot receiver can be polled again or dropped.
+                answer = answer => answer.unwrap_or(ApprovalVerdict::Deny),
+                () = tokio::time::sleep(self.timeout) => ApprovalVerdict::Timeout,
+                () = cancel.cancelled() => ApprovalVerdict::Deny,
+            };
+            lock(&self.pending).remove(&request.approval_id);
+            verdict
+        })
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        ApiError::from_store(error)
+    }
+}
