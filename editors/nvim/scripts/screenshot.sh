@@ -49,7 +49,9 @@ def main(argv=None):
 if __name__ == "__main__":
     raise SystemExit(main())
 PY
-printf 'def test_cli():\n    assert True\n' >"$work/ws/tests/test_cli.py"
+printf 'import unittest\n\n\nclass CliTest(unittest.TestCase):\n    def test_cli(self):\n        self.assertTrue(True)\n' >"$work/ws/tests/test_cli.py"
+touch "$work/ws/tests/__init__.py"
+printf '# Agent notes\n\n- Keep the CLI dependency-free (argparse only).\n' >"$work/ws/AGENTS.md"
 
 cat >"$work/init.lua" <<LUA
 vim.opt.rtp:prepend("$here")

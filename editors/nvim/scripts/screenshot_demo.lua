@@ -11,6 +11,9 @@ vim.o.showmode = false
 vim.o.ruler = false
 vim.o.shortmess = vim.o.shortmess .. "IF"
 vim.o.fillchars = "vert:│,eob: ,fold: "
+vim.o.number = true
+vim.o.cmdheight = 0
+vim.g.dsh = vim.tbl_extend("force", vim.g.dsh or {}, { result_lines = 3 })
 vim.cmd("syntax on")
 vim.cmd("filetype plugin on")
 
@@ -52,54 +55,55 @@ local function turn_done(t, n)
 end
 
 co = coroutine.create(function()
+  vim.o.splitright = true
   vim.cmd("edit src/cli.py")
   vim.cmd("Dsh open")
   local dsh = require("dsh")
   local t = dsh.current()
-  vim.cmd("wincmd H")
-  vim.cmd("vertical resize 58")
+  vim.cmd("wincmd h")
+  vim.wo.wrap = false
+  vim.cmd("vertical resize 50")
   vim.cmd("wincmd l")
 
   script({
     {
-      reasoning = "The user wants a --verbose flag.\nRead the CLI entry point first, then add the flag with argparse.",
+      reasoning = "The user wants a --verbose flag.\nRead the CLI entry point first, then add the flag with argparse\nand map it to the log level.",
       content = "Let me look at the entry point first.",
-      tool_calls = { { name = "read_file", arguments = { path = "src/cli.py" } } },
+      tool_calls = { { name = "read_file", arguments = { path = "src/cli.py", start_line = 8, end_line = 10 } } },
     },
     {
       content = "I'll add `--verbose` and wire it to the log level.",
       tool_calls = { { name = "edit_file", arguments = { path = "src/cli.py", old_string = 'parser.add_argument("path")', new_string = 'parser.add_argument("path")\n    parser.add_argument("-v", "--verbose", action="store_true")' } } },
     },
-    { content = "Done: `-v/--verbose` now switches logging to DEBUG." },
+    { content = "Done: `-v/--verbose` is parsed; next, wire it to logging." },
   })
   vim.cmd("Dsh prompt Add a --verbose flag to the CLI")
   wait(turn_done(t, 1))
   vim.cmd("checktime")
 
   script({
-    { content = "Running the test suite.", tool_calls = { { name = "list_dir", arguments = { path = "tests" } } }, delay_ms = 1200 },
-    { content = "Using pytest -q as asked.", tool_calls = { { name = "run_command", arguments = { command = "python -m pytest -q" } } } },
-    { content = "All 3 tests pass." },
+    { content = "Running the test suite.", tool_calls = { { name = "run_command", arguments = { command = "python3 -m pytest -q" } } }, delay_ms = 1500 },
+    { content = "Switching to unittest, as asked.", tool_calls = { { name = "run_command", arguments = { command = "python3 -m unittest -q 2>&1 | tail -1" } } } },
+    { content = "All tests pass." },
   })
   vim.cmd("Dsh prompt Run the tests")
   wait(function()
     return t.running and (t.cur_step or 0) >= 4
   end)
-  sleep(200)
-  vim.cmd("Dsh steer use pytest -q")
+  sleep(300)
+  vim.cmd("Dsh steer use unittest, not pytest")
   wait(turn_done(t, 2))
 
-  script({
-    { content = "Summary: added a --verbose flag to src/cli.py (argparse, DEBUG logging); tests pass." },
-    { content = "The CLI now takes `-v/--verbose`; everything else is unchanged." },
-  })
-  vim.cmd("Dsh compact")
-  sleep(1500)
+  -- An edited AGENTS.md changes the system prompt: the next step's cache collapses, and the
+  -- annotation names the logged cause.
+  local f = io.open("AGENTS.md", "a")
+  f:write("- Log at DEBUG when --verbose is given.\n")
+  f:close()
+  script({ { content = "`-v/--verbose` sets the log level to DEBUG; the tests pass." } })
   vim.cmd("Dsh prompt Summarize the change in one line")
   wait(turn_done(t, 3))
   sleep(800)
 
-  -- Show the whole turn 1 at the top of the transcript window when it fits, else the end.
   vim.cmd("normal! G")
   vim.cmd("redraw!")
   sleep(500)

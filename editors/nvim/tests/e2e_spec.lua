@@ -196,6 +196,32 @@ test("e2e: cancel a running turn", function()
   H.eq(false, t.running)
 end)
 
+test("e2e: a changed system prompt collapses the cache; the annotation names the logged cause", function()
+  setup()
+  local t = E.t
+  -- AGENTS.md is part of the system prompt: editing it changes the next request's prefix.
+  vim.fn.writefile({ "# Notes", "", "- Answer briefly." }, E.ws .. "/AGENTS.md")
+  script({ { content = "Noted." } })
+  vim.cmd("Dsh prompt note it")
+  wait_text(t, "━━ turn 5 completed")
+  local step = t.cur_step
+  H.wait_for(function()
+    local st = t.steps[step]
+    return st and st.row and st.row.step == step
+  end, 5000, "the usage row of step " .. step)
+  local row = t.steps[step].row
+  H.truthy(row.dropped, "the cache dropped at step " .. step)
+  H.contains(row.explanation, "system prompt")
+  local mark
+  for _, m in ipairs(H.usage_marks(t.buf)) do
+    if m.line == t.steps[step].line then
+      mark = m
+    end
+  end
+  H.contains(mark.text, "▼ " .. row.explanation)
+  H.contains(text_of(t), "request header changed: system prompt")
+end)
+
 test("e2e: every step's annotation still equals session/usage", function()
   setup()
   local n = check_usage_matches(E.t)

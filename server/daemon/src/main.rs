@@ -49,13 +49,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("dsh: {error:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // A blocking read of stdin (the stdio front) would keep a plain runtime drop waiting for
+    // input that may never come; everything that matters has been flushed by now.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    code
 }
 
 fn default_log_level(command: &Command) -> &'static str {

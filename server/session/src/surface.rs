@@ -200,3 +200,6 @@ impl Session {
         matches!((position(start), position(end)), (Some(a), Some(b)) if a <= b)
     }
 }
+
+#[cfg(test)]
+mod tests;

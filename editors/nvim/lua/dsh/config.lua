@@ -7,7 +7,8 @@
 ---   base_url = nil,          -- --base-url URL (default: $DEEPSEEK_BASE_URL or DeepSeek)
 ---   model = nil,             -- model id for new sessions
 ---   in_process = false,      -- `dsh stdio --in-process`: a private daemon inside the bridge
----   auto_approve = false,    -- never prompt; answer every approval with "allow" (scripts only)
+---   when_busy = "queue",     -- :Dsh prompt while a turn runs: "queue" or "reject"
+---   result_lines = 8,        -- lines of a tool result shown in the transcript
 --- }
 --- ```
 local M = {}
@@ -21,6 +22,7 @@ local M = {}
 ---@field when_busy "queue"|"reject"
 ---@field follow boolean Keep the transcript window scrolled to the end while the cursor is there.
 ---@field reasoning_fold boolean Fold reasoning in the transcript.
+---@field result_lines integer Lines of a tool result shown in the transcript.
 
 ---@type dsh.Config
 M.defaults = {
@@ -32,6 +34,7 @@ M.defaults = {
   when_busy = "queue",
   follow = true,
   reasoning_fold = true,
+  result_lines = 8,
 }
 
 --- The effective configuration: `vim.g.dsh` over the defaults.

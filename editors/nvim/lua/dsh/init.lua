@@ -277,7 +277,7 @@ function M.open(session_id, opts)
   end
   vim.api.nvim_win_set_buf(win, t.buf)
   transcript.setup_window(win)
-  vim.wo[win].statusline = " %t%= %{v:lua.require'dsh'.statusline()} "
+  vim.wo[win].statusline = " session " .. session_id .. "%= %{v:lua.require'dsh'.statusline()} "
   M._last = t
   return t
 end

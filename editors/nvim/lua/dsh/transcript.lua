@@ -163,6 +163,8 @@ function M.setup_window(win)
   local cfg = require("dsh.config").get()
   vim.wo[win].wrap = true
   vim.wo[win].linebreak = true
+  vim.wo[win].breakindent = true
+  vim.wo[win].breakindentopt = "shift:2"
   vim.wo[win].number = false
   vim.wo[win].relativenumber = false
   vim.wo[win].signcolumn = "no"
@@ -481,7 +483,8 @@ end
 handlers["tool/result"] = function(self, data)
   local mark = data.isError and "✗" or "✓"
   local content = data.content or ""
-  local lines = lines_of(content, "    ", ("  %s %s → "):format(mark, data.name), 8)
+  local max = require("dsh.config").get().result_lines
+  local lines = lines_of(content, "    ", ("  %s %s → "):format(mark, data.name), max)
   self:append(lines, data.isError and "DshError" or "DshToolResult")
 end
 

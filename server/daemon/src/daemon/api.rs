@@ -161,6 +161,12 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
         Ok::<_, ApiError>(SessionInjectResult { seq: event.seq })
     })?;
 
+    module.register_async_method(method::SESSION_COMPACT, |params, daemon, _| async move {
+        let params: SessionParams = parse(&params)?;
+        let live = daemon_session(&daemon, &params.session_id).await?;
+        daemon.compact(live).await
+    })?;
+
     module.register_async_method(method::SESSION_CANCEL, |params, daemon, _| async move {
         let params: SessionParams = parse(&params)?;
         let live = daemon_session(&daemon, &params.session_id).await?;

@@ -308,6 +308,68 @@ impl Daemon {
         }
     }
 
+    /// Compacts `live` now (`session/compact`, `dsh compact`): the older surface nodes become a
+    /// summary made by the session's model. Refused while a turn runs; `session/cancel` and
+    /// shutdown cancel the summarize call, which leaves the surface untouched.
+    pub async fn compact(
+        self: &Arc<Self>,
+        live: Arc<LiveSession>,
+    ) -> ApiResult<dsh_protocol::SessionCompactResult> {
+        use dsh_agent::{CompactOutcome, ContextConfig, compact_now};
+        if let Some(reason) = live.failed() {
+            return Err(ApiError::unavailable(format!("session {} failed: {reason}", live.id)));
+        }
+        if self.shutdown.is_cancelled() {
+            return Err(ApiError::shutting_down());
+        }
+        let provider = self.provider()?;
+        // Holding the loop's slot keeps turns out while the surface is rewritten.
+        let _slot =
+            Arc::clone(&live.agent).try_lock_owned().map_err(|_| ApiError::busy(&live.id))?;
+        let header_model = live
+            .handle
+            .query(|s| s.header().map(|h| h.config.model.clone()))
+            .await
+            .map_err(ApiError::from_agent)?;
+        let config = &live.agent_config;
+        let model = config
+            .overrides
+            .model
+            .clone()
+            .or(header_model)
+            .unwrap_or_else(|| config.default_call.model.clone());
+        let context = config.context.clone().unwrap_or_else(|| ContextConfig::for_model(&model));
+        let cancel = self.shutdown.child_token();
+        *lock(&live.running) = Some(cancel.clone());
+        let outcome = compact_now(&provider, &live.handle, &context, &model, &cancel).await;
+        *lock(&live.running) = None;
+        let (compacted, seq, message) = match outcome.map_err(ApiError::from_agent)? {
+            CompactOutcome::Compacted { start_seq, replace_seq, nodes, tokens_before, .. } => (
+                true,
+                Some(replace_seq),
+                format!(
+                    "compacted {nodes} surface nodes into a summary (compact/start at seq \
+                     {start_seq}, surface/replace at seq {replace_seq}); the last request had \
+                     {tokens_before} prompt tokens"
+                ),
+            ),
+            CompactOutcome::Failed { start_seq, error, cancelled } => (
+                false,
+                None,
+                format!(
+                    "compaction {} (compact/start at seq {start_seq}): {error}; the surface is \
+                     untouched",
+                    if cancelled { "cancelled" } else { "failed" }
+                ),
+            ),
+            CompactOutcome::Unchanged { reason } => (false, None, reason),
+            CompactOutcome::Trimmed { seqs, .. } => {
+                (true, seqs.last().copied(), format!("trimmed {} tool results", seqs.len()))
+            }
+        };
+        Ok(dsh_protocol::SessionCompactResult { compacted, seq, message })
+    }
+
     /// Drops every session from memory (their owner tasks close the logs).
     pub fn unload_all(&self) {
         lock(&self.sessions).clear();

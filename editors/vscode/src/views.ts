@@ -1,0 +1,364 @@
+// The views: the Sessions tree (session → turn → step, usage as each step's description), the
+// transcript webview, the status bar item, and the read-only "what the model saw" documents.
+
+import * as vscode from "vscode";
+import type { Connection } from "./connection";
+import { describeError } from "./daemon";
+import type { SessionSummary } from "./protocol.generated";
+import { renderTranscript } from "./render";
+import { renderSaw } from "./saw";
+import type { SessionManager } from "./sessions";
+import type { StepView, TurnView } from "./transcript";
+import { dropExplanation, formatPercent, formatTokens, formatUsage, hitClass, hitPercent, statusText, type HitClass } from "./usage";
+import { transcriptPage } from "./webview";
+
+// ---- Sessions tree ---------------------------------------------------------------------------
+
+export type TreeNode =
+  | { kind: "session"; summary: SessionSummary }
+  | { kind: "turn"; sessionId: string; turn: TurnView }
+  | { kind: "step"; sessionId: string; step: StepView };
+
+const HIT_COLORS: Record<HitClass, string> = {
+  high: "charts.green",
+  mid: "charts.yellow",
+  low: "charts.red",
+  cold: "charts.blue",
+  none: "disabledForeground",
+};
+
+export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
+  private readonly changed = new vscode.EventEmitter<TreeNode | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly sessions: SessionManager) {
+    sessions.onDidChange((c) => {
+      // Redraw at most every 200 ms: chunks stream far faster.
+      if (c.structural || c.step === undefined) {
+        this.schedule();
+      }
+    });
+  }
+
+  private schedule(): void {
+    if (this.timer) {
+      return;
+    }
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.changed.fire(undefined);
+    }, 200);
+  }
+
+  getTreeItem(n: TreeNode): vscode.TreeItem {
+    switch (n.kind) {
+      case "session": {
+        const s = n.summary;
+        const open = this.sessions.open.get(s.sessionId);
+        const t = open?.transcript;
+        const item = new vscode.TreeItem(s.title ?? t?.title ?? s.sessionId, vscode.TreeItemCollapsibleState.Collapsed);
+        item.id = `session:${s.sessionId}`;
+        const running = t ? t.running : s.running;
+        const steps = t ? t.steps.size : s.steps;
+        const totals = t?.totals;
+        item.description =
+          `${steps} step${steps === 1 ? "" : "s"}` +
+          (totals && totals.promptTokens ? ` · hit ${formatPercent(hitPercent(totals))}` : s.lastUsage ? ` · last hit ${formatPercent(hitPercent(s.lastUsage))}` : "") +
+          (running ? " · running" : "");
+        item.tooltip = new vscode.MarkdownString(
+          `**${escapeMd(s.title ?? "(no prompt yet)")}**\n\n` +
+            `id \`${s.sessionId}\`  \nworkspace \`${s.workspace}\`  \n` +
+            (s.forkedFrom ? `forked from \`${s.forkedFrom.sessionId}\` before seq ${s.forkedFrom.seq}  \n` : "") +
+            `${s.turns} turns · ${s.steps} steps · updated ${new Date(s.updatedMs).toLocaleString()}` +
+            (totals && totals.promptTokens ? `\n\nΣ ${formatUsage(totals)}` : ""),
+        );
+        item.iconPath = new vscode.ThemeIcon(running ? "sync~spin" : s.forkedFrom ? "repo-forked" : "comment-discussion");
+        item.contextValue = "session";
+        item.command = { command: "dsh.openSession", title: "Open", arguments: [s.sessionId] };
+        return item;
+      }
+      case "turn": {
+        const t = n.turn;
+        const item = new vscode.TreeItem(`Turn ${t.turn}`, vscode.TreeItemCollapsibleState.Expanded);
+        item.id = `turn:${n.sessionId}:${t.turn}`;
+        item.description = (t.prompt ?? "").replace(/\s+/g, " ").slice(0, 80) + (t.end && t.end.reason !== "completed" ? ` · ${t.end.reason}` : "");
+        item.tooltip = t.prompt;
+        item.iconPath = new vscode.ThemeIcon(t.end ? (t.end.reason === "completed" ? "pass" : t.end.reason === "cancelled" ? "circle-slash" : "error") : "loading~spin");
+        item.contextValue = "turn";
+        return item;
+      }
+      case "step": {
+        const s = n.step;
+        const usage = s.row?.usage ?? s.usage;
+        const item = new vscode.TreeItem(`Step ${s.step}`, vscode.TreeItemCollapsibleState.None);
+        item.id = `step:${n.sessionId}:${s.step}`;
+        item.description = usage ? formatUsage(usage, s.row?.hitPercent ?? hitPercent(usage)) : s.state === "running" ? "running…" : s.state;
+        const why = dropExplanation(s.row);
+        item.tooltip = new vscode.MarkdownString(
+          `**Step ${s.step}** (turn ${s.turn}, seq ${s.seq})\n\n` +
+            (usage
+              ? `| prompt | cached | new | out | hit |\n|---:|---:|---:|---:|---:|\n| ${formatTokens(usage.promptTokens)} | ${formatTokens(usage.cacheHitTokens)} | ${formatTokens(usage.cacheMissTokens)} | ${formatTokens(usage.completionTokens)} | ${formatPercent(s.row?.hitPercent ?? hitPercent(usage))} |\n\n`
+              : "") +
+            (why ? `${s.row?.dropped ? "⚠ " : ""}${escapeMd(why)}\n\n` : "") +
+            (s.error ? `${s.state}: ${escapeMd(s.error)}` : ""),
+        );
+        const cls = hitClass(usage, s.row);
+        item.iconPath =
+          s.state === "running"
+            ? new vscode.ThemeIcon("loading~spin")
+            : s.state === "cancelled" || s.state === "error"
+              ? new vscode.ThemeIcon("error", new vscode.ThemeColor("charts.red"))
+              : new vscode.ThemeIcon(s.row?.dropped ? "warning" : "circle-filled", new vscode.ThemeColor(HIT_COLORS[cls]));
+        item.contextValue = "step";
+        item.command = { command: "dsh.revealStep", title: "Show in Transcript", arguments: [n.sessionId, s.step] };
+        return item;
+      }
+    }
+  }
+
+  async getChildren(n?: TreeNode): Promise<TreeNode[]> {
+    if (!n) {
+      try {
+        const list = await this.sessions.refreshListQuiet();
+        // Newest first.
+        return [...list].sort((a, b) => b.updatedMs - a.updatedMs).map((summary) => ({ kind: "session", summary }));
+      } catch {
+        return [];
+      }
+    }
+    if (n.kind === "session") {
+      const s = await this.sessions.openSession(n.summary.sessionId);
+      return s.transcript.turns.map((turn) => ({ kind: "turn", sessionId: s.id, turn }));
+    }
+    if (n.kind === "turn") {
+      return n.turn.steps.map((step) => ({ kind: "step", sessionId: n.sessionId, step }));
+    }
+    return [];
+  }
+}
+
+// ---- Transcript webview ------------------------------------------------------------------------
+
+export class TranscriptPanels implements vscode.Disposable {
+  readonly panels = new Map<string, vscode.WebviewPanel>();
+  /** The last HTML posted per session (the self-test reads what the user sees). */
+  readonly lastHtml = new Map<string, string>();
+  private readonly pending = new Map<string, NodeJS.Timeout>();
+  private readonly ready = new Set<string>();
+
+  constructor(
+    private readonly sessions: SessionManager,
+    private readonly onAction: (sessionId: string, m: { action: string; step?: number; approval?: string }) => void,
+  ) {
+    sessions.onDidChange((c) => {
+      if (c.sessionId) {
+        this.schedule(c.sessionId);
+      } else {
+        for (const id of this.panels.keys()) {
+          this.schedule(id);
+        }
+      }
+    });
+  }
+
+  async show(sessionId: string, column = vscode.ViewColumn.Active): Promise<vscode.WebviewPanel> {
+    const s = await this.sessions.openSession(sessionId);
+    this.sessions.active = sessionId;
+    let panel = this.panels.get(sessionId);
+    if (panel) {
+      panel.reveal(column);
+      return panel;
+    }
+    panel = vscode.window.createWebviewPanel("dsh.transcript", this.title(sessionId), column, {
+      enableScripts: true,
+      retainContextWhenHidden: true,
+      enableFindWidget: true,
+    });
+    panel.iconPath = new vscode.ThemeIcon("comment-discussion");
+    const nonce = Math.random().toString(36).slice(2) + Date.now().toString(36);
+    const html = renderTranscript(s.transcript);
+    this.lastHtml.set(sessionId, html);
+    panel.webview.html = transcriptPage({ nonce, cspSource: panel.webview.cspSource, title: this.title(sessionId), initial: html });
+    panel.webview.onDidReceiveMessage((m: { action: string; step?: number; approval?: string }) => {
+      if (m.action === "ready") {
+        this.ready.add(sessionId);
+        this.render(sessionId);
+        return;
+      }
+      this.onAction(sessionId, m);
+    });
+    panel.onDidChangeViewState((e) => {
+      if (e.webviewPanel.active) {
+        this.sessions.active = sessionId;
+        this.sessions.fireActive();
+      }
+    });
+    panel.onDidDispose(() => {
+      this.panels.delete(sessionId);
+      this.ready.delete(sessionId);
+    });
+    this.panels.set(sessionId, panel);
+    return panel;
+  }
+
+  reveal(sessionId: string, step: number): void {
+    void this.show(sessionId).then((p) => p.webview.postMessage({ type: "reveal", step }));
+  }
+
+  private title(sessionId: string): string {
+    const t = this.sessions.open.get(sessionId)?.transcript;
+    const title = t?.title ?? this.sessions.summaries.find((s) => s.sessionId === sessionId)?.title ?? sessionId;
+    return `dsh: ${title.length > 40 ? title.slice(0, 39) + "…" : title}`;
+  }
+
+  private schedule(sessionId: string): void {
+    if (!this.panels.has(sessionId) || this.pending.has(sessionId)) {
+      return;
+    }
+    this.pending.set(
+      sessionId,
+      setTimeout(() => {
+        this.pending.delete(sessionId);
+        this.render(sessionId);
+      }, 40),
+    );
+  }
+
+  private render(sessionId: string): void {
+    const panel = this.panels.get(sessionId);
+    const s = this.sessions.open.get(sessionId);
+    if (!panel || !s) {
+      return;
+    }
+    const html = renderTranscript(s.transcript);
+    this.lastHtml.set(sessionId, html);
+    panel.title = this.title(sessionId);
+    if (this.ready.has(sessionId)) {
+      void panel.webview.postMessage({ type: "render", html });
+    }
+  }
+
+  dispose(): void {
+    for (const p of this.panels.values()) {
+      p.dispose();
+    }
+  }
+}
+
+// ---- Status bar ----------------------------------------------------------------------------------
+
+export class StatusBar implements vscode.Disposable {
+  readonly item = vscode.window.createStatusBarItem("dsh.status", vscode.StatusBarAlignment.Left, 50);
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly sessions: SessionManager,
+    private readonly conn: Connection,
+  ) {
+    this.item.name = "dsh";
+    this.item.command = "dsh.showUsage";
+    sessions.onDidChange(() => this.schedule());
+    conn.onDidConnect(() => this.schedule());
+    conn.onDidDisconnect(() => this.schedule());
+    this.update();
+    this.item.show();
+  }
+
+  private schedule(): void {
+    if (!this.timer) {
+      this.timer = setTimeout(() => {
+        this.timer = undefined;
+        this.update();
+      }, 100);
+    }
+  }
+
+  update(): void {
+    if (!this.conn.current) {
+      this.item.text = this.conn.lastError ? "$(error) dsh: not connected" : "$(hubot) dsh";
+      this.item.tooltip = this.conn.lastError ?? "dsh: not connected yet";
+      this.item.command = this.conn.lastError ? "dsh.showLog" : "dsh.newSession";
+      return;
+    }
+    this.item.command = "dsh.showUsage";
+    const id = this.sessions.active;
+    const t = id ? this.sessions.open.get(id)?.transcript : undefined;
+    if (!t) {
+      this.item.text = "$(hubot) dsh";
+      this.item.tooltip = "dsh: no session open";
+      return;
+    }
+    const last = t.lastStep;
+    const running = t.running && last?.state === "running";
+    this.item.text = `${running ? "$(sync~spin)" : "$(hubot)"} dsh ${statusText(last ? { step: last.step, usage: last.usage, running } : undefined, t.totals)}`;
+    const md = new vscode.MarkdownString(
+      `**${escapeMd(t.title ?? t.sessionId)}**\n\n` +
+        (last?.usage ? `step ${last.step}: ${formatUsage(last.usage, last.row?.hitPercent ?? hitPercent(last.usage))}\n\n` : "") +
+        `Σ ${formatUsage(t.totals)}\n\nClick for the usage table.`,
+    );
+    this.item.tooltip = md;
+  }
+
+  dispose(): void {
+    this.item.dispose();
+  }
+}
+
+// ---- "What the model saw" -------------------------------------------------------------------------
+
+export const SAW_SCHEME = "dsh-saw";
+
+/** `dsh-saw:/SESSION/step-N.md` (a step's request) and `dsh-saw:/SESSION/usage.md`. */
+export function sawUri(sessionId: string, step: number | "usage"): vscode.Uri {
+  return vscode.Uri.from({ scheme: SAW_SCHEME, path: `/${sessionId}/${step === "usage" ? "usage" : `step-${step}`}.md` });
+}
+
+export class SawProvider implements vscode.TextDocumentContentProvider {
+  private readonly changed = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.changed.event;
+  /** Documents served, for the self-test. */
+  readonly served = new Map<string, string>();
+
+  constructor(private readonly conn: Connection) {}
+
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+    const [, sessionId, file] = uri.path.split("/");
+    try {
+      const client = await this.conn.get();
+      let text: string;
+      if (file === "usage.md") {
+        const u = await client.usage(sessionId);
+        const lines = [`# Usage — session ${sessionId}`, "", "| turn | step | prompt | cached | new | out | hit | cause of a cache drop |", "|---:|---:|---:|---:|---:|---:|---:|---|"];
+        for (const r of u.rows) {
+          const x = r.usage;
+          lines.push(
+            `| ${r.turn} | ${r.step} | ${x ? formatTokens(x.promptTokens) : "–"} | ${x ? formatTokens(x.cacheHitTokens) : "–"} | ${x ? formatTokens(x.cacheMissTokens) : "–"} | ${x ? formatTokens(x.completionTokens) : "–"} | ${x ? formatPercent(r.hitPercent) : "–"} | ${r.dropped ? "⚠ " : ""}${r.explanation} |`,
+          );
+        }
+        const t = u.totals;
+        lines.push(`| | **total** | ${formatTokens(t.promptTokens)} | ${formatTokens(t.cacheHitTokens)} | ${formatTokens(t.cacheMissTokens)} | ${formatTokens(t.completionTokens)} | ${formatPercent(hitPercent(t))} | |`, "");
+        text = lines.join("\n");
+      } else {
+        const m = /^step-(\d+)\.md$/.exec(file ?? "");
+        if (!m) {
+          return `not a dsh document: ${uri.toString()}`;
+        }
+        const r = await client.request(sessionId, Number(m[1]));
+        text = renderSaw(r, { sessionId });
+      }
+      this.served.set(uri.toString(), text);
+      return text;
+    } catch (e) {
+      return `dsh: could not rebuild ${uri.path}: ${describeError(e)}`;
+    }
+  }
+
+  refresh(uri: vscode.Uri): void {
+    this.changed.fire(uri);
+  }
+}
+
+function escapeMd(s: string): string {
+  return s.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, (c) => `\\${c}`);
+}

@@ -1,0 +1,118 @@
+// The transcript webview's page: styles (VS Code theme variables), and a small script that
+// swaps in re-rendered HTML (keeping folds and scroll) and posts button clicks back. No `vscode`.
+
+export const TRANSCRIPT_CSS = `
+:root { --hit-high: var(--vscode-charts-green, #3fb950); --hit-mid: var(--vscode-charts-yellow, #d29922);
+  --hit-low: var(--vscode-charts-red, #f85149); --hit-cold: var(--vscode-charts-blue, #58a6ff); }
+body { font-family: var(--vscode-font-family); font-size: var(--vscode-font-size); color: var(--vscode-foreground);
+  background: var(--vscode-editor-background); padding: 0 18px 40px; line-height: 1.45; }
+header.session { position: sticky; top: 0; z-index: 2; background: var(--vscode-editor-background);
+  padding: 12px 0 10px; border-bottom: 1px solid var(--vscode-panel-border, #444); margin-bottom: 10px; }
+header .title { font-size: 1.25em; font-weight: 600; }
+header .meta { opacity: .75; font-size: .9em; margin: 2px 0 6px; }
+header .running { color: var(--hit-cold); margin-left: 6px; }
+header .fork { margin-left: 6px; }
+.turn-start { margin: 18px 0 6px; font-weight: 600; opacity: .8; text-transform: uppercase; letter-spacing: .06em; font-size: .8em;
+  display: flex; align-items: center; gap: 8px; }
+.turn-start::after { content: ""; flex: 1; border-top: 1px solid var(--vscode-panel-border, #444); }
+.msg { margin: 6px 0; padding: 8px 12px; border-radius: 6px; }
+.msg .who { font-weight: 600; font-size: .85em; opacity: .85; margin-bottom: 2px; }
+.msg .text { white-space: pre-wrap; }
+.msg.user { background: var(--vscode-textBlockQuote-background, rgba(127,127,127,.1)); border-left: 3px solid var(--vscode-textLink-foreground); }
+.msg.steering { background: rgba(210,153,34,.10); border-left: 3px solid var(--hit-mid); }
+.msg.context { font-size: .85em; opacity: .65; padding: 2px 12px; }
+.seq { font-weight: normal; opacity: .6; font-size: .9em; font-family: var(--vscode-editor-font-family); }
+.landed { margin-left: 8px; font-weight: 600; color: var(--hit-mid); }
+.landed.pending { opacity: .8; font-style: italic; }
+section.step { margin: 8px 0; padding: 8px 12px; border: 1px solid var(--vscode-panel-border, #444); border-radius: 6px; }
+section.step.running { border-color: var(--hit-cold); }
+section.step.cancelled, section.step.error { border-color: var(--hit-low); }
+.step-head { display: flex; align-items: center; gap: 8px; flex-wrap: wrap; }
+.step-no { font-weight: 600; }
+.spinner { color: var(--hit-cold); animation: pulse 1s infinite; }
+@keyframes pulse { 50% { opacity: .3; } }
+.usage { font-family: var(--vscode-editor-font-family); font-size: .88em; padding: 1px 8px; border-radius: 10px;
+  border: 1px solid currentColor; white-space: nowrap; }
+.usage .part b { font-weight: 600; }
+.usage .sep { opacity: .6; }
+.usage.high { color: var(--hit-high); } .usage.mid { color: var(--hit-mid); } .usage.low { color: var(--hit-low); }
+.usage.cold { color: var(--hit-cold); } .usage.none { opacity: .6; border-style: dashed; }
+header .totals { display: inline-block; }
+.actions { margin-left: auto; display: flex; gap: 4px; }
+button { background: var(--vscode-button-secondaryBackground, #3a3d41); color: var(--vscode-button-secondaryForeground, #fff);
+  border: none; border-radius: 3px; padding: 1px 8px; cursor: pointer; font-size: .85em; }
+button:hover { background: var(--vscode-button-secondaryHoverBackground, #45494e); }
+.cause { font-size: .88em; margin: 4px 0 0; opacity: .85; }
+.cause.dropped { color: var(--hit-low); opacity: 1; font-weight: 600; }
+.steered { font-size: .88em; color: var(--hit-mid); margin-top: 4px; }
+.hdr { font-size: .85em; opacity: .7; margin-top: 2px; }
+details.reasoning { margin: 6px 0; opacity: .8; }
+details.reasoning summary { cursor: pointer; font-style: italic; font-size: .9em; }
+details.reasoning .text { white-space: pre-wrap; font-style: italic; padding: 4px 0 0 14px; }
+.answer { white-space: pre-wrap; margin: 6px 0; }
+.tool { margin: 6px 0; padding: 6px 10px; background: var(--vscode-textCodeBlock-background, rgba(127,127,127,.12)); border-radius: 4px; }
+.tool-head { font-size: .9em; }
+.call-id { opacity: .5; font-size: .85em; font-family: var(--vscode-editor-font-family); }
+pre { font-family: var(--vscode-editor-font-family); font-size: var(--vscode-editor-font-size, 12px); white-space: pre-wrap;
+  word-break: break-word; margin: 4px 0; max-height: 320px; overflow: auto; }
+pre.args { opacity: .9; }
+details.result summary { cursor: pointer; font-size: .85em; color: var(--hit-high); }
+details.result.error summary { color: var(--hit-low); }
+.pending { font-size: .85em; opacity: .7; font-style: italic; }
+.approval { font-size: .9em; margin: 4px 0; }
+.decision.allow, .decision.allowAlways { color: var(--hit-high); font-weight: 600; }
+.decision.deny, .decision.timeout { color: var(--hit-low); font-weight: 600; }
+.decision.waiting { color: var(--hit-mid); font-weight: 600; }
+.step-error { color: var(--hit-low); margin-top: 4px; }
+.retry { font-size: .85em; color: var(--hit-mid); }
+.turn-end { font-size: .85em; margin: 6px 0 4px; opacity: .75; }
+.turn-end.cancelled, .turn-end.error { color: var(--hit-low); opacity: 1; }
+.compact, .notice { font-size: .88em; margin: 8px 0; padding: 4px 10px; border-left: 3px solid var(--hit-cold); }
+.empty { opacity: .6; margin-top: 30px; }
+.flash { outline: 2px solid var(--vscode-focusBorder); }
+`;
+
+const SCRIPT = `
+const vscode = acquireVsCodeApi();
+const main = document.getElementById('main');
+function openKeys() {
+  return new Set([...document.querySelectorAll('details[data-key]')].filter(d => d.open).map(d => d.dataset.key));
+}
+function closedKeys() {
+  return new Set([...document.querySelectorAll('details[data-key]')].filter(d => !d.open).map(d => d.dataset.key));
+}
+window.addEventListener('message', (ev) => {
+  const m = ev.data;
+  if (m.type === 'render') {
+    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+    const open = openKeys(), closed = closedKeys();
+    main.innerHTML = m.html;
+    for (const d of document.querySelectorAll('details[data-key]')) {
+      if (open.has(d.dataset.key)) d.open = true;
+      if (closed.has(d.dataset.key)) d.open = false;
+    }
+    if (atBottom && m.follow !== false) window.scrollTo(0, document.body.scrollHeight);
+  } else if (m.type === 'reveal') {
+    const el = document.getElementById('step-' + m.step);
+    if (el) { el.scrollIntoView({ block: 'center' }); el.classList.add('flash'); setTimeout(() => el.classList.remove('flash'), 1200); }
+  }
+});
+document.addEventListener('click', (ev) => {
+  const b = ev.target.closest('button[data-action]');
+  if (!b) return;
+  vscode.postMessage({ action: b.dataset.action, step: b.dataset.step ? Number(b.dataset.step) : undefined, approval: b.dataset.approval });
+});
+vscode.postMessage({ action: 'ready' });
+`;
+
+/** The page; the body arrives by `postMessage({type: 'render', html})` (and `initial`). */
+export function transcriptPage(o: { nonce: string; cspSource: string; title: string; initial: string }): string {
+  return `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${o.cspSource} 'unsafe-inline'; script-src 'nonce-${o.nonce}';">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${o.title.replace(/[<&]/g, "")}</title>
+<style>${TRANSCRIPT_CSS}</style></head>
+<body><main id="main">${o.initial}</main>
+<script nonce="${o.nonce}">${SCRIPT}</script></body></html>`;
+}
