@@ -241,6 +241,9 @@ test("e2e: :Dsh saw shows what the model saw, read-only", function()
   for _, needle in ipairs({ "# What the model saw — step 2", "## System prompt", "## Tools", "## Messages", "## Wire body", req.wire.sha256, "[seq " .. req.messages[1].seq .. "]" }) do
     H.contains(text, needle)
   end
+  if os.getenv("DSH_TEST_DUMP") then
+    vim.fn.writefile(vim.split(text, "\n"), os.getenv("DSH_TEST_DUMP"))
+  end
   -- The body shown is the exact wire body: its sha256 is the logged one.
   H.eq(req.wire.sha256, vim.fn.sha256(req.wire.body))
   H.contains(text, req.wire.body)
@@ -324,6 +327,19 @@ test("e2e: after a daemon restart, :Dsh sessions lists the sessions and reopens 
   check_usage_matches(r)
   -- The replay renders what the live run rendered (annotations aside).
   H.eq(before, text_of(r))
+end)
+
+test("e2e: :checkhealth dsh finds the binary, its version, the daemon and the key", function()
+  setup()
+  vim.cmd("silent checkhealth dsh")
+  local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\n")
+  vim.cmd("bwipeout!")
+  H.contains(text, "found " .. vim.fn.exepath(bin))
+  H.contains(text, "version: dsh")
+  H.contains(text, "initialize: dsh")
+  H.contains(text, "daemon pid")
+  H.contains(text, "DEEPSEEK_API_KEY is set")
+  H.eq(nil, text:find("ERROR", 1, true), "no error in:\n" .. text)
 end)
 
 test("e2e: teardown (daemon shutdown, mock stopped)", function()

@@ -88,7 +88,7 @@ fn reads_for(turn: usize, big_files: usize) -> Vec<String> {
     // Alternate big and small reads so that trimming has something to do.
     (0..3)
         .map(|index| {
-            if (turn + index) % 3 == 0 {
+            if (turn + index).is_multiple_of(3) {
                 "small.txt".to_owned()
             } else {
                 format!("big-{}.txt", (turn + index) % big_files)
@@ -303,6 +303,10 @@ async fn compactions_and_trims_rebuild_every_request_byte_for_byte() {
     turn(&fixture, &mut agent, number, &reads_for(number, 4)).await;
 
     let events = events(&fixture).await;
+    // The log on disk is the one folded in memory.
+    let id = dsh_store::SessionId::parse(fixture.session.session_id()).unwrap();
+    let stored = dsh_store::read_log(&fixture.home.find_session(&id).unwrap()).unwrap();
+    assert!(stored.events == events, "the stored log differs from the live one");
     assert_well_formed(&events);
     let found = rewrites(&events);
     assert!(found.compactions >= 2 && found.trims >= 3, "{found:?}");
@@ -473,6 +477,7 @@ async fn a_cancelled_summarize_call_ends_the_turn_and_leaves_an_auditable_sessio
 /// At least 300 steps in a window small enough to force several compactions. The figures are
 /// printed (`--nocapture`); set `DSH_LONG_TURNS` for a longer run.
 #[tokio::test]
+#[allow(clippy::print_stdout)] // the figures are this test's report
 async fn a_long_session_stays_in_its_window_and_recovers_its_cache_after_each_rewrite() {
     let window = 12_000;
     let fixture = Fixture::with_mock(MockConfig::default().with_model_limits(window, 4096)).await;

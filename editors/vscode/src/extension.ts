@@ -1,0 +1,352 @@
+// dsh for VS Code: a thin client of the dsh daemon. All behavior lives in the daemon; this
+// extension starts `dsh stdio`, shows what the session log says, and sends the user's requests.
+
+import * as vscode from "vscode";
+import { Connection } from "./connection";
+import { describeError } from "./daemon";
+import type { SessionPromptResult, WhenBusy } from "./protocol.generated";
+import { SessionManager } from "./sessions";
+import { formatUsage, hitPercent } from "./usage";
+import { SAW_SCHEME, SawProvider, SessionsTree, StatusBar, TranscriptPanels, sawUri, type TreeNode } from "./views";
+
+/** What commands accept besides tree nodes: explicit arguments (scripts, the self-test). */
+export type SessionArg = { sessionId?: string; step?: number; text?: string; whenBusy?: WhenBusy } | string | TreeNode | undefined;
+
+/** The extension's parts, exported for the self-test. */
+export type Dsh = {
+  conn: Connection;
+  sessions: SessionManager;
+  panels: TranscriptPanels;
+  saw: SawProvider;
+  status: StatusBar;
+  tree: SessionsTree;
+  treeView: vscode.TreeView<TreeNode>;
+};
+
+let api: Dsh | undefined;
+
+export function activate(context: vscode.ExtensionContext): Dsh {
+  const version = (context.extension.packageJSON as { version?: string }).version ?? "0";
+  const conn = new Connection(version);
+  const sessions = new SessionManager(conn);
+  const panels = new TranscriptPanels(sessions, (sessionId, m) => {
+    switch (m.action) {
+      case "saw":
+        void vscode.commands.executeCommand("dsh.whatTheModelSaw", { sessionId, step: m.step });
+        break;
+      case "diff":
+        void vscode.commands.executeCommand("dsh.diffStep", { sessionId, step: m.step });
+        break;
+      case "fork":
+        void vscode.commands.executeCommand("dsh.fork", { sessionId, step: m.step });
+        break;
+      case "approve":
+        if (m.approval) {
+          void sessions.askAgain(sessionId, m.approval);
+        }
+        break;
+    }
+  });
+  const saw = new SawProvider(conn);
+  const status = new StatusBar(sessions, conn);
+  const tree = new SessionsTree(sessions);
+  const treeView = vscode.window.createTreeView("dsh.sessions", { treeDataProvider: tree, showCollapseAll: true });
+  api = { conn, sessions, panels, saw, status, tree, treeView };
+
+  context.subscriptions.push(
+    conn,
+    sessions,
+    panels,
+    status,
+    treeView,
+    vscode.workspace.registerTextDocumentContentProvider(SAW_SCHEME, saw),
+    conn.onDidDisconnect((why) => {
+      if (why !== "restarting the daemon") {
+        void vscode.window.showWarningMessage(`dsh: lost the daemon (${why}). It restarts with the next command.`, "Reconnect").then((pick) => {
+          if (pick === "Reconnect") {
+            void conn.get().catch(() => undefined);
+          }
+        });
+      }
+    }),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration("dsh.path") || e.affectsConfiguration("dsh.home") || e.affectsConfiguration("dsh.baseUrl") || e.affectsConfiguration("dsh.inProcess")) {
+        void vscode.window.showInformationMessage("dsh: settings changed; restart the daemon connection to use them.", "Restart Daemon").then((pick) => {
+          if (pick) {
+            void vscode.commands.executeCommand("dsh.restartDaemon");
+          }
+        });
+      }
+    }),
+  );
+
+  const register = (id: string, fn: (...args: never[]) => unknown) => context.subscriptions.push(vscode.commands.registerCommand(id, fn as (...a: unknown[]) => unknown));
+
+  /** The session an argument names, else the active one, else one the user picks. */
+  async function sessionOf(arg: SessionArg, o: { create?: boolean } = {}): Promise<string | undefined> {
+    if (typeof arg === "string") {
+      return arg;
+    }
+    if (arg && "kind" in arg) {
+      return arg.kind === "session" ? arg.summary.sessionId : arg.sessionId;
+    }
+    if (arg?.sessionId) {
+      return arg.sessionId;
+    }
+    if (sessions.active) {
+      return sessions.active;
+    }
+    const list = await sessions.refreshList();
+    if (list.length === 0) {
+      return o.create ? sessions.create() : undefined;
+    }
+    const pick = await vscode.window.showQuickPick(
+      [
+        ...(o.create ? [{ label: "$(add) New session", id: "" }] : []),
+        ...[...list].reverse().map((s) => ({ label: s.title ?? s.sessionId, description: `${s.steps} steps · ${s.sessionId}`, id: s.sessionId })),
+      ],
+      { placeHolder: "dsh session" },
+    );
+    if (!pick) {
+      return undefined;
+    }
+    return pick.id || sessions.create();
+  }
+
+  /** The step an argument names, else one the user picks from the session's steps. */
+  async function stepOf(sessionId: string, arg: SessionArg, placeHolder: string): Promise<number | undefined> {
+    if (arg && typeof arg === "object" && "kind" in arg) {
+      return arg.kind === "step" ? arg.step.step : undefined;
+    }
+    if (arg && typeof arg === "object" && arg.step !== undefined) {
+      return arg.step;
+    }
+    const s = await sessions.openSession(sessionId);
+    const steps = [...s.transcript.steps.values()].reverse();
+    if (steps.length === 0) {
+      void vscode.window.showInformationMessage("dsh: this session has no step yet.");
+      return undefined;
+    }
+    const pick = await vscode.window.showQuickPick(
+      steps.map((st) => ({
+        label: `Step ${st.step}`,
+        description: `turn ${st.turn} · seq ${st.seq}`,
+        detail: st.usage ? formatUsage(st.usage, st.row?.hitPercent ?? hitPercent(st.usage)) : st.state,
+        step: st.step,
+      })),
+      { placeHolder },
+    );
+    return pick?.step;
+  }
+
+  async function guard<T>(what: string, fn: () => Promise<T>): Promise<T | undefined> {
+    try {
+      return await fn();
+    } catch (e) {
+      void vscode.window.showErrorMessage(`dsh: ${what}: ${describeError(e)}`);
+      return undefined;
+    }
+  }
+
+  register("dsh.newSession", () =>
+    guard("new session", async () => {
+      const id = await sessions.create();
+      await panels.show(id);
+      return id;
+    }),
+  );
+
+  register("dsh.openSession", (arg: SessionArg) =>
+    guard("open session", async () => {
+      const id = await sessionOf(arg);
+      if (id) {
+        await panels.show(id);
+      }
+      return id;
+    }),
+  );
+
+  register("dsh.revealStep", (sessionId: string, step: number) => panels.reveal(sessionId, step));
+
+  register("dsh.prompt", (arg: SessionArg) =>
+    guard("prompt", async (): Promise<SessionPromptResult | { error: string } | undefined> => {
+      const id = await sessionOf(arg, { create: true });
+      if (!id) {
+        return undefined;
+      }
+      const s = await sessions.openSession(id);
+      await panels.show(id, vscode.ViewColumn.Active);
+      const text = (typeof arg === "object" && arg && !("kind" in arg) ? arg.text : undefined) ?? (await vscode.window.showInputBox({ prompt: "Prompt dsh", placeHolder: "What should the agent do?", ignoreFocusOut: true }));
+      if (!text) {
+        return undefined;
+      }
+      let whenBusy = typeof arg === "object" && arg && !("kind" in arg) ? arg.whenBusy : undefined;
+      if (s.transcript.running && !whenBusy) {
+        const pick = await vscode.window.showQuickPick(["Steer the running turn with it", "Queue it after the running turn"], { placeHolder: "A turn is running" });
+        if (!pick) {
+          return undefined;
+        }
+        if (pick.startsWith("Steer")) {
+          await (await conn.get()).inject(id, text);
+          return undefined;
+        }
+        whenBusy = "queue";
+      }
+      const client = await conn.get();
+      try {
+        const r = await client.prompt(id, text, whenBusy);
+        if (r.error) {
+          void vscode.window.showErrorMessage(`dsh: turn ${r.turn} ended with an error: ${r.error}`, "Show Output").then((p) => p && conn.output.show());
+        }
+        return r;
+      } catch (e) {
+        const message = describeError(e);
+        void vscode.window.showErrorMessage(`dsh: ${message}`);
+        return { error: message };
+      }
+    }),
+  );
+
+  register("dsh.steer", (arg: SessionArg) =>
+    guard("steer", async () => {
+      const id = await sessionOf(arg);
+      if (!id) {
+        return undefined;
+      }
+      const text = (typeof arg === "object" && arg && !("kind" in arg) ? arg.text : undefined) ?? (await vscode.window.showInputBox({ prompt: "Steer dsh: this joins the next model request", placeHolder: "e.g. use the other API", ignoreFocusOut: true }));
+      if (!text) {
+        return undefined;
+      }
+      const r = await (await conn.get()).inject(id, text);
+      vscode.window.setStatusBarMessage(`dsh: steering logged at seq ${r.seq}; it joins the next request`, 4000);
+      return r;
+    }),
+  );
+
+  register("dsh.cancel", (arg: SessionArg) =>
+    guard("cancel", async () => {
+      const id = await sessionOf(arg);
+      if (!id) {
+        return undefined;
+      }
+      const r = await (await conn.get()).cancel(id);
+      if (!r.cancelled) {
+        vscode.window.setStatusBarMessage("dsh: no turn was running", 3000);
+      }
+      return r;
+    }),
+  );
+
+  register("dsh.fork", (arg: SessionArg) =>
+    guard("fork", async () => {
+      const id = await sessionOf(arg);
+      if (!id) {
+        return undefined;
+      }
+      const step = await stepOf(id, arg, "Fork before which step's request?");
+      if (step === undefined) {
+        return undefined;
+      }
+      const s = await sessions.openSession(id);
+      const st = s.transcript.steps.get(step);
+      if (!st) {
+        throw new Error(`step ${step} is not in session ${id}`);
+      }
+      const { sessionId } = await (await conn.get()).fork(id, st.seq);
+      await sessions.openSession(sessionId);
+      await panels.show(sessionId);
+      await sessions.refreshList();
+      vscode.window.setStatusBarMessage(`dsh: forked ${id} before step ${step} (seq ${st.seq}) into ${sessionId}`, 5000);
+      return sessionId;
+    }),
+  );
+
+  register("dsh.whatTheModelSaw", (arg: SessionArg) =>
+    guard("what the model saw", async () => {
+      const id = await sessionOf(arg);
+      if (!id) {
+        return undefined;
+      }
+      const step = await stepOf(id, arg, "What the model saw at which step?");
+      if (step === undefined) {
+        return undefined;
+      }
+      const uri = sawUri(id, step);
+      const doc = await vscode.workspace.openTextDocument(uri);
+      await vscode.window.showTextDocument(doc, { preview: false, viewColumn: vscode.ViewColumn.Beside });
+      return uri.toString();
+    }),
+  );
+
+  register("dsh.diffStep", (arg: SessionArg) =>
+    guard("diff", async () => {
+      const id = await sessionOf(arg);
+      if (!id) {
+        return undefined;
+      }
+      const step = await stepOf(id, arg, "Diff which step's request with the step before?");
+      if (step === undefined) {
+        return undefined;
+      }
+      if (step < 2) {
+        void vscode.window.showInformationMessage("dsh: step 1 has no previous request to diff with.");
+        return undefined;
+      }
+      const left = sawUri(id, step - 1);
+      const right = sawUri(id, step);
+      await vscode.commands.executeCommand("vscode.diff", left, right, `dsh: step ${step - 1} ↔ step ${step} (what the model saw)`, { preview: false, viewColumn: vscode.ViewColumn.Beside });
+      return [left.toString(), right.toString()];
+    }),
+  );
+
+  register("dsh.compact", (arg: SessionArg) =>
+    guard("compact", async () => {
+      const id = await sessionOf(arg);
+      if (!id) {
+        return undefined;
+      }
+      const r = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: "dsh: compacting…" }, async () => (await conn.get()).compact(id));
+      void vscode.window.showInformationMessage(`dsh: ${r.message}`);
+      return r;
+    }),
+  );
+
+  register("dsh.showUsage", (arg: SessionArg) =>
+    guard("usage", async () => {
+      const id = await sessionOf(arg);
+      if (!id) {
+        return undefined;
+      }
+      const uri = sawUri(id, "usage");
+      saw.refresh(uri);
+      await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(uri), { preview: true, viewColumn: vscode.ViewColumn.Beside });
+      return uri.toString();
+    }),
+  );
+
+  register("dsh.refresh", () => guard("refresh", () => sessions.refreshList()));
+
+  register("dsh.restartDaemon", () =>
+    guard("restart", async () => {
+      await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: "dsh: restarting the daemon…" }, () => conn.restart());
+      return sessions.refreshList();
+    }),
+  );
+
+  register("dsh.showLog", () => conn.output.show());
+
+  register("dsh.selfTest", async (resultPath?: string) => {
+    const { runSelfTest } = await import("./selftest");
+    return runSelfTest(api!, resultPath ?? process.env.DSH_SELFTEST ?? "");
+  });
+
+  if (process.env.DSH_SELFTEST) {
+    setTimeout(() => void vscode.commands.executeCommand("dsh.selfTest", process.env.DSH_SELFTEST), 1500);
+  }
+
+  return api;
+}
+
+export function deactivate(): void {
+  api?.conn.dispose();
+}
