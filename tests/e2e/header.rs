@@ -66,16 +66,45 @@ async fn agents_md_edited_during_a_turn_logs_one_header_delta_that_usage_blames(
     env.assert_audit_ok(&session).await;
 }
 
-/// Between two `dsh prompt` processes the second one is a new loop instance: its first request
-/// logs a `resume` snapshot (DESIGN.md §4 step 6), which carries the edit — so there is no delta,
-/// but the change is logged and `dsh usage` blames it (`resume` with `changed: true`).
+/// Turn 1 and turn 2 run in the same daemon (the one the first `dsh prompt` started), so the
+/// session's loop instance carries on: the edit is a header delta at turn 2's first step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agents_md_edited_between_dsh_prompt_runs_is_a_changed_resume_snapshot() {
+async fn agents_md_edited_between_turns_logs_one_header_delta_that_usage_blames() {
     let env = Env::new().await;
     write(&env.workspace, "AGENTS.md", &agents_md("Scripts use /bin/sh."));
     env.script(json!([tool_reply("Check.", "list_dir", json!({}))])).await;
     let (session, output) = env.prompt_new("List the workspace.").await;
     assert!(output.status.success(), "{}", describe(&output));
+    write(&env.workspace, "AGENTS.md", &agents_md("Scripts use /bin/sh, never bash."));
+    let output = env.prompt_in(&session, "Again, please.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+
+    let events = env.events(&session);
+    assert_eq!(of_kind(&events, "request/header").len(), 1, "only the initial snapshot");
+    let deltas = of_kind(&events, "request/header-delta");
+    assert_eq!(deltas.len(), 1, "exactly one header delta: {deltas:#?}");
+    let delta_seq = deltas[0].seq;
+    // Turn 1 had a tool step and an answer; turn 2 answers at once: step 3.
+    assert_eq!(of_kind(&events, "step/start").len(), 3);
+    let usage = env.dsh_json(&["usage", &session]).await;
+    let row = usage_row(&usage, 3);
+    assert_eq!(row["turn"], 2);
+    assert_eq!(row["dropped"], true, "{row:#}");
+    assert_eq!(row["causes"], json!([{ "kind": "systemChanged", "seq": delta_seq }]), "{row:#}");
+    env.assert_audit_ok(&session).await;
+}
+
+/// When the daemon stopped between the two turns, the second turn runs in a new loop instance:
+/// its first request logs a `resume` snapshot (DESIGN.md §4 step 6) that carries the edit, and
+/// `dsh usage` blames the drop on it (`resume` with `changed: true`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_md_edited_while_the_daemon_was_down_is_a_changed_resume_snapshot() {
+    let env = Env::new().await;
+    write(&env.workspace, "AGENTS.md", &agents_md("Scripts use /bin/sh."));
+    env.script(json!([tool_reply("Check.", "list_dir", json!({}))])).await;
+    let (session, output) = env.prompt_new("List the workspace.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    env.dsh_ok(&["shutdown"]).await;
     write(&env.workspace, "AGENTS.md", &agents_md("Scripts use /bin/sh, never bash."));
     let output = env.prompt_in(&session, "Again, please.").await;
     assert!(output.status.success(), "{}", describe(&output));
@@ -94,10 +123,9 @@ async fn agents_md_edited_between_dsh_prompt_runs_is_a_changed_resume_snapshot()
     assert!(snapshots[1].2.header.system.as_deref().unwrap().contains("never bash"));
     assert!(of_kind(&events, "request/header-delta").is_empty());
 
-    let steps = of_kind(&events, "step/start").len() as u64;
-    let first_of_turn_two = steps; // turn 1 had one tool step and one answer; turn 2 one answer
+    assert_eq!(of_kind(&events, "step/start").len(), 3);
     let usage = env.dsh_json(&["usage", &session]).await;
-    let row = usage_row(&usage, first_of_turn_two);
+    let row = usage_row(&usage, 3);
     assert_eq!(row["turn"], 2);
     assert_eq!(row["dropped"], true, "{row:#}");
     assert_eq!(

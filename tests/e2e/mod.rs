@@ -4,6 +4,7 @@
 //! spawns `dsh` with `--home`, `--base-url` and `DEEPSEEK_API_KEY=sk-test`. Requests the mock
 //! recorded are compared, byte for byte, with what `dsh` rebuilds from its log.
 
+mod compact;
 mod confinement;
 mod faults;
 mod header;

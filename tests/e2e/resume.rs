@@ -18,17 +18,21 @@ async fn a_session_killed_mid_turn_recovers_and_resumes_on_the_cached_prefix() {
     ]))
     .await;
     let workspace = env.workspace.to_str().unwrap().to_owned();
-    let mut child = env
+    let child = env
         .command(&["prompt", "--yes", "--workspace", &workspace, "How is it built?"])
         .spawn()
         .unwrap();
     let requests = env.wait_for_requests(2).await;
     assert_eq!(requests[0].outcome, "ok");
-    // The second request is in flight (held by the mock): kill the process with SIGKILL.
-    child.kill().await.unwrap();
-    let killed = run_child(child).await;
-    assert!(!killed.status.success());
-    let session = session_id_of(&killed);
+    // The second request is in flight (held by the mock): SIGKILL the daemon running the turn.
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &env.daemon_pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let client = run_child(child).await;
+    assert!(!client.status.success(), "the client sees its daemon die: {}", describe(&client));
+    let session = session_id_of(&client);
     let before = env.events(&session);
     let last = before.last().unwrap();
     assert!(

@@ -62,6 +62,9 @@ impl Env {
             .env_remove("DSH_MODEL")
             .env_remove("DEEPSEEK_BASE_URL")
             .env_remove("DSH_LOG")
+            // The daemon `dsh` starts on demand exits soon after its last client; each test also
+            // shuts it down when it ends (see `Drop`).
+            .env("DSH_DAEMON_IDLE_EXIT", "0.2")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -169,10 +172,36 @@ impl Env {
     }
 }
 
+impl Env {
+    /// The pid of the daemon serving this environment's home (it writes it into its lock file).
+    pub fn daemon_pid(&self) -> i32 {
+        let text = std::fs::read_to_string(self.home.join("daemon.lock")).unwrap();
+        text.trim().parse().unwrap()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Stop the daemon the test's `dsh` commands started, if one is still running.
+        if self.home.join("daemon.lock").exists() {
+            let _ = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+                .arg("--home")
+                .arg(&self.home)
+                .arg("shutdown")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
 /// Runs a command to its end within the deadline.
 pub async fn run(mut command: tokio::process::Command) -> Output {
+    let args: Vec<_> =
+        command.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
     let output = tokio::time::timeout(DEADLINE, command.output()).await;
-    output.expect("dsh did not finish within the deadline").unwrap()
+    output.unwrap_or_else(|_| panic!("dsh {args:?} did not finish within {DEADLINE:?}")).unwrap()
 }
 
 /// The process's stdout as text.

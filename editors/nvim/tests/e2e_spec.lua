@@ -62,6 +62,13 @@ local function script(replies)
   H.eq(0, out.code, "curl /_fake/script: " .. (out.stderr or ""))
 end
 
+--- How many model requests the mock has received.
+local function mock_requests()
+  local out = vim.system({ "curl", "-sS", E.url .. "/_fake/requests" }, { text = true }):wait()
+  local ok, list = pcall(vim.json.decode, out.stdout or "")
+  return ok and type(list) == "table" and #list or 0
+end
+
 local function text_of(t)
   return table.concat(vim.api.nvim_buf_get_lines(t.buf, 0, -1, false), "\n")
 end
@@ -115,7 +122,7 @@ test("e2e: open a session, prompt, stream the answer, usage annotation equals se
   H.contains(text_of(t), "Hello from the mock, streamed in pieces.")
   H.truthy(t.chunked[1], "the answer arrived as assistant/chunk events")
   H.wait_for(function()
-    return t.steps[1] and t.steps[1].row
+    return t.steps[1] and t.steps[1].row and t.steps[1].row.usage
   end, 5000, "the session/usage refresh")
   H.eq(1, check_usage_matches(t))
   H.contains(dsh.statusline(), "step 1")
@@ -186,11 +193,13 @@ end)
 test("e2e: cancel a running turn", function()
   setup()
   local t = E.t
-  script({ { content = "This takes a long time.", delay_ms = 20000 } })
+  script({ { content = "This takes a long time.", delay_ms = 4000 } })
+  local sent = mock_requests()
   vim.cmd("Dsh prompt take your time")
+  -- Cancel once the slow request is at the mock (so it consumed its scripted reply).
   H.wait_for(function()
-    return t.running and text_of(t):find("take your time", 1, true)
-  end, 10000, "the turn to run")
+    return t.running and mock_requests() > sent
+  end, 10000, "the turn's request to reach the mock")
   vim.cmd("Dsh cancel")
   wait_text(t, "━━ turn 4 cancelled", 10000)
   H.eq(false, t.running)
@@ -207,10 +216,10 @@ test("e2e: a changed system prompt collapses the cache; the annotation names the
   local step = t.cur_step
   H.wait_for(function()
     local st = t.steps[step]
-    return st and st.row and st.row.step == step
+    return st and st.row and st.row.step == step and st.row.usage
   end, 5000, "the usage row of step " .. step)
   local row = t.steps[step].row
-  H.truthy(row.dropped, "the cache dropped at step " .. step)
+  H.truthy(row.dropped, "the cache dropped at step " .. step .. ": " .. vim.inspect(row) .. "\n" .. text_of(t))
   H.contains(row.explanation, "system prompt")
   local mark
   for _, m in ipairs(H.usage_marks(t.buf)) do
@@ -220,6 +229,44 @@ test("e2e: a changed system prompt collapses the cache; the annotation names the
   end
   H.contains(mark.text, "▼ " .. row.explanation)
   H.contains(text_of(t), "request header changed: system prompt")
+end)
+
+test("e2e: :Dsh compact compacts; the next step's annotation names the compaction", function()
+  setup()
+  local t = E.t
+  script({ { content = "Summary: the user asked for a greeting and a file; both are done." } })
+  local n = #H.messages
+  vim.cmd("Dsh compact")
+  local msg = H.wait_for(function()
+    return H.messages[n + 1]
+  end, 15000, "the compaction's answer")
+  H.eq(nil, msg:find("Method not found", 1, true), "the daemon serves session/compact")
+  H.contains(msg, "dsh: ")
+  wait_text(t, "⇲ compacting")
+  wait_text(t, "⇲ surface seq")
+  -- The next request starts from the rewritten surface: its annotation names the compaction.
+  script({ { content = "After compaction." } })
+  vim.cmd("Dsh prompt and now?")
+  wait_text(t, "After compaction.")
+  local step = t.cur_step
+  H.wait_for(function()
+    local row = t.steps[step] and t.steps[step].row
+    return row and row.step == step and row.usage
+  end, 10000, "the usage row of step " .. step)
+  local row = t.steps[step].row
+  local causes = {}
+  for _, c in ipairs(row.causes) do
+    table.insert(causes, c.kind)
+  end
+  H.truthy(vim.tbl_contains(causes, "compaction"), "compaction among the causes: " .. vim.inspect(row))
+  H.contains(row.explanation, "compaction")
+  local shown
+  for _, m in ipairs(H.usage_marks(t.buf)) do
+    if m.line == t.steps[step].line then
+      shown = m.text
+    end
+  end
+  H.contains(shown, row.explanation)
 end)
 
 test("e2e: every step's annotation still equals session/usage", function()
@@ -322,7 +369,7 @@ test("e2e: after a daemon restart, :Dsh sessions lists the sessions and reopens 
   H.contains(text_of(r), "Hello from the mock, streamed in pieces.")
   H.contains(text_of(r), "Wrote hello.txt.")
   H.wait_for(function()
-    return r.steps[1] and r.steps[1].row
+    return r.steps[1] and r.steps[1].row and r.steps[1].row.usage
   end, 5000, "usage after the replay")
   check_usage_matches(r)
   -- The replay renders what the live run rendered (annotations aside).

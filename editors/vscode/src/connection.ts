@@ -27,7 +27,8 @@ export class Connection implements vscode.Disposable {
   readonly onDidDisconnect = this.disconnected.event;
   /** The last start-up failure, for the status bar. */
   lastError: string | undefined;
-  private stopping = false;
+  /** Clients this extension stopped on purpose: their exit is no news. */
+  private readonly retired = new WeakSet<DshClient>();
 
   constructor(private readonly version: string) {}
 
@@ -84,7 +85,7 @@ export class Connection implements vscode.Disposable {
           this.client = undefined;
         }
         this.output.appendLine(message);
-        if (!this.stopping) {
+        if (!this.retired.has(client)) {
           this.disconnected.fire(message);
         }
       });
@@ -114,16 +115,12 @@ export class Connection implements vscode.Disposable {
   async restart(): Promise<DshClient> {
     const old = this.current;
     if (old) {
-      this.stopping = true;
-      try {
-        if (!settings().inProcess) {
-          await old.shutdown().catch(() => undefined);
-        }
-        old.kill();
-        await old.waitExit(10_000);
-      } finally {
-        this.stopping = false;
+      this.retired.add(old);
+      if (!settings().inProcess) {
+        await old.shutdown().catch(() => undefined);
       }
+      old.kill();
+      await old.waitExit(10_000);
       this.client = undefined;
       this.disconnected.fire("restarting the daemon");
     }
@@ -131,8 +128,10 @@ export class Connection implements vscode.Disposable {
   }
 
   dispose(): void {
-    this.stopping = true;
-    this.client?.kill();
+    if (this.client) {
+      this.retired.add(this.client);
+      this.client.kill();
+    }
     this.output.dispose();
     this.connected.dispose();
     this.disconnected.dispose();

@@ -86,14 +86,16 @@ export function renderStep(_t: Transcript, s: StepView): string {
   const steering = s.steering.length
     ? `<div class="steered">↳ steering (seq ${s.steering.join(", ")}) joined this request</div>`
     : "";
-  const header = s.headerChanges.filter((h) => h.kind === "delta").map((h) => `<div class="hdr">${escapeHtml(h.what)} at seq ${h.seq}</div>`).join("");
+  // Header changes the cause line does not already name.
+  const header = s.headerChanges.filter((h) => h.kind === "delta" && !(why ?? "").includes(`seq ${h.seq}`)).map((h) => `<div class="hdr">${escapeHtml(h.what)} at seq ${h.seq}</div>`).join("");
   const reasoning = s.reasoning
     ? `<details class="reasoning" data-key="r${s.step}"><summary>reasoning · ${s.reasoning.length} chars</summary><div class="text">${escapeHtml(s.reasoning)}</div></details>`
     : "";
   const text = s.text ? `<div class="text answer">${escapeHtml(s.text)}</div>` : "";
   const calls = s.toolCalls.filter(Boolean).map(renderToolCall).join("");
   const retries = s.retries.map((r) => `<div class="retry">retry after attempt ${r.attempt} (${escapeHtml(r.error)}), waiting ${r.delayMs} ms</div>`).join("");
-  const error = s.error ? `<div class="step-error ${s.state}">${s.state === "cancelled" ? "cancelled" : "error"}: ${escapeHtml(s.error)}</div>` : "";
+  const label = s.state === "cancelled" ? "cancelled" : "error";
+  const error = s.error ? `<div class="step-error ${s.state}">${s.error === label ? label : `${label}: ${escapeHtml(s.error)}`}</div>` : "";
   const state = s.state === "running" ? `<span class="spinner">●</span>` : s.state === "interrupted" ? `<span class="state">interrupted</span>` : "";
   const actions =
     `<span class="actions">` +
@@ -145,7 +147,7 @@ function renderApproval(a: import("./transcript").ApprovalView): string {
   const decided = a.decision
     ? `<span class="decision ${a.decision}">${a.decision === "allowAlways" ? "allowed always" : a.decision === "allow" ? "allowed" : a.decision === "deny" ? "denied" : "timed out (denied)"}</span>`
     : `<span class="decision waiting">waiting for you</span> <button data-action="approve" data-approval="${escapeHtml(a.approvalId)}">answer</button>`;
-  return `<div class="approval" data-approval="${escapeHtml(a.approvalId)}">🔒 approval: ${escapeHtml(a.summary)} — ${decided}</div>`;
+  return `<div class="approval" data-approval="${escapeHtml(a.approvalId)}"><span class="approval-label">approval</span> ${escapeHtml(a.summary)} — ${decided}</div>`;
 }
 
 /** Tool arguments pretty-printed when they are complete JSON, else verbatim (still streaming). */

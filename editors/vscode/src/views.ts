@@ -63,6 +63,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
         const steps = t ? t.steps.size : s.steps;
         const totals = t?.totals;
         item.description =
+          (s.forkedFrom ? "fork · " : "") +
           `${steps} step${steps === 1 ? "" : "s"}` +
           (totals && totals.promptTokens ? ` · hit ${formatPercent(hitPercent(totals))}` : s.lastUsage ? ` · last hit ${formatPercent(hitPercent(s.lastUsage))}` : "") +
           (running ? " · running" : "");
@@ -117,6 +118,18 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
     }
   }
 
+  getParent(n: TreeNode): TreeNode | undefined {
+    if (n.kind === "turn") {
+      const summary = this.sessions.summaries.find((s) => s.sessionId === n.sessionId);
+      return summary ? { kind: "session", summary } : undefined;
+    }
+    if (n.kind === "step") {
+      const turn = this.sessions.open.get(n.sessionId)?.transcript.turns.find((t) => t.turn === n.step.turn);
+      return turn ? { kind: "turn", sessionId: n.sessionId, turn } : undefined;
+    }
+    return undefined;
+  }
+
   async getChildren(n?: TreeNode): Promise<TreeNode[]> {
     if (!n) {
       try {
@@ -165,6 +178,7 @@ export class TranscriptPanels implements vscode.Disposable {
   async show(sessionId: string, column = vscode.ViewColumn.Active): Promise<vscode.WebviewPanel> {
     const s = await this.sessions.openSession(sessionId);
     this.sessions.active = sessionId;
+    this.sessions.fireActive();
     let panel = this.panels.get(sessionId);
     if (panel) {
       panel.reveal(column);
@@ -175,7 +189,6 @@ export class TranscriptPanels implements vscode.Disposable {
       retainContextWhenHidden: true,
       enableFindWidget: true,
     });
-    panel.iconPath = new vscode.ThemeIcon("comment-discussion");
     const nonce = Math.random().toString(36).slice(2) + Date.now().toString(36);
     const html = renderTranscript(s.transcript);
     this.lastHtml.set(sessionId, html);

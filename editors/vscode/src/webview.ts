@@ -60,6 +60,8 @@ details.result summary { cursor: pointer; font-size: .85em; color: var(--hit-hig
 details.result.error summary { color: var(--hit-low); }
 .pending { font-size: .85em; opacity: .7; font-style: italic; }
 .approval { font-size: .9em; margin: 4px 0; }
+.approval-label { font-size: .8em; font-weight: 600; text-transform: uppercase; letter-spacing: .05em; padding: 0 5px; border-radius: 3px;
+  background: rgba(210,153,34,.18); color: var(--hit-mid); }
 .decision.allow, .decision.allowAlways { color: var(--hit-high); font-weight: 600; }
 .decision.deny, .decision.timeout { color: var(--hit-low); font-weight: 600; }
 .decision.waiting { color: var(--hit-mid); font-weight: 600; }

@@ -10,7 +10,8 @@
 //!    turn 7): Σ cache-hit tokens ÷ the theoretical maximum, overall and with the steps whose
 //!    drop the log explains set aside.
 //!
-//! Run with `cargo bench -p dsh-agent`. `DSH_BENCH_STEPS` overrides the 1,000 steps.
+//! Run with `cargo bench -p dsh-agent`. `DSH_BENCH_STEPS` overrides the 1,000 steps;
+//! `DSH_BENCH_ONLY=harness` or `DSH_BENCH_ONLY=cache` runs one half.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
@@ -135,6 +136,53 @@ async fn harness_overhead(steps: u32, check_invariants: bool) {
             micros(provider)
         );
     }
+    if check_invariants {
+        breakdown(&session).await;
+    }
+}
+
+/// What the per-step work that grows with the log costs on the final log: each of these runs
+/// once (or more) per step.
+async fn breakdown(session: &SessionHandle) {
+    let (events, header, messages) = session
+        .query(|s| (s.events().to_vec(), s.header().cloned().unwrap(), s.messages()))
+        .await
+        .unwrap();
+    let step = session.query(|s| s.last_step()).await.unwrap();
+    let request = dsh_session::GenerateRequest { header, messages };
+    let time = |what: &str, run: &mut dyn FnMut()| {
+        run();
+        let started = Instant::now();
+        for _ in 0..20 {
+            run();
+        }
+        println!("    {what:<62} {}", micros(started.elapsed() / 20));
+    };
+    println!("  per-step costs on the final log ({} events, step {step}):", events.len());
+    let mut body = Vec::new();
+    time("wire_body(request)  (agent.rs step 7; inherent: the body is O(n))", &mut || {
+        body = dsh_provider::wire_body(&request);
+    });
+    time("sha256_hex(body)    (agent.rs step 7, request/sent)", &mut || {
+        std::hint::black_box(dsh_agent::sha256_hex(&body));
+    });
+    let messages_session = session.clone();
+    let started = Instant::now();
+    for _ in 0..20 {
+        messages_session.query(|s| s.messages().len()).await.unwrap();
+    }
+    println!(
+        "    {:<62} {}",
+        "Session::messages() snapshot (owner.rs begin_step)",
+        micros(started.elapsed() / 20)
+    );
+    time("approval::always_allowed(events)  (agent.rs run_tool, per call)", &mut || {
+        std::hint::black_box(dsh_agent::approval::always_allowed(&events));
+    });
+    time("reconstruct(events, step) + wire_body  (invariant check only)", &mut || {
+        let rebuilt = dsh_session::reconstruct(&events, step).unwrap();
+        std::hint::black_box(dsh_provider::wire_body(&rebuilt));
+    });
 }
 
 fn tool_step(turn: usize, step: usize) -> serde_json::Value {
@@ -235,10 +283,16 @@ fn main() {
     let steps: u32 =
         std::env::var("DSH_BENCH_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    // `DSH_BENCH_ONLY=harness` or `=cache` runs one half (e.g. under a profiler).
+    let only = std::env::var("DSH_BENCH_ONLY").unwrap_or_default();
     runtime.block_on(async {
-        harness_overhead(steps, false).await;
-        harness_overhead(steps, true).await;
-        cache_efficiency(64).await;
-        cache_efficiency(128).await;
+        if only != "cache" {
+            harness_overhead(steps, false).await;
+            harness_overhead(steps, true).await;
+        }
+        if only != "harness" {
+            cache_efficiency(64).await;
+            cache_efficiency(128).await;
+        }
     });
 }

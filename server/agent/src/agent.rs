@@ -1,8 +1,9 @@
 //! The loop: one turn of steps, each step exactly as DESIGN.md §4 lists it.
 //!
-//! Per step: render the assembly (system prompt + tool schemas) and compare by value → take the
-//! message snapshot and append `step/start` in one owner command (the reconstruction boundary)
-//! → seed the call config (first request of this loop instance: the folded header's config with
+//! Per step: render the assembly (system prompt + tool schemas) and compare by value → the
+//! pre-step hook, context pressure, which may trim tool results or compact the surface by
+//! appending events (`compact.rs`) → take the message snapshot and append `step/start` in one
+//! owner command (the reconstruction boundary) → seed the call config (first request of this loop instance: the folded header's config with
 //! the explicit options on top; afterwards: the folded header) → request hooks, which can only
 //! return a replacement [`LlmCallConfig`] → the header event the request owes the log (snapshot,
 //! verified delta, or nothing) → build the request, append `request/sent` with the wire body's
@@ -31,7 +32,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalPolicy, Approver, Policy, always_allowed};
-use crate::compact::{CompactOutcome, ContextConfig, relieve_pressure};
+use crate::compact::{CompactOutcome, ContextConfig, ContextPolicy, relieve_pressure};
 use crate::error::AgentError;
 use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
@@ -91,8 +92,8 @@ pub struct AgentConfig {
     pub approvals: ApprovalPolicy,
     /// Log today's date as a `context/message` at the start of a turn when it changed.
     pub date_context: bool,
-    /// Context-pressure management (trimming, compaction) before each step; `None` turns it off.
-    pub context: Option<ContextConfig>,
+    /// Context-pressure management (trimming, compaction) before each step.
+    pub context: ContextPolicy,
 }
 
 impl AgentConfig {
@@ -113,7 +114,7 @@ impl AgentConfig {
             check_invariants: cfg!(debug_assertions),
             approvals: ApprovalPolicy::default(),
             date_context: true,
-            context: Some(ContextConfig::for_model(model)),
+            context: ContextPolicy::ModelDefaults,
         }
     }
 }
@@ -189,6 +190,8 @@ enum StepOutcome {
     Continue,
     /// The turn ends.
     End(StopReason, Option<String>),
+    /// The turn was cancelled before the step started (during the pre-step hook).
+    CancelledBeforeStart,
 }
 
 impl Agent {
@@ -262,10 +265,15 @@ impl Agent {
             let mut provider = Duration::ZERO;
             let step_outcome =
                 self.run_step(session, turn, cancel, &mut outcome.usage, &mut provider).await;
+            if let Ok(StepOutcome::CancelledBeforeStart) = step_outcome {
+                outcome.steps -= 1;
+                outcome.stop_reason = StopReason::Cancelled;
+                break;
+            }
             let step = session.query(|s| s.last_step()).await?;
             outcome.timings.push(StepTiming { step, total: started.elapsed(), provider });
             match step_outcome {
-                Ok(StepOutcome::Continue) => {}
+                Ok(StepOutcome::Continue | StepOutcome::CancelledBeforeStart) => {}
                 Ok(StepOutcome::End(reason, error)) => {
                     outcome.stop_reason = reason;
                     outcome.error = error;
@@ -300,12 +308,18 @@ impl Agent {
 
         // 2. Pre-step hook: context pressure trims tool results or compacts the surface, by
         //    appending events, before the snapshot (compact.rs).
-        if let Some(context) = &self.config.context {
+        if self.config.context != ContextPolicy::Off {
             let header = session.query(|s| s.header().cloned()).await?;
             let model = self.seed_config(header.as_ref()).model;
-            let relief = relieve_pressure(&self.provider, session, context, &model, cancel).await?;
+            let context = self.config.context.resolve(&model).unwrap_or_else(|| {
+                // Unreachable (the policy is not off); measuring with the model's defaults is
+                // the safe reading anyway.
+                ContextConfig::for_model(&model)
+            });
+            let relief =
+                relieve_pressure(&self.provider, session, &context, &model, cancel).await?;
             if matches!(relief, CompactOutcome::Failed { cancelled: true, .. }) {
-                return Ok(StepOutcome::End(StopReason::Cancelled, None));
+                return Ok(StepOutcome::CancelledBeforeStart);
             }
         }
 
@@ -473,13 +487,15 @@ impl Agent {
             return Ok(refuse("not run: the turn was cancelled".to_owned()));
         }
         if let Some(access) = self.toolbox.access(&call.name) {
-            let name = call.name.clone();
-            let always = session.query(move |s| always_allowed(s.events()).contains(&name)).await?;
-            let policy = if always {
-                Policy::Auto
-            } else {
-                self.config.approvals.for_tool(&call.name, access)
+            // An earlier "allow always" only matters when the policy would not run the tool
+            // outright; finding one folds the whole log, so the common case (reads under `auto`)
+            // skips it and the step stays O(new events).
+            let configured = self.config.approvals.for_tool(&call.name, access);
+            let always = configured != Policy::Auto && {
+                let name = call.name.clone();
+                session.query(move |s| always_allowed(s.events()).contains(&name)).await?
             };
+            let policy = if always { Policy::Auto } else { configured };
             match policy {
                 Policy::Auto => {}
                 Policy::Deny => {

@@ -1,31 +1,39 @@
 //! Context pressure: tool-result trimming and compaction, both logged surface rewrites.
 //!
-//! After each step the provider reports the prompt's size; with the step's output that is how
-//! full the model's context window is. [`decide`] turns that into a [`Decision`] — nothing, trim
-//! old large tool results, or compact the older part of the surface into a summary — as a pure
-//! function of the log and a [`ContextConfig`], so replaying the log reaches the same decisions.
-//! The loop runs it as its pre-step hook (before the message snapshot and `step/start`), and
-//! [`compact_now`] runs a compaction on demand (`dsh compact`).
+//! After each step the provider reports the prompt's size; with the step's output (and what the
+//! next request will add: the results logged since) that is how full the model's context window
+//! is ([`pressure`]). [`decide`] turns that into a [`Decision`] — nothing, trim the old large
+//! tool results, or compact the older part of the surface into a summary — as a pure function
+//! of the log and a [`ContextConfig`], so replaying the log reaches the same decisions. The loop
+//! runs [`relieve_pressure`] as its pre-step hook (after rendering the assembly, before the
+//! message snapshot and `step/start`), and [`compact_now`] compacts on demand (`dsh compact`,
+//! `session/compact`).
 //!
 //! What each rewrite writes to the log:
 //! - a trim: one `surface/replace {start == end, node: tool/result}` per result, the same
-//!   `callId` with the head and tail of the content kept and a note of what was cut. All the
-//!   results due are trimmed back to back before the same step, so a batch costs one cache bust;
+//!   `callId` with the head and tail of the content kept and a note of what was cut. Every
+//!   result due is trimmed back to back before the same step, so a batch costs one cache bust;
 //!   a node that is already a replacement is never trimmed again;
 //! - a compaction: `compact/start {reason, tokensBefore}`, then the one-shot summarize call,
 //!   then `compact/summary {model, maxTokens, summary}` and `surface/replace {start, end, node:
 //!   summary}` over the older nodes. The latest turns stay verbatim, and the cut never separates
 //!   an assistant message's tool calls from their results.
 //!
+//! After a rewrite the next step pays for the new prefix; only an emergency rewrites again
+//! before the step after it, so the cache recovers in between.
+//!
 //! The summarize call is **not a loop request**: it has no `step/start` and no `request/sent`,
-//! and the reconstruction invariant does not cover it. It is marked by its bracket instead —
-//! `compact/start` … `compact/summary` — and is reconstructable from the log plus this code:
+//! and the reconstruction invariant does not cover it. Its bracket marks it instead —
+//! `compact/start` … `compact/summary` — and it is reconstructable from the log plus this code:
 //! [`summarize_request`] over the surface folded before `compact/start`, the region named by the
-//! `surface/replace`, and the envelope scalars logged in `compact/summary` (model, maxTokens;
-//! every other scalar is fixed here). A failed or cancelled summarize call leaves `compact/start`
-//! alone in the log and the surface untouched; the session stays usable.
+//! `surface/replace` (or, for an abandoned attempt, [`plan_compaction`] over the same fold), and
+//! the envelope scalars logged in `compact/summary` (model, maxTokens; every other scalar is
+//! fixed here). Its model is the one the next loop request is seeded with. A failed or cancelled
+//! summarize call leaves `compact/start` alone in the log and the surface untouched; the session
+//! stays usable, and the cause goes to the tracing log.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use dsh_provider::{DeepSeek, MessageAssembler, StreamEvent, wire_body};
@@ -51,8 +59,8 @@ pub struct ContextConfig {
     /// A trim batch is only worth a cache bust when it frees at least this share of the window
     /// (estimated); otherwise the session waits for compaction.
     pub trim_min_gain: f64,
-    /// Turns (counted from the latest) a compaction keeps verbatim. At most half of the surface
-    /// (by bytes) is kept in any case.
+    /// Turns (counted from the latest) a compaction keeps verbatim; 0 keeps only the latest
+    /// nodes. At most half of the surface (by bytes) is kept in any case.
     pub keep_recent_turns: usize,
     /// `max_tokens` of the summarize call.
     pub summary_max_tokens: u32,
@@ -84,6 +92,30 @@ impl ContextConfig {
             trim_keep_head_bytes: 2048,
             trim_keep_tail_bytes: 1024,
             trim_min_bytes: 8192,
+        }
+    }
+}
+
+/// Which [`ContextConfig`] a loop instance applies.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum ContextPolicy {
+    /// No automatic trimming or compaction.
+    Off,
+    /// [`ContextConfig::for_model`] of the model each request is about to use, so a session that
+    /// switches models (or resumes with another one) is measured against the right window.
+    #[default]
+    ModelDefaults,
+    /// This configuration, whatever the model.
+    Fixed(ContextConfig),
+}
+
+impl ContextPolicy {
+    /// The configuration for a request to `model`, or `None` when off.
+    pub fn resolve(&self, model: &str) -> Option<ContextConfig> {
+        match self {
+            ContextPolicy::Off => None,
+            ContextPolicy::ModelDefaults => Some(ContextConfig::for_model(model)),
+            ContextPolicy::Fixed(config) => Some(config.clone()),
         }
     }
 }
@@ -330,7 +362,6 @@ const KEEP_MAX_SHARE: f64 = 0.5;
 /// result in the kept part (or no result at all). At least two nodes are replaced.
 pub fn plan_compaction(session: &Session, config: &ContextConfig) -> Option<(u64, u64)> {
     let surface = session.surface();
-    let len = surface.len();
     // Candidate cut from turns: the node of the `keep_recent_turns`-th latest prompt.
     let prompts: Vec<usize> = surface
         .iter()
@@ -339,8 +370,7 @@ pub fn plan_compaction(session: &Session, config: &ContextConfig) -> Option<(u64
         .map(|(position, _)| position)
         .collect();
     let turn_cut = match config.keep_recent_turns {
-        0 => len,
-        keep if prompts.len() >= keep => prompts[prompts.len() - keep],
+        keep if keep > 0 && prompts.len() >= keep => prompts[prompts.len() - keep],
         _ => 0,
     };
     // Candidate cut from size: the earliest cut whose kept suffix is at most half the bytes.
@@ -355,9 +385,30 @@ pub fn plan_compaction(session: &Session, config: &ContextConfig) -> Option<(u64
         suffix -= size;
         size_cut = position + 1;
     }
-    let wanted = turn_cut.max(size_cut);
-    let cut = (wanted..len).find(|&cut| is_valid_cut(&surface[..cut]))?;
-    (cut >= 2).then(|| (surface[0].id, surface[cut - 1].id))
+    let cut = first_valid_cut(surface, turn_cut.max(size_cut).max(2))?;
+    Some((surface[0].id, surface[cut - 1].id))
+}
+
+/// The first cut at or after `from`, before the last node, that leaves no tool call of the
+/// replaced part unanswered inside it; in one pass.
+fn first_valid_cut(surface: &[SurfaceEntry], from: usize) -> Option<usize> {
+    let mut open: HashSet<&str> = HashSet::new();
+    for (position, node) in surface.iter().enumerate() {
+        // Here `open` holds the unanswered calls of `surface[..position]`.
+        if position >= from && open.is_empty() {
+            return Some(position);
+        }
+        match &*node.message {
+            Message::Assistant(assistant) => {
+                open.extend(assistant.tool_calls.iter().map(|call| call.id.as_str()));
+            }
+            Message::Tool { call_id, .. } => {
+                open.remove(call_id.as_str());
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn is_prompt(session: &Session, node: &SurfaceEntry) -> bool {
@@ -369,6 +420,7 @@ fn is_prompt(session: &Session, node: &SurfaceEntry) -> bool {
 
 /// Whether every tool call made in `replaced` is answered inside it (so no result is left in
 /// the kept part without its call, and no call is summarized away before its result arrives).
+#[cfg(test)]
 fn is_valid_cut(replaced: &[SurfaceEntry]) -> bool {
     let mut open: HashSet<&str> = HashSet::new();
     for node in replaced {
@@ -462,10 +514,7 @@ pub fn summarize_request(
     };
     let header = EpochHeader::new(call, Some(SUMMARY_INSTRUCTION.to_owned()), Vec::new());
     let text = render_region(&surface[first..=last], config);
-    Some(GenerateRequest {
-        header,
-        messages: vec![std::sync::Arc::new(Message::User { content: text })],
-    })
+    Some(GenerateRequest { header, messages: vec![Arc::new(Message::User { content: text })] })
 }
 
 /// What a pressure check or a manual compaction did.

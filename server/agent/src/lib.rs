@@ -1,4 +1,5 @@
-//! The dsh agent loop: steps, tools, approvals, and the reconstruction invariant.
+//! The dsh agent loop: steps, tools, approvals, context pressure, and the reconstruction
+//! invariant.
 //!
 //! [`Agent::run_turn`] runs one turn against a live session held by its owner task
 //! ([`spawn_owner`], [`SessionHandle`]): every request it sends is built from the log — a message
@@ -21,7 +22,7 @@ pub use agent::{
     Agent, AgentConfig, CallOverrides, Clock, HookContext, INTERRUPTED, RequestHook, StepTiming,
     TurnOutcome, close_interrupted, close_open_turn, sha256_hex,
 };
-pub use compact::{CompactOutcome, ContextConfig, Decision, compact_now};
+pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now};
 pub use error::AgentError;
 pub use invariant::first_difference;
 pub use owner::{SessionHandle, StepSnapshot, spawn_owner};

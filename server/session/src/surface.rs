@@ -4,6 +4,13 @@
 //! `surface/replace` whose node takes the place of a range. Each node is projected through
 //! [`derive_event_message`] exactly once, when first seen; callers get fresh vectors over shared
 //! `Arc<Message>`s, so logged history cannot be mutated through a projection.
+//!
+//! Nodes join the surface in log order, with one rule: a `steering/message` or `context/message`
+//! logged while a step is open (between its `step/start` and its `step/end`/`step/error`) joins
+//! when that step closes, after the step's assistant message and tool results. A client may
+//! steer at any moment, but the conversation never interleaves a user message into the exchange
+//! the model is in the middle of (an assistant's tool calls must be answered by the very next
+//! messages). The rule is part of the fold, so replay and reconstruction place it identically.
 
 use std::sync::Arc;
 
@@ -25,6 +32,10 @@ pub struct SurfaceEntry {
 pub(crate) struct SurfaceFold {
     pub(crate) nodes: Vec<SurfaceEntry>,
     pub(crate) generation: u64,
+    /// Whether a step is open.
+    in_step: bool,
+    /// Steering and context messages logged inside the open step, waiting for it to close.
+    deferred: Vec<SurfaceEntry>,
 }
 
 impl SurfaceFold {
@@ -47,8 +58,22 @@ impl SurfaceFold {
             self.generation += 1;
             return Ok(());
         }
-        if let Some(message) = derive_event_message(event) {
-            self.nodes.push(SurfaceEntry { id: event.seq, message: Arc::new(message) });
+        match &event.data {
+            EventData::StepStart(_) => self.in_step = true,
+            EventData::StepEnd(_) | EventData::StepError(_) | EventData::TurnEnd(_) => {
+                self.in_step = false;
+                self.nodes.append(&mut self.deferred);
+            }
+            _ => {}
+        }
+        let Some(message) = derive_event_message(event) else { return Ok(()) };
+        let entry = SurfaceEntry { id: event.seq, message: Arc::new(message) };
+        let interjection =
+            matches!(event.data, EventData::SteeringMessage(_) | EventData::ContextMessage(_));
+        if interjection && self.in_step {
+            self.deferred.push(entry);
+        } else {
+            self.nodes.push(entry);
         }
         Ok(())
     }

@@ -356,6 +356,7 @@ enum Op {
     Replace(usize, usize, String),
     Trim(usize, String),
     LogOnly,
+    CloseStep,
 }
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
@@ -365,6 +366,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
             1 => (0usize..50, 0usize..4, "[a-z]{0,6}").prop_map(|(a, len, t)| Op::Replace(a, len, t)),
             1 => (0usize..50, "[a-z]{0,6}").prop_map(|(a, t)| Op::Trim(a, t)),
             1 => Just(Op::LogOnly),
+            1 => Just(Op::CloseStep),
         ],
         0..60,
     )
@@ -373,8 +375,18 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 /// The reference derivation: a naive list of (node id, event) projected at the end.
 fn naive_messages(events: &[Event]) -> Vec<Message> {
     let mut nodes: Vec<(u64, &Event)> = Vec::new();
+    let mut held: Vec<(u64, &Event)> = Vec::new();
+    let mut open = false;
     for event in events {
         match &event.data {
+            EventData::StepStart(_) => open = true,
+            EventData::StepEnd(_) | EventData::StepError(_) | EventData::TurnEnd(_) => {
+                open = false;
+                nodes.append(&mut held);
+            }
+            EventData::SteeringMessage(_) | EventData::ContextMessage(_) if open => {
+                held.push((event.seq, event));
+            }
             EventData::SurfaceReplace(replace) => {
                 let start = nodes.iter().position(|(id, _)| *id == replace.start);
                 let end = nodes.iter().position(|(id, _)| *id == replace.end);
@@ -405,6 +417,11 @@ proptest! {
                 Op::Append(2, t) => result("c", &t),
                 Op::Append(_, t) => EventData::SteeringMessage(SteeringMessage { text: t }),
                 Op::LogOnly => EventData::StepStart(StepStart { step: seq, turn: 1 }),
+                Op::CloseStep => EventData::StepEnd(StepEnd {
+                    step: seq,
+                    finish_reason: "stop".into(),
+                    usage: Usage::default(),
+                }),
                 Op::Replace(_, _, _) | Op::Trim(_, _) if ids.is_empty() => user("x"),
                 Op::Replace(a, len, text) => {
                     let start = a % ids.len();
@@ -456,6 +473,32 @@ fn a_replace_keeps_untouched_projections_shared() {
     assert!(Arc::ptr_eq(&before[2], &after[1]));
     assert_eq!(session.surface_generation(), 1);
     assert_eq!(session.surface()[0].id, 4);
+}
+
+#[test]
+fn steering_during_an_open_step_joins_after_the_steps_results() {
+    let mut events = tool_turn();
+    // Steering logged while step 1 runs its tool: between the assistant's call and its result.
+    events.insert(6, event(0, EventData::SteeringMessage(SteeringMessage { text: "mid".into() })));
+    for (i, e) in events.iter_mut().enumerate() {
+        e.seq = i as u64;
+    }
+    assert_eq!(check_log(&events), vec![]);
+    let two = reconstruct_step(&events, 2).unwrap();
+    let kinds: Vec<String> = two
+        .request
+        .messages
+        .iter()
+        .map(|m| match &**m {
+            Message::User { content } => format!("user:{content}"),
+            Message::Assistant(_) => "assistant".to_owned(),
+            Message::Tool { .. } => "tool".to_owned(),
+            Message::System { .. } => "system".to_owned(),
+        })
+        .collect();
+    assert_eq!(kinds, ["user:read a", "assistant", "tool", "user:mid", "user:steer"]);
+    let live = Session::from_events(events.clone());
+    assert_eq!(live.messages().len(), 6);
 }
 
 #[test]

@@ -147,10 +147,8 @@ function Client:_on_exit(code, signal)
   end
   self.closed = true
   self.exit_code = code
+  self.exit_signal = signal
   local reason = self:failure_text()
-  if signal and signal ~= 0 then
-    reason = reason .. (" (signal %d)"):format(signal)
-  end
   local pending = self.pending
   self.pending = {}
   for _, cb in pairs(pending) do
@@ -165,6 +163,9 @@ end
 ---@return string
 function Client:failure_text()
   local text = ("dsh stdio exited (code %s)"):format(tostring(self.exit_code))
+  if self.exit_signal and self.exit_signal ~= 0 then
+    text = text .. (" on signal %d"):format(self.exit_signal)
+  end
   if #self.stderr > 0 then
     local tail = vim.list_slice(self.stderr, math.max(1, #self.stderr - 4))
     text = text .. ":\n" .. table.concat(tail, "\n")

@@ -43,7 +43,9 @@ M.by_session = {}
 ---@field approvals table<string, dsh.ApprovalRequest> pending approvals by id
 ---@field approval_lines table<string, integer>
 ---@field meta? dsh.SessionMeta
----@field usage_timer? uv.uv_timer_t
+---@field usage_pending? boolean a `session/usage` refresh is scheduled
+---@field refresh_usage? fun(t: dsh.Transcript) set by the owner: fetch `session/usage`
+---@field on_wipe? fun(t: dsh.Transcript) set by the owner: the buffer is going away
 ---@field on_change fun(t: dsh.Transcript)[]
 ---@field on_approval? fun(t: dsh.Transcript, req: dsh.ApprovalRequest)
 ---@field empty boolean
@@ -373,11 +375,11 @@ end
 function Transcript:apply_usage(result)
   for _, row in ipairs(result.rows or {}) do
     local st = self.steps[row.step]
-    if st then
+    -- A row without usage (the step was running when the daemon answered) must not replace
+    -- the numbers the `step/end` event already gave.
+    if st and (row.usage or not st.usage) then
       st.row = row
-      if row.usage then
-        st.usage = row.usage
-      end
+      st.usage = row.usage
       self:_annotate(st)
     end
   end

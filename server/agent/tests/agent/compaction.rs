@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use dsh_agent::approval::{ApprovalPolicy, DenyAll};
 use dsh_agent::compact::{
-    CompactOutcome, ContextConfig, Decision, compact_now, decide, plan_compaction,
+    CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now, decide, plan_compaction,
     summarize_request,
 };
 use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
@@ -35,7 +35,7 @@ fn context(window: u64) -> ContextConfig {
         trim_keep_tail_bytes: 200,
         summary_max_tokens: 256,
         keep_recent_turns: 1,
-        trim_min_gain: 0.05,
+        trim_min_gain: 0.15,
         ..ContextConfig::with_window(window)
     }
 }
@@ -46,7 +46,7 @@ fn agent(fixture: &Fixture, context: Option<ContextConfig>) -> Agent {
     config.approvals = ApprovalPolicy::allow_all();
     config.check_invariants = true;
     config.date_context = false;
-    config.context = context;
+    config.context = context.map_or(ContextPolicy::Off, ContextPolicy::Fixed);
     let toolbox =
         Arc::new(Toolbox::new(Workspace::new(&fixture.workspace).unwrap(), ToolConfig::default()));
     Agent::new(fixture.provider.clone(), toolbox, Arc::new(DenyAll), config, &fixture.workspace)
@@ -531,18 +531,99 @@ async fn a_long_session_stays_in_its_window_and_recovers_its_cache_after_each_re
         }
     }
     let found = rewrites(&events);
+    let trim_batches = rows
+        .iter()
+        .filter(|row| row.causes.iter().any(|c| matches!(c, PrefixCause::Trim { .. })))
+        .count();
     let totals = usage_totals(&rows);
     let peak = rows.iter().filter_map(|r| r.usage).map(|u| u.prompt_tokens).max().unwrap();
     println!(
         "long session: {steps} steps in {turns} turns, window {window} tokens, peak prompt {peak}; \
-         {} compactions, {} trims ({} rewrite events); at least {saved} prompt tokens saved; \
+         {} compactions, {} tool results trimmed in {trim_batches} batches; at least {saved} \
+         prompt tokens saved; \
          cache hit {:.1}% overall ({} of {} prompt tokens)",
         found.compactions,
         found.trims,
-        found.compactions + found.trims,
         totals.hit_ratio() * 100.0,
         totals.cache_hit_tokens,
         totals.prompt_tokens
     );
     assert!(found.compactions >= 3, "{found:?}");
+}
+
+#[tokio::test]
+async fn a_summarize_call_cancelled_before_a_step_ends_the_turn_and_the_next_turn_compacts() {
+    let window = 9000;
+    let fixture = Fixture::with_mock(MockConfig::default().with_model_limits(window, 4096)).await;
+    write_files(&fixture, 4, 100);
+    let context = context(window);
+    let mut agent = agent(&fixture, Some(context.clone()));
+    // The first summarize call hangs until it is cancelled.
+    fixture
+        .script(json!([{"match": {"has_tools": false}, "content": "late", "delay_ms": 30_000}]))
+        .await;
+    let mut number = 0;
+    let cancelled_turn = loop {
+        number += 1;
+        assert!(number <= 30, "no compaction was attempted in 30 turns");
+        let reads = reads_for(number, 4);
+        let mut scripts: Vec<Value> = reads
+            .iter()
+            .map(|path| {
+                json!({"match": {"has_tools": true},
+                       "tool_calls": [{"name": "read_file", "arguments": {"path": path}}]})
+            })
+            .collect();
+        scripts.push(json!({"match": {"has_tools": true}, "content": "done"}));
+        fixture.script(Value::Array(scripts)).await;
+        let cancel = CancellationToken::new();
+        let (session, turn_cancel) = (fixture.session.clone(), cancel.clone());
+        let task = tokio::spawn(async move {
+            let outcome = agent.run_turn(&session, "go on", &turn_cancel).await;
+            (agent, outcome)
+        });
+        // Cancel as soon as the summarize call (the only request without tools) is in flight.
+        while !task.is_finished() {
+            let summarizing = fixture.mock.requests().iter().any(|request| {
+                !request.body.windows(9).any(|w| w == b"\"tools\":[")
+                    && request.outcome == "in_progress"
+            });
+            if summarizing {
+                cancel.cancel();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let (returned, outcome) = task.await.unwrap();
+        agent = returned;
+        let outcome = outcome.unwrap();
+        if cancel.is_cancelled() {
+            break outcome;
+        }
+    };
+    assert_eq!(cancelled_turn.stop_reason, StopReason::Cancelled, "{cancelled_turn:?}");
+    let events = events(&fixture).await;
+    let turn_start =
+        events.iter().rposition(|e| matches!(e.data, EventData::TurnStart(_))).unwrap();
+    let started =
+        events[turn_start..].iter().filter(|e| matches!(e.data, EventData::StepStart(_))).count();
+    assert_eq!(cancelled_turn.steps, started as u64, "{cancelled_turn:?}");
+    assert_eq!(cancelled_turn.timings.len(), started, "{cancelled_turn:?}");
+    assert_well_formed(&events);
+    // compact/start, then the turn ends: no step was started, the surface is untouched.
+    let attempt =
+        events.iter().rposition(|e| matches!(e.data, EventData::CompactStart(_))).unwrap();
+    assert!(matches!(events[attempt + 1].data, EventData::TurnEnd(_)), "{:?}", events[attempt + 1]);
+    assert_eq!(attempt + 2, events.len());
+    assert_eq!(rewrites(&events).compactions, 0);
+
+    // The next turn retries the compaction, which now succeeds.
+    number += 1;
+    let outcome = turn(&fixture, &mut agent, number, &["small.txt".to_owned()]).await;
+    assert_eq!(outcome.stop_reason, StopReason::Completed, "{outcome:?}");
+    let events = self::events(&fixture).await;
+    assert_well_formed(&events);
+    let found = rewrites(&events);
+    assert_eq!((found.abandoned, found.compactions), (1, 1), "{found:?}");
+    assert_audit(&events, &fixture.mock.requests(), &context);
+    assert_decisions_replay(&events, &context);
 }

@@ -246,7 +246,7 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
             ApprovalChoice::Deny => ApprovalVerdict::Deny,
             ApprovalChoice::AllowAlways => ApprovalVerdict::AllowAlways,
         };
-        if !live.respond(&params.approval_id, verdict) {
+        if !live.respond(&params.approval_id, verdict).await {
             return Err(ApiError::approval_not_found(&params.session_id, &params.approval_id));
         }
         Ok::<_, ApiError>(ApprovalRespondResult { accepted: true })

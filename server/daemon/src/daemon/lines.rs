@@ -6,9 +6,9 @@
 //! subscription notifications go through one writer task, so lines never interleave.
 //!
 //! What the loop refuses, each with a JSON-RPC error and without closing the connection: a line
-//! that is not JSON (-32700), a line over [`MAX_LINE_BYTES`] (-32600), a batch (-32600), a
-//! notification — a request without an id — (-32600, answered with id null), and a request past
-//! [`MAX_IN_FLIGHT`] unanswered ones on this connection ("overloaded, retry").
+//! that is not UTF-8 or not JSON (-32700), a line over [`MAX_LINE_BYTES`] (-32600), a batch
+//! (-32600), a notification — a request without an id — (-32600, answered with id null), and a
+//! request past [`MAX_IN_FLIGHT`] unanswered ones on this connection ("overloaded, retry").
 
 use std::sync::Arc;
 
@@ -17,7 +17,8 @@ use jsonrpsee::Methods;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Semaphore, mpsc};
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 
 use super::error::{INVALID_REQUEST, PARSE_ERROR};
@@ -31,6 +32,48 @@ pub const MAX_IN_FLIGHT: usize = 64;
 const OUTGOING_BUFFER: usize = 1024;
 /// Notifications a subscription may buffer inside jsonrpsee before it waits.
 const SUBSCRIPTION_BUFFER: usize = 1024;
+
+/// A line the codec could not hand out as text.
+enum BadLine {
+    /// Over [`MAX_LINE_BYTES`] (its bytes are skipped up to the next newline).
+    TooLong,
+    /// Not UTF-8 (the line is consumed).
+    NotUtf8,
+}
+
+/// [`LinesCodec`], except that a bad line is an item, not a decoder error: `FramedRead` ends
+/// its stream after a decoder error, which would close the connection.
+struct Lines(LinesCodec);
+
+impl Lines {
+    fn map(
+        decoded: Result<Option<String>, LinesCodecError>,
+    ) -> Result<Option<Result<String, BadLine>>, std::io::Error> {
+        match decoded {
+            Ok(line) => Ok(line.map(Ok)),
+            // The codec now discards up to the next newline, then reads lines again.
+            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Err(BadLine::TooLong))),
+            // The only I/O error a decoder sees: the line's bytes are not UTF-8.
+            Err(LinesCodecError::Io(error)) if error.kind() == std::io::ErrorKind::InvalidData => {
+                Ok(Some(Err(BadLine::NotUtf8)))
+            }
+            Err(LinesCodecError::Io(error)) => Err(error),
+        }
+    }
+}
+
+impl Decoder for Lines {
+    type Item = Result<String, BadLine>;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
+        Self::map(self.0.decode(buf))
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
+        Self::map(self.0.decode_eof(buf))
+    }
+}
 
 fn error_line(id: &Value, code: i32, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
@@ -48,7 +91,7 @@ where
     let writer_stop = CancellationToken::new();
     let writer_task = tokio::spawn(write_lines(writer, lines_out, writer_stop.clone()));
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
+    let mut lines = FramedRead::new(reader, Lines(LinesCodec::new_with_max_length(MAX_LINE_BYTES)));
     loop {
         // Cancel-safety: `next` on a FramedRead is cancel-safe (a partial line stays buffered);
         // `cancelled` is cancel-safe.
@@ -58,13 +101,18 @@ where
         };
         let line = match frame {
             None => break,
-            Some(Ok(line)) => line,
-            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+            Some(Ok(Ok(line))) => line,
+            Some(Ok(Err(BadLine::TooLong))) => {
                 let message = format!("request line exceeds {MAX_LINE_BYTES} bytes");
                 let _ = outgoing.send(error_line(&Value::Null, INVALID_REQUEST, &message)).await;
                 continue;
             }
-            Some(Err(LinesCodecError::Io(error))) => {
+            Some(Ok(Err(BadLine::NotUtf8))) => {
+                let message = "parse error: the line is not valid UTF-8";
+                let _ = outgoing.send(error_line(&Value::Null, PARSE_ERROR, message)).await;
+                continue;
+            }
+            Some(Err(error)) => {
                 tracing::debug!(%error, "connection read failed");
                 break;
             }

@@ -18,7 +18,8 @@
 //!    turn task has finished writing;
 //! 4. each session's owner gets one last no-op command: when it is answered, every append
 //!    queued before it is in the file; then the sessions are dropped and their owners close the
-//!    logs (a final sync, the lock released);
+//!    logs (a final sync, the lock released); every connection writes the answers it still owes
+//!    (waited on, with the same deadline);
 //! 5. the socket file is removed and the instance lock released when the process exits.
 
 use std::io::Write as _;
@@ -33,6 +34,7 @@ use anyhow::{Context, bail};
 use jsonrpsee::Methods;
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::api;
 use super::lines::serve_lines;
@@ -150,6 +152,8 @@ pub async fn run(
         ready(&socket_path);
     }
 
+    // Every connection's task, so shutdown can wait for the answers they still owe.
+    let connections = TaskTracker::new();
     loop {
         // Cancel-safety: `accept` is cancel-safe (a connection not returned stays queued);
         // `cancelled` is cancel-safe.
@@ -166,7 +170,7 @@ pub async fn run(
         };
         let daemon = Arc::clone(&daemon);
         let methods = methods.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             daemon.clients.fetch_add(1, Ordering::SeqCst);
             let (reader, writer) = stream.into_split();
             serve_lines(methods, reader, writer, daemon.shutdown.clone()).await;
@@ -174,7 +178,7 @@ pub async fn run(
         });
     }
 
-    shut_down(&daemon, &socket_path).await;
+    shut_down(&daemon, &socket_path, &connections).await;
     if let Some(network) = network {
         let _ = network.stop();
     }
@@ -195,11 +199,17 @@ pub async fn run_in_process(config: DaemonConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shut_down(daemon: &Arc<Daemon>, socket_path: &PathBuf) {
+async fn shut_down(daemon: &Arc<Daemon>, socket_path: &PathBuf, connections: &TaskTracker) {
     tracing::info!("dsh daemon shutting down");
     // Steps 1–2 happened when the token fired: accept loops and readers stopped, turns are
     // being cancelled.
     finish(daemon).await;
+    // The connections write the answers they still owe (the `daemon/shutdown` call itself, the
+    // prompts of cancelled turns) before the process exits.
+    connections.close();
+    if tokio::time::timeout(TURN_DEADLINE, connections.wait()).await.is_err() {
+        tracing::warn!("some connections did not finish within {TURN_DEADLINE:?}");
+    }
     // Step 5.
     let _ = std::fs::remove_file(socket_path);
     tracing::info!("dsh daemon stopped");

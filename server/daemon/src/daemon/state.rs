@@ -271,6 +271,12 @@ impl Daemon {
             }
         };
         let turn = self.tasks.spawn(async move {
+            // Debug builds only: lets tests prove that a panicking turn fails its session and
+            // nothing else (see `tests/daemon`).
+            #[cfg(debug_assertions)]
+            if std::env::var("DSH_DEBUG_PANIC_ON_PROMPT").is_ok_and(|trigger| trigger == text) {
+                panic!("DSH_DEBUG_PANIC_ON_PROMPT matched the prompt");
+            }
             let mut slot = guard;
             let agent = slot.get_or_insert_with(new_agent);
             let result = agent.run_turn(&handle, &text, &cancel).await;
@@ -338,7 +344,8 @@ impl Daemon {
             .clone()
             .or(header_model)
             .unwrap_or_else(|| config.default_call.model.clone());
-        let context = config.context.clone().unwrap_or_else(|| ContextConfig::for_model(&model));
+        let context =
+            config.context.resolve(&model).unwrap_or_else(|| ContextConfig::for_model(&model));
         let cancel = self.shutdown.child_token();
         *lock(&live.running) = Some(cancel.clone());
         let outcome = compact_now(&provider, &live.handle, &context, &model, &cancel).await;
@@ -422,26 +429,64 @@ impl LiveSession {
     }
 
     /// Answers a pending approval; false when no request with that id waits.
-    pub fn respond(&self, approval_id: &str, verdict: ApprovalVerdict) -> bool {
-        self.approvals.respond(approval_id, verdict)
+    pub async fn respond(&self, approval_id: &str, verdict: ApprovalVerdict) -> bool {
+        if self.approvals.respond(approval_id, verdict) {
+            return true;
+        }
+        // The loop logs `approval/request` (subscribers see it at once) before it asks the
+        // approver, so a quick answer can arrive before anyone waits for it: when the log has
+        // the request and no decision yet, keep the answer for the approver.
+        let id = approval_id.to_owned();
+        let awaiting =
+            self.handle.query(move |s| awaiting_decision(s.events(), &id)).await.unwrap_or(false);
+        awaiting && self.approvals.respond_early(approval_id, verdict)
     }
+}
+
+/// Whether the log has an `approval/request` with this id and no decision for it yet.
+fn awaiting_decision(events: &[Event], approval_id: &str) -> bool {
+    events.iter().fold(false, |awaiting, event| match &event.data {
+        EventData::ApprovalRequest(request) if request.approval_id == approval_id => true,
+        EventData::ApprovalDecision(decision) if decision.approval_id == approval_id => false,
+        _ => awaiting,
+    })
 }
 
 /// Pending approvals of one session, answered by `approval/respond`.
 struct Approvals {
-    pending: Mutex<HashMap<String, oneshot::Sender<ApprovalVerdict>>>,
+    pending: Mutex<PendingApprovals>,
     timeout: Duration,
+}
+
+#[derive(Default)]
+struct PendingApprovals {
+    /// Requests an approver waits on.
+    waiting: HashMap<String, oneshot::Sender<ApprovalVerdict>>,
+    /// Answers that arrived before the approver started waiting.
+    early: HashMap<String, ApprovalVerdict>,
 }
 
 impl Approvals {
     fn new(timeout: Duration) -> Self {
-        Approvals { pending: Mutex::new(HashMap::new()), timeout }
+        Approvals { pending: Mutex::new(PendingApprovals::default()), timeout }
     }
 
     fn respond(&self, approval_id: &str, verdict: ApprovalVerdict) -> bool {
-        match lock(&self.pending).remove(approval_id) {
+        match lock(&self.pending).waiting.remove(approval_id) {
             Some(sender) => sender.send(verdict).is_ok(),
             None => false,
+        }
+    }
+
+    /// Answers a request that is logged but may not be waited on yet.
+    fn respond_early(&self, approval_id: &str, verdict: ApprovalVerdict) -> bool {
+        let mut pending = lock(&self.pending);
+        match pending.waiting.remove(approval_id) {
+            Some(sender) => sender.send(verdict).is_ok(),
+            None => {
+                pending.early.insert(approval_id.to_owned(), verdict);
+                true
+            }
         }
     }
 }
@@ -454,7 +499,13 @@ impl Approver for Approvals {
     ) -> BoxFuture<'a, ApprovalVerdict> {
         Box::pin(async move {
             let (sender, answer) = oneshot::channel();
-            lock(&self.pending).insert(request.approval_id.clone(), sender);
+            {
+                let mut pending = lock(&self.pending);
+                if let Some(verdict) = pending.early.remove(&request.approval_id) {
+                    return verdict;
+                }
+                pending.waiting.insert(request.approval_id.clone(), sender);
+            }
             // The `approval/request` event is already in the log: subscribers show it and
             // answer with `approval/respond`.
             let verdict = tokio::select! {
@@ -463,7 +514,7 @@ impl Approver for Approvals {
                 () = tokio::time::sleep(self.timeout) => ApprovalVerdict::Timeout,
                 () = cancel.cancelled() => ApprovalVerdict::Deny,
             };
-            lock(&self.pending).remove(&request.approval_id);
+            lock(&self.pending).waiting.remove(&request.approval_id);
             verdict
         })
     }

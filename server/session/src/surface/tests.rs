@@ -252,6 +252,8 @@ fn errors(events: &[Event]) -> Vec<String> {
 fn an_abandoned_compaction_is_well_formed() {
     let mut writer = compacted_session();
     writer.compact(0, false);
+    // A log that ends right after `compact/start` is only open (inside a turn), never broken.
+    assert_eq!(errors(writer.live.events()), Vec::<String>::new());
     writer.step(0, "z".to_owned());
     writer.compact(0, true);
     assert_eq!(errors(writer.live.events()), Vec::<String>::new());

@@ -1,0 +1,352 @@
+// The real-VS-Code test. Starts the dsh mock provider, installs the packaged extension into
+// code-server (VS Code's server build), opens the workbench in headless Chromium, and lets the
+// extension's self-test (`DSH_SELFTEST`) drive the scenario of issue 7 against the real daemon.
+// The harness plays the user where a person would click: "Allow" on the approval notification.
+// Then it checks what the page shows (the transcript webview's per-step usage, the status bar),
+// takes a screenshot, prints every check and `N passed, N failed`, and exits non-zero on failure.
+//
+// Usage: node e2e/run.mjs --vsix dsh-vscode.vsix --dsh /path/to/dsh [--screenshot out.png]
+//        [--keep] [--timeout 300]
+
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const args = parseArgs(process.argv.slice(2));
+const vsix = path.resolve(args.vsix ?? path.join(here, "..", "dsh-vscode.vsix"));
+const dsh = path.resolve(args.dsh ?? process.env.DSH_BIN ?? path.join(here, "../../../target/debug/dsh"));
+const timeoutS = Number(args.timeout ?? 300);
+const codeServer = path.join(here, "node_modules/code-server/out/node/entry.js");
+const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+const checks = [];
+const children = [];
+const log = (...a) => console.log(`[e2e ${new Date().toISOString().slice(11, 19)}]`, ...a);
+
+function check(name, ok, detail = "") {
+  checks.push({ name, ok: !!ok, detail });
+}
+
+async function main() {
+  for (const [what, p] of [["the packaged extension", vsix], ["dsh", dsh], ["code-server", codeServer], ["chromium", chromiumPath]]) {
+    if (!existsSync(p)) {
+      throw new Error(`${what} not found at ${p}`);
+    }
+  }
+  const run = mkdtempSync(path.join(tmpdir(), "dsh-vscode-e2e-"));
+  log(`run directory ${run}`);
+  const home = path.join(run, "home");
+  const ws = path.join(run, "workspace");
+  const ud = path.join(run, "user-data");
+  const ext = path.join(run, "extensions");
+  const results = path.join(run, "results.json");
+  for (const d of [home, path.join(ws, "src"), path.join(ud, "User"), ext, path.join(run, "config")]) {
+    mkdirSync(d, { recursive: true });
+  }
+  writeFileSync(path.join(ws, "src/greet.sh"), '#!/bin/sh\necho "Helo, $1!"\n');
+  writeFileSync(path.join(ws, "AGENTS.md"), "# Project notes\n\nShell scripts use /bin/sh, not bash.\n");
+
+  // The mock provider.
+  const mock = spawn(dsh, ["--home", path.join(run, "mock-home"), "mock", "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+  children.push(mock);
+  const mockUrl = await waitForLine(mock, /listening on (http:\/\/127\.0\.0\.1:\d+)/, 20_000, "dsh mock");
+  log(`mock at ${mockUrl}`);
+
+  writeFileSync(
+    path.join(ud, "User/settings.json"),
+    JSON.stringify(
+      {
+        "dsh.path": dsh,
+        "dsh.home": home,
+        "dsh.baseUrl": mockUrl,
+        "workbench.startupEditor": "none",
+        "workbench.tips.enabled": false,
+        "workbench.welcomePage.walkthroughs.openOnInstall": false,
+        "workbench.colorTheme": "Default Dark Modern",
+        "security.workspace.trust.enabled": false,
+        "telemetry.telemetryLevel": "off",
+        "extensions.autoCheckUpdates": false,
+        "extensions.autoUpdate": false,
+        "update.mode": "none",
+        "chat.disableAIFeatures": true,
+        "window.zoomLevel": 0,
+        "editor.minimap.enabled": false,
+      },
+      null,
+      2,
+    ),
+  );
+
+  const env = {
+    ...process.env,
+    DEEPSEEK_API_KEY: "sk-test",
+    DSH_SELFTEST: results,
+    DSH_SELFTEST_MOCK: mockUrl,
+    XDG_CONFIG_HOME: path.join(run, "config"),
+    XDG_DATA_HOME: path.join(run, "data"),
+  };
+  const csArgs = ["--user-data-dir", ud, "--extensions-dir", ext];
+
+  log("installing the extension into code-server");
+  const install = spawnSync(process.execPath, [codeServer, ...csArgs, "--install-extension", vsix], { env, encoding: "utf8", timeout: 120_000 });
+  check("the packaged extension installs into code-server", install.status === 0, (install.stdout + install.stderr).trim().split("\n").slice(-2).join(" "));
+  if (install.status !== 0) {
+    throw new Error(`--install-extension failed:\n${install.stdout}\n${install.stderr}`);
+  }
+
+  const port = await freePort();
+  const cs = spawn(
+    process.execPath,
+    [codeServer, ...csArgs, "--auth", "none", "--bind-addr", `127.0.0.1:${port}`, "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override", ws],
+    { env, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  children.push(cs);
+  let csLog = "";
+  cs.stdout.on("data", (b) => (csLog += b));
+  cs.stderr.on("data", (b) => (csLog += b));
+  await waitForLine(cs, /HTTP server listening/, 60_000, "code-server");
+  log(`code-server on 127.0.0.1:${port}`);
+
+  const browser = await chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const page = await browser.newPage({ viewport: { width: 1680, height: 1050 }, deviceScaleFactor: 1 });
+  page.on("pageerror", (e) => log(`page error: ${e.message}`));
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`, { waitUntil: "domcontentloaded", timeout: 60_000 });
+  await page.locator(".monaco-workbench").waitFor({ timeout: 60_000 });
+  check("the workbench opens in headless Chromium", true);
+  log("workbench open; the self-test runs");
+
+  // Play the user until the self-test is done: click "Allow" when dsh asks.
+  const deadline = Date.now() + timeoutS * 1000;
+  let clicked = 0;
+  let state = { done: false, checks: [] };
+  let lastPhase = "";
+  while (Date.now() < deadline) {
+    state = readJson(results) ?? state;
+    if (state.phase && state.phase !== lastPhase) {
+      lastPhase = state.phase;
+      log(`self-test: ${lastPhase}`);
+    }
+    if (state.done) {
+      break;
+    }
+    const toast = page.locator(".notifications-toasts .notification-toast", { hasText: "dsh wants to run" });
+    if ((await toast.count()) > 0) {
+      const allow = toast.first().getByRole("button", { name: "Allow", exact: true });
+      if ((await allow.count()) > 0) {
+        const text = (await toast.first().locator(".notification-list-item-message").innerText().catch(() => "")).trim();
+        await allow.first().click();
+        clicked++;
+        log(`clicked Allow on "${text}"`);
+      }
+    }
+    await sleep(250);
+  }
+  check("the self-test finished in time", state.done, state.done ? "" : `stuck at phase ${state.phase ?? "(not started)"}; code-server log tail:\n${csLog.slice(-3000)}`);
+  check("the approval notification appeared and Allow was clicked in the page", clicked >= 1, `${clicked} click(s)`);
+  for (const c of state.checks ?? []) {
+    check(`vscode: ${c.name}`, c.ok, c.ok ? `${c.detail}${c.ms ? ` (${c.ms} ms)` : ""}` : c.detail);
+  }
+
+  if (state.expect) {
+    await checkPage(page, state.expect);
+  }
+
+  const shot = args.screenshot ? path.resolve(args.screenshot) : path.join(run, "screenshot.png");
+  await arrangeForScreenshot(page);
+  await page.screenshot({ path: shot });
+  log(`screenshot ${shot}`);
+
+  await browser.close();
+  spawnSync(dsh, ["--home", home, "shutdown"], { timeout: 15_000 });
+  if (!args.keep && checks.every((c) => c.ok)) {
+    rmSync(run, { recursive: true, force: true });
+  } else {
+    log(`kept ${run}`);
+  }
+}
+
+/** What the user sees: the transcript webview's usage badges and the status bar. */
+async function checkPage(page, expect) {
+  const frame = await findFrame(page, "#main section.step", 20_000);
+  check("the transcript webview renders in the page", frame !== undefined);
+  if (!frame) {
+    return;
+  }
+  await frame.locator(`[data-usage="${expect.usage.rows.at(-1)?.step ?? 1}"]`).first().waitFor({ timeout: 10_000 }).catch(() => undefined);
+  let mismatches = [];
+  for (const row of expect.usage.rows) {
+    if (!row.usage) {
+      continue;
+    }
+    const badge = frame.locator(`[data-usage="${row.step}"]`).first();
+    const text = (await badge.count()) ? (await badge.innerText()).replace(/\s+/g, " ").trim() : "(missing)";
+    const want = [
+      `${fmt(row.usage.promptTokens)} prompt`,
+      `${fmt(row.usage.cacheHitTokens)} cached`,
+      `${fmt(row.usage.cacheMissTokens)} new`,
+      `${fmt(row.usage.completionTokens)} out`,
+      `${row.hitPercent.toFixed(1)}% hit`,
+    ].join(" · ");
+    if (text !== want) {
+      mismatches.push(`step ${row.step}: page shows "${text}", session/usage says "${want}"`);
+    }
+  }
+  check("the page shows each step's usage equal to session/usage", mismatches.length === 0, mismatches.join("; ") || `${expect.usage.rows.length} steps`);
+  const dropped = expect.usage.rows.find((r) => r.dropped);
+  if (dropped) {
+    const body = await frame.locator("#main").innerText();
+    check("the page names the cause of the cache drop", body.includes(dropped.explanation), dropped.explanation);
+    check("the page shows where the steering landed", /landed in step \d+/.test(body));
+  }
+  const status = page.locator(".statusbar-item", { hasText: "dsh" }).first();
+  const statusText = (await status.count()) ? (await status.innerText()).trim() : "";
+  check("the status bar shows the step and the session totals", statusText.includes("Σ prompt") && statusText.includes("step"), statusText);
+}
+
+/** Wider sidebar (the tree's usage descriptions fit), transcript scrolled to the steering. */
+async function arrangeForScreenshot(page) {
+  try {
+    const sidebar = await page.locator(".part.sidebar").boundingBox();
+    if (sidebar) {
+      const edge = sidebar.x + sidebar.width;
+      for (const sash of await page.locator(".monaco-sash.vertical").all()) {
+        const box = await sash.boundingBox().catch(() => null);
+        if (box && box.height > sidebar.height / 2 && Math.abs(box.x + box.width / 2 - edge) < 6) {
+          const x = box.x + box.width / 2;
+          const y = box.y + box.height / 2;
+          await page.mouse.move(x, y);
+          await page.mouse.down();
+          await page.mouse.move(x + 40, y, { steps: 4 });
+          await page.mouse.move(x + 200, y, { steps: 10 });
+          await page.mouse.up();
+          break;
+        }
+      }
+    }
+    const frame = await findFrame(page, "#main section.step", 5000);
+    await frame?.evaluate(() => {
+      const anchor = document.querySelector(".msg.steering") ?? document.querySelector("section.step");
+      const header = document.querySelector("header.session");
+      if (anchor) {
+        window.scrollTo(0, anchor.getBoundingClientRect().top + window.scrollY - (header?.offsetHeight ?? 0) - 12);
+      }
+    });
+  } catch (e) {
+    log(`arranging the screenshot: ${e instanceof Error ? e.message : e}`);
+  }
+  await page.mouse.move(900, 1045);
+  await sleep(1200);
+}
+
+async function findFrame(page, selector, ms) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    for (const f of page.frames()) {
+      try {
+        if ((await f.locator(selector).count()) > 0) {
+          return f;
+        }
+      } catch {
+        // A frame detached while we looked.
+      }
+    }
+    await sleep(250);
+  }
+  return undefined;
+}
+
+function fmt(n) {
+  return Math.round(n).toLocaleString("en-US");
+}
+
+function readJson(p) {
+  try {
+    return JSON.parse(readFileSync(p, "utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
+function waitForLine(child, re, ms, what) {
+  return new Promise((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`${what} did not start within ${ms / 1000} s:\n${out}`)), ms);
+    const on = (b) => {
+      out += b;
+      const m = re.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1] ?? m[0]);
+      }
+    };
+    child.stdout.on("data", on);
+    child.stderr.on("data", on);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${what} exited with ${code}:\n${out}`));
+    });
+  });
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on("error", reject);
+  });
+}
+
+function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function parseArgs(argv) {
+  const out = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a.startsWith("--")) {
+      const key = a.slice(2);
+      const next = argv[i + 1];
+      if (next === undefined || next.startsWith("--")) {
+        out[key] = true;
+      } else {
+        out[key] = next;
+        i++;
+      }
+    }
+  }
+  return out;
+}
+
+let exitCode = 1;
+try {
+  await main();
+} catch (e) {
+  check("the harness ran", false, e instanceof Error ? (e.stack ?? e.message) : String(e));
+} finally {
+  for (const c of children.reverse()) {
+    if (c.exitCode === null) {
+      c.kill("SIGTERM");
+    }
+  }
+  for (const c of checks) {
+    console.log(`${c.ok ? "ok  " : "FAIL"} ${c.name}${c.detail ? ` — ${c.detail}` : ""}`);
+  }
+  const passed = checks.filter((c) => c.ok).length;
+  const failed = checks.length - passed;
+  console.log(`e2e: ${passed} passed, ${failed} failed`);
+  exitCode = failed === 0 && passed > 0 ? 0 : 1;
+}
+process.exit(exitCode);

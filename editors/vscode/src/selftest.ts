@@ -1,0 +1,337 @@
+// The end-to-end self-test, run inside a real VS Code (code-server) by `scripts/e2e.mjs`: it
+// drives the extension through its own commands against the real daemon and the scripted mock
+// (`DSH_SELFTEST_MOCK`), checks what the views show, and writes the results to a JSON file the
+// harness reads. The one step a person does — clicking "Allow" on the approval notification — the
+// harness does in the browser.
+
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import * as path from "node:path";
+import * as vscode from "vscode";
+import type { Dsh } from "./extension";
+import type { SessionPromptResult, SessionUsageResult } from "./protocol.generated";
+import { Transcript } from "./transcript";
+import { formatUsage, hitPercent, usageParts } from "./usage";
+import type { TreeNode } from "./views";
+
+type Check = { name: string; ok: boolean; detail: string; ms: number };
+
+type Results = {
+  started: string;
+  checks: Check[];
+  done: boolean;
+  passed: number;
+  failed: number;
+  /** What the harness checks in the page and shows in the screenshot. */
+  expect?: { sessionId: string; usage: SessionUsageResult; statusText: string };
+  phase?: string;
+};
+
+type ScriptStep = { reasoning?: string; content?: string; tool_calls?: Array<{ name: string; arguments: unknown }>; delay_ms?: number };
+
+export async function runSelfTest(dsh: Dsh, resultPath: string): Promise<Results> {
+  const results: Results = { started: new Date().toISOString(), checks: [], done: false, passed: 0, failed: 0 };
+  const write = () => {
+    if (!resultPath) {
+      return;
+    }
+    writeFileSync(resultPath + ".tmp", JSON.stringify(results, null, 2));
+    renameSync(resultPath + ".tmp", resultPath);
+  };
+  const phase = (p: string) => {
+    results.phase = p;
+    write();
+  };
+  const check = async (name: string, fn: () => Promise<string | void>): Promise<boolean> => {
+    const start = Date.now();
+    phase(name);
+    try {
+      const detail = (await fn()) ?? "";
+      results.checks.push({ name, ok: true, detail, ms: Date.now() - start });
+      results.passed++;
+      return true;
+    } catch (e) {
+      results.checks.push({ name, ok: false, detail: e instanceof Error ? (e.stack ?? e.message) : String(e), ms: Date.now() - start });
+      results.failed++;
+      dsh.conn.output.appendLine(`self-test: ${name} failed: ${String(e)}`);
+      return false;
+    } finally {
+      write();
+    }
+  };
+
+  const mockUrl = process.env.DSH_SELFTEST_MOCK ?? "";
+  const script = async (steps: ScriptStep[]) => {
+    const r = await fetch(`${mockUrl}/_fake/script`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(steps) });
+    if (!r.ok) {
+      throw new Error(`POST /_fake/script: ${r.status} ${await r.text()}`);
+    }
+  };
+  const ws = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? "";
+  const { conn, sessions, panels } = dsh;
+  let id = "";
+  let t: Transcript | undefined;
+  let steerSeq = -1;
+  let usage: SessionUsageResult | undefined;
+  let forkId = "";
+
+  await check("connect to the daemon (dsh stdio)", async () => {
+    const c = await conn.get();
+    return `${c.info.serverInfo.name} ${c.info.serverInfo.version}, protocol ${c.info.protocolVersion}`;
+  });
+
+  await check("create a session and open its transcript", async () => {
+    id = (await vscode.commands.executeCommand<string>("dsh.newSession")) ?? "";
+    assert(id, "dsh.newSession returned no id");
+    t = sessions.open.get(id)?.transcript;
+    assert(t, "no transcript");
+    assert(panels.panels.has(id), "no transcript panel");
+    return id;
+  });
+  if (!t) {
+    return finish();
+  }
+  const tr = t;
+
+  // Turn 1: read (slow: we steer during it), write (asks for approval), answer.
+  let turn1: Thenable<SessionPromptResult | undefined> | undefined;
+  await check("prompt; the answer streams into the transcript", async () => {
+    await script([
+      { reasoning: "The user wants the typo fixed. I'll read the script first.", tool_calls: [{ name: "read_file", arguments: { path: "src/greet.sh" } }], delay_ms: 2500 },
+      {
+        reasoning: "It says Helo. I'll write the fixed script, keeping the exclamation mark as asked.",
+        tool_calls: [{ name: "write_file", arguments: { path: "src/greet.sh", content: '#!/bin/sh\necho "Hello, $1!"\n' } }],
+      },
+      { reasoning: "The file is fixed.", content: 'Fixed the greeting in `src/greet.sh`: "Helo" → "Hello", and the exclamation mark stays.' },
+    ]);
+    turn1 = vscode.commands.executeCommand<SessionPromptResult | undefined>("dsh.prompt", { sessionId: id, text: "The greeting in src/greet.sh has a typo. Fix it." });
+    await until(() => tr.steps.get(1)?.state === "running", "step 1 to start", 15_000);
+  });
+
+  await check("steer mid-turn; the transcript shows the step it landed in", async () => {
+    assert(tr.steps.get(1)?.state === "running", "step 1 is no longer running: too late to steer");
+    const r = await vscode.commands.executeCommand<{ seq: number }>("dsh.steer", { sessionId: id, text: "Keep the exclamation mark." });
+    assert(r && r.seq > 0, "dsh.steer returned no seq");
+    steerSeq = r.seq;
+    await until(() => tr.steps.get(2) !== undefined, "step 2", 20_000);
+    const entry = tr.entries.find((e) => e.kind === "steering" && e.seq === steerSeq);
+    assert(entry && entry.kind === "steering" && entry.landedStep === 2, `steering landed in ${entry && entry.kind === "steering" ? entry.landedStep : "?"}`);
+    await until(() => (panels.lastHtml.get(id) ?? "").includes("landed in step 2"), "the transcript to show 'landed in step 2'", 5000);
+    return `steering at seq ${steerSeq} landed in step 2`;
+  });
+
+  await check("approve a write with the native prompt (Allow clicked in the page)", async () => {
+    phase("waiting-for-approval");
+    await until(() => [...tr.steps.values()].some((s) => s.toolCalls.some((c) => c.approval !== undefined)), "approval/request", 20_000);
+    await until(() => [...tr.steps.values()].some((s) => s.toolCalls.some((c) => c.approval?.decision !== undefined)), "the approval decision (click Allow)", 60_000);
+    const call = [...tr.steps.values()].flatMap((s) => s.toolCalls).find((c) => c.approval)!;
+    assert(call.approval!.decision === "allow", `decision ${call.approval!.decision}`);
+    assert(sessions.answered.get(call.approval!.approvalId) === "allow", "the answer did not come from the notification's Allow button");
+    await until(() => call.result !== undefined, "the write's result", 10_000);
+    assert(!call.result!.isError, `write failed: ${call.result!.content}`);
+    const text = readFileSync(path.join(ws, "src/greet.sh"), "utf8");
+    assert(text.includes("Hello, $1!"), `src/greet.sh is ${JSON.stringify(text)}`);
+    return call.approval!.summary;
+  });
+
+  await check("the turn completes with the streamed answer", async () => {
+    const r = await withTimeout(Promise.resolve(turn1!), 30_000, "turn 1");
+    assert(r && "stopReason" in r && r.stopReason === "completed", `turn 1: ${JSON.stringify(r)}`);
+    const chunks = tr.steps.get(3)!.text;
+    assert(chunks.includes("Fixed the greeting"), `step 3 text ${JSON.stringify(chunks)}`);
+    await until(() => (panels.lastHtml.get(id) ?? "").includes("Fixed the greeting"), "the answer in the transcript", 5000);
+    return `${r.steps} steps`;
+  });
+
+  // Turn 2 after a change to AGENTS.md: the system prompt changes, the cache drops, the cause shows.
+  await check("a changed system prompt drops the cache; the transcript names the cause", async () => {
+    const agents = path.join(ws, "AGENTS.md");
+    writeFileSync(agents, readFileSync(agents, "utf8") + "Every script takes the name to greet as $1.\n");
+    await script([{ reasoning: "Same style as greet.sh.", content: "`src/greet.sh` already takes the name as `$1`; nothing else to change." }]);
+    const r = await vscode.commands.executeCommand<SessionPromptResult>("dsh.prompt", { sessionId: id, text: "Does the script take the name as $1?" });
+    assert(r && r.stopReason === "completed", `turn 2: ${JSON.stringify(r)}`);
+    await until(() => tr.steps.get(4)?.row !== undefined, "the usage row of step 4", 5000);
+    const row = tr.steps.get(4)!.row!;
+    assert(row.dropped, `step 4 did not drop: ${JSON.stringify(row)}`);
+    assert(/system prompt changed at seq \d+/.test(row.explanation), row.explanation);
+    await until(() => (panels.lastHtml.get(id) ?? "").includes(`cache dropped: ${row.explanation}`), "the cause in the transcript", 5000);
+    return row.explanation;
+  });
+
+  await check("per-step usage in the transcript, the tree and the status bar equals session/usage", async () => {
+    usage = await (await conn.get()).usage(id);
+    await until(() => [...tr.steps.values()].every((s) => s.row !== undefined), "usage rows", 5000);
+    const html = panels.lastHtml.get(id) ?? "";
+    for (const row of usage.rows) {
+      assert(row.usage, `step ${row.step} has no usage`);
+      const section = html.slice(html.indexOf(`id="step-${row.step}"`));
+      for (const p of usageParts(row.usage, row.hitPercent)) {
+        assert(section.includes(`<b>${p.value}</b> ${p.label}`), `step ${row.step}: ${p.label} ${p.value} not in the transcript`);
+      }
+    }
+    // The tree: session → turn → step, each step's usage as its description.
+    const roots = await dsh.tree.getChildren();
+    const root = roots.find((n) => n.kind === "session" && n.summary.sessionId === id);
+    assert(root, "the session is not in the tree");
+    const turns = await dsh.tree.getChildren(root);
+    assert(turns.length === 2, `${turns.length} turns in the tree`);
+    let seen = 0;
+    for (const turn of turns) {
+      for (const stepNode of await dsh.tree.getChildren(turn)) {
+        const item = dsh.tree.getTreeItem(stepNode);
+        const row = usage.rows.find((r) => stepNode.kind === "step" && r.step === stepNode.step.step)!;
+        assert(item.description === formatUsage(row.usage!, row.hitPercent), `tree step ${row.step}: ${String(item.description)}`);
+        seen++;
+      }
+    }
+    assert(seen === usage.rows.length, `${seen} steps in the tree`);
+    dsh.status.update();
+    const st = dsh.status.item.text;
+    const totalHit = `hit ${hitPercent(usage.totals).toFixed(1)}%`;
+    assert(st.includes(totalHit), `status bar ${st} lacks ${totalHit}`);
+    results.expect = { sessionId: id, usage, statusText: st };
+    return `${usage.rows.length} steps; status bar: ${st}`;
+  });
+
+  await check("cancel a running turn", async () => {
+    await script([{ reasoning: "This will take a while.", content: "never shown", delay_ms: 30_000 }]);
+    const running = vscode.commands.executeCommand<SessionPromptResult>("dsh.prompt", { sessionId: id, text: "Now rewrite everything in Rust." });
+    await until(() => tr.running && tr.lastStep?.state === "running" && tr.lastStep.step === 5, "step 5 to start", 15_000);
+    const c = await vscode.commands.executeCommand<{ cancelled: boolean }>("dsh.cancel", { sessionId: id });
+    assert(c?.cancelled === true, `cancel: ${JSON.stringify(c)}`);
+    const r = await withTimeout(Promise.resolve(running), 15_000, "the cancelled turn");
+    assert(r?.stopReason === "cancelled", `turn 3: ${JSON.stringify(r)}`);
+    await until(() => !tr.running, "turn/end", 5000);
+    assert(tr.steps.get(5)!.state === "cancelled", `step 5 is ${tr.steps.get(5)!.state}`);
+    await until(() => /Turn 3 cancelled/.test(panels.lastHtml.get(id) ?? ""), "'Turn 3 cancelled' in the transcript", 5000);
+  });
+
+  await check("fork at step 2 opens the fork as a new session", async () => {
+    const step2 = tr.steps.get(2)!;
+    forkId = (await vscode.commands.executeCommand<string>("dsh.fork", { sessionId: id, step: 2 })) ?? "";
+    assert(forkId && forkId !== id, `fork id ${forkId}`);
+    const f = sessions.open.get(forkId)?.transcript;
+    assert(f, "the fork is not open");
+    await until(() => f.lastSeq >= step2.seq - 1, "the fork's events", 10_000);
+    assert(f.forkedFrom?.sessionId === id && f.forkedFrom.seq === step2.seq, `forkedFrom ${JSON.stringify(f.forkedFrom)}`);
+    assert(f.steps.size === 1, `the fork has ${f.steps.size} steps`);
+    assert(panels.panels.has(forkId), "no panel for the fork");
+    return `${forkId} (before seq ${step2.seq})`;
+  });
+
+  await check("what the model saw at step 2 (read-only virtual document)", async () => {
+    const uri = await vscode.commands.executeCommand<string>("dsh.whatTheModelSaw", { sessionId: id, step: 2 });
+    assert(uri, "no document");
+    await until(() => dsh.saw.served.has(uri), "the document", 10_000);
+    const text = dsh.saw.served.get(uri)!;
+    const c = await conn.get();
+    const r = await c.request(id, 2);
+    for (const needle of [`step 2 (turn 1)`, `sha256 ${r.wire.sha256}`, "## System prompt", "## Tools", "### write_file", `[seq ${steerSeq}] user`, "Keep the exclamation mark.", "matches the rebuilt body byte for byte"]) {
+      assert(text.includes(needle), `missing ${JSON.stringify(needle)}`);
+    }
+    const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri);
+    assert(editor, "the document is not shown");
+    return `${uri} · ${text.split("\n").length} lines`;
+  });
+
+  await check("the step diff opens in the native diff view", async () => {
+    const uris = await vscode.commands.executeCommand<string[]>("dsh.diffStep", { sessionId: id, step: 4 });
+    assert(uris && uris.length === 2, "no diff");
+    await until(
+      () =>
+        vscode.window.tabGroups.all.some((g) =>
+          g.tabs.some((tab) => tab.input instanceof vscode.TabInputTextDiff && tab.input.original.toString() === uris[0] && tab.input.modified.toString() === uris[1]),
+        ),
+      "a diff tab",
+      10_000,
+    );
+    const left = dsh.saw.served.get(uris[0]) ?? "";
+    const right = dsh.saw.served.get(uris[1]) ?? "";
+    assert(left && right && left !== right, "the two documents");
+    assert(right.includes("Every script takes the name to greet as $1.") && !left.includes("Every script takes the name to greet as $1."), "the system prompt change is not in the diff");
+    return uris.join(" ↔ ");
+  });
+
+  await check("after a daemon restart the sessions are listed and reopen with their full transcript", async () => {
+    const before = await (await conn.get()).status();
+    const lastSeq = tr.lastSeq;
+    await vscode.commands.executeCommand("dsh.restartDaemon");
+    const c = await conn.get();
+    const after = await c.status();
+    assert(after.pid !== before.pid, `the daemon pid is still ${after.pid}`);
+    const list = await sessions.refreshList();
+    for (const want of [id, forkId]) {
+      assert(list.some((s) => s.sessionId === want), `${want} not listed`);
+    }
+    const roots = await dsh.tree.getChildren();
+    assert(roots.some((n) => n.kind === "session" && n.summary.sessionId === id), "not in the tree after the restart");
+    // A fresh transcript from seq 0 on the new daemon equals the one built live.
+    const fresh = new Transcript(id);
+    const sub = await c.subscribe(id, 0, (e) => fresh.apply(e));
+    await until(() => fresh.lastSeq >= lastSeq, "the replay", 10_000);
+    await sub.dispose();
+    assert(fresh.steps.size === tr.steps.size, `${fresh.steps.size} vs ${tr.steps.size} steps`);
+    for (const [n, s] of tr.steps) {
+      const x = fresh.steps.get(n)!;
+      assert(x.text === s.text && x.state === s.state && JSON.stringify(x.usage) === JSON.stringify(s.usage), `step ${n} differs after the restart`);
+    }
+    // The open session resubscribed from where it was.
+    await until(() => sessions.open.get(id)?.sub !== undefined, "the resubscription", 10_000);
+    return `pid ${before.pid} → ${after.pid}; ${list.length} sessions`;
+  });
+
+  await check("arrange the window for the screenshot", async () => {
+    await vscode.commands.executeCommand("workbench.action.closeAllGroups");
+    await vscode.commands.executeCommand("workbench.action.closePanel");
+    await vscode.commands.executeCommand("workbench.action.closeAuxiliaryBar");
+    await vscode.commands.executeCommand("notifications.clearAll");
+    await vscode.commands.executeCommand("workbench.view.extension.dsh");
+    await panels.show(id, vscode.ViewColumn.One);
+    // The tree redraws as sessions change; reveal once it has settled.
+    let revealed = "";
+    for (let attempt = 0; attempt < 5 && !revealed; attempt++) {
+      await new Promise((r) => setTimeout(r, 500));
+      try {
+        const roots = await dsh.tree.getChildren();
+        const root = roots.find((n): n is Extract<TreeNode, { kind: "session" }> => n.kind === "session" && n.summary.sessionId === id);
+        if (root) {
+          await dsh.treeView.reveal(root, { expand: 2, select: true, focus: false });
+          revealed = "revealed";
+        }
+      } catch (e) {
+        revealed = attempt === 4 ? `not revealed: ${String(e)}` : "";
+      }
+    }
+    sessions.active = id;
+    dsh.status.update();
+    return revealed;
+  });
+
+  return finish();
+
+  function finish(): Results {
+    results.done = true;
+    results.phase = "done";
+    write();
+    return results;
+  }
+}
+
+function assert(cond: unknown, message: string): asserts cond {
+  if (!cond) {
+    throw new Error(message);
+  }
+}
+
+async function until(pred: () => boolean, what: string, ms: number): Promise<void> {
+  const start = Date.now();
+  while (!pred()) {
+    if (Date.now() - start > ms) {
+      throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms))]);
+}

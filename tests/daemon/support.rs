@@ -1,0 +1,638 @@
+//! The daemon fixture: a mock provider, a temporary `$DSH_HOME` and workspace, a `dsh` daemon
+//! (spawned `dsh serve`, or one a `dsh stdio` bridge starts), and a small newline-delimited
+//! JSON-RPC client over any byte stream.
+//!
+//! Nothing here sleeps for a fixed time to let something happen: every wait polls a condition
+//! (a response, an event, a recorded request, a file) against [`DEADLINE`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dsh_mock::{MockConfig, MockServer, RecordedRequest};
+use dsh_session::Event;
+use dsh_store::{DshHome, SessionId, read_log};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{oneshot, watch};
+
+/// How long any wait in these tests may take before it fails.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The API key the default fixture's mock accepts.
+pub const KEY: &str = "sk-test";
+
+/// A JSON-RPC error answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+}
+
+/// A running mock, a temporary state directory and workspace.
+pub struct Env {
+    pub mock: MockServer,
+    pub home: PathBuf,
+    pub workspace: PathBuf,
+    pub root: PathBuf,
+    pub key: String,
+    _temp: tempfile::TempDir,
+}
+
+impl Env {
+    /// An environment whose mock is configured by `config`; the daemon uses the mock's first key.
+    pub async fn with_mock(config: MockConfig) -> Env {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let key = config.keys.first().map_or_else(|| KEY.to_owned(), |k| k.key.clone());
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().canonicalize().unwrap();
+        let home = root.join("home");
+        let workspace = root.join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let mock = MockServer::start(config).await.unwrap();
+        Env { mock, home, workspace, root, key, _temp: temp }
+    }
+
+    /// An environment with the default mock.
+    pub async fn new() -> Env {
+        Env::with_mock(MockConfig::default()).await
+    }
+
+    /// `dsh --home H --base-url U ARGS…` with the environment's key, not yet spawned.
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
+        command
+            .arg("--home")
+            .arg(&self.home)
+            .arg("--base-url")
+            .arg(self.mock.base_url())
+            .args(args)
+            .current_dir(&self.workspace)
+            .env("DEEPSEEK_API_KEY", &self.key)
+            .env_remove("DSH_HOME")
+            .env_remove("DSH_MODEL")
+            .env_remove("DEEPSEEK_BASE_URL")
+            .env_remove("DSH_LOG")
+            .env_remove("DSH_DAEMON_IDLE_EXIT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Runs `dsh ARGS…` to its end.
+    pub async fn dsh(&self, args: &[&str]) -> std::process::Output {
+        let output = tokio::time::timeout(DEADLINE, self.command(args).output()).await;
+        output.expect("dsh did not finish within the deadline").unwrap()
+    }
+
+    /// Starts `dsh serve EXTRA…` in the foreground (stderr → `$DSH_HOME/daemon.log`, as a daemon a
+    /// client starts) and connects to its socket.
+    pub async fn serve(&self, extra: &[&str]) -> Served {
+        self.serve_with(extra, |_| {}).await
+    }
+
+    /// Like [`Env::serve`], with a hook to adjust the command (environment).
+    pub async fn serve_with(
+        &self,
+        extra: &[&str],
+        adjust: impl FnOnce(&mut tokio::process::Command),
+    ) -> Served {
+        std::fs::create_dir_all(&self.home).unwrap();
+        let mut perms = std::fs::metadata(&self.home).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o700);
+        std::fs::set_permissions(&self.home, perms).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home.join("daemon.log"))
+            .unwrap();
+        let mut args = vec!["serve"];
+        args.extend_from_slice(extra);
+        let mut command = self.command(&args);
+        command.stderr(Stdio::from(log)).stdout(Stdio::null());
+        adjust(&mut command);
+        let mut child = command.spawn().unwrap();
+        let started = Instant::now();
+        let socket = self.socket();
+        loop {
+            if let Ok(stream) = tokio::net::UnixStream::connect(&socket).await {
+                drop(stream);
+                break;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("dsh serve exited ({status}) before listening:\n{}", self.daemon_log());
+            }
+            assert!(started.elapsed() < DEADLINE, "dsh serve did not listen in time");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Served { child, home: self.home.clone() }
+    }
+
+    /// `$DSH_HOME/dsh.sock`.
+    pub fn socket(&self) -> PathBuf {
+        self.home.join("dsh.sock")
+    }
+
+    /// The daemon's own log.
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.home.join("daemon.log")).unwrap_or_default()
+    }
+
+    /// A new connection to the daemon's socket.
+    pub async fn connect(&self) -> Arc<Conn> {
+        let stream = tokio::net::UnixStream::connect(self.socket()).await.unwrap();
+        let (reader, writer) = stream.into_split();
+        Conn::new(reader, writer)
+    }
+
+    /// A new connection, greeted with `initialize`.
+    pub async fn client(&self) -> Arc<Conn> {
+        let conn = self.connect().await;
+        conn.initialize().await;
+        conn
+    }
+
+    /// Queues mock replies (`POST /_fake/script`).
+    pub async fn script(&self, scripts: Value) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/_fake/script", self.mock.base_url()))
+            .json(&scripts)
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "/_fake/script: {}", response.status());
+    }
+
+    /// Queues a mock fault (`POST /_fake/fault`).
+    pub async fn fault(&self, fault: Value) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/_fake/fault", self.mock.base_url()))
+            .json(&fault)
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "/_fake/fault: {}", response.status());
+    }
+
+    /// The chat requests the mock recorded.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.mock.requests().into_iter().filter(|r| r.path.ends_with("/chat/completions")).collect()
+    }
+
+    /// The path of a session's log.
+    pub fn log_path(&self, session: &str) -> PathBuf {
+        DshHome::new(&self.home).find_session(&SessionId::parse(session).unwrap()).unwrap()
+    }
+
+    /// A session's events, read from its log file (which must not end torn).
+    pub fn events(&self, session: &str) -> Vec<Event> {
+        let read = read_log(&self.log_path(session)).unwrap();
+        assert!(read.torn.is_none(), "the log of {session} ends in a torn line");
+        read.events
+    }
+
+    /// A session's log lines as JSON values.
+    pub fn log_values(&self, session: &str) -> Vec<Value> {
+        std::fs::read_to_string(self.log_path(session))
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    /// Every file under `$DSH_HOME/workspaces` with its bytes (the session logs).
+    pub fn log_files(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut files = Vec::new();
+        collect_files(&self.home.join("workspaces"), &mut files);
+        files.sort();
+        files
+    }
+
+    /// `dsh audit SESSION` must exit 0 and say so.
+    pub async fn assert_audit_ok(&self, session: &str) {
+        let output = self.dsh(&["audit", session]).await;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains("audit ok"),
+            "dsh audit {session} failed: {}\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+fn collect_files(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect_files(&path, out);
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            out.push((path, bytes));
+        }
+    }
+}
+
+/// A `dsh serve` child. Dropping it kills the daemon if a test failed before shutting it down.
+pub struct Served {
+    pub child: tokio::process::Child,
+    pub home: PathBuf,
+}
+
+impl Served {
+    /// The daemon's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+
+    /// Waits for the daemon to exit; returns whether it exited successfully.
+    pub async fn wait(&mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(DEADLINE, self.child.wait())
+            .await
+            .expect("the daemon did not exit within the deadline")
+            .unwrap()
+    }
+
+    /// `daemon/shutdown` over a fresh connection, then waits for a clean exit and checks that
+    /// the socket file is gone.
+    pub async fn shutdown(mut self) {
+        let stream = tokio::net::UnixStream::connect(self.home.join("dsh.sock")).await.unwrap();
+        let (reader, writer) = stream.into_split();
+        let conn = Conn::new(reader, writer);
+        let answer = conn.request_opt("daemon/shutdown", json!({})).await;
+        let log = || std::fs::read_to_string(self.home.join("daemon.log")).unwrap_or_default();
+        let Some(answer) = answer else {
+            panic!(
+                "the daemon closed the connection without answering daemon/shutdown (orphans {:?}, other {:?}):\n{}",
+                conn.orphans(),
+                conn.inbox.lock().unwrap().other,
+                log()
+            )
+        };
+        assert_eq!(answer["result"], json!({"stopping": true}), "{answer}");
+        let status = self.wait().await;
+        assert!(status.success(), "the daemon exited with {status}");
+        assert!(!self.home.join("dsh.sock").exists(), "the socket file outlived the daemon");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Kills the daemon whose pid `$DSH_HOME/daemon.lock` holds, if it still runs and is a `dsh`
+/// serving this home (for daemons a client started; they are not our children).
+pub fn kill_daemon_of(home: &Path) {
+    let Some(pid) = lock_pid(home) else { return };
+    if process_alive(pid) && process_cmdline(pid).contains(&home.display().to_string()) {
+        let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+}
+
+/// The pid in `$DSH_HOME/daemon.lock`.
+pub fn lock_pid(home: &Path) -> Option<u32> {
+    std::fs::read_to_string(home.join("daemon.lock")).ok()?.trim().parse().ok()
+}
+
+/// Whether `pid` runs (a zombie counts as gone).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(status) => !status.lines().any(|l| l.starts_with("State:") && l.contains('Z')),
+        Err(_) => false,
+    }
+}
+
+fn process_cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Waits until `pid` has exited.
+pub async fn wait_gone(pid: u32) {
+    let started = Instant::now();
+    while process_alive(pid) {
+        assert!(started.elapsed() < DEADLINE, "process {pid} did not exit in time");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Kills a client-started daemon when dropped (a failing test must not leave one behind).
+pub struct DaemonGuard(pub PathBuf);
+
+impl Drop for DaemonGuard {
+    fn drop(&mut self) {
+        kill_daemon_of(&self.0);
+    }
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
+
+/// What the reader task collected besides answers.
+#[derive(Default)]
+pub struct Inbox {
+    /// `session/event` results per subscription id (as its JSON text).
+    pub events: HashMap<String, Vec<Value>>,
+    /// Answers whose id is null or unknown (errors to lines the daemon could not attribute).
+    pub orphans: Vec<Value>,
+    /// Notifications other than `session/event`, and lines that were not JSON (as strings).
+    pub other: Vec<Value>,
+    /// The peer closed the connection.
+    pub closed: bool,
+}
+
+/// A JSON-RPC connection speaking one JSON object per line.
+pub struct Conn {
+    writer: tokio::sync::Mutex<Box<dyn AsyncWrite + Unpin + Send>>,
+    pending: Pending,
+    next_id: AtomicU64,
+    inbox: Arc<Mutex<Inbox>>,
+    changed: watch::Receiver<u64>,
+}
+
+impl Conn {
+    /// Wraps a reader and a writer; a task routes answers and notifications.
+    pub fn new(
+        reader: impl AsyncRead + Unpin + Send + 'static,
+        writer: impl AsyncWrite + Unpin + Send + 'static,
+    ) -> Arc<Conn> {
+        let pending: Pending = Arc::default();
+        let inbox: Arc<Mutex<Inbox>> = Arc::default();
+        let (bump, changed) = watch::channel(0u64);
+        let routes = Arc::clone(&pending);
+        let collected = Arc::clone(&inbox);
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(reader).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                    // Not JSON: kept verbatim so a test can see it (see `Inbox::other`).
+                    collected.lock().unwrap().other.push(Value::String(line));
+                    bump.send_modify(|n| *n += 1);
+                    continue;
+                };
+                if let Some(method) = message.get("method") {
+                    let mut inbox = collected.lock().unwrap();
+                    if method == "session/event" {
+                        let params = &message["params"];
+                        let key = params["subscription"].to_string();
+                        inbox.events.entry(key).or_default().push(params["result"].clone());
+                    } else {
+                        inbox.other.push(message);
+                    }
+                } else {
+                    let sender = message
+                        .get("id")
+                        .and_then(Value::as_u64)
+                        .and_then(|id| routes.lock().unwrap().remove(&id));
+                    match sender {
+                        Some(sender) => {
+                            let _ = sender.send(message);
+                        }
+                        None => collected.lock().unwrap().orphans.push(message),
+                    }
+                }
+                bump.send_modify(|n| *n += 1);
+            }
+            collected.lock().unwrap().closed = true;
+            routes.lock().unwrap().clear();
+            bump.send_modify(|n| *n += 1);
+        });
+        Arc::new(Conn {
+            writer: tokio::sync::Mutex::new(Box::new(writer)),
+            pending,
+            next_id: AtomicU64::new(1),
+            inbox,
+            changed,
+        })
+    }
+
+    /// Writes one raw line (a newline is appended).
+    pub async fn send_line(&self, line: &str) {
+        self.send_bytes(line.as_bytes()).await;
+    }
+
+    /// Writes raw bytes and a newline.
+    pub async fn send_bytes(&self, line: &[u8]) {
+        // A peer that already closed shows up as a missing answer, not here.
+        let mut writer = self.writer.lock().await;
+        let mut bytes = line.to_vec();
+        bytes.push(b'\n');
+        let _ = writer.write_all(&bytes).await;
+        let _ = writer.flush().await;
+    }
+
+    /// Sends a request with a fresh id; returns the whole answer object.
+    pub async fn request(&self, method: &str, params: Value) -> Value {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.raw_request(id, &line.to_string()).await
+    }
+
+    /// Sends `line`, which must carry id `id`, and waits for its answer.
+    pub async fn raw_request(&self, id: u64, line: &str) -> Value {
+        match self.raw_request_opt(id, line).await {
+            Some(answer) => answer,
+            None => panic!("the connection closed before answering {line:.200}"),
+        }
+    }
+
+    /// Like [`Conn::raw_request`]; `None` when the connection closed first.
+    pub async fn raw_request_opt(&self, id: u64, line: &str) -> Option<Value> {
+        let (sender, answer) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id, sender);
+        self.send_line(line).await;
+        if self.closed() {
+            return None;
+        }
+        match tokio::time::timeout(DEADLINE, answer).await {
+            Ok(Ok(answer)) => Some(answer),
+            Ok(Err(_)) => None,
+            Err(_) => panic!("no answer within the deadline to {line:.200}"),
+        }
+    }
+
+    /// Sends a request; its answer, or `None` when the connection closed first.
+    pub async fn request_opt(&self, method: &str, params: Value) -> Option<Value> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.raw_request_opt(id, &line.to_string()).await
+    }
+
+    /// A fresh request id (for hand-written lines).
+    pub fn fresh_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Calls `method`: its result, or its error.
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let answer = self.request(method, params).await;
+        assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
+        if let Some(error) = answer.get("error") {
+            let message = error["message"].as_str().unwrap_or_default().to_owned();
+            // Messages are for people: never a Debug dump.
+            assert!(!message.contains("{ ") && !message.contains("Error {"), "{message}");
+            return Err(RpcError { code: error["code"].as_i64().unwrap(), message });
+        }
+        Ok(answer["result"].clone())
+    }
+
+    /// Calls `method` and fails the test on an error.
+    pub async fn ok(&self, method: &str, params: Value) -> Value {
+        match self.call(method, params.clone()).await {
+            Ok(result) => result,
+            Err(error) => panic!("{method} {params} failed: {error:?}"),
+        }
+    }
+
+    /// Calls `method` and expects the error `code`; returns the message.
+    pub async fn err(&self, method: &str, params: Value, code: i64) -> String {
+        match self.call(method, params.clone()).await {
+            Ok(result) => panic!("{method} {params} succeeded ({result}); expected error {code}"),
+            Err(error) => {
+                assert_eq!(error.code, code, "{method} {params}: {}", error.message);
+                error.message
+            }
+        }
+    }
+
+    /// `initialize` with the supported protocol version.
+    pub async fn initialize(&self) -> Value {
+        self.ok(
+            "initialize",
+            json!({"clientInfo": {"name": "dsh-tests", "version": "0"}, "protocolVersion": 1}),
+        )
+        .await
+    }
+
+    /// `session/subscribe`; returns the subscription id (as the key [`Conn::events`] takes).
+    pub async fn subscribe(&self, session: &str, from_seq: Option<u64>) -> String {
+        let mut params = json!({"sessionId": session});
+        if let Some(from) = from_seq {
+            params["fromSeq"] = json!(from);
+        }
+        self.ok("session/subscribe", params).await.to_string()
+    }
+
+    /// The events a subscription delivered so far.
+    pub fn events(&self, subscription: &str) -> Vec<Value> {
+        self.inbox.lock().unwrap().events.get(subscription).cloned().unwrap_or_default()
+    }
+
+    /// Answers with a null or unknown id, so far.
+    pub fn orphans(&self) -> Vec<Value> {
+        self.inbox.lock().unwrap().orphans.clone()
+    }
+
+    /// Whether the daemon closed the connection.
+    pub fn closed(&self) -> bool {
+        self.inbox.lock().unwrap().closed
+    }
+
+    /// Waits until `done` holds for the inbox; fails the test at the deadline.
+    pub async fn wait_until(&self, what: &str, mut done: impl FnMut(&Inbox) -> bool) {
+        let mut changed = self.changed.clone();
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            if done(&self.inbox.lock().unwrap()) {
+                return;
+            }
+            match tokio::time::timeout_at(deadline, changed.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => {
+                    assert!(done(&self.inbox.lock().unwrap()), "connection gone waiting for {what}");
+                    return;
+                }
+                Err(_) => panic!("timed out waiting for {what}"),
+            }
+        }
+    }
+
+    /// Waits for an event of `kind` on `subscription` for which `matches` holds; returns it.
+    pub async fn wait_event(
+        &self,
+        subscription: &str,
+        kind: &str,
+        matches: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let mut found = None;
+        self.wait_until(&format!("a `{kind}` event"), |inbox| {
+            found = inbox
+                .events
+                .get(subscription)
+                .and_then(|events| events.iter().find(|e| e["type"] == kind && matches(e)))
+                .cloned();
+            found.is_some()
+        })
+        .await;
+        found.unwrap()
+    }
+
+    /// Waits for the `turn/end` of `turn`; returns every event of the subscription so far.
+    pub async fn wait_turn_end(&self, subscription: &str, turn: u64) -> Vec<Value> {
+        self.wait_event(subscription, "turn/end", |e| e["data"]["turn"] == turn).await;
+        self.events(subscription)
+    }
+
+    /// Waits for the orphan answer number `n` (counting from 1); returns it.
+    pub async fn wait_orphan(&self, n: usize) -> Value {
+        self.wait_until(&format!("{n} answers with id null"), |inbox| inbox.orphans.len() >= n)
+            .await;
+        self.orphans()[n - 1].clone()
+    }
+}
+
+/// `dsh stdio` (a bridge that starts the daemon when none runs) as a connection.
+pub struct Bridge {
+    pub child: tokio::process::Child,
+    pub conn: Arc<Conn>,
+}
+
+impl Env {
+    /// Spawns `dsh stdio ARGS…` with piped stdin/stdout.
+    pub fn stdio(&self, args: &[&str]) -> Bridge {
+        let mut all = vec!["stdio"];
+        all.extend_from_slice(args);
+        let mut command = self.command(&all);
+        command.stdin(Stdio::piped()).stdout(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        Bridge { child, conn: Conn::new(stdout, stdin) }
+    }
+}
+
+/// Asserts `events` are contiguous from `first` (no gap, no duplicate).
+pub fn assert_contiguous(events: &[Value], first: u64) {
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(
+            event["seq"].as_u64().unwrap(),
+            first + i as u64,
+            "event {i} breaks the sequence: {event}"
+        );
+    }
+}
+
+/// Asserts that delivered events equal the log's lines (same seq, time, type and data).
+pub fn assert_same_as_log(events: &[Value], log: &[Value], session: &str) {
+    assert_eq!(events.len(), log.len(), "delivered {} events, the log has {}", events.len(), log.len());
+    for (event, line) in events.iter().zip(log) {
+        assert_eq!(event["sessionId"], session);
+        assert_eq!(event["seq"], line["seq"]);
+        assert_eq!(event["time"], line["time"]);
+        assert_eq!(event["type"], line["type"]);
+        assert_eq!(event["data"], line["data"], "seq {}", line["seq"]);
+    }
+}
+
+/// Types of a list of events, for messages.
+pub fn kinds(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| format!("{}:{}", e["seq"], e["type"].as_str().unwrap_or("?"))).collect()
+}
