@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::support::{Conn, Env, assert_contiguous, assert_same_as_log, kinds};
+use super::support::{Conn, DEADLINE, Env, assert_contiguous, assert_same_as_log, kinds};
 
 fn write_prompt(name: &str) -> String {
     format!("write [[fake:tool write_file {}]]", json!({"path": name, "content": name}))
@@ -95,7 +95,7 @@ async fn inject_into_and_cancel_a_turn_another_client_started() {
     // Wait until the mock holds the request, so the cancel hits a provider call in flight.
     let started = std::time::Instant::now();
     while env.requests().len() < 3 {
-        assert!(started.elapsed() < super::support::DEADLINE, "the mock never got the request");
+        assert!(started.elapsed() < DEADLINE, "the mock never got the request");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     let listed = canceller.ok("session/list", json!({})).await;
@@ -159,7 +159,8 @@ async fn a_second_prompt_is_busy_unless_it_queues() {
     let (first, second) = (env.client().await, env.client().await);
     let session = new_session(&env, &first).await;
     let sub = first.subscribe(&session, None).await;
-    let running = spawn_prompt(&first, json!({"sessionId": session, "text": write_prompt("b.txt")}));
+    let running =
+        spawn_prompt(&first, json!({"sessionId": session, "text": write_prompt("b.txt")}));
     let asked = first.wait_event(&sub, "approval/request", |_| true).await;
 
     for params in [
@@ -222,7 +223,7 @@ async fn subscribe_from_seq_after_a_disconnect_catches_up_without_gaps() {
         .await;
     let started = std::time::Instant::now();
     while env.requests().len() < 2 {
-        assert!(started.elapsed() < super::support::DEADLINE, "step 2 never reached the mock");
+        assert!(started.elapsed() < DEADLINE, "step 2 never reached the mock");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     // Second watcher: resumes right after the last event it saw, while the turn still runs.
@@ -230,9 +231,7 @@ async fn subscribe_from_seq_after_a_disconnect_catches_up_without_gaps() {
     let next = seen.last().unwrap()["seq"].as_u64().unwrap() + 1;
     let sub = watcher.subscribe(&session, Some(next)).await;
     // Goes away again mid-stream (after the first chunk of step 2) ...
-    watcher
-        .wait_event(&sub, "assistant/chunk", |e| e["data"]["step"] == 2)
-        .await;
+    watcher.wait_event(&sub, "assistant/chunk", |e| e["data"]["step"] == 2).await;
     seen.extend(watcher.events(&sub));
     drop(watcher);
     // ... and a third one picks up at once, while chunks are still streaming.
@@ -245,4 +244,117 @@ async fn subscribe_from_seq_after_a_disconnect_catches_up_without_gaps() {
     assert_contiguous(&seen, 0);
     assert_same_as_log(&seen, &env.log_values(&session), &session);
     served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_steers_and_cancels_a_turn_another_client_started() {
+    let env = Env::new().await;
+    let served = env.serve(&[]).await;
+    let starter = env.client().await;
+    let session = new_session(&env, &starter).await;
+    let sub = starter.subscribe(&session, None).await;
+    env.script(json!([{"content": "never", "delay_ms": 600_000}])).await;
+    let turn = spawn_prompt(&starter, json!({"sessionId": session, "text": "slow"}));
+    starter.wait_event(&sub, "request/sent", |_| true).await;
+
+    let output = env.dsh(&["inject", &session, "from", "the", "cli"]).await;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let steering = starter.wait_event(&sub, "steering/message", |_| true).await;
+    assert_eq!(steering["data"]["text"], "from the cli");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(stdout.contains(&format!("seq {}", steering["seq"])), "{stdout}");
+
+    let output = env.dsh(&["--json", "cancel", &session]).await;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result, json!({"cancelled": true}));
+    let answer = turn.await.unwrap();
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    let events = starter.wait_turn_end(&sub, 1).await;
+    assert_eq!(events.last().unwrap()["data"]["reason"], "cancelled");
+    served.shutdown().await;
+}
+
+/// Bounded queues: past 16 prompts queued behind a running turn, and past 64 requests in flight
+/// on one connection, the daemon answers "overloaded, retry" instead of taking more.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_overloaded_daemon_answers_retry_instead_of_queueing_more() {
+    use dsh_protocol::code::OVERLOADED;
+    let env = Env::new().await;
+    let served = env.serve(&[]).await;
+    let (a, b, watcher) = (env.client().await, env.client().await, env.client().await);
+    let mut sessions = Vec::new();
+    for _ in 0..5 {
+        sessions.push(new_session(&env, &a).await);
+    }
+    // Each session's first turn waits for an approval nobody gives yet.
+    let mut running = Vec::new();
+    let mut approvals = Vec::new();
+    for (n, session) in sessions.iter().enumerate() {
+        let sub = watcher.subscribe(session, None).await;
+        let conn = if n == 0 { &a } else { &b };
+        running.push(spawn_prompt(conn, json!({"sessionId": session, "text": write_prompt("x")})));
+        let asked = watcher.wait_event(&sub, "approval/request", |_| true).await;
+        approvals.push(asked["data"]["approvalId"].clone());
+    }
+    let queue = |session: &str, n: usize| json!({"sessionId": session, "text": format!("queued {n}"), "whenBusy": "queue"});
+    // Session 0: 17 prompts ask to queue behind its turn; 16 may wait, exactly one is refused.
+    let queued: Vec<_> = (0..17).map(|n| spawn_prompt(&a, queue(&sessions[0], n))).collect();
+    // Connection b: 4 running turns and 15 queued prompts each fill its 64 request slots (the
+    // daemon reads one connection's lines in order); the next request on b is refused at once,
+    // while other connections are served.
+    let mut on_b = Vec::new();
+    for session in &sessions[1..] {
+        for n in 0..15 {
+            on_b.push(b.send("session/prompt", queue(session, n)).await);
+        }
+    }
+    let answer = tokio::time::timeout(DEADLINE, b.send("daemon/status", json!({})).await)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer["error"]["code"], OVERLOADED, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("retry"), "{answer}");
+    watcher.ok("daemon/status", json!({})).await;
+    // Let everything run: the approvals are denied, then every queued prompt runs its turn.
+    for (session, approval) in sessions.iter().zip(&approvals) {
+        watcher
+            .ok(
+                "approval/respond",
+                json!({"sessionId": session, "approvalId": approval, "decision": "deny"}),
+            )
+            .await;
+    }
+    let mut refused = Vec::new();
+    let answers: Vec<Value> = futures_answers(running, queued, on_b).await;
+    for answer in answers {
+        if answer.get("error").is_some() {
+            refused.push(answer);
+        } else {
+            assert_eq!(answer["result"]["stopReason"], "completed", "{answer}");
+        }
+    }
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["error"]["code"], OVERLOADED, "{}", refused[0]);
+    assert!(refused[0]["error"]["message"].as_str().unwrap().contains("queued"), "{}", refused[0]);
+    let list = b.ok("session/list", json!({})).await;
+    let turns: u64 =
+        list["sessions"].as_array().unwrap().iter().map(|s| s["turns"].as_u64().unwrap()).sum();
+    assert_eq!(turns, 1 + 16 + 4 * 16, "{list}");
+    served.shutdown().await;
+}
+
+async fn futures_answers(
+    running: Vec<tokio::task::JoinHandle<Value>>,
+    queued: Vec<tokio::task::JoinHandle<Value>>,
+    sent: Vec<tokio::sync::oneshot::Receiver<Value>>,
+) -> Vec<Value> {
+    let mut answers = Vec::new();
+    for task in running.into_iter().chain(queued) {
+        answers.push(tokio::time::timeout(DEADLINE, task).await.unwrap().unwrap());
+    }
+    for answer in sent {
+        answers.push(tokio::time::timeout(DEADLINE, answer).await.unwrap().unwrap());
+    }
+    answers
 }

@@ -212,12 +212,41 @@ async fn a_panicking_turn_fails_its_session_and_nothing_else() {
         dsh_protocol::code::SESSION_UNAVAILABLE.into(),
     )
     .await;
-    let last = env.log_values(doomed).pop().unwrap();
-    assert_eq!(last["type"], "turn/end", "{last}");
-    assert_eq!(last["data"]["reason"], "error", "{last}");
+    // (The hook panics before the turn logs anything; a turn the panic leaves open is closed
+    // with `error`.) Every turn in the log is closed, and the daemon log says what happened.
+    let log = env.log_values(doomed);
+    let count = |kind: &str| log.iter().filter(|e| e["type"] == kind).count();
+    assert_eq!(count("turn/start"), count("turn/end"), "a turn was left open");
+    for end in log.iter().filter(|e| e["type"] == "turn/end").skip(1) {
+        assert_eq!(end["data"]["reason"], "error", "{end}");
+    }
     env.assert_audit_ok(doomed).await;
+    assert!(env.daemon_log().contains("panicked"), "{}", env.daemon_log());
     // The daemon and the other session carry on.
-    let outcome = conn.ok("session/prompt", json!({"sessionId": healthy, "text": "still here"})).await;
+    let outcome =
+        conn.ok("session/prompt", json!({"sessionId": healthy, "text": "still here"})).await;
     assert_eq!(outcome["stopReason"], "completed");
     served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_daemon_exits_when_its_last_client_leaves() {
+    let env = Env::new().await;
+    // 0.02 minutes: 1.2 s without a client or a turn.
+    let mut served = env.serve(&["--idle-exit", "0.02"]).await;
+    let conn = env.client().await;
+    let workspace = env.workspace.display().to_string();
+    let session = conn.ok("session/create", json!({"workspace": workspace})).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A connected client keeps it alive past the idle time (the turn takes 2 s).
+    env.script(json!([{"content": "slowly", "delay_ms": 2000}])).await;
+    conn.ok("session/prompt", json!({"sessionId": session, "text": "wait"})).await;
+    assert!(process_alive(served.pid()), "the daemon exited with a client connected");
+    drop(conn);
+    let exit = served.wait().await;
+    assert!(exit.success(), "{exit}");
+    assert!(!env.socket().exists());
+    env.assert_audit_ok(&session).await;
 }

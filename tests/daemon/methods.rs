@@ -75,12 +75,10 @@ async fn exercise_every_method(target: Target<'_>) {
         )
         .await;
     }
-    let session =
-        conn.ok("session/create", json!({"workspace": workspace}))
-            .await["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+    let session = conn.ok("session/create", json!({"workspace": workspace})).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
     // session/list, of every workspace and of this one.
     for params in [json!({}), json!({"workspace": workspace})] {
@@ -99,7 +97,10 @@ async fn exercise_every_method(target: Target<'_>) {
     // session/subscribe from the start, then session/prompt: a tool step and a final answer.
     let sub = conn.subscribe(&session, None).await;
     let outcome = conn
-        .ok("session/prompt", json!({"sessionId": session, "text": "look [[fake:tool list_dir {}]]"}))
+        .ok(
+            "session/prompt",
+            json!({"sessionId": session, "text": "look [[fake:tool list_dir {}]]"}),
+        )
         .await;
     assert_eq!(outcome["turn"], 1, "{outcome}");
     assert_eq!(outcome["stopReason"], "completed", "{outcome}");
@@ -113,9 +114,8 @@ async fn exercise_every_method(target: Target<'_>) {
 
     // session/events: the whole log in one page, and the same in pages of 7.
     let log = env.log_values(&session);
-    let page = conn
-        .ok("session/events", json!({"sessionId": session, "fromSeq": 0, "limit": 1000}))
-        .await;
+    let page =
+        conn.ok("session/events", json!({"sessionId": session, "fromSeq": 0, "limit": 1000})).await;
     assert_eq!(page["length"], log.len());
     assert_eq!(page["end"], true);
     assert_eq!(page["nextSeq"], log.len());
@@ -147,16 +147,11 @@ async fn exercise_every_method(target: Target<'_>) {
         assert_eq!(saw["turn"], 1);
         let body = saw["wire"]["body"].as_str().unwrap();
         assert_eq!(body.as_bytes(), requests[step as usize - 1].body.as_slice(), "step {step}");
-        let sent = log
-            .iter()
-            .filter(|e| e["type"] == "request/sent")
-            .nth(step as usize - 1)
-            .unwrap();
+        let sent =
+            log.iter().filter(|e| e["type"] == "request/sent").nth(step as usize - 1).unwrap();
         assert_eq!(saw["wire"]["sha256"], sent["data"]["sha256"]);
-        let start = log
-            .iter()
-            .find(|e| e["type"] == "step/start" && e["data"]["step"] == step)
-            .unwrap();
+        let start =
+            log.iter().find(|e| e["type"] == "step/start" && e["data"]["step"] == step).unwrap();
         assert_eq!(saw["boundarySeq"], start["seq"]);
         assert!(!saw["messages"].as_array().unwrap().is_empty());
         if step == 2 {
@@ -192,10 +187,7 @@ async fn exercise_every_method(target: Target<'_>) {
 
     // approval/respond: a write with the default `ask` policy, allowed.
     let write = |name: &str, content: &str| {
-        format!(
-            "write it [[fake:tool write_file {}]]",
-            json!({"path": name, "content": content})
-        )
+        format!("write it [[fake:tool write_file {}]]", json!({"path": name, "content": content}))
     };
     let prompt = {
         let conn = Arc::clone(conn);
@@ -205,7 +197,8 @@ async fn exercise_every_method(target: Target<'_>) {
             conn.ok("session/prompt", json!({"sessionId": session, "text": text})).await
         })
     };
-    let asked = conn.wait_event(&sub, "approval/request", |e| e["data"]["tool"] == "write_file").await;
+    let asked =
+        conn.wait_event(&sub, "approval/request", |e| e["data"]["tool"] == "write_file").await;
     let approval = asked["data"]["approvalId"].as_str().unwrap().to_owned();
     assert!(!env.workspace.join("allowed.txt").exists(), "written before approval");
     let answer = conn
@@ -276,7 +269,10 @@ async fn exercise_every_method(target: Target<'_>) {
         .to_owned();
     assert_ne!(fork, session);
     let fork_log = env.log_values(&fork);
-    assert_eq!(fork_log[0]["data"]["forkedFrom"], json!({"sessionId": session, "seq": parent_log.len()}));
+    assert_eq!(
+        fork_log[0]["data"]["forkedFrom"],
+        json!({"sessionId": session, "seq": parent_log.len()})
+    );
     assert_eq!(fork_log.len(), parent_log.len());
     for (mine, theirs) in fork_log.iter().zip(&parent_log).skip(1) {
         assert_eq!(mine["type"], theirs["type"]);
@@ -290,13 +286,17 @@ async fn exercise_every_method(target: Target<'_>) {
     let fork_events = conn.wait_turn_end(&fork_sub, 5).await;
     assert_contiguous(&fork_events, fork_log.len() as u64);
     assert_eq!(env.log_values(&session), parent_log, "prompting the fork touched the parent");
-    let at = parent_log.iter().find(|e| e["type"] == "turn/start" && e["data"]["turn"] == 2).unwrap()["seq"]
+    let at = parent_log
+        .iter()
+        .find(|e| e["type"] == "turn/start" && e["data"]["turn"] == 2)
+        .unwrap()["seq"]
         .as_u64()
         .unwrap();
-    let early = conn.ok("session/fork", json!({"sessionId": session, "atSeq": at})).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let early =
+        conn.ok("session/fork", json!({"sessionId": session, "atSeq": at})).await["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
     let early_log = env.log_values(&early);
     assert_eq!(early_log[0]["data"]["forkedFrom"], json!({"sessionId": session, "seq": at}));
     assert_eq!(early_log.len() as u64, at);
@@ -363,10 +363,8 @@ async fn every_method_over_dsh_stdio() {
     wait_gone(pid).await;
     assert!(!env.socket().exists(), "the socket file outlived the daemon");
     // The daemon closed the connection, so the bridge ends.
-    let status = tokio::time::timeout(super::support::DEADLINE, bridge.child.wait())
-        .await
-        .unwrap()
-        .unwrap();
+    let status =
+        tokio::time::timeout(super::support::DEADLINE, bridge.child.wait()).await.unwrap().unwrap();
     assert!(status.success(), "the bridge exited with {status}");
 }
 
@@ -379,9 +377,7 @@ async fn every_method_over_dsh_stdio_in_process() {
     exercise_every_method(Target { env: &env, conn: &conn, pid: Some(pid) }).await;
     assert!(!env.socket().exists(), "an in-process daemon made a socket");
     assert_eq!(conn.ok("daemon/shutdown", json!({})).await, json!({"stopping": true}));
-    let status = tokio::time::timeout(super::support::DEADLINE, bridge.child.wait())
-        .await
-        .unwrap()
-        .unwrap();
+    let status =
+        tokio::time::timeout(super::support::DEADLINE, bridge.child.wait()).await.unwrap().unwrap();
     assert!(status.success(), "dsh stdio --in-process exited with {status}");
 }

@@ -68,9 +68,8 @@ fn strip_ansi(text: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_network_listener_wants_the_token_and_an_allowed_origin() {
     let env = Env::new().await;
-    let served = env
-        .serve(&["--listen", "127.0.0.1:0", "--allow-origin", "vscode-webview://dsh"])
-        .await;
+    let served =
+        env.serve(&["--listen", "127.0.0.1:0", "--allow-origin", "vscode-webview://dsh"]).await;
     let address = bound_address(&env).await;
     assert!(!address.ends_with(":0"), "port 0 was not resolved: {address}");
     let token_path = env.home.join("token");
@@ -125,10 +124,11 @@ async fn the_api_key_appears_in_no_log_and_no_reply() {
     let env = Env::with_mock(config).await;
     assert_eq!(env.key, key);
     // Debug logging: the most the daemon ever writes.
-    let served = env.serve_with(&[], |command| {
-        command.env("DSH_LOG", "debug");
-    })
-    .await;
+    let served = env
+        .serve_with(&[], |command| {
+            command.env("DSH_LOG", "debug");
+        })
+        .await;
     let conn = env.client().await;
     let mut replies: Vec<Value> = Vec::new();
     let workspace = env.workspace.display().to_string();
@@ -141,7 +141,8 @@ async fn the_api_key_appears_in_no_log_and_no_reply() {
     // The provider refuses: an injected 401, then a 401 for a wrong key... the same daemon
     // cannot change its key, so the second refusal comes from a daemon with another home.
     env.fault(json!({"http": {"status": 401}})).await;
-    replies.push(conn.request("session/prompt", json!({"sessionId": session, "text": "again"})).await);
+    replies
+        .push(conn.request("session/prompt", json!({"sessionId": session, "text": "again"})).await);
     assert_eq!(replies[1]["result"]["stopReason"], "error", "{}", replies[1]);
     replies.push(conn.request("session/request", json!({"sessionId": session, "step": 2})).await);
     replies.push(conn.request("session/request", json!({"sessionId": session, "step": 9})).await);

@@ -115,6 +115,9 @@ impl Env {
         args.extend_from_slice(extra);
         let mut command = self.command(&args);
         command.stderr(Stdio::from(log)).stdout(Stdio::null());
+        if let Ok(filter) = std::env::var("DSH_TEST_DAEMON_LOG") {
+            command.env("DSH_LOG", filter);
+        }
         adjust(&mut command);
         let mut child = command.spawn().unwrap();
         let started = Instant::now();
@@ -448,15 +451,28 @@ impl Conn {
     pub async fn raw_request_opt(&self, id: u64, line: &str) -> Option<Value> {
         let (sender, answer) = oneshot::channel();
         self.pending.lock().unwrap().insert(id, sender);
-        self.send_line(line).await;
+        // The reader marks the connection closed before it drops the waiting senders: if it is
+        // not closed now, a later close drops ours and ends the wait below.
         if self.closed() {
             return None;
         }
+        self.send_line(line).await;
         match tokio::time::timeout(DEADLINE, answer).await {
             Ok(Ok(answer)) => Some(answer),
             Ok(Err(_)) => None,
             Err(_) => panic!("no answer within the deadline to {line:.200}"),
         }
+    }
+
+    /// Writes a request and returns at once; the receiver gets its answer. Requests sent this
+    /// way from one task reach the daemon in order.
+    pub async fn send(&self, method: &str, params: Value) -> oneshot::Receiver<Value> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let (sender, answer) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id, sender);
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(&line.to_string()).await;
+        answer
     }
 
     /// Sends a request; its answer, or `None` when the connection closed first.
@@ -547,7 +563,10 @@ impl Conn {
             match tokio::time::timeout_at(deadline, changed.changed()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => {
-                    assert!(done(&self.inbox.lock().unwrap()), "connection gone waiting for {what}");
+                    assert!(
+                        done(&self.inbox.lock().unwrap()),
+                        "connection gone waiting for {what}"
+                    );
                     return;
                 }
                 Err(_) => panic!("timed out waiting for {what}"),
@@ -622,7 +641,13 @@ pub fn assert_contiguous(events: &[Value], first: u64) {
 
 /// Asserts that delivered events equal the log's lines (same seq, time, type and data).
 pub fn assert_same_as_log(events: &[Value], log: &[Value], session: &str) {
-    assert_eq!(events.len(), log.len(), "delivered {} events, the log has {}", events.len(), log.len());
+    assert_eq!(
+        events.len(),
+        log.len(),
+        "delivered {} events, the log has {}",
+        events.len(),
+        log.len()
+    );
     for (event, line) in events.iter().zip(log) {
         assert_eq!(event["sessionId"], session);
         assert_eq!(event["seq"], line["seq"]);

@@ -1,4 +1,4 @@
-//! Crash recovery (SIGKILL mid-turn, then run again) and forks at a mid-turn seq.
+//! Crash recovery (SIGKILL of the daemon mid-turn, then run again) and forks at a mid-turn seq.
 
 use dsh_session::{EventData, SnapshotReason, StopReason};
 use serde_json::json;
@@ -13,7 +13,7 @@ async fn a_session_killed_mid_turn_recovers_and_resumes_on_the_cached_prefix() {
     write(&env.workspace, "notes.txt", "the build uses make\n");
     env.script(json!([
         tool_reply("Read the notes.", "read_file", json!({ "path": "notes.txt" })),
-        // Step 2 never answers in time: the process is killed while waiting for it.
+        // Step 2 never answers in time: the daemon running the turn is killed while it waits.
         { "reasoning": "Thinking hard.", "content": "never seen", "delay_ms": 600_000 },
     ]))
     .await;

@@ -76,6 +76,9 @@ async function main() {
         "chat.disableAIFeatures": true,
         "window.zoomLevel": 0,
         "editor.minimap.enabled": false,
+        "diffEditor.renderSideBySide": true,
+        "diffEditor.useInlineViewWhenSpaceIsLimited": false,
+        "diffEditor.hideUnchangedRegions.enabled": false,
       },
       null,
       2,
@@ -127,6 +130,7 @@ async function main() {
   // Play the user until the self-test is done: click "Allow" when dsh asks.
   const deadline = Date.now() + timeoutS * 1000;
   let clicked = 0;
+  const toasts = new Set();
   let state = { done: false, checks: [] };
   let lastPhase = "";
   while (Date.now() < deadline) {
@@ -137,6 +141,9 @@ async function main() {
     }
     if (state.done) {
       break;
+    }
+    for (const m of await page.locator(".notifications-toasts .notification-list-item-message").allInnerTexts().catch(() => [])) {
+      toasts.add(m.trim());
     }
     const toast = page.locator(".notifications-toasts .notification-toast", { hasText: "dsh wants to run" });
     if ((await toast.count()) > 0) {
@@ -156,6 +163,10 @@ async function main() {
     check(`vscode: ${c.name}`, c.ok, c.ok ? `${c.detail}${c.ms ? ` (${c.ms} ms)` : ""}` : c.detail);
   }
 
+  if (state.expectToast) {
+    const found = [...toasts].find((t) => t.includes(state.expectToast));
+    check("the start-up error shows in a notification, naming the setting to change", found && found.includes("dsh.path"), found ?? `seen: ${[...toasts].join(" | ")}`);
+  }
   if (state.expect) {
     await checkPage(page, state.expect);
   }
@@ -164,6 +175,11 @@ async function main() {
   await arrangeForScreenshot(page);
   await page.screenshot({ path: shot });
   log(`screenshot ${shot}`);
+
+  // The step diff from the command palette, as a person runs it: F1, the command, a step.
+  const diffShot = shot.replace(/\.png$/, "") + "-diff.png";
+  await diffFromPalette(page, diffShot);
+  await reloadRestoresTranscript(page, state.expect);
 
   await browser.close();
   spawnSync(dsh, ["--home", home, "shutdown"], { timeout: 15_000 });
@@ -245,6 +261,77 @@ async function arrangeForScreenshot(page) {
   }
   await page.mouse.move(900, 1045);
   await sleep(1200);
+}
+
+async function diffFromPalette(page, file) {
+  try {
+    const input = page.locator(".quick-input-widget input.input").first();
+    for (let attempt = 0; attempt < 3 && !(await input.isVisible().catch(() => false)); attempt++) {
+      // Focus the workbench (not the webview), then open the command palette.
+      await page.locator(".part.sidebar").click({ position: { x: 20, y: 300 } }).catch(() => undefined);
+      await page.keyboard.press(attempt === 1 ? "F1" : "Control+Shift+P");
+      await input.waitFor({ state: "visible", timeout: 5000 }).catch(() => undefined);
+    }
+    await input.fill(">dsh: Diff Request with Previous Step");
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "Diff Request with Previous Step" }).first().waitFor({ timeout: 10_000 });
+    await page.keyboard.press("Enter");
+    // The step picker.
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "Step 4" }).first().waitFor({ timeout: 10_000 });
+    await input.fill("Step 4");
+    await sleep(300);
+    await page.keyboard.press("Enter");
+    const modified = page.locator(".monaco-diff-editor .editor.modified");
+    await modified.first().waitFor({ timeout: 15_000 });
+    await page.locator(".monaco-diff-editor .line-insert").first().waitFor({ timeout: 10_000 });
+    // Give the diff the editor area (Toggle Maximized Editor Group), side by side.
+    await sleep(500);
+    await page.keyboard.press("Control+K");
+    await page.keyboard.press("Control+M");
+    await sleep(1500);
+    // Monaco renders spaces as no-break spaces.
+    const left = (await page.locator(".monaco-diff-editor .editor.original .view-lines").first().innerText()).replace(/\u00a0/g, " ");
+    const right = (await page.locator(".monaco-diff-editor .editor.modified .view-lines").first().innerText()).replace(/\u00a0/g, " ");
+    check(
+      "the palette's step diff opens VS Code's diff view: step 3's request against step 4's",
+      /step 3 \(turn 1\)/.test(left) && /step 4 \(turn 2\)/.test(right) && right.includes("header events: seq"),
+      right.split("\n").find((l) => l.startsWith("header events")) ?? right.slice(0, 120),
+    );
+    await page.mouse.move(900, 1045);
+    await page.screenshot({ path: file });
+    log(`screenshot ${file}`);
+  } catch (e) {
+    check("the palette's step diff opens VS Code's diff view on the system prompt change", false, e instanceof Error ? e.message : String(e));
+  }
+}
+
+/** A window reload: VS Code restores the transcript panel, which resubscribes from seq 0. */
+async function reloadRestoresTranscript(page, expect) {
+  const name = "after a window reload the transcript is restored with every step's usage";
+  try {
+    // Un-maximize the diff's group so the transcript is visible again, then reload.
+    await page.keyboard.press("Control+K");
+    await page.keyboard.press("Control+M");
+    await sleep(1000);
+    await page.reload({ waitUntil: "domcontentloaded" });
+    await page.locator(".monaco-workbench").waitFor({ timeout: 60_000 });
+    const frame = await findFrame(page, "#main [data-usage]", 30_000);
+    if (!frame || !expect) {
+      check(name, false, frame ? "no expectation from the self-test" : "no transcript webview after the reload");
+      return;
+    }
+    const want_n = expect.usage.rows.filter((r) => r.usage).length;
+    let shown = 0;
+    for (let i = 0; i < 60 && shown < want_n; i++) {
+      shown = await frame.locator("[data-usage]").count();
+      await sleep(250);
+    }
+    const body = (await frame.locator("#main").innerText()).replace(/\s+/g, " ");
+    const last = expect.usage.rows.filter((r) => r.usage).at(-1);
+    const want = `${fmt(last.usage.promptTokens)} prompt`;
+    check(name, shown >= want_n && body.includes(want), `${shown} usage badges; step ${last.step}: ${want}`);
+  } catch (e) {
+    check(name, false, e instanceof Error ? e.message : String(e));
+  }
 }
 
 async function findFrame(page, selector, ms) {

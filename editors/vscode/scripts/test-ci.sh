@@ -27,25 +27,17 @@ if ((${#missing[@]})); then
   timed bash -c "apt-get update -qq && apt-get install -y -qq ${missing[*]} >/dev/null"
 fi
 
-# ---- npm ci, only when node_modules does not match the lock file
-installed_matches_lock() { # DIR: every locked package is in node_modules at its locked version
-  node -e '
-    const fs = require("fs"), path = require("path");
-    const dir = process.argv[1];
-    const lock = require(path.join(dir, "package-lock.json")).packages;
-    for (const [k, v] of Object.entries(lock)) {
-      if (k === "" || v.optional) continue;
-      let p; try { p = JSON.parse(fs.readFileSync(path.join(dir, k, "package.json"), "utf8")); } catch { process.exit(1); }
-      if (p.version !== v.version) process.exit(1);
-    }' "$1"
-}
-
+# ---- npm ci, only when the lock file (or the node running npm) changed since the last one that
+# finished: a stamp written after success, so an interrupted install is redone.
 install_deps() { # DIR
-  if [[ -d "$1/node_modules" ]] && installed_matches_lock "$1"; then
+  local dir="$1" stamp="$1/node_modules/.dsh-ci-stamp" want
+  want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1) $(node --version)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     return 0
   fi
-  step "npm ci in ${1#"$here"/}"
-  (cd "$1" && timed npm ci --no-audit --no-fund --loglevel=error)
+  step "npm ci in ${dir#"$here"/}"
+  (cd "$dir" && timed npm ci --no-audit --no-fund --loglevel=error)
+  echo "$want" >"$stamp"
 }
 
 install_deps "$here"

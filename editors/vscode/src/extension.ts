@@ -1,6 +1,7 @@
 // dsh for VS Code: a thin client of the dsh daemon. All behavior lives in the daemon; this
 // extension starts `dsh stdio`, shows what the session log says, and sends the user's requests.
 
+import { existsSync } from "node:fs";
 import * as vscode from "vscode";
 import { Connection } from "./connection";
 import { describeError } from "./daemon";
@@ -60,6 +61,7 @@ export function activate(context: vscode.ExtensionContext): Dsh {
     status,
     treeView,
     vscode.workspace.registerTextDocumentContentProvider(SAW_SCHEME, saw),
+    vscode.window.registerWebviewPanelSerializer("dsh.transcript", { deserializeWebviewPanel: (panel, state) => panels.restore(panel, state) }),
     conn.onDidDisconnect((why) => {
       if (why !== "restarting the daemon") {
         void vscode.window.showWarningMessage(`dsh: lost the daemon (${why}). It restarts with the next command.`, "Reconnect").then((pick) => {
@@ -340,7 +342,8 @@ export function activate(context: vscode.ExtensionContext): Dsh {
     return runSelfTest(api!, resultPath ?? process.env.DSH_SELFTEST ?? "");
   });
 
-  if (process.env.DSH_SELFTEST) {
+  // Once per run: a window reload (the harness tests restoring) must not start it again.
+  if (process.env.DSH_SELFTEST && !existsSync(process.env.DSH_SELFTEST)) {
     setTimeout(() => void vscode.commands.executeCommand("dsh.selfTest", process.env.DSH_SELFTEST), 1500);
   }
 

@@ -7,6 +7,7 @@
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import * as vscode from "vscode";
+import { DshStartError } from "./daemon";
 import type { Dsh } from "./extension";
 import type { SessionPromptResult, SessionUsageResult } from "./protocol.generated";
 import { Transcript } from "./transcript";
@@ -23,6 +24,8 @@ type Results = {
   failed: number;
   /** What the harness checks in the page and shows in the screenshot. */
   expect?: { sessionId: string; usage: SessionUsageResult; statusText: string };
+  /** Text of an error notification the harness must have seen. */
+  expectToast?: string;
   phase?: string;
 };
 
@@ -73,6 +76,27 @@ export async function runSelfTest(dsh: Dsh, resultPath: string): Promise<Results
   let steerSeq = -1;
   let usage: SessionUsageResult | undefined;
   let forkId = "";
+  const streamed: Array<{ step: number; text: number; reasoning: number }> = [];
+  const disposables: vscode.Disposable[] = [];
+
+  await check("a missing binary is reported with the path tried and the setting to change", async () => {
+    const cfg = vscode.workspace.getConfiguration("dsh");
+    const original = cfg.inspect<string>("path")?.globalValue;
+    const missing = "/nonexistent/dsh-missing";
+    await cfg.update("path", missing, vscode.ConfigurationTarget.Global);
+    let error: unknown;
+    try {
+      await conn.get();
+    } catch (e) {
+      error = e;
+    } finally {
+      await cfg.update("path", original, vscode.ConfigurationTarget.Global);
+    }
+    assert(error instanceof DshStartError && error.kind === "missing", `expected a missing-binary error, got ${String(error)}`);
+    assert(error.message.includes(missing) && error.message.includes("dsh.path"), error.message);
+    results.expectToast = `dsh binary not found: tried "${missing}"`;
+    return error.message;
+  });
 
   await check("connect to the daemon (dsh stdio)", async () => {
     const c = await conn.get();
@@ -103,6 +127,15 @@ export async function runSelfTest(dsh: Dsh, resultPath: string): Promise<Results
       },
       { reasoning: "The file is fixed.", content: 'Fixed the greeting in `src/greet.sh`: "Helo" → "Hello", and the exclamation mark stays.' },
     ]);
+    // Watch the answer grow: every chunk is folded (and rendered) as it arrives.
+    const seen = streamed;
+    const watch = sessions.onDidChange((c) => {
+      const step = c.sessionId === id && c.step !== undefined ? tr.steps.get(c.step) : undefined;
+      if (step && step.state === "running") {
+        seen.push({ step: step.step, text: step.text.length, reasoning: step.reasoning.length });
+      }
+    });
+    disposables.push(watch);
     turn1 = vscode.commands.executeCommand<SessionPromptResult | undefined>("dsh.prompt", { sessionId: id, text: "The greeting in src/greet.sh has a typo. Fix it." });
     await until(() => tr.steps.get(1)?.state === "running", "step 1 to start", 15_000);
   });
@@ -136,10 +169,17 @@ export async function runSelfTest(dsh: Dsh, resultPath: string): Promise<Results
   await check("the turn completes with the streamed answer", async () => {
     const r = await withTimeout(Promise.resolve(turn1!), 30_000, "turn 1");
     assert(r && "stopReason" in r && r.stopReason === "completed", `turn 1: ${JSON.stringify(r)}`);
-    const chunks = tr.steps.get(3)!.text;
-    assert(chunks.includes("Fixed the greeting"), `step 3 text ${JSON.stringify(chunks)}`);
+    const text = tr.steps.get(3)!.text;
+    assert(text.includes("Fixed the greeting"), `step 3 text ${JSON.stringify(text)}`);
     await until(() => (panels.lastHtml.get(id) ?? "").includes("Fixed the greeting"), "the answer in the transcript", 5000);
-    return `${r.steps} steps`;
+    for (const d of disposables.splice(0)) {
+      d.dispose();
+    }
+    const partial = streamed.filter((x) => x.step === 3 && x.text > 0 && x.text < text.length);
+    assert(partial.length >= 2, `the answer did not grow in pieces: ${JSON.stringify(streamed.filter((x) => x.step === 3))}`);
+    const reasoning = streamed.filter((x) => x.step === 3 && x.reasoning > 0 && x.text === 0);
+    assert(reasoning.length >= 1, "the reasoning did not stream before the answer");
+    return `${r.steps} steps; the answer was shown at ${partial.length} partial lengths before its ${text.length} characters`;
   });
 
   // Turn 2 after a change to AGENTS.md: the system prompt changes, the cache drops, the cause shows.

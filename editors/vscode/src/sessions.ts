@@ -11,6 +11,8 @@ import { Transcript, type ApprovalView } from "./transcript";
 export class OpenSession {
   readonly transcript: Transcript;
   sub: Subscription | undefined;
+  /** The subscribe in flight, so concurrent openers share it. */
+  subscribing: Promise<void> | undefined;
   private usageTimer: NodeJS.Timeout | undefined;
 
   constructor(readonly id: string) {
@@ -104,10 +106,16 @@ export class SessionManager implements vscode.Disposable {
     return s;
   }
 
-  private async subscribe(client: DshClient, s: OpenSession): Promise<void> {
-    const from = s.transcript.lastSeq + 1;
-    s.sub = await client.subscribe(s.id, from, (e) => this.onEvent(s, e));
-    this.refreshUsage(s);
+  /** Subscribes from the seq after the last one seen (0 at first): no gap, no duplicate. */
+  private subscribe(client: DshClient, s: OpenSession): Promise<void> {
+    if (!s.subscribing) {
+      s.subscribing = (async () => {
+        const from = s.transcript.lastSeq + 1;
+        s.sub = await client.subscribe(s.id, from, (e) => this.onEvent(s, e));
+        this.refreshUsage(s);
+      })().finally(() => (s.subscribing = undefined));
+    }
+    return s.subscribing;
   }
 
   private async resubscribeAll(client: DshClient): Promise<void> {

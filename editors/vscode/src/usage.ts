@@ -90,11 +90,13 @@ export function dropExplanation(row: UsageEntry | undefined): string | undefined
 }
 
 /** Status-bar text: `step 7 · hit 98.8% │ Σ prompt 16.9k · cached 12.2k · out 319 · hit 72.4%`. */
-export function statusText(current: { step: number; usage?: Usage; running: boolean } | undefined, totals: Usage): string {
+export function statusText(current: { step: number; usage?: Usage; running: boolean; state?: string } | undefined, totals: Usage): string {
   const parts: string[] = [];
   if (current) {
     if (current.running) {
       parts.push(`step ${current.step} running`);
+    } else if (current.state === "cancelled" || current.state === "error" || current.state === "interrupted") {
+      parts.push(`step ${current.step} ${current.state}`);
     } else if (current.usage) {
       parts.push(`step ${current.step} · hit ${formatPercent(hitPercent(current.usage))}`);
     } else {

@@ -5,7 +5,7 @@ import * as vscode from "vscode";
 import type { Connection } from "./connection";
 import { describeError } from "./daemon";
 import type { SessionSummary } from "./protocol.generated";
-import { renderTranscript } from "./render";
+import { renderStep, renderTranscript } from "./render";
 import { renderSaw } from "./saw";
 import type { SessionManager } from "./sessions";
 import type { StepView, TurnView } from "./transcript";
@@ -158,6 +158,7 @@ export class TranscriptPanels implements vscode.Disposable {
   /** The last HTML posted per session (the self-test reads what the user sees). */
   readonly lastHtml = new Map<string, string>();
   private readonly pending = new Map<string, NodeJS.Timeout>();
+  private readonly dirty = new Map<string, Set<"full" | number>>();
   private readonly ready = new Set<string>();
 
   constructor(
@@ -166,17 +167,17 @@ export class TranscriptPanels implements vscode.Disposable {
   ) {
     sessions.onDidChange((c) => {
       if (c.sessionId) {
-        this.schedule(c.sessionId);
+        this.schedule(c.sessionId, c.structural || c.step === undefined ? "full" : c.step);
       } else {
         for (const id of this.panels.keys()) {
-          this.schedule(id);
+          this.schedule(id, "full");
         }
       }
     });
   }
 
   async show(sessionId: string, column = vscode.ViewColumn.Active): Promise<vscode.WebviewPanel> {
-    const s = await this.sessions.openSession(sessionId);
+    await this.sessions.openSession(sessionId);
     this.sessions.active = sessionId;
     this.sessions.fireActive();
     let panel = this.panels.get(sessionId);
@@ -189,10 +190,34 @@ export class TranscriptPanels implements vscode.Disposable {
       retainContextWhenHidden: true,
       enableFindWidget: true,
     });
+    this.adopt(panel, sessionId);
+    return panel;
+  }
+
+  /** Reopens a transcript VS Code restored after a reload (`WebviewPanelSerializer`). */
+  async restore(panel: vscode.WebviewPanel, state: unknown): Promise<void> {
+    const sessionId = (state as { sessionId?: string } | undefined)?.sessionId;
+    if (!sessionId || this.panels.has(sessionId)) {
+      panel.dispose();
+      return;
+    }
+    try {
+      await this.sessions.openSession(sessionId);
+    } catch {
+      panel.dispose();
+      return;
+    }
+    this.adopt(panel, sessionId);
+  }
+
+  private adopt(panel: vscode.WebviewPanel, sessionId: string): void {
+    const s = this.sessions.open.get(sessionId)!;
+    panel.webview.options = { enableScripts: true };
+    panel.title = this.title(sessionId);
     const nonce = Math.random().toString(36).slice(2) + Date.now().toString(36);
     const html = renderTranscript(s.transcript);
     this.lastHtml.set(sessionId, html);
-    panel.webview.html = transcriptPage({ nonce, cspSource: panel.webview.cspSource, title: this.title(sessionId), initial: html });
+    panel.webview.html = transcriptPage({ nonce, cspSource: panel.webview.cspSource, title: this.title(sessionId), initial: html, sessionId });
     panel.webview.onDidReceiveMessage((m: { action: string; step?: number; approval?: string }) => {
       if (m.action === "ready") {
         this.ready.add(sessionId);
@@ -212,7 +237,6 @@ export class TranscriptPanels implements vscode.Disposable {
       this.ready.delete(sessionId);
     });
     this.panels.set(sessionId, panel);
-    return panel;
   }
 
   reveal(sessionId: string, step: number): void {
@@ -225,15 +249,31 @@ export class TranscriptPanels implements vscode.Disposable {
     return `dsh: ${title.length > 40 ? title.slice(0, 39) + "…" : title}`;
   }
 
-  private schedule(sessionId: string): void {
-    if (!this.panels.has(sessionId) || this.pending.has(sessionId)) {
+  /** Coalesces redraws: a full render, or only the steps that changed (streaming). */
+  private schedule(sessionId: string, what: "full" | number): void {
+    if (!this.panels.has(sessionId)) {
+      return;
+    }
+    let dirty = this.dirty.get(sessionId);
+    if (!dirty) {
+      dirty = new Set();
+      this.dirty.set(sessionId, dirty);
+    }
+    dirty.add(what);
+    if (this.pending.has(sessionId)) {
       return;
     }
     this.pending.set(
       sessionId,
       setTimeout(() => {
         this.pending.delete(sessionId);
-        this.render(sessionId);
+        const d = this.dirty.get(sessionId) ?? new Set(["full" as const]);
+        this.dirty.delete(sessionId);
+        if (d.has("full")) {
+          this.render(sessionId);
+        } else {
+          this.renderSteps(sessionId, [...d] as number[]);
+        }
       }, 40),
     );
   }
@@ -249,6 +289,20 @@ export class TranscriptPanels implements vscode.Disposable {
     panel.title = this.title(sessionId);
     if (this.ready.has(sessionId)) {
       void panel.webview.postMessage({ type: "render", html });
+    }
+  }
+
+  private renderSteps(sessionId: string, steps: number[]): void {
+    const panel = this.panels.get(sessionId);
+    const s = this.sessions.open.get(sessionId);
+    if (!panel || !s || !this.ready.has(sessionId)) {
+      return;
+    }
+    for (const n of steps) {
+      const step = s.transcript.steps.get(n);
+      if (step) {
+        void panel.webview.postMessage({ type: "step", step: n, html: renderStep(s.transcript, step) });
+      }
     }
   }
 
@@ -304,7 +358,7 @@ export class StatusBar implements vscode.Disposable {
     }
     const last = t.lastStep;
     const running = t.running && last?.state === "running";
-    this.item.text = `${running ? "$(sync~spin)" : "$(hubot)"} dsh ${statusText(last ? { step: last.step, usage: last.usage, running } : undefined, t.totals)}`;
+    this.item.text = `${running ? "$(sync~spin)" : "$(hubot)"} dsh ${statusText(last ? { step: last.step, usage: last.usage, running, state: last.state } : undefined, t.totals)}`;
     const md = new vscode.MarkdownString(
       `**${escapeMd(t.title ?? t.sessionId)}**\n\n` +
         (last?.usage ? `step ${last.step}: ${formatUsage(last.usage, last.row?.hitPercent ?? hitPercent(last.usage))}\n\n` : "") +

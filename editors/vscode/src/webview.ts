@@ -77,23 +77,30 @@ details.result.error summary { color: var(--hit-low); }
 const SCRIPT = `
 const vscode = acquireVsCodeApi();
 const main = document.getElementById('main');
+vscode.setState({ sessionId: document.body.dataset.session });
 function openKeys() {
   return new Set([...document.querySelectorAll('details[data-key]')].filter(d => d.open).map(d => d.dataset.key));
 }
 function closedKeys() {
   return new Set([...document.querySelectorAll('details[data-key]')].filter(d => !d.open).map(d => d.dataset.key));
 }
+function swap(apply, follow) {
+  const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+  const open = openKeys(), closed = closedKeys();
+  apply();
+  for (const d of document.querySelectorAll('details[data-key]')) {
+    if (open.has(d.dataset.key)) d.open = true;
+    if (closed.has(d.dataset.key)) d.open = false;
+  }
+  if (atBottom && follow !== false) window.scrollTo(0, document.body.scrollHeight);
+}
 window.addEventListener('message', (ev) => {
   const m = ev.data;
   if (m.type === 'render') {
-    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
-    const open = openKeys(), closed = closedKeys();
-    main.innerHTML = m.html;
-    for (const d of document.querySelectorAll('details[data-key]')) {
-      if (open.has(d.dataset.key)) d.open = true;
-      if (closed.has(d.dataset.key)) d.open = false;
-    }
-    if (atBottom && m.follow !== false) window.scrollTo(0, document.body.scrollHeight);
+    swap(() => { main.innerHTML = m.html; }, m.follow);
+  } else if (m.type === 'step') {
+    const el = document.getElementById('step-' + m.step);
+    if (el) swap(() => { el.outerHTML = m.html; }, m.follow);
   } else if (m.type === 'reveal') {
     const el = document.getElementById('step-' + m.step);
     if (el) { el.scrollIntoView({ block: 'center' }); el.classList.add('flash'); setTimeout(() => el.classList.remove('flash'), 1200); }
@@ -108,13 +115,13 @@ vscode.postMessage({ action: 'ready' });
 `;
 
 /** The page; the body arrives by `postMessage({type: 'render', html})` (and `initial`). */
-export function transcriptPage(o: { nonce: string; cspSource: string; title: string; initial: string }): string {
+export function transcriptPage(o: { nonce: string; cspSource: string; title: string; initial: string; sessionId: string }): string {
   return `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${o.cspSource} 'unsafe-inline'; script-src 'nonce-${o.nonce}';">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${o.title.replace(/[<&]/g, "")}</title>
 <style>${TRANSCRIPT_CSS}</style></head>
-<body><main id="main">${o.initial}</main>
+<body data-session="${o.sessionId.replace(/[^A-Za-z0-9_.-]/g, "")}"><main id="main">${o.initial}</main>
 <script nonce="${o.nonce}">${SCRIPT}</script></body></html>`;
 }

@@ -4,10 +4,14 @@
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import { Transform, Writable } from "node:stream";
 import * as path from "node:path";
 import { DshClient, DshStartError, RpcError, describeError } from "../src/daemon";
 import { ErrorCodes, type SessionEvent } from "../src/protocol.generated";
+import { renderTranscript } from "../src/render";
+import { CONNECTION_CLOSED, RpcClient } from "../src/rpc";
 import { renderSaw } from "../src/saw";
 import { Transcript } from "../src/transcript";
 import { cleanup, dshBin, hasStdio, makeWorkspace, Mock, tempDir, until } from "./support";
@@ -211,7 +215,52 @@ describe("against the daemon and the mock", { skip }, () => {
     await s.dispose();
   });
 
-  test("the step diff and usage survive; errors carry the daemon's words", async () => {
+  test("denying a write refuses the tool call; the transcript shows the denial", async () => {
+    await mock.script([
+      { tool_calls: [{ name: "write_file", arguments: { path: "src/nope.sh", content: "x" } }] },
+      { content: "Understood, not writing." },
+    ]);
+    const s = await openSession();
+    const running = client.prompt(s.id, "Write src/nope.sh.");
+    await until(() => s.t.pendingApprovals.size > 0, "approval/request");
+    const [approval] = [...s.t.pendingApprovals.values()];
+    assert.equal((await client.respondApproval(s.id, approval.approvalId, "deny")).accepted, true);
+    await running;
+    await until(() => !s.t.running, "turn/end");
+    const call = s.t.steps.get(1)!.toolCalls[0];
+    assert.equal(call.approval?.decision, "deny");
+    assert.equal(call.result?.isError, true);
+    assert.equal(existsSync(path.join(ws, "src/nope.sh")), false);
+    assert.match(renderTranscript(s.t), /denied/);
+    await assert.rejects(client.respondApproval(s.id, approval.approvalId, "allow"), (e: unknown) => e instanceof RpcError && e.code === ErrorCodes.approvalNotFound);
+    await s.dispose();
+  });
+
+  test("compaction shows in the transcript, and the next step names it as the cache drop's cause", async () => {
+    const s = await openSession();
+    for (const word of ["one", "two", "three"]) {
+      await client.prompt(s.id, `say ${word} ${"x".repeat(300)}`);
+    }
+    const r = await client.compact(s.id);
+    assert.equal(r.compacted, true, r.message);
+    await client.prompt(s.id, "and now?");
+    await until(() => !s.t.running && s.t.steps.size === 4, "the turn after compaction");
+    const entry = s.t.entries.find((e) => e.kind === "compact");
+    assert.ok(entry && entry.kind === "compact");
+    assert.equal(entry.reason, "manual");
+    assert.ok(entry.summary && entry.summary.length > 0, "the summary");
+    assert.equal(entry.replaced?.seq, r.seq);
+    const usage = await client.usage(s.id);
+    s.t.applyUsage(usage);
+    const row = usage.rows.find((x) => x.step === 4)!;
+    assert.match(row.explanation, new RegExp(`compaction at seq ${r.seq}`));
+    const html = renderTranscript(s.t);
+    assert.match(html, /compaction \(manual/);
+    assert.ok(html.includes(row.explanation));
+    await s.dispose();
+  });
+
+  test("errors carry the daemon's code and words", async () => {
     await assert.rejects(client.request("no-such-session", 1), (e: unknown) => {
       assert.ok(e instanceof RpcError);
       assert.equal(e.code, ErrorCodes.sessionNotFound);
@@ -289,6 +338,68 @@ describe("the shared daemon across a restart", { skip }, () => {
       await client.waitExit();
       mock.stop();
       cleanup(home, ws);
+    }
+  });
+});
+
+describe("the JSON-RPC framing", { skip }, () => {
+  test("lines split across arbitrary chunks, and many lines in one chunk, parse; close fails waiting requests", async () => {
+    const mock = await Mock.start();
+    const home = tempDir("home");
+    const child = spawn(dshBin(), ["--home", home, "--base-url", mock.url, "stdio", "--in-process"], {
+      env: { ...process.env, DEEPSEEK_API_KEY: "sk-test" },
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    // Re-chunk the daemon's output into 7-byte pieces, and batch our requests into one write.
+    const rechunk = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        for (let i = 0; i < chunk.length; i += 7) {
+          this.push(chunk.subarray(i, i + 7));
+        }
+        done();
+      },
+    });
+    child.stdout.pipe(rechunk);
+    let pendingWrite = "";
+    const batching = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        pendingWrite += chunk.toString();
+        done();
+      },
+    });
+    const rpc = new RpcClient(rechunk, batching);
+    try {
+      const init = rpc.request<{ protocolVersion: number }>("initialize", { clientInfo: { name: "framing-test" }, protocolVersion: 1 });
+      const status = rpc.request<{ pid: number }>("daemon/status", {});
+      // Settled to a value at once: its rejection must not count as unhandled while we wait.
+      const unknown = rpc.request("no/such/method", {}).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      child.stdin.write(pendingWrite); // three requests in one chunk
+      assert.equal((await init).protocolVersion, 1);
+      assert.ok((await status).pid > 0);
+      const err = await unknown;
+      assert.ok(err instanceof RpcError && err.code === -32601, `expected "method not found", got ${String(err)}`);
+      const ws = makeWorkspace();
+      pendingWrite = "";
+      const created = rpc.request<{ sessionId: string }>("session/create", { workspace: ws });
+      child.stdin.write(pendingWrite);
+      const { sessionId } = await created;
+      pendingWrite = "";
+      const listed = rpc.request<{ sessions: Array<{ sessionId: string }> }>("session/list", { workspace: ws });
+      child.stdin.write(pendingWrite);
+      assert.ok((await listed).sessions.some((x) => x.sessionId === sessionId));
+      cleanup(ws);
+      // A request that never gets its answer fails when the connection closes.
+      const never = rpc.request("daemon/status", {});
+      rpc.close();
+      await assert.rejects(never, (e: unknown) => e instanceof RpcError && e.code === CONNECTION_CLOSED);
+    } finally {
+      child.stdin.end();
+      child.kill();
+      mock.stop();
+      cleanup(home);
     }
   });
 });

@@ -61,5 +61,6 @@ test("statusText shows the live step and the session totals", () => {
   const totals = u(16890, 12224, 319);
   assert.equal(statusText({ step: 7, running: true }, totals), "step 7 running │ Σ prompt 16.9k · cached 12.2k · out 319 · hit 72.4%");
   assert.equal(statusText({ step: 7, running: false, usage: u(2655, 2624, 37) }, totals), "step 7 · hit 98.8% │ Σ prompt 16.9k · cached 12.2k · out 319 · hit 72.4%");
+  assert.equal(statusText({ step: 8, running: false, state: "cancelled" }, totals), "step 8 cancelled │ Σ prompt 16.9k · cached 12.2k · out 319 · hit 72.4%");
   assert.equal(statusText(undefined, u(0, 0, 0)), "Σ prompt 0 · cached 0 · out 0 · hit 0.0%");
 });

@@ -1,10 +1,12 @@
 //! Benchmarks of the agent loop against the in-process mock (issue 4), printed as plain figures.
 //!
 //! 1. Harness overhead per step — the step's wall time minus its provider call
-//!    ([`StepTiming::harness`]) — around step 10 and around step 1,000 of one session, with the
-//!    reconstruction invariant on and off. The session is one turn of 1,000 steps, each a
-//!    `read_file` call the mock makes because the file it reads asks for it again (a
-//!    `[[fake:tool …]]` directive), so the log grows by a step's events each time.
+//!    ([`StepTiming::harness`]) — around step 10 and around step 1,000 of one session: with the
+//!    reconstruction invariant off (with and without the context-pressure hook) and on. The
+//!    session is one turn of 1,000 steps, each a `read_file` call the mock makes because the file
+//!    it reads asks for it again (a `[[fake:tool …]]` directive), so the log grows by a step's
+//!    events each time. Then the per-step operations whose cost grows with the log are timed on
+//!    the final log, to say where the growth comes from.
 //! 2. Cache efficiency over a scripted 100-step session (10 turns of 9 tool steps and an
 //!    answer, with an `AGENTS.md` edit before turn 4 and a new loop instance — a resume — at
 //!    turn 7): Σ cache-hit tokens ÷ the theoretical maximum, overall and with the steps whose
@@ -67,7 +69,14 @@ impl Bench {
     }
 
     fn agent(&self, check_invariants: bool, max_steps: u32) -> Agent {
+        self.agent_with(check_invariants, max_steps, true)
+    }
+
+    fn agent_with(&self, check_invariants: bool, max_steps: u32, context: bool) -> Agent {
         let mut config = AgentConfig::new("deepseek-v4-flash");
+        if !context {
+            config.context = dsh_agent::compact::ContextPolicy::Off;
+        }
         config.approvals = ApprovalPolicy::allow_all();
         config.check_invariants = check_invariants;
         config.max_steps = max_steps;
@@ -105,11 +114,11 @@ fn micros(duration: Duration) -> String {
     format!("{:>9.1} µs", duration.as_secs_f64() * 1e6)
 }
 
-async fn harness_overhead(steps: u32, check_invariants: bool) {
+async fn harness_overhead(steps: u32, check_invariants: bool, context: bool) {
     let bench = Bench::new(MockConfig::default()).await;
     std::fs::write(bench.workspace.join(LOOP_FILE), format!("{LOOP_DIRECTIVE}\n")).unwrap();
     let session = bench.session();
-    let mut agent = bench.agent(check_invariants, steps);
+    let mut agent = bench.agent_with(check_invariants, steps, context);
     let started = Instant::now();
     let outcome = agent
         .run_turn(&session, &format!("Loop: {LOOP_DIRECTIVE}"), &CancellationToken::new())
@@ -120,8 +129,9 @@ async fn harness_overhead(steps: u32, check_invariants: bool) {
     let events = session.query(|s| s.events().len()).await.unwrap();
     let last = bench.mock.requests().last().map_or(0, |r| r.body.len());
     println!(
-        "harness overhead, invariant check {}: {steps} steps, {events} events, last body {last} bytes, {:.1} s",
+        "harness overhead, invariant check {}, context management {}: {steps} steps, {events} events, last body {last} bytes, {:.1} s",
         if check_invariants { "ON " } else { "OFF" },
+        if context { "ON " } else { "OFF" },
         elapsed.as_secs_f64()
     );
     let n = u64::from(steps);
@@ -179,6 +189,22 @@ async fn breakdown(session: &SessionHandle) {
     time("approval::always_allowed(events)  (agent.rs run_tool, per call)", &mut || {
         std::hint::black_box(dsh_agent::approval::always_allowed(&events));
     });
+    let pressure_session = session.clone();
+    let started = Instant::now();
+    for _ in 0..20 {
+        pressure_session
+            .query(|s| {
+                let config = dsh_agent::ContextConfig::for_model("deepseek-v4-flash");
+                std::hint::black_box(dsh_agent::compact::decide(s, &config));
+            })
+            .await
+            .unwrap();
+    }
+    println!(
+        "    {:<62} {}",
+        "compact::decide (pre-step context-pressure hook)",
+        micros(started.elapsed() / 20)
+    );
     time("reconstruct(events, step) + wire_body  (invariant check only)", &mut || {
         let rebuilt = dsh_session::reconstruct(&events, step).unwrap();
         std::hint::black_box(dsh_provider::wire_body(&rebuilt));
@@ -287,8 +313,9 @@ fn main() {
     let only = std::env::var("DSH_BENCH_ONLY").unwrap_or_default();
     runtime.block_on(async {
         if only != "cache" {
-            harness_overhead(steps, false).await;
-            harness_overhead(steps, true).await;
+            harness_overhead(steps, false, false).await;
+            harness_overhead(steps, false, true).await;
+            harness_overhead(steps, true, true).await;
         }
         if only != "harness" {
             cache_efficiency(64).await;

@@ -194,7 +194,17 @@ pub fn pressure(session: &Session) -> Option<Pressure> {
             new_non_assistant_bytes += bytes;
         }
     }
-    let request_bytes = current_request_bytes(session).saturating_sub(new_bytes).max(1);
+    // The last request's exact length is in its `request/sent` record: no need to serialize the
+    // request again (that would cost O(conversation) every step).
+    let sent_bytes = events[step_start..last_end].iter().rev().find_map(|e| match &e.data {
+        EventData::RequestSent(sent) => Some(sent.bytes as usize),
+        _ => None,
+    });
+    let request_bytes = match sent_bytes {
+        Some(bytes) => bytes,
+        None => session.surface().iter().map(|n| message_bytes(&n.message)).sum::<usize>().saturating_sub(new_bytes),
+    }
+    .max(1);
     let tokens_per_byte = usage.prompt_tokens as f64 / request_bytes as f64;
     let used = usage.prompt_tokens + usage.completion_tokens;
     let projected = used + (new_non_assistant_bytes as f64 * tokens_per_byte).ceil() as u64;
@@ -246,13 +256,6 @@ pub fn decide(session: &Session, config: &ContextConfig) -> Decision {
         return Decision::Trim(trims);
     }
     Decision::None
-}
-
-fn current_request_bytes(session: &Session) -> usize {
-    let Some(header) = session.header() else {
-        return session.surface().iter().map(|node| message_bytes(&node.message)).sum();
-    };
-    wire_body(&GenerateRequest { header: header.clone(), messages: session.messages() }).len()
 }
 
 fn message_bytes(message: &Message) -> usize {

@@ -185,10 +185,10 @@ pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Resu
     // The turn's last notifications may arrive after its answer: let the printer see them.
     let drain = async {
         while let Some((_, value)) = notifications.recv().await {
-            if let Some((_, event)) = to_event(&value) {
-                if events.send(event).await.is_err() {
-                    break;
-                }
+            if let Some((_, event)) = to_event(&value)
+                && events.send(event).await.is_err()
+            {
+                break;
             }
         }
     };

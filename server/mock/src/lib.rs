@@ -34,6 +34,7 @@ mod tokenizer;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
+use axum::serve::ListenerExt;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -91,6 +92,13 @@ impl MockServer {
         let app = server::router(Arc::clone(&shared));
         let mut signal = shutdown_rx;
         let task = tokio::spawn(async move {
+            // Without TCP_NODELAY every small SSE frame waits for the client's delayed ACK
+            // (Nagle): about 40 ms per request here, which no real provider adds.
+            let listener = listener.tap_io(|tcp| {
+                if let Err(error) = tcp.set_nodelay(true) {
+                    tracing::debug!(%error, "setting TCP_NODELAY");
+                }
+            });
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move {
                     // An error means the sender is gone, which also means shutdown.

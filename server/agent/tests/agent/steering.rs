@@ -76,7 +76,11 @@ async fn steering_sent_while_a_step_streams_joins_the_next_request_not_the_curre
     let requests = fixture.mock.requests();
     assert_eq!(requests.len(), 2);
     assert!(!body(&requests[0]).contains(STEER), "the streaming step's request is not changed");
-    assert!(body(&requests[1]).contains(STEER), "the next request carries the steering");
+    let next = body(&requests[1]);
+    assert!(next.contains(STEER), "the next request carries the steering");
+    // It follows the exchange it arrived during: the tool call and its result come first.
+    let result = next.find("\"role\":\"tool\"").unwrap();
+    assert!(result < next.find(STEER).unwrap(), "steering wedged into the tool exchange: {next}");
     let events = fixture.session.query(|s| s.events().to_vec()).await.unwrap();
     let starts: Vec<u64> = events
         .iter()

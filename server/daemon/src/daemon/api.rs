@@ -205,8 +205,14 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
         method::SESSION_USAGE,
         |params, daemon, _| -> ApiResult<SessionUsageResult> {
             let params: SessionParams = parse(&params)?;
-            let events = daemon.read_events(&params.session_id)?;
-            let rows = usage_rows(&events);
+            // A loaded session's fold holds exactly the log's events: fold them where they are
+            // rather than re-reading the file (the CLI asks after every step).
+            let loaded = daemon.loaded().into_iter().find(|live| live.id == params.session_id);
+            let rows = match loaded {
+                Some(live) => tokio::runtime::Handle::current()
+                    .block_on(live.handle.query(|session| usage_rows(session.events())))?,
+                None => usage_rows(&daemon.read_events(&params.session_id)?),
+            };
             let totals = usage_totals(&rows);
             let rows = rows
                 .into_iter()

@@ -148,9 +148,6 @@ pub async fn run(
         None => None,
     };
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "dsh daemon listening");
-    if let Some(ready) = ready {
-        ready(&socket_path);
-    }
 
     // Every connection's task, so shutdown can wait for the answers they still owe.
     let connections = TaskTracker::new();
