@@ -202,7 +202,12 @@ pub fn pressure(session: &Session) -> Option<Pressure> {
     });
     let request_bytes = match sent_bytes {
         Some(bytes) => bytes,
-        None => session.surface().iter().map(|n| message_bytes(&n.message)).sum::<usize>().saturating_sub(new_bytes),
+        None => session
+            .surface()
+            .iter()
+            .map(|n| message_bytes(&n.message))
+            .sum::<usize>()
+            .saturating_sub(new_bytes),
     }
     .max(1);
     let tokens_per_byte = usage.prompt_tokens as f64 / request_bytes as f64;
