@@ -14,4 +14,10 @@ export default tseslint.config(
       "no-console": "off",
     },
   },
+  {
+    files: ["e2e/**/*.mjs", "*.mjs"],
+    languageOptions: {
+      globals: { process: "readonly", console: "readonly", setTimeout: "readonly", clearTimeout: "readonly", document: "readonly", window: "readonly" },
+    },
+  },
 );

@@ -319,16 +319,16 @@ async function reloadRestoresTranscript(page, expect) {
       check(name, false, frame ? "no expectation from the self-test" : "no transcript webview after the reload");
       return;
     }
-    const want_n = expect.usage.rows.filter((r) => r.usage).length;
+    const wantBadges = expect.usage.rows.filter((r) => r.usage).length;
     let shown = 0;
-    for (let i = 0; i < 60 && shown < want_n; i++) {
+    for (let i = 0; i < 60 && shown < wantBadges; i++) {
       shown = await frame.locator("[data-usage]").count();
       await sleep(250);
     }
     const body = (await frame.locator("#main").innerText()).replace(/\s+/g, " ");
     const last = expect.usage.rows.filter((r) => r.usage).at(-1);
     const want = `${fmt(last.usage.promptTokens)} prompt`;
-    check(name, shown >= want_n && body.includes(want), `${shown} usage badges; step ${last.step}: ${want}`);
+    check(name, shown >= wantBadges && body.includes(want), `${shown} usage badges; step ${last.step}: ${want}`);
   } catch (e) {
     check(name, false, e instanceof Error ? e.message : String(e));
   }

@@ -129,7 +129,7 @@ async fn serve_command(settings: Settings, args: &ServeArgs) -> anyhow::Result<E
         idle_exit: args.idle_exit.map(|minutes| Duration::from_secs_f64((minutes * 60.0).max(0.0))),
     };
     let config = daemon_config(settings, args.approval_timeout, args.check_invariants);
-    serve(config, options, None).await?;
+    serve(config, options).await?;
     Ok(ExitCode::SUCCESS)
 }
 

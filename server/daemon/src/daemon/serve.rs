@@ -115,11 +115,7 @@ pub fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
 }
 
 /// Runs the daemon until it is shut down.
-pub async fn run(
-    config: DaemonConfig,
-    options: ServeOptions,
-    ready: Option<Box<dyn FnOnce(&Path) + Send>>,
-) -> anyhow::Result<()> {
+pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<()> {
     let home = config.home.root().to_path_buf();
     prepare_home(&home)?;
     let _lock = lock_instance(&home)?;
