@@ -457,7 +457,11 @@ nextSeq: number,
 /**
  * Whether the page reached the end of the log.
  */
-end: boolean, };
+end: boolean, 
+/**
+ * Events in the log (the seq the next appended event will get).
+ */
+length: number, };
 
 export type SessionCompactResult = { 
 /**

@@ -278,6 +278,7 @@ M.event_kinds = {
 ---@class dsh.SessionEventsResult
 ---@field end boolean Whether the page reached the end of the log.
 ---@field events dsh.SessionEvent[] The events.
+---@field length integer Events in the log (the seq the next appended event will get).
 ---@field nextSeq integer The seq after the last event returned.
 
 --- `session/fork` params.
