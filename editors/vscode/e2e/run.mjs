@@ -26,6 +26,8 @@ const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 
 const checks = [];
 const children = [];
+/** The home of the daemon the extension starts (`dsh stdio` starts `dsh serve`), stopped at the end. */
+let daemonHome = "";
 const log = (...a) => console.log(`[e2e ${new Date().toISOString().slice(11, 19)}]`, ...a);
 
 function check(name, ok, detail = "") {
@@ -41,6 +43,7 @@ async function main() {
   const run = mkdtempSync(path.join(tmpdir(), "dsh-vscode-e2e-"));
   log(`run directory ${run}`);
   const home = path.join(run, "home");
+  daemonHome = home;
   const ws = path.join(run, "workspace");
   const ud = path.join(run, "user-data");
   const ext = path.join(run, "extensions");
@@ -182,7 +185,6 @@ async function main() {
   await reloadRestoresTranscript(page, state.expect);
 
   await browser.close();
-  spawnSync(dsh, ["--home", home, "shutdown"], { timeout: 15_000 });
   if (!args.keep && checks.every((c) => c.ok)) {
     rmSync(run, { recursive: true, force: true });
   } else {
@@ -423,6 +425,9 @@ try {
 } catch (e) {
   check("the harness ran", false, e instanceof Error ? (e.stack ?? e.message) : String(e));
 } finally {
+  if (daemonHome) {
+    spawnSync(dsh, ["--home", daemonHome, "shutdown"], { timeout: 15_000 });
+  }
   for (const c of children.reverse()) {
     if (c.exitCode === null) {
       c.kill("SIGTERM");

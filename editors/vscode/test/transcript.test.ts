@@ -52,7 +52,17 @@ before(() => {
     .map((l) => ({ sessionId, ...JSON.parse(l) }));
 });
 
-after(() => cleanup(root));
+after(() => {
+  // `dsh usage` and `dsh saw` start a daemon for the home on demand: stop it before removing it.
+  if (home) {
+    try {
+      execFileSync(dshBin(), ["--home", home, "shutdown"], { encoding: "utf8", timeout: 15_000 });
+    } catch {
+      // None running.
+    }
+  }
+  cleanup(root);
+});
 
 test("folds a real session log into turns, steps, tool calls and results", () => {
   const t = new Transcript(sessionId);

@@ -23,10 +23,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use dsh_provider::{DEEPSEEK_ADAPTER, DeepSeek, MessageAssembler, StreamEvent, wire_body};
 use dsh_session::{
-    ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn,
+    ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, Closing,
     ContextMessage, EpochHeader, EventData, GenerateRequest, HeaderPlan, LlmCallConfig, LlmRetry,
     RequestHeader, RequestSent, Session, StepEnd, StepError, StopReason, ToolCall, ToolCallStarted,
-    ToolResult, TurnEnd, TurnStart, Usage, UserMessage, plan_header_event, reconstruct,
+    ToolResult, TurnEnd, TurnStart, Usage, UserMessage, closing_events, plan_header_event,
+    reconstruct,
 };
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
@@ -614,59 +615,17 @@ pub async fn close_open_turn(
     message: &str,
 ) -> Result<(), AgentError> {
     let message = message.to_owned();
-    let closing = session.query(move |s| closing_events(s, reason, &message)).await?;
+    let closing = session
+        .query(move |s| {
+            let tool_result = format!("not run: {message}");
+            closing_events(
+                s.events(),
+                Closing { reason, error: &message, tool_result: &tool_result },
+            )
+        })
+        .await?;
     for data in closing {
         session.append(data).await?;
     }
     Ok(())
-}
-
-fn closing_events(session: &Session, reason: StopReason, message: &str) -> Vec<EventData> {
-    let events = session.events();
-    let Some(turn_start) = events
-        .iter()
-        .rposition(|e| matches!(e.data, EventData::TurnStart(_) | EventData::TurnEnd(_)))
-    else {
-        return Vec::new();
-    };
-    let EventData::TurnStart(TurnStart { turn }) = events[turn_start].data else {
-        return Vec::new();
-    };
-    let mut open_step = None;
-    let mut pending: Vec<(String, String)> = Vec::new();
-    for event in &events[turn_start..] {
-        match &event.data {
-            EventData::StepStart(start) => {
-                open_step = Some(start.step);
-                pending.clear();
-            }
-            EventData::AssistantMessage(turn) => pending
-                .extend(turn.message.tool_calls.iter().map(|c| (c.id.clone(), c.name.clone()))),
-            EventData::ToolResult(result) => pending.retain(|(id, _)| *id != result.call_id),
-            EventData::StepEnd(_) | EventData::StepError(_) => {
-                open_step = None;
-                pending.clear();
-            }
-            _ => {}
-        }
-    }
-    let mut closing = Vec::new();
-    for (call_id, name) in pending {
-        closing.push(EventData::ToolResult(ToolResult {
-            call_id,
-            name,
-            content: format!("not run: {message}"),
-            is_error: true,
-        }));
-    }
-    if let Some(step) = open_step {
-        let cancelled = reason == StopReason::Cancelled;
-        closing.push(EventData::StepError(StepError {
-            step,
-            error: message.to_owned(),
-            cancelled,
-        }));
-    }
-    closing.push(EventData::TurnEnd(TurnEnd { turn, reason, error: Some(message.to_owned()) }));
-    closing
 }

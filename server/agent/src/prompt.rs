@@ -63,16 +63,6 @@ pub fn date_context(date: &str) -> String {
 
 /// Today's date (UTC) as `YYYY-MM-DD`, from unix milliseconds.
 pub fn utc_date(unix_ms: u64) -> String {
-    // Civil-from-days (Howard Hinnant's algorithm), exact for the proleptic Gregorian calendar.
-    let days = (unix_ms / 86_400_000) as i64;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day, ..) = dsh_store::utc_from_unix_ms(unix_ms);
     format!("{year:04}-{month:02}-{day:02}")
 }

@@ -13,7 +13,9 @@
 
 use std::fmt;
 
-use crate::event::{Event, EventData, SurfaceNode, SurfaceReplace};
+use crate::event::{
+    Event, EventData, StepError, StopReason, SurfaceNode, SurfaceReplace, ToolResult, TurnEnd,
+};
 use crate::header::fold_header_event;
 use crate::message::Message;
 use crate::reconstruct::is_response_event;
@@ -301,4 +303,80 @@ pub fn check_log(events: &[Event]) -> Vec<Diagnostic> {
         checker.diagnostics.push(Diagnostic { seq: None, severity: Severity::Open, message });
     }
     checker.diagnostics
+}
+
+/// How [`closing_events`] closes what a log leaves open.
+#[derive(Clone, Copy, Debug)]
+pub struct Closing<'a> {
+    /// The `turn/end` reason.
+    pub reason: StopReason,
+    /// The error text of the `step/error` and the `turn/end`.
+    pub error: &'a str,
+    /// The content of the error `tool/result` given to each unanswered tool call.
+    pub tool_result: &'a str,
+}
+
+/// The events that close what the end of `events` leaves open, in order: an error `tool/result`
+/// for each unanswered call of the open step, a `step/error` for the step (cancelled unless the
+/// reason is `error`), a `turn/end` for the turn. Empty when the log ends between turns.
+///
+/// Forks cut inside a turn and a loop resuming after a crash both append these, so the log stays
+/// well-formed and its next request valid.
+pub fn closing_events(events: &[Event], closing: Closing<'_>) -> Vec<EventData> {
+    // Only the last turn can be open: start there.
+    let start = events
+        .iter()
+        .rposition(|e| matches!(e.data, EventData::TurnStart(_) | EventData::TurnEnd(_)))
+        .unwrap_or(0);
+    let mut open_turn: Option<u64> = None;
+    let mut open_step: Option<u64> = None;
+    // (call id, tool name) of the open step's calls not answered yet.
+    let mut pending: Vec<(String, String)> = Vec::new();
+    for event in &events[start..] {
+        match &event.data {
+            EventData::TurnStart(start) => open_turn = Some(start.turn),
+            EventData::TurnEnd(_) => {
+                open_turn = None;
+                open_step = None;
+                pending.clear();
+            }
+            EventData::StepStart(start) => {
+                open_step = Some(start.step);
+                pending.clear();
+            }
+            EventData::AssistantMessage(turn) if open_step.is_some() => pending.extend(
+                turn.message.tool_calls.iter().map(|call| (call.id.clone(), call.name.clone())),
+            ),
+            EventData::ToolResult(result) => pending.retain(|(id, _)| *id != result.call_id),
+            EventData::StepEnd(_) | EventData::StepError(_) => {
+                open_step = None;
+                pending.clear();
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(step) = open_step {
+        out.extend(pending.into_iter().map(|(call_id, name)| {
+            EventData::ToolResult(ToolResult {
+                call_id,
+                name,
+                content: closing.tool_result.to_owned(),
+                is_error: true,
+            })
+        }));
+        out.push(EventData::StepError(StepError {
+            step,
+            error: closing.error.to_owned(),
+            cancelled: closing.reason != StopReason::Error,
+        }));
+    }
+    if let Some(turn) = open_turn {
+        out.push(EventData::TurnEnd(TurnEnd {
+            turn,
+            reason: closing.reason,
+            error: Some(closing.error.to_owned()),
+        }));
+    }
+    out
 }

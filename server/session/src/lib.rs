@@ -20,7 +20,7 @@ mod reconstruct;
 mod surface;
 mod usage;
 
-pub use check::{Diagnostic, Severity, check_log};
+pub use check::{Closing, Diagnostic, Severity, check_log, closing_events};
 pub use event::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChunkDelta,
     CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind, EVENT_KINDS,

@@ -7,8 +7,7 @@
 use std::path::Path;
 
 use dsh_session::{
-    Event, EventData, FORMAT_VERSION, ForkOrigin, SessionMeta, StepError, StopReason, ToolResult,
-    TurnEnd,
+    Closing, Event, EventData, FORMAT_VERSION, ForkOrigin, SessionMeta, StopReason, closing_events,
 };
 
 use crate::error::StoreError;
@@ -58,68 +57,15 @@ pub fn fork_events(
     events.push(Event { seq: 0, time: time_ms, data: EventData::SessionMeta(meta) });
     events.extend(parent[1..at_seq as usize].iter().cloned());
 
-    let closing = closing_events(&events);
+    let closing = closing_events(
+        &events,
+        Closing { reason: StopReason::Cancelled, error: FORK_CUT, tool_result: FORK_TOOL_RESULT },
+    );
     for data in closing {
         let seq = events.len() as u64;
         events.push(Event { seq, time: time_ms, data });
     }
     Ok(events)
-}
-
-/// The events that close what `events` leaves open, in order: a `tool/result` for each
-/// unanswered call of the open step, a `step/error` for the step, a `turn/end` for the turn.
-fn closing_events(events: &[Event]) -> Vec<EventData> {
-    let mut open_turn: Option<u64> = None;
-    let mut open_step: Option<u64> = None;
-    // (call id, tool name) of the open step's calls not answered yet.
-    let mut pending: Vec<(String, String)> = Vec::new();
-    for event in events {
-        match &event.data {
-            EventData::TurnStart(start) => open_turn = Some(start.turn),
-            EventData::TurnEnd(_) => {
-                open_turn = None;
-                open_step = None;
-                pending.clear();
-            }
-            EventData::StepStart(start) => {
-                open_step = Some(start.step);
-                pending.clear();
-            }
-            EventData::AssistantMessage(turn) if open_step.is_some() => pending.extend(
-                turn.message.tool_calls.iter().map(|call| (call.id.clone(), call.name.clone())),
-            ),
-            EventData::ToolResult(result) => pending.retain(|(id, _)| *id != result.call_id),
-            EventData::StepEnd(_) | EventData::StepError(_) => {
-                open_step = None;
-                pending.clear();
-            }
-            _ => {}
-        }
-    }
-    let mut closing = Vec::new();
-    if let Some(step) = open_step {
-        closing.extend(pending.into_iter().map(|(call_id, name)| {
-            EventData::ToolResult(ToolResult {
-                call_id,
-                name,
-                content: FORK_TOOL_RESULT.to_owned(),
-                is_error: true,
-            })
-        }));
-        closing.push(EventData::StepError(StepError {
-            step,
-            error: FORK_CUT.to_owned(),
-            cancelled: true,
-        }));
-    }
-    if let Some(turn) = open_turn {
-        closing.push(EventData::TurnEnd(TurnEnd {
-            turn,
-            reason: StopReason::Cancelled,
-            error: Some(FORK_CUT.to_owned()),
-        }));
-    }
-    closing
 }
 
 /// Forks the log at `parent` into a new session `new_id` in the same directory, and opens the

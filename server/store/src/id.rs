@@ -70,7 +70,7 @@ impl std::str::FromStr for SessionId {
 
 /// `(year, month, day, hour, minute, second)` in UTC, by the days-from-civil inverse
 /// (H. Hinnant's algorithm), so no date library is needed.
-pub(crate) fn utc_from_unix_ms(time_ms: u64) -> (i64, u32, u32, u32, u32, u32) {
+pub fn utc_from_unix_ms(time_ms: u64) -> (i64, u32, u32, u32, u32, u32) {
     let seconds = (time_ms / 1000) as i64;
     let days = seconds.div_euclid(86_400);
     let of_day = seconds.rem_euclid(86_400);
