@@ -160,26 +160,14 @@ impl Env {
         conn
     }
 
-    /// Queues mock replies (`POST /_fake/script`).
+    /// Queues mock replies (as `POST /_fake/script`).
     pub async fn script(&self, scripts: Value) {
-        let response = reqwest::Client::new()
-            .post(format!("{}/_fake/script", self.mock.base_url()))
-            .json(&scripts)
-            .send()
-            .await
-            .unwrap();
-        assert!(response.status().is_success(), "/_fake/script: {}", response.status());
+        self.mock.script(scripts).unwrap();
     }
 
-    /// Queues a mock fault (`POST /_fake/fault`).
+    /// Queues a mock fault (as `POST /_fake/fault`).
     pub async fn fault(&self, fault: Value) {
-        let response = reqwest::Client::new()
-            .post(format!("{}/_fake/fault", self.mock.base_url()))
-            .json(&fault)
-            .send()
-            .await
-            .unwrap();
-        assert!(response.status().is_success(), "/_fake/fault: {}", response.status());
+        self.mock.fault(fault).unwrap();
     }
 
     /// The chat requests the mock recorded.

@@ -96,24 +96,14 @@ impl Env {
         self.dsh(&["prompt", "--yes", "--session", session, text]).await
     }
 
-    /// Queues mock replies (`POST /_fake/script`).
+    /// Queues mock replies (as `POST /_fake/script`).
     pub async fn script(&self, scripts: serde_json::Value) {
-        self.control("/_fake/script", scripts).await;
+        self.mock.script(scripts).unwrap();
     }
 
-    /// Queues a mock fault (`POST /_fake/fault`).
+    /// Queues a mock fault (as `POST /_fake/fault`).
     pub async fn fault(&self, fault: serde_json::Value) {
-        self.control("/_fake/fault", fault).await;
-    }
-
-    async fn control(&self, path: &str, body: serde_json::Value) {
-        let response = reqwest::Client::new()
-            .post(format!("{}{path}", self.mock.base_url()))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(response.status().is_success(), "{path}: {}", response.status());
+        self.mock.fault(fault).unwrap();
     }
 
     /// The chat requests the mock recorded.

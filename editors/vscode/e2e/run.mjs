@@ -28,6 +28,7 @@ const checks = [];
 const children = [];
 /** The home of the daemon the extension starts (`dsh stdio` starts `dsh serve`), stopped at the end. */
 let daemonHome = "";
+let runDir = "";
 const log = (...a) => console.log(`[e2e ${new Date().toISOString().slice(11, 19)}]`, ...a);
 
 function check(name, ok, detail = "") {
@@ -41,6 +42,7 @@ async function main() {
     }
   }
   const run = mkdtempSync(path.join(tmpdir(), "dsh-vscode-e2e-"));
+  runDir = run;
   log(`run directory ${run}`);
   const home = path.join(run, "home");
   daemonHome = home;
@@ -109,7 +111,9 @@ async function main() {
   const cs = spawn(
     process.execPath,
     [codeServer, ...csArgs, "--auth", "none", "--bind-addr", `127.0.0.1:${port}`, "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override", ws],
-    { env, stdio: ["ignore", "pipe", "pipe"] },
+    // Its own process group: the workbench's helpers (extension host, file watcher, pty host)
+    // are stopped with it.
+    { env, stdio: ["ignore", "pipe", "pipe"], detached: true },
   );
   children.push(cs);
   let csLog = "";
@@ -185,11 +189,6 @@ async function main() {
   await reloadRestoresTranscript(page, state.expect);
 
   await browser.close();
-  if (!args.keep && checks.every((c) => c.ok)) {
-    rmSync(run, { recursive: true, force: true });
-  } else {
-    log(`kept ${run}`);
-  }
 }
 
 /** What the user sees: the transcript webview's usage badges and the status bar. */
@@ -429,8 +428,22 @@ try {
     spawnSync(dsh, ["--home", daemonHome, "shutdown"], { timeout: 15_000 });
   }
   for (const c of children.reverse()) {
-    if (c.exitCode === null) {
-      c.kill("SIGTERM");
+    try {
+      if (c.spawnargs.includes("--auth")) {
+        process.kill(-c.pid, "SIGTERM");
+      } else if (c.exitCode === null) {
+        c.kill("SIGTERM");
+      }
+    } catch {
+      // Already gone.
+    }
+  }
+  if (runDir) {
+    if (!args.keep && checks.every((c) => c.ok)) {
+      await sleep(500);
+      rmSync(runDir, { recursive: true, force: true });
+    } else {
+      log(`kept ${runDir}`);
     }
   }
   for (const c of checks) {

@@ -291,6 +291,14 @@ export async function runSelfTest(dsh: Dsh, resultPath: string): Promise<Results
     return uris.join(" ↔ ");
   });
 
+  await check("compact the session; the transcript shows the compaction", async () => {
+    const r = await vscode.commands.executeCommand<{ compacted: boolean; seq?: number; message: string }>("dsh.compact", { sessionId: id });
+    assert(r && r.compacted, `compact: ${JSON.stringify(r)}`);
+    await until(() => tr.entries.some((e) => e.kind === "compact" && e.replaced?.seq === r.seq), "the compaction events", 10_000);
+    await until(() => /compaction \(manual/.test(panels.lastHtml.get(id) ?? ""), "the compaction in the transcript", 5000);
+    return r.message;
+  });
+
   await check("after a daemon restart the sessions are listed and reopen with their full transcript", async () => {
     const before = await (await conn.get()).status();
     const lastSeq = tr.lastSeq;

@@ -69,17 +69,7 @@ pub async fn run_demo(_settings: &Settings, keep: bool) -> anyhow::Result<ExitCo
 
     let mock =
         MockServer::start(MockConfig::default()).await.context("starting the mock provider")?;
-    let response = reqwest::Client::new()
-        .post(format!("{}/_fake/script", mock.base_url()))
-        .json(&scripts())
-        .send()
-        .await
-        .context("scripting the mock provider")?;
-    anyhow::ensure!(
-        response.status().is_success(),
-        "the mock refused the demo script: {}",
-        response.status()
-    );
+    mock.script(scripts()).context("scripting the mock provider")?;
 
     let provider = DeepSeek::new(DeepSeekConfig::new(mock.base_url(), ApiKey::new("sk-test")?))?;
     let session = run::create(&home, &workspace)?;

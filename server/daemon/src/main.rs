@@ -40,8 +40,6 @@ fn main() -> ExitCode {
         ))
         .with_writer(std::io::stderr)
         .init();
-    // reqwest is built without a default TLS provider: install ring once, before any client.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

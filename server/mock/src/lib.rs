@@ -120,6 +120,20 @@ impl MockServer {
         format!("http://{}", self.addr)
     }
 
+    /// Queues scripted replies, as `POST /_fake/script` does: one script object or an array.
+    pub fn script(&self, scripts: serde_json::Value) -> Result<(), serde_json::Error> {
+        let scripts: Vec<Script> = one_or_many(scripts)?;
+        lock(&self.shared.state).scripts.extend(scripts);
+        Ok(())
+    }
+
+    /// Queues faults, as `POST /_fake/fault` does: one fault object or an array.
+    pub fn fault(&self, faults: serde_json::Value) -> Result<(), serde_json::Error> {
+        let faults: Vec<Fault> = one_or_many(faults)?;
+        lock(&self.shared.state).faults.extend(faults);
+        Ok(())
+    }
+
     /// The recorded chat requests, the same data as `GET /_fake/requests`.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.state).requests.clone()
@@ -141,6 +155,15 @@ impl MockServer {
                 () = tokio::time::sleep(SHUTDOWN_GRACE) => task.abort(),
             }
         }
+    }
+}
+
+fn one_or_many<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+) -> Result<Vec<T>, serde_json::Error> {
+    match value {
+        serde_json::Value::Array(items) => items.into_iter().map(serde_json::from_value).collect(),
+        other => Ok(vec![serde_json::from_value(other)?]),
     }
 }
 
