@@ -143,6 +143,10 @@ pub fn typescript() -> String {
          // log vocabulary in server/session. Do not edit: change the Rust types and regenerate.\n\n",
     );
     out.push_str(&format!("export const PROTOCOL_VERSION = {PROTOCOL_VERSION};\n\n"));
+    out.push_str("/** Any JSON value (a tool's parameter schema, a log payload). */\n");
+    out.push_str(
+        "export type JsonValue = number | string | boolean | null | JsonValue[] | { [key: string]: JsonValue };\n\n",
+    );
     out.push_str("export const Methods = {\n");
     for name in method::ALL {
         out.push_str(&format!("  {}: \"{name}\",\n", constant_name(name)));

@@ -3,6 +3,9 @@
 
 export const PROTOCOL_VERSION = 1;
 
+/** Any JSON value (a tool's parameter schema, a log payload). */
+export type JsonValue = number | string | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
 export const Methods = {
   Initialize: "initialize",
   SessionCreate: "session/create",
@@ -679,7 +682,7 @@ reasoningContent?: string,
 /**
  * Tool calls, in the order the model emitted them.
  */
-toolCalls: Array<ToolCall>, };
+toolCalls?: Array<ToolCall>, };
 
 export type Message = { "role": "system", 
 /**
@@ -867,15 +870,15 @@ export type ToolsDelta = {
 /**
  * Tools appended at the end, in order.
  */
-added: Array<ToolSchema>, 
+added?: Array<ToolSchema>, 
 /**
  * Names removed.
  */
-removed: Array<string>, 
+removed?: Array<string>, 
 /**
  * Tools whose schema changed, replaced in place.
  */
-changed: Array<ToolSchema>, };
+changed?: Array<ToolSchema>, };
 
 export type HeaderDelta = { 
 /**
@@ -981,7 +984,7 @@ content: string,
 /**
  * Whether the call failed (refused, errored, denied, cancelled).
  */
-isError: boolean, };
+isError?: boolean, };
 
 export type StepEnd = { 
 /**
@@ -1009,7 +1012,7 @@ error: string,
 /**
  * True when the step was cancelled rather than failed.
  */
-cancelled: boolean, };
+cancelled?: boolean, };
 
 export type LlmRetry = { 
 /**

@@ -43,6 +43,7 @@ export class Mock {
   private constructor(
     private readonly child: ChildProcess,
     readonly url: string,
+    private readonly home: string,
   ) {}
 
   static async start(): Promise<Mock> {
@@ -63,7 +64,7 @@ export class Mock {
       child.stderr!.on("data", onData);
       child.once("exit", (code) => reject(new Error(`dsh mock exited with ${code}: ${out}`)));
     });
-    return new Mock(child, url);
+    return new Mock(child, url, home);
   }
 
   /** Queues scripted responses, one per model request, consumed in order. */
@@ -86,6 +87,7 @@ export class Mock {
 
   stop(): void {
     this.child.kill("SIGTERM");
+    rmSync(this.home, { recursive: true, force: true });
   }
 }
 

@@ -362,6 +362,7 @@ pub struct ToolResult {
     pub content: String,
     /// Whether the call failed (refused, errored, denied, cancelled).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
     pub is_error: bool,
 }
 
@@ -428,6 +429,7 @@ pub struct StepError {
     pub error: String,
     /// True when the step was cancelled rather than failed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
     pub cancelled: bool,
 }
 

@@ -104,12 +104,15 @@ pub struct SystemDelta {
 pub struct ToolsDelta {
     /// Tools appended at the end, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ToolSchema>>", optional))]
     pub added: Vec<ToolSchema>,
     /// Names removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
     pub removed: Vec<String>,
     /// Tools whose schema changed, replaced in place.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ToolSchema>>", optional))]
     pub changed: Vec<ToolSchema>,
 }
 

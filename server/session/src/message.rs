@@ -32,6 +32,7 @@ pub struct AssistantMessage {
     pub reasoning_content: Option<String>,
     /// Tool calls, in the order the model emitted them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ToolCall>>", optional))]
     pub tool_calls: Vec<ToolCall>,
 }
 

@@ -500,7 +500,7 @@ M.event_kinds = {
 ---@field usage dsh.Usage Usage of the step's model call.
 
 ---@class dsh.StepError
----@field cancelled boolean True when the step was cancelled rather than failed.
+---@field cancelled? boolean True when the step was cancelled rather than failed.
 ---@field error string What went wrong, for people.
 ---@field step number The step that failed.
 
@@ -539,13 +539,13 @@ M.event_kinds = {
 ---@class dsh.ToolResult
 ---@field callId string The call this answers.
 ---@field content string What the model sees.
----@field isError boolean Whether the call failed (refused, errored, denied, cancelled).
+---@field isError? boolean Whether the call failed (refused, errored, denied, cancelled).
 ---@field name string The tool's name, for people reading the log.
 
 ---@class dsh.ToolsDelta
----@field added dsh.ToolSchema[] Tools appended at the end, in order.
----@field changed dsh.ToolSchema[] Tools whose schema changed, replaced in place.
----@field removed string[] Names removed.
+---@field added? dsh.ToolSchema[] Tools appended at the end, in order.
+---@field changed? dsh.ToolSchema[] Tools whose schema changed, replaced in place.
+---@field removed? string[] Names removed.
 
 ---@class dsh.TurnEnd
 ---@field error? string A human-readable error, when `reason` is `error` or `cancelled` says more.
