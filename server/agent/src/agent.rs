@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dsh_provider::{DEEPSEEK_ADAPTER, DeepSeek, MessageAssembler, StreamEvent, wire_body};
+use dsh_provider::{
+    DEEPSEEK_ADAPTER, DeepSeek, MessageAssembler, StreamEvent, WireCache, wire_body,
+};
 use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, Closing,
     ContextMessage, EpochHeader, EventData, GenerateRequest, HeaderPlan, LlmCallConfig, LlmRetry,
@@ -32,7 +34,7 @@ use dsh_session::{
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{ApprovalPolicy, Approver, Policy, always_allowed};
+use crate::approval::{AllowAlways, ApprovalPolicy, Approver, Policy};
 use crate::compact::{CompactOutcome, ContextConfig, ContextPolicy, relieve_pressure};
 use crate::error::AgentError;
 use crate::invariant::first_difference;
@@ -184,6 +186,10 @@ pub struct Agent {
     clock: Clock,
     /// Whether this instance has logged its anchoring header snapshot.
     anchored: bool,
+    /// The serialized conversation so far, extended step by step.
+    wire: WireCache,
+    /// The `allowAlways` decisions folded from the log so far.
+    allow_always: AllowAlways,
 }
 
 enum StepOutcome {
@@ -213,6 +219,8 @@ impl Agent {
             workspace: workspace.to_path_buf(),
             clock: dsh_store::now_ms,
             anchored: false,
+            wire: WireCache::new(),
+            allow_always: AllowAlways::default(),
         }
     }
 
@@ -351,12 +359,11 @@ impl Agent {
 
         // 7. Build, record, check, dispatch.
         let request = GenerateRequest { header, messages: snapshot.messages };
-        let body = wire_body(&request);
-        let sent = RequestSent {
-            adapter: DEEPSEEK_ADAPTER.to_owned(),
-            sha256: sha256_hex(&body),
-            bytes: body.len() as u64,
-        };
+        // Memoized: only this step's new messages are serialized and hashed (the invariant check
+        // below compares with a from-scratch `wire_body` of the rebuilt request).
+        let (body, sha256) = self.wire.body(&request);
+        let sent =
+            RequestSent { adapter: DEEPSEEK_ADAPTER.to_owned(), sha256, bytes: body.len() as u64 };
         session.append(EventData::RequestSent(sent)).await?;
         if self.config.check_invariants {
             check_invariant(session, step, &request, &body).await?;
@@ -472,7 +479,7 @@ impl Agent {
     }
 
     async fn run_tool(
-        &self,
+        &mut self,
         session: &SessionHandle,
         step: u64,
         call: &ToolCall,
@@ -489,12 +496,19 @@ impl Agent {
         }
         if let Some(access) = self.toolbox.access(&call.name) {
             // An earlier "allow always" only matters when the policy would not run the tool
-            // outright; finding one folds the whole log, so the common case (reads under `auto`)
-            // skips it and the step stays O(new events).
+            // outright; the fold reads only the events logged since the last call.
             let configured = self.config.approvals.for_tool(&call.name, access);
             let always = configured != Policy::Auto && {
-                let name = call.name.clone();
-                session.query(move |s| always_allowed(s.events()).contains(&name)).await?
+                let mut fold = std::mem::take(&mut self.allow_always);
+                fold = session
+                    .query(move |s| {
+                        fold.fold(s.events());
+                        fold
+                    })
+                    .await?;
+                let allowed = fold.allows(&call.name);
+                self.allow_always = fold;
+                allowed
             };
             let policy = if always { Policy::Auto } else { configured };
             match policy {

@@ -114,24 +114,42 @@ impl Approver for DenyAll {
     }
 }
 
-/// The tools a person allowed for the whole session (`allowAlways`), folded from the log.
-pub fn always_allowed(events: &[Event]) -> BTreeSet<String> {
-    let mut tool_of_request = BTreeMap::new();
-    let mut allowed = BTreeSet::new();
-    for event in events {
-        match &event.data {
-            EventData::ApprovalRequest(request) => {
-                tool_of_request.insert(request.approval_id.clone(), request.tool.clone());
-            }
-            EventData::ApprovalDecision(decision)
-                if decision.decision == ApprovalVerdict::AllowAlways =>
-            {
-                if let Some(tool) = tool_of_request.get(&decision.approval_id) {
-                    allowed.insert(tool.clone());
+/// The tools a person allowed for the whole session (`allowAlways`), folded from the log
+/// incrementally: each [`AllowAlways::fold`] reads only the events it has not seen, so asking
+/// costs O(new events), not O(log).
+#[derive(Clone, Debug, Default)]
+pub struct AllowAlways {
+    /// Tool of each `approval/request` seen, by approval id.
+    requests: BTreeMap<String, String>,
+    /// Tools allowed for the session.
+    tools: BTreeSet<String>,
+    /// How many events of the log have been folded.
+    folded: usize,
+}
+
+impl AllowAlways {
+    /// Folds the events of `log` not folded yet (`log` is the whole log, growing).
+    pub fn fold(&mut self, log: &[Event]) {
+        for event in log.get(self.folded..).unwrap_or_default() {
+            match &event.data {
+                EventData::ApprovalRequest(request) => {
+                    self.requests.insert(request.approval_id.clone(), request.tool.clone());
                 }
+                EventData::ApprovalDecision(decision)
+                    if decision.decision == ApprovalVerdict::AllowAlways =>
+                {
+                    if let Some(tool) = self.requests.get(&decision.approval_id) {
+                        self.tools.insert(tool.clone());
+                    }
+                }
+                _ => {}
             }
-            _ => {}
         }
+        self.folded = log.len();
     }
-    allowed
+
+    /// Whether `tool` was allowed for the whole session.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.tools.contains(tool)
+    }
 }

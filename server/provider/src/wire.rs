@@ -25,8 +25,11 @@
 //!   API rejects a missing one with 400). Thinking off: never sent;
 //! - empty tool output is sent as `(no output)`, since an empty tool message is rejected.
 
+use std::sync::Arc;
+
 use dsh_session::{AssistantMessage, EpochHeader, GenerateRequest, Message, ToolSchema};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 /// The adapter id logged in `request/sent`. Bump it whenever [`wire_body`]'s bytes change for
 /// the same request.
@@ -40,23 +43,38 @@ pub const EMPTY_TOOL_OUTPUT: &str = "(no output)";
 /// Pure and deterministic: same request, same bytes.
 pub fn wire_body(request: &GenerateRequest) -> Vec<u8> {
     let header = &request.header;
-    let config = &header.config;
     let mut out = Vec::with_capacity(4096);
-    out.extend_from_slice(b"{\"model\":");
-    put(&mut out, &config.model);
-    out.extend_from_slice(b",\"messages\":[");
-    let mut first = true;
-    if let Some(system) = &header.system {
-        first = false;
-        put_text_message(&mut out, "system", system);
-    }
+    put_head(&mut out, header);
+    let mut any = header.system.is_some();
     for message in &request.messages {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        put_message(&mut out, header, message);
+        put_element(&mut out, header, message, any);
+        any = true;
     }
+    put_tail(&mut out, header);
+    out
+}
+
+/// `{"model":…,"messages":[` and the system message, when there is one.
+fn put_head(out: &mut Vec<u8>, header: &EpochHeader) {
+    out.extend_from_slice(b"{\"model\":");
+    put(out, &header.config.model);
+    out.extend_from_slice(b",\"messages\":[");
+    if let Some(system) = &header.system {
+        put_text_message(out, "system", system);
+    }
+}
+
+/// One element of the `messages` array, with its separator when it is not the first.
+fn put_element(out: &mut Vec<u8>, header: &EpochHeader, message: &Message, after_another: bool) {
+    if after_another {
+        out.push(b',');
+    }
+    put_message(out, header, message);
+}
+
+/// Everything after the last message: `]`, tools, thinking, limits, streaming options, `}`.
+fn put_tail(out: &mut Vec<u8>, header: &EpochHeader) {
+    let config = &header.config;
     out.push(b']');
     if let Some(tools) = &header.tools {
         out.extend_from_slice(b",\"tools\":[");
@@ -64,7 +82,7 @@ pub fn wire_body(request: &GenerateRequest) -> Vec<u8> {
             if position > 0 {
                 out.push(b',');
             }
-            put_tool(&mut out, tool);
+            put_tool(out, tool);
         }
         out.push(b']');
     }
@@ -75,20 +93,85 @@ pub fn wire_body(request: &GenerateRequest) -> Vec<u8> {
     });
     if let Some(effort) = &config.reasoning_effort {
         out.extend_from_slice(b",\"reasoning_effort\":");
-        put(&mut out, effort);
+        put(out, effort);
     }
     out.extend_from_slice(b",\"max_tokens\":");
-    put(&mut out, &config.max_tokens);
+    put(out, &config.max_tokens);
     if let Some(temperature) = config.temperature {
         out.extend_from_slice(b",\"temperature\":");
-        put(&mut out, &temperature);
+        put(out, &temperature);
     }
     if let Some(top_p) = config.top_p {
         out.extend_from_slice(b",\"top_p\":");
-        put(&mut out, &top_p);
+        put(out, &top_p);
     }
     out.extend_from_slice(b",\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
-    out
+}
+
+/// [`wire_body`] memoized across the consecutive requests of one conversation, with the body's
+/// sha256.
+///
+/// A request whose header equals the previous one and whose messages extend the previous ones
+/// (the same shared `Arc`s, in order) serializes only its new messages and feeds only their bytes
+/// to the running digest: the cost of a step is O(new messages), not O(conversation). Anything
+/// else — a header change, a surface rewrite, another conversation — starts over. The result is
+/// always byte-identical to [`wire_body`]; the loop's invariant check compares the two.
+#[derive(Clone, Default)]
+pub struct WireCache {
+    header: Option<EpochHeader>,
+    messages: Vec<Arc<Message>>,
+    /// `put_head` and every cached message, without the tail.
+    prefix: Vec<u8>,
+    /// The digest of `prefix`.
+    digest: Sha256,
+}
+
+impl std::fmt::Debug for WireCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireCache")
+            .field("messages", &self.messages.len())
+            .field("prefix_bytes", &self.prefix.len())
+            .finish()
+    }
+}
+
+impl WireCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The body of `request` (equal to `wire_body(request)`) and its lowercase hex sha256.
+    pub fn body(&mut self, request: &GenerateRequest) -> (Vec<u8>, String) {
+        let header = &request.header;
+        let extends = self.header.as_ref() == Some(header)
+            && request.messages.len() >= self.messages.len()
+            && self.messages.iter().zip(&request.messages).all(|(a, b)| Arc::ptr_eq(a, b));
+        if !extends {
+            self.header = Some(header.clone());
+            self.messages.clear();
+            self.prefix.clear();
+            put_head(&mut self.prefix, header);
+            self.digest = Sha256::new();
+            self.digest.update(&self.prefix);
+        }
+        for message in &request.messages[self.messages.len()..] {
+            let start = self.prefix.len();
+            let after_another = header.system.is_some() || !self.messages.is_empty();
+            put_element(&mut self.prefix, header, message, after_another);
+            self.digest.update(&self.prefix[start..]);
+            self.messages.push(Arc::clone(message));
+        }
+        let mut tail = Vec::with_capacity(1024);
+        put_tail(&mut tail, header);
+        let mut digest = self.digest.clone();
+        digest.update(&tail);
+        let sha256 = digest.finalize().iter().map(|byte| format!("{byte:02x}")).collect();
+        let mut body = Vec::with_capacity(self.prefix.len() + tail.len());
+        body.extend_from_slice(&self.prefix);
+        body.extend_from_slice(&tail);
+        (body, sha256)
+    }
 }
 
 /// Tools in UTF-16 code-unit order of their names; equal names keep their order.

@@ -318,3 +318,47 @@ proptest! {
         prop_assert!(wire_body(&second).starts_with(&prefix));
     }
 }
+
+#[derive(Clone, Debug)]
+enum Change {
+    Append(Vec<Arc<Message>>),
+    Rewrite(usize, Arc<Message>),
+    Header(EpochHeader),
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        4 => proptest::collection::vec(message(), 0..4).prop_map(Change::Append),
+        1 => (0usize..8, message()).prop_map(|(at, m)| Change::Rewrite(at, m)),
+        1 => header().prop_map(Change::Header),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn the_wire_cache_always_equals_wire_body(
+        first in header(),
+        changes in proptest::collection::vec(change(), 1..12),
+    ) {
+        use sha2::Digest as _;
+        let mut cache = super::WireCache::new();
+        let mut request = GenerateRequest { header: first, messages: Vec::new() };
+        for change in changes {
+            match change {
+                Change::Append(messages) => request.messages.extend(messages),
+                Change::Rewrite(at, message) if !request.messages.is_empty() => {
+                    let at = at % request.messages.len();
+                    request.messages[at] = message;
+                }
+                Change::Rewrite(_, message) => request.messages.push(message),
+                Change::Header(header) => request.header = header,
+            }
+            let (body, sha) = cache.body(&request);
+            let expected = wire_body(&request);
+            prop_assert_eq!(&body, &expected);
+            let digest: String =
+                sha2::Sha256::digest(&expected).iter().map(|b| format!("{b:02x}")).collect();
+            prop_assert_eq!(sha, digest);
+        }
+    }
+}
