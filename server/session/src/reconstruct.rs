@@ -57,17 +57,19 @@ pub fn reconstruct(events: &[Event], step: u64) -> Result<GenerateRequest, Recon
 
 /// Rebuilds the request of `step` with its provenance (boundary, header events, node seqs).
 pub fn reconstruct_step(events: &[Event], step: u64) -> Result<StepRequest, ReconstructError> {
-    let mut last = 0;
-    let mut found = None;
-    for (index, event) in events.iter().enumerate() {
-        if let EventData::StepStart(start) = &event.data {
-            last = last.max(start.step);
-            if start.step == step && found.is_none() {
-                found = Some((index, start.turn));
-            }
-        }
-    }
+    let found = events.iter().enumerate().find_map(|(index, event)| match &event.data {
+        EventData::StepStart(start) if start.step == step => Some((index, start.turn)),
+        _ => None,
+    });
     let Some((boundary, turn)) = found else {
+        let last = events
+            .iter()
+            .filter_map(|event| match &event.data {
+                EventData::StepStart(start) => Some(start.step),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
         return Err(ReconstructError::StepOutOfRange { step, last });
     };
 
