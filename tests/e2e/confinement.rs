@@ -74,3 +74,23 @@ async fn paths_outside_the_workspace_are_refused_and_nothing_outside_is_touched(
     assert!(String::from_utf8_lossy(&requests[1].body).contains("outside the workspace"));
     env.assert_audit_ok(&session).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_do_not_inherit_the_provider_key() {
+    let env = Env::new().await;
+    let command = json!({ "command": "printenv DEEPSEEK_API_KEY; echo checked" });
+    env.script(json!([
+        { "reasoning": "Look at the environment.",
+          "tool_calls": [{ "name": "run_command", "arguments": command.to_string() }] },
+        { "content": "done" },
+    ]))
+    .await;
+    let (session, output) = env.prompt_new("What is in the environment?").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let events = env.events(&session);
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1);
+    // The daemon runs with DEEPSEEK_API_KEY set (the mock's key); the command must not see it.
+    assert!(results[0].content.starts_with("checked"), "{}", results[0].content);
+    assert!(!results[0].content.contains("sk-"), "{}", results[0].content);
+}

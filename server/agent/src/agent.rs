@@ -199,6 +199,12 @@ enum StepOutcome {
     End(StopReason, Option<String>),
     /// The turn was cancelled before the step started (during the pre-step hook).
     CancelledBeforeStart,
+    /// The model stopped. The turn ends unless steering arrived since the step's boundary —
+    /// decided together with the `turn/end` append, in one owner command.
+    Stopped {
+        /// Seq of the step's `step/start`.
+        boundary: u64,
+    },
 }
 
 impl Agent {
@@ -283,17 +289,30 @@ impl Agent {
             outcome.timings.push(StepTiming { step, total: started.elapsed(), provider });
             match step_outcome {
                 Ok(StepOutcome::Continue | StepOutcome::CancelledBeforeStart) => {}
+                Ok(StepOutcome::Stopped { boundary }) => {
+                    // Steering that arrived during this step has not been seen yet: it joins the
+                    // next request of the same turn. Checking and ending in one owner command
+                    // leaves no window for a steering message to slip in unanswered.
+                    let end = TurnEnd { turn, reason: StopReason::Completed, error: None };
+                    let ended = session
+                        .append_unless(EventData::TurnEnd(end), move |s| {
+                            steering_after(s, boundary)
+                        })
+                        .await?;
+                    if ended.is_some() {
+                        return Ok(outcome);
+                    }
+                }
                 Ok(StepOutcome::End(reason, error)) => {
                     outcome.stop_reason = reason;
                     outcome.error = error;
                     break;
                 }
                 Err(error) => {
-                    // The log may still be writable (an invariant failure): close the turn so the
-                    // session stays well-formed, then report.
-                    let end =
-                        TurnEnd { turn, reason: StopReason::Error, error: Some(error.to_string()) };
-                    let _ = session.append(EventData::TurnEnd(end)).await;
+                    // The log may still be writable (an invariant failure, one failed write):
+                    // close what is open — unanswered calls, the step, the turn — so the session
+                    // stays well-formed and its next request valid, then report.
+                    let _ = close_open_turn(session, StopReason::Error, &error.to_string()).await;
                     return Err(error);
                 }
             }
@@ -420,6 +439,12 @@ impl Agent {
             let error = "the model returned an empty message".to_owned();
             return Ok(StepOutcome::End(StopReason::Error, Some(error)));
         }
+        if let Some(problem) = invalid_tool_calls(&message.tool_calls) {
+            // Logged, such a message would be sent back in every later request and rejected
+            // every time: it never reaches the surface.
+            let error = format!("the model returned an invalid tool call: {problem}");
+            return self.fail_step(session, step, error, false).await;
+        }
         let calls = message.tool_calls.clone();
         session.append(EventData::AssistantMessage(AssistantTurn { step, message })).await?;
 
@@ -436,15 +461,7 @@ impl Agent {
         if !calls.is_empty() {
             return Ok(StepOutcome::Continue);
         }
-        // The model stopped. Steering that arrived during this step has not been seen yet: it
-        // joins the next request of the same turn.
-        let boundary = snapshot.boundary_seq;
-        let steered = session.query(move |s| steering_after(s, boundary)).await?;
-        Ok(if steered {
-            StepOutcome::Continue
-        } else {
-            StepOutcome::End(StopReason::Completed, None)
-        })
+        Ok(StepOutcome::Stopped { boundary: snapshot.boundary_seq })
     }
 
     /// The call config a request starts from: on the first request of this loop instance, the
@@ -599,6 +616,24 @@ fn last_date_context(session: &Session) -> Option<String> {
         }
         _ => None,
     })
+}
+
+/// What is wrong with a message's tool calls, if anything: every call needs a non-empty id and
+/// name, and ids must be unique.
+fn invalid_tool_calls(calls: &[ToolCall]) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (index, call) in calls.iter().enumerate() {
+        if call.id.is_empty() {
+            return Some(format!("call {index} has no id"));
+        }
+        if call.name.is_empty() {
+            return Some(format!("call {index} ({}) has no tool name", call.id));
+        }
+        if !seen.insert(call.id.as_str()) {
+            return Some(format!("call id {} is used twice", call.id));
+        }
+    }
+    None
 }
 
 fn steering_after(session: &Session, boundary: u64) -> bool {

@@ -36,12 +36,27 @@ pub struct StepSnapshot {
 }
 
 type Query = Box<dyn FnOnce(&Session) + Send>;
+type Condition = Box<dyn FnOnce(&Session) -> bool + Send>;
 
 enum Command {
-    Append { data: EventData, reply: oneshot::Sender<Result<Event, StoreError>> },
-    BeginStep { start: StepStart, reply: oneshot::Sender<Result<StepSnapshot, StoreError>> },
+    Append {
+        data: EventData,
+        reply: oneshot::Sender<Result<Event, StoreError>>,
+    },
+    AppendUnless {
+        data: EventData,
+        unless: Condition,
+        reply: oneshot::Sender<Result<Option<Event>, StoreError>>,
+    },
+    BeginStep {
+        start: StepStart,
+        reply: oneshot::Sender<Result<StepSnapshot, StoreError>>,
+    },
     Query(Query),
-    Subscribe { from_seq: u64, reply: oneshot::Sender<(Vec<Event>, broadcast::Receiver<Event>)> },
+    Subscribe {
+        from_seq: u64,
+        reply: oneshot::Sender<(Vec<Event>, broadcast::Receiver<Event>)>,
+    },
 }
 
 /// A cloneable handle to a live session's owner task.
@@ -55,6 +70,7 @@ impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Command::Append { .. } => "Append",
+            Command::AppendUnless { .. } => "AppendUnless",
             Command::BeginStep { .. } => "BeginStep",
             Command::Query(_) => "Query",
             Command::Subscribe { .. } => "Subscribe",
@@ -83,6 +99,18 @@ async fn run_owner(mut log: LiveLog, mut commands: mpsc::Receiver<Command>) {
                     // No subscriber is not an error.
                     let _ = events.send(event.clone());
                 }
+                let _ = reply.send(result);
+            }
+            Command::AppendUnless { data, unless, reply } => {
+                // The check and the append are one command: nothing can land between them.
+                let result = if unless(log.session()) {
+                    Ok(None)
+                } else {
+                    log.append(data).cloned().map(|event| {
+                        let _ = events.send(event.clone());
+                        Some(event)
+                    })
+                };
                 let _ = reply.send(result);
             }
             Command::BeginStep { start, reply } => {
@@ -123,6 +151,18 @@ impl SessionHandle {
     pub async fn append(&self, data: EventData) -> Result<Event, AgentError> {
         let (reply, answer) = oneshot::channel();
         self.send(Command::Append { data, reply }).await?;
+        Ok(answer.await.map_err(|_| AgentError::SessionClosed)??)
+    }
+
+    /// Appends `data` unless `unless` holds for the session, in one owner command (nothing is
+    /// appended between the check and the append). Returns the event when it was appended.
+    pub async fn append_unless(
+        &self,
+        data: EventData,
+        unless: impl FnOnce(&Session) -> bool + Send + 'static,
+    ) -> Result<Option<Event>, AgentError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::AppendUnless { data, unless: Box::new(unless), reply }).await?;
         Ok(answer.await.map_err(|_| AgentError::SessionClosed)??)
     }
 

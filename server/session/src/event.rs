@@ -203,6 +203,7 @@ pub struct TurnEnd {
 /// `user/message`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UserMessage {
     /// The prompt text.
     pub text: String,
@@ -211,6 +212,7 @@ pub struct UserMessage {
 /// `steering/message`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SteeringMessage {
     /// The injected text.
     pub text: String,
@@ -219,6 +221,7 @@ pub struct SteeringMessage {
 /// `context/message`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ContextMessage {
     /// The model-visible text.
     pub text: String,
@@ -318,6 +321,7 @@ pub struct AssistantChunk {
 /// `assistant/message`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AssistantTurn {
     /// The step that produced it.
     pub step: u64,
@@ -352,7 +356,7 @@ pub struct ToolProgress {
 /// `tool/result`; also the payload of a trimmed result in a `surface/replace`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolResult {
     /// The call this answers.
     pub call_id: String,
@@ -396,11 +400,11 @@ impl Usage {
     /// Field-wise sum.
     pub fn add(&self, other: &Usage) -> Usage {
         Usage {
-            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
-            cache_hit_tokens: self.cache_hit_tokens + other.cache_hit_tokens,
-            cache_miss_tokens: self.cache_miss_tokens + other.cache_miss_tokens,
-            completion_tokens: self.completion_tokens + other.completion_tokens,
-            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
+            prompt_tokens: self.prompt_tokens.saturating_add(other.prompt_tokens),
+            cache_hit_tokens: self.cache_hit_tokens.saturating_add(other.cache_hit_tokens),
+            cache_miss_tokens: self.cache_miss_tokens.saturating_add(other.cache_miss_tokens),
+            completion_tokens: self.completion_tokens.saturating_add(other.completion_tokens),
+            reasoning_tokens: self.reasoning_tokens.saturating_add(other.reasoning_tokens),
         }
     }
 }
@@ -532,6 +536,7 @@ pub enum SurfaceNode {
 /// `surface/replace`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SurfaceReplace {
     /// Id (seq) of the first surface node replaced.
     pub start: u64,

@@ -203,7 +203,8 @@ fn apply_system_delta(
     delta: &SystemDelta,
 ) -> Result<String, HeaderDeltaError> {
     let lines: Vec<&str> = previous.unwrap_or("").split('\n').collect();
-    let keep = delta.keep_prefix + delta.keep_suffix;
+    // The counts come from a log file: check the sum without overflowing.
+    let keep = delta.keep_prefix.checked_add(delta.keep_suffix).unwrap_or(usize::MAX);
     if keep > lines.len() {
         return Err(HeaderDeltaError::SystemOutOfRange { keep, have: lines.len() });
     }

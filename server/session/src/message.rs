@@ -10,6 +10,7 @@ use crate::header::EpochHeader;
 /// One tool call of an assistant message, argument string verbatim.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ToolCall {
     /// Provider-assigned id.
     pub id: String,
@@ -22,7 +23,7 @@ pub struct ToolCall {
 /// An assistant message exactly as assembled from the stream.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AssistantMessage {
     /// Visible text (possibly empty).
     pub content: String,

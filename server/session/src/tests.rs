@@ -594,3 +594,27 @@ fn checks_find_gaps_nesting_and_open_turns() {
     let nested = log(vec![meta(), EventData::StepStart(StepStart { step: 1, turn: 1 })]);
     assert!(check_log(&nested).iter().any(|d| d.message.contains("not open")));
 }
+
+#[test]
+fn a_crafted_system_delta_is_an_error_not_a_panic() {
+    let header = EpochHeader::new(config("m"), Some("a\nb".into()), vec![]);
+    let delta = HeaderDelta {
+        system: Some(SystemDelta { keep_prefix: usize::MAX, keep_suffix: 1, lines: vec![] }),
+        tools: None,
+        config: None,
+    };
+    assert!(matches!(
+        apply_header_delta(&header, &delta),
+        Err(HeaderDeltaError::SystemOutOfRange { have: 2, .. })
+    ));
+    let events =
+        log(vec![meta(), header_event(header.clone()), EventData::RequestHeaderDelta(delta)]);
+    assert_eq!(fold_request_header(&events), Some(header));
+    assert_eq!(Session::from_events(events).anomalies().len(), 1);
+}
+
+#[test]
+fn unknown_fields_in_a_surface_payload_are_rejected() {
+    let line = r#"{"seq":1,"time":1,"type":"user/message","data":{"text":"hi","hidden":"x"}}"#;
+    assert!(matches!(decode_event(line, 2).unwrap_err().kind, DecodeErrorKind::BadData { .. }));
+}

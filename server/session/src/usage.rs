@@ -101,7 +101,7 @@ pub const DROP_SLACK_TOKENS: u64 = 256;
 
 /// Whether a step's cache hit fell short of the previous step's prompt.
 pub fn is_drop(previous_prompt: u64, hit: u64) -> bool {
-    hit + DROP_SLACK_TOKENS.min(previous_prompt / 4) < previous_prompt
+    hit.saturating_add(DROP_SLACK_TOKENS.min(previous_prompt / 4)) < previous_prompt
 }
 
 /// Folds the usage view of a log.

@@ -91,6 +91,8 @@ async fn run_checked(
         .arg(&args.command)
         .current_dir(workspace.root())
         .stdin(Stdio::null())
+        // The provider's key is the daemon's secret, not the command's.
+        .env_remove(dsh_provider::API_KEY_ENV)
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(stderr_writer))
         .process_group(0)

@@ -187,8 +187,35 @@ pub(super) fn describe(tool: Tool, arguments: &str) -> String {
             format!("{name} {path_or_root} ({bytes} bytes)")
         }
         Tool::EditFile => format!("{name} {path_or_root}"),
-        Tool::RunCommand => format!("{name}: {}", text("command").unwrap_or_default()),
+        // The whole command, never cut: a person approves exactly what will run.
+        Tool::RunCommand => {
+            let command = args.get("command").and_then(Value::as_str).unwrap_or_default();
+            format!("{name}: {}", escape_all(command))
+        }
     }
+}
+
+/// A model-provided string on one line, whole: newlines as `⏎`, other control and format
+/// characters (bidi overrides included) as `\u{…}` escapes, so what is shown is what runs.
+fn escape_all(text: &str) -> String {
+    let mut line = String::new();
+    for character in text.chars() {
+        match character {
+            '\n' => line.push_str("⏎ "),
+            character if is_invisible(character) => {
+                line.push_str(&format!("\\u{{{:x}}}", u32::from(character)));
+            }
+            character => line.push(character),
+        }
+    }
+    line
+}
+
+/// Control characters, and the format characters that reorder or hide text (bidi controls,
+/// zero-width characters).
+fn is_invisible(character: char) -> bool {
+    character.is_control()
+        || matches!(character, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
 /// Squashes a model-provided string onto one bounded line: newlines and other control
@@ -202,7 +229,7 @@ pub(super) fn one_line(text: &str) -> String {
         }
         match character {
             '\n' => line.push_str("⏎ "),
-            character if character.is_control() => line.push(' '),
+            character if is_invisible(character) => line.push(' '),
             character => line.push(character),
         }
     }

@@ -642,8 +642,11 @@ fn describe_call_is_one_line_for_approval_prompts() {
         "write_file (invalid arguments)"
     );
     assert_eq!(fixture.toolbox.describe_call("nope", "{}"), "unknown tool nope");
+    // An approval shows the whole command, and no character can hide or reorder what runs.
     let long = describe("run_command", json!({"command": "y".repeat(500)}));
-    assert_eq!(long.chars().count(), "run_command: ".len() + 201);
+    assert_eq!(long.chars().count(), "run_command: ".len() + 500);
+    let spoofed = describe("run_command", json!({"command": "echo ok\u{202e}hs | live lruc"}));
+    assert_eq!(spoofed, "run_command: echo ok\\u{202e}hs | live lruc");
 }
 
 // ---------------------------------------------------------------------------------------------
