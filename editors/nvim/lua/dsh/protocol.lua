@@ -85,12 +85,6 @@ M.event_kinds = {
 ---@class dsh.ApprovalRespondResult
 ---@field accepted boolean Whether the answer reached a waiting tool call.
 
---- An assistant message exactly as assembled from the stream.
----@class dsh.AssistantMessage
----@field content string Visible text (possibly empty).
----@field reasoningContent? string Reasoning text; `None` when the provider sent none at all, `Some("")` when it sent an empty one. Kept as received so it can be passed back unchanged.
----@field toolCalls? dsh.ToolCall[] Tool calls, in the order the model emitted them.
-
 --- What the daemon supports.
 ---@class dsh.Capabilities
 ---@field eventKinds string[] Every log event kind it may push in `session/event`.
@@ -163,8 +157,11 @@ M.event_kinds = {
 ---@field role "user"
 
 --- An assistant message.
----@class dsh.Message.assistant: dsh.AssistantMessage
+---@class dsh.Message.assistant
+---@field content string Visible text (possibly empty).
+---@field reasoningContent? string Reasoning text; `None` when the provider sent none at all, `Some("")` when it sent an empty one. Kept as received so it can be passed back unchanged.
 ---@field role "assistant"
+---@field toolCalls? dsh.ToolCall[] Tool calls, in the order the model emitted them.
 
 --- A tool result.
 ---@class dsh.Message.tool
@@ -429,6 +426,11 @@ M.event_kinds = {
 ---@class dsh.AssistantChunk
 ---@field delta dsh.ChunkDelta The delta.
 ---@field step number The step streaming.
+
+---@class dsh.AssistantMessage
+---@field content string Visible text (possibly empty).
+---@field reasoningContent? string Reasoning text; `None` when the provider sent none at all, `Some("")` when it sent an empty one. Kept as received so it can be passed back unchanged.
+---@field toolCalls? dsh.ToolCall[] Tool calls, in the order the model emitted them.
 
 ---@class dsh.AssistantTurn
 ---@field message dsh.AssistantMessage The message exactly as assembled from the stream.

@@ -19,6 +19,37 @@ const READ_MAX_LINE_BYTES: usize = 2_000;
 /// Most entries `list_dir` returns.
 const LIST_MAX_ENTRIES: usize = 1_000;
 
+/// Reads one line into `line`, keeping at most [`READ_MAX_LINE_BYTES`] + 1 bytes of it (enough
+/// to show it cut) and skipping the rest, so a huge file without newlines never sits in memory.
+/// Returns how many bytes the line had, its `\n` excluded (`None` at the end of the file), and
+/// whether it had a NUL byte anywhere.
+fn read_line_bounded(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+) -> io::Result<(Option<usize>, bool)> {
+    let mut consumed = 0;
+    let mut binary = false;
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(((consumed > 0).then_some(consumed), binary));
+        }
+        let (part, done) = match chunk.iter().position(|byte| *byte == b'\n') {
+            Some(end) => (&chunk[..=end], true),
+            None => (chunk, false),
+        };
+        binary |= part.contains(&0);
+        let room = (READ_MAX_LINE_BYTES + 1).saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        let used = part.len();
+        reader.consume(used);
+        consumed += used;
+        if done {
+            return Ok((Some(consumed - 1), binary));
+        }
+    }
+}
+
 /// Arguments of `read_file`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -106,13 +137,10 @@ pub(super) fn read_file(
     let mut output = String::new();
     loop {
         line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
+        let (read, binary) = read_line_bounded(&mut reader, &mut line)
             .map_err(|error| io_error("read", &args.path, &error))?;
-        if read == 0 {
-            break;
-        }
-        if line.contains(&0) {
+        let Some(line_bytes) = read else { break };
+        if binary {
             return Err(format!(
                 "`{}` looks like a binary file (it contains NUL bytes); read_file only reads text files",
                 args.path
@@ -120,7 +148,7 @@ pub(super) fn read_file(
         }
         total += 1;
         if (start..=shown_end).contains(&total) {
-            push_numbered_line(&mut output, total, &line);
+            push_numbered_line(&mut output, total, &line, line_bytes);
             last_shown = total;
         }
     }
@@ -151,9 +179,14 @@ pub(super) fn read_file(
     Ok(output)
 }
 
-fn push_numbered_line(output: &mut String, number: u64, line: &[u8]) {
+/// `line` holds at most [`READ_MAX_LINE_BYTES`] + 1 bytes of a line `line_bytes` long (its
+/// `\n` excluded).
+fn push_numbered_line(output: &mut String, number: u64, line: &[u8], line_bytes: usize) {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let (line, line_bytes) = match line.strip_suffix(b"\r") {
+        Some(stripped) => (stripped, line_bytes.saturating_sub(1)),
+        None => (line, line_bytes),
+    };
     let (shown, cut) = if line.len() > READ_MAX_LINE_BYTES {
         (&line[..READ_MAX_LINE_BYTES], true)
     } else {
@@ -161,7 +194,7 @@ fn push_numbered_line(output: &mut String, number: u64, line: &[u8]) {
     };
     let _ = write!(output, "{number:>6}\t{}", String::from_utf8_lossy(shown));
     if cut {
-        let _ = write!(output, " [line cut: {} of {} bytes shown]", shown.len(), line.len());
+        let _ = write!(output, " [line cut: {} of {line_bytes} bytes shown]", shown.len());
     }
     output.push('\n');
 }

@@ -18,6 +18,9 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolConfig;
+
+/// Files larger than this are not searched by `grep`.
+const GREP_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 use super::files::capped_lines;
 use super::workspace::Workspace;
 
@@ -133,7 +136,11 @@ pub(super) fn grep(
                 continue;
             }
         }
-        // Unreadable files (permissions, a file removed mid-walk) are skipped like binary ones.
+        // Files too large to search in memory are skipped (a grep is for source, not data);
+        // unreadable ones (permissions, a file removed mid-walk) are skipped like binary ones.
+        if fs::metadata(&path).is_ok_and(|meta| meta.len() > GREP_MAX_FILE_BYTES) {
+            continue;
+        }
         let Ok(content) = fs::read(&path) else { continue };
         if content.contains(&0) {
             continue;

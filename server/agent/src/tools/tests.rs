@@ -105,6 +105,22 @@ async fn read_file_numbers_every_line() {
 }
 
 #[tokio::test]
+async fn read_file_cuts_a_huge_line_and_says_how_long_it_was() {
+    let fixture = fixture();
+    let huge = "x".repeat(3_000_000);
+    fixture.write("one-line.txt", &format!("{huge}\nshort\n"));
+    let content = ok(fixture.call("read_file", json!({"path": "one-line.txt"})).await);
+    let lines: Vec<&str> = content.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", &content[..200]);
+    assert!(
+        lines[0].ends_with(" [line cut: 2000 of 3000000 bytes shown]"),
+        "{}",
+        &lines[0][1990..]
+    );
+    assert_eq!(lines[1], "     2\tshort");
+}
+
+#[tokio::test]
 async fn read_file_line_range_is_inclusive_and_noted() {
     let fixture = fixture();
     fixture.write("a.txt", "1\n2\n3\n4\n5\n");
