@@ -589,6 +589,8 @@ api_type! {
         pub protocol_version: u32,
         /// Its state directory.
         pub home: String,
+        /// The provider base URL its sessions use.
+        pub base_url: String,
         /// Sessions loaded in memory.
         pub sessions: Vec<LoadedSession>,
         /// Connected clients.

@@ -358,3 +358,49 @@ async fn futures_answers(
     }
     answers
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn subscriptions_belong_to_their_connection_and_fromseq_must_be_in_the_log() {
+    let env = Env::new().await;
+    let served = env.serve(&[]).await;
+    let owner = env.client().await;
+    let other = env.client().await;
+    let session = new_session(&env, &owner).await;
+
+    // A fromSeq past the end of the log is refused, not silently empty.
+    other.err("session/subscribe", json!({"sessionId": session, "fromSeq": 1000}), 1003).await;
+
+    // Another connection cannot end a subscription it did not make.
+    let sub: Value = serde_json::from_str(&owner.subscribe(&session, Some(0)).await).unwrap();
+    assert_eq!(other.ok("session/unsubscribe", json!([sub])).await, json!(false));
+    assert_eq!(owner.ok("session/unsubscribe", json!([sub])).await, json!(true));
+    served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_first_calls_load_a_session_once() {
+    let env = Env::new().await;
+    let served = env.serve(&[]).await;
+    let conn = env.client().await;
+    let session = new_session(&env, &conn).await;
+    served.shutdown().await;
+
+    // A new daemon: eight calls naming the session at once all find it, none is told another
+    // process holds its log.
+    let served = env.serve(&[]).await;
+    let conn = env.client().await;
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let conn = Arc::clone(&conn);
+            let session = session.clone();
+            tokio::spawn(
+                async move { conn.call("session/cancel", json!({"sessionId": session})).await },
+            )
+        })
+        .collect();
+    for call in calls {
+        let answer = call.await.unwrap();
+        assert_eq!(answer.unwrap(), json!({"cancelled": false}));
+    }
+    served.shutdown().await;
+}

@@ -534,6 +534,10 @@ protocolVersion: number,
  */
 home: string, 
 /**
+ * The provider base URL its sessions use.
+ */
+baseUrl: string, 
+/**
  * Sessions loaded in memory.
  */
 sessions: Array<LoadedSession>, 

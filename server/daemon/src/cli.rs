@@ -170,8 +170,9 @@ pub struct ServeArgs {
     /// refused.
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
-    /// Exit after this many minutes with no client and no running turn.
-    #[arg(long, value_name = "MINUTES")]
+    /// Exit after this many minutes with no client and no running turn (not with --listen:
+    /// network clients are not counted).
+    #[arg(long, value_name = "MINUTES", value_parser = positive_minutes, conflicts_with = "listen")]
     pub idle_exit: Option<f64>,
     /// An approval nobody answers within this many seconds is denied.
     #[arg(long, default_value_t = 300)]
@@ -205,4 +206,13 @@ pub struct MockArgs {
     /// Cache mode: `block` (64-token storage units) or `units` (strict V4-like units).
     #[arg(long, default_value = "block")]
     pub cache_mode: String,
+}
+
+/// A finite, positive number of minutes.
+fn positive_minutes(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(minutes) if minutes.is_finite() && minutes > 0.0 && minutes <= 525_600.0 => Ok(minutes),
+        Ok(_) => Err("expected a number of minutes above 0 and at most a year".to_owned()),
+        Err(error) => Err(error.to_string()),
+    }
 }

@@ -110,10 +110,12 @@ fn daemon_config(
 ) -> DaemonConfig {
     let home = settings.home.clone();
     let default_model = settings.model.clone();
+    let base_url = settings.base_url.clone();
     let settings = Arc::new(settings);
     DaemonConfig {
         home,
         provider: Box::new(move || settings.provider()),
+        base_url,
         default_model,
         approval_timeout: Duration::from_secs(approval_timeout),
         check_invariants,

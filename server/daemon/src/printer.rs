@@ -86,6 +86,23 @@ where
     }
 }
 
+/// Model and tool text with terminal control sequences defused: control characters other than
+/// newline and tab are shown as `\u{…}`, so a file or a model cannot drive the terminal.
+fn clean(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        if character.is_control() && character != '\n' && character != '\t' {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(character)));
+        } else {
+            out.push(character);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Prints one event; returns true at the turn's end.
 async fn print_event<U, F>(event: &Event, state: &mut State, usage: &U) -> bool
 where
@@ -111,14 +128,14 @@ where
                         }
                         state.open_line = Some(true);
                     }
-                    print!("{text}");
+                    print!("{}", clean(text));
                 }
                 ChunkDelta::Text { text } if !text.is_empty() => {
                     if state.open_line != Some(false) {
                         state.end_line();
                         state.open_line = Some(false);
                     }
-                    print!("{text}");
+                    print!("{}", clean(text));
                 }
                 _ => {}
             }
@@ -127,12 +144,12 @@ where
         EventData::AssistantMessage(message) => {
             state.end_line();
             for call in &message.message.tool_calls {
-                println!("→ {} {}", call.name, call.arguments);
+                println!("→ {} {}", clean(&call.name), clean(&call.arguments));
             }
         }
         EventData::ApprovalRequest(request) => {
             state.end_line();
-            println!("? approval needed: {}", request.summary);
+            println!("? approval needed: {}", clean(&request.summary));
         }
         EventData::ApprovalDecision(decision) => {
             println!("{}", state.dim(&format!("  decision: {:?}", decision.decision)));
@@ -141,13 +158,13 @@ where
             state.end_line();
             let lines = result.content.lines().count();
             let first = result.content.lines().next().unwrap_or("");
-            let first: String = first.chars().take(100).collect();
+            let first: String = clean(first).chars().take(100).collect();
             let status = if result.is_error { "error" } else { "ok" };
             println!("← {} {status} ({lines} lines): {first}", result.name);
         }
         EventData::SteeringMessage(steering) => {
             state.end_line();
-            println!("» steering: {}", steering.text);
+            println!("» steering: {}", clean(&steering.text));
         }
         EventData::LlmRetry(retry) => {
             state.end_line();
@@ -163,7 +180,7 @@ where
             state.end_line();
             state.waiting = false;
             let what = if failure.cancelled { "cancelled" } else { "failed" };
-            println!("step {} {what}: {}", failure.step, failure.error);
+            println!("step {} {what}: {}", failure.step, clean(&failure.error));
         }
         EventData::StepEnd(end) => {
             state.end_line();

@@ -45,6 +45,20 @@ pub async fn connect(
         )
         .await
         .context("greeting the daemon")?;
+    if settings.base_url_explicit {
+        // A running daemon keeps the provider it was started with: never let a command meant
+        // for one provider (the offline mock, say) silently go to another.
+        let status: dsh_protocol::DaemonStatusResult =
+            client.call(method::DAEMON_STATUS, json!({})).await?;
+        if status.base_url.trim_end_matches('/') != settings.base_url.trim_end_matches('/') {
+            anyhow::bail!(
+                "the dsh daemon for {} uses the provider at {}, not {}: run `dsh shutdown` first to start one with the new base URL",
+                settings.home.root().display(),
+                status.base_url,
+                settings.base_url
+            );
+        }
+    }
     Ok((Arc::new(client), notifications))
 }
 
@@ -153,9 +167,12 @@ pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Resu
             .await
     });
     let mut interrupts = 0;
+    // One SIGINT stream for the whole turn: a Ctrl-C pressed while another branch runs is kept.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("listening for Ctrl-C")?;
     let outcome = loop {
         // Cancel-safety: `recv` is cancel-safe; polling the JoinHandle by reference is
-        // cancel-safe; `ctrl_c` is re-created each time.
+        // cancel-safe; `recv` on the signal stream is cancel-safe.
         tokio::select! {
             note = notifications.recv() => {
                 let Some((_, value)) = note else { continue };
@@ -170,7 +187,7 @@ pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Resu
                 let _ = events.send(event).await;
             }
             joined = &mut turn => break joined.context("the prompt task failed")?,
-            _ = tokio::signal::ctrl_c() => {
+            _ = interrupt.recv() => {
                 interrupts += 1;
                 if interrupts > 1 {
                     return Ok(ExitCode::from(130));
@@ -444,9 +461,30 @@ pub async fn shutdown(settings: &Settings) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let (client, _) = Client::new(stream);
+    let status: dsh_protocol::DaemonStatusResult =
+        client.call(method::DAEMON_STATUS, json!({})).await?;
     let _: Value = client.call(method::DAEMON_SHUTDOWN, json!({})).await?;
-    println!("the dsh daemon is stopping");
+    drop(client);
+    // Wait for it to be gone (turns cancelled and logged, logs flushed), so the next command
+    // starts a fresh daemon instead of meeting one that is stopping.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while alive(status.pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    if alive(status.pid) {
+        println!("the dsh daemon (pid {}) is still stopping", status.pid);
+    } else {
+        println!("the dsh daemon (pid {}) stopped", status.pid);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether process `pid` still runs (a zombie — exited, not yet reaped by its parent — does not).
+fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state is the first field after the parenthesized command name.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
 }
 
 /// `dsh stdio`: bridges stdin/stdout to the daemon's socket, line for line.

@@ -23,6 +23,8 @@ pub struct Settings {
     pub home: DshHome,
     /// Provider base URL.
     pub base_url: String,
+    /// Whether the base URL was given (`--base-url` or `DEEPSEEK_BASE_URL`).
+    pub base_url_explicit: bool,
     /// Model id.
     pub model: String,
     /// Whether `--model` (or `DSH_MODEL`) was given explicitly.
@@ -36,15 +38,16 @@ impl Settings {
     pub fn resolve(global: &Global) -> anyhow::Result<Settings> {
         let home =
             DshHome::from_env(global.home.as_deref()).context("resolving the state directory")?;
-        let base_url = global
+        let given = global
             .base_url
             .clone()
-            .or_else(|| std::env::var("DEEPSEEK_BASE_URL").ok().filter(|v| !v.is_empty()))
-            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+            .or_else(|| std::env::var("DEEPSEEK_BASE_URL").ok().filter(|v| !v.is_empty()));
+        let base_url_explicit = given.is_some();
+        let base_url = given.unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
         let env_model = std::env::var("DSH_MODEL").ok().filter(|v| !v.is_empty());
         let model_explicit = global.model.is_some() || env_model.is_some();
         let model = global.model.clone().or(env_model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
-        Ok(Settings { home, base_url, model, model_explicit, json: global.json })
+        Ok(Settings { home, base_url, base_url_explicit, model, model_explicit, json: global.json })
     }
 
     /// The API key: `DEEPSEEK_API_KEY`, else `<home>/deepseek-api-key` (which must be 0600).

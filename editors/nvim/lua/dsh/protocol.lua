@@ -101,6 +101,7 @@ M.event_kinds = {
 
 --- `daemon/status` result.
 ---@class dsh.DaemonStatusResult
+---@field baseUrl string The provider base URL its sessions use.
 ---@field clients integer Connected clients.
 ---@field home string Its state directory.
 ---@field pid integer Its process id.

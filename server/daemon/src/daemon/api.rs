@@ -97,6 +97,9 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
             } else {
                 SessionListParams { workspace: None }
             };
+            if params.workspace.as_deref().is_some_and(|w| !std::path::Path::new(w).is_absolute()) {
+                return Err(ApiError::invalid_workspace("workspace must be an absolute path"));
+            }
             let listing = match &params.workspace {
                 Some(workspace) => daemon
                     .home()
@@ -266,6 +269,7 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
                 pid: std::process::id(),
                 protocol_version: PROTOCOL_VERSION,
                 home: daemon.home().root().display().to_string(),
+                base_url: daemon.config.base_url.clone(),
                 sessions: daemon
                     .loaded()
                     .iter()
@@ -335,6 +339,15 @@ async fn subscribe(params: Params<'static>, pending: PendingSubscriptionSink, da
         Err(error) => return pending.reject(error).await,
     };
     let mut next = params.from_seq.unwrap_or(0);
+    // The log only grows, so a fromSeq within it now stays within it.
+    match live.handle.query(|s| s.next_seq()).await {
+        Ok(length) if next > length => {
+            let message = format!("fromSeq {next} is beyond the end of the log ({length} events)");
+            return pending.reject(ApiError::out_of_range(message)).await;
+        }
+        Ok(_) => {}
+        Err(error) => return pending.reject(ApiError::from(error)).await,
+    }
     let (mut stored, mut receiver) = match live.handle.subscribe(next).await {
         Ok(subscription) => subscription,
         Err(error) => return pending.reject(ApiError::from(error)).await,

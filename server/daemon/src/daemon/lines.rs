@@ -10,7 +10,8 @@
 //! (-32600), a notification — a request without an id — (-32600, answered with id null), and a
 //! request past [`MAX_IN_FLIGHT`] unanswered ones on this connection ("overloaded, retry").
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use jsonrpsee::Methods;
@@ -27,6 +28,8 @@ use super::error::{INVALID_REQUEST, PARSE_ERROR};
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// Requests one connection may have unanswered at once.
 pub const MAX_IN_FLIGHT: usize = 64;
+/// Subscriptions one connection may hold at once.
+pub const MAX_SUBSCRIPTIONS: usize = 64;
 /// Outgoing lines buffered per connection; a client that does not read stalls its own
 /// subscriptions (which then catch up from the log), never the daemon.
 const OUTGOING_BUFFER: usize = 1024;
@@ -75,6 +78,21 @@ impl Decoder for Lines {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The subscription id named by `session/unsubscribe` params (`[id]` or `{"subscription": id}`),
+/// as its JSON text.
+fn subscription_param(params: Option<&Value>) -> Option<String> {
+    let id = match params? {
+        Value::Array(items) => items.first()?,
+        Value::Object(fields) => fields.get("subscription")?,
+        _ => return None,
+    };
+    Some(id.to_string())
+}
+
 fn error_line(id: &Value, code: i32, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
 }
@@ -91,6 +109,7 @@ where
     let writer_stop = CancellationToken::new();
     let writer_task = tokio::spawn(write_lines(writer, lines_out, writer_stop.clone()));
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let subscriptions: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut lines = FramedRead::new(reader, Lines(LinesCodec::new_with_max_length(MAX_LINE_BYTES)));
     loop {
         // Cancel-safety: `next` on a FramedRead is cancel-safe (a partial line stays buffered);
@@ -149,8 +168,31 @@ where
             let _ = outgoing.send(error_line(&id, dsh_protocol::code::OVERLOADED, &message)).await;
             continue;
         };
+        // Subscriptions belong to the connection that made them (jsonrpsee's raw calls share one
+        // connection id): another connection cannot end them, and each connection holds a
+        // bounded number.
+        let method = object.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let target = subscription_param(object.get("params"));
+        if method == dsh_protocol::method::SESSION_UNSUBSCRIBE {
+            let owned = target.as_ref().is_some_and(|target| lock(&subscriptions).contains(target));
+            if !owned {
+                let answer = json!({"jsonrpc": "2.0", "id": id, "result": false}).to_string();
+                let _ = outgoing.send(answer).await;
+                continue;
+            }
+        }
+        if method == dsh_protocol::method::SESSION_SUBSCRIBE
+            && lock(&subscriptions).len() >= MAX_SUBSCRIPTIONS
+        {
+            let message = format!(
+                "overloaded, retry later: {MAX_SUBSCRIPTIONS} subscriptions are open on this connection"
+            );
+            let _ = outgoing.send(error_line(&id, dsh_protocol::code::OVERLOADED, &message)).await;
+            continue;
+        }
         let methods = methods.clone();
         let outgoing = outgoing.clone();
+        let subscriptions = Arc::clone(&subscriptions);
         tokio::spawn(async move {
             let (response, mut notifications) =
                 match methods.raw_json_request(&line, SUBSCRIPTION_BUFFER).await {
@@ -161,6 +203,16 @@ where
                         return;
                     }
                 };
+            let answer: Value = serde_json::from_str(response.get()).unwrap_or_default();
+            if let Some(result) = answer.get("result") {
+                if method == dsh_protocol::method::SESSION_SUBSCRIBE {
+                    lock(&subscriptions).insert(result.to_string());
+                } else if method == dsh_protocol::method::SESSION_UNSUBSCRIBE
+                    && let Some(target) = &target
+                {
+                    lock(&subscriptions).remove(target);
+                }
+            }
             let _ = outgoing.send(response.get().to_owned()).await;
             drop(permit);
             // A subscription keeps sending until it is unsubscribed or this connection closes.

@@ -23,7 +23,12 @@ use super::serve::TOKEN_FILE;
 pub fn load_token(home: &Path) -> anyhow::Result<String> {
     let path = home.join(TOKEN_FILE);
     if !path.exists() {
-        let token: String = (0..32).map(|_| format!("{:x}", fastrand::u8(0..16))).collect();
+        // 16 bytes from the kernel's CSPRNG (fastrand is not meant for secrets).
+        let mut bytes = [0u8; 16];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut random| std::io::Read::read_exact(&mut random, &mut bytes))
+            .context("reading /dev/urandom for the token")?;
+        let token: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
         let mut file = std::fs::OpenOptions::new()
             .create_new(true)
             .write(true)
@@ -65,7 +70,13 @@ pub async fn start(
         token: Arc::from(format!("Bearer {token}")),
         origins: Arc::new(allow_origins.to_vec()),
     };
+    // As on the socket: one request per message, no batches; a bounded number of subscriptions.
+    let config = jsonrpsee::server::ServerConfig::builder()
+        .set_batch_request_config(jsonrpsee::server::BatchRequestConfig::Disabled)
+        .max_subscriptions_per_connection(64)
+        .build();
     let server = jsonrpsee::server::Server::builder()
+        .set_config(config)
         .set_http_middleware(tower::ServiceBuilder::new().layer(layer))
         .build(addr)
         .await

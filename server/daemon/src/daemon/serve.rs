@@ -10,7 +10,9 @@
 //! # Shutdown
 //! The trigger is the daemon's root [`CancellationToken`]: SIGTERM, SIGINT, `daemon/shutdown`
 //! and the idle timer all cancel it. Then, in order:
-//! 1. the accept loops stop (no new connections); connection readers stop reading;
+//! 1. the accept loop stops, the socket file is removed and the network front stopped (no new
+//!    connections; a client starting a daemon now waits for this one's lock); connection
+//!    readers stop reading;
 //! 2. every running turn sees its token (a child of the root) cancelled: the loop logs the
 //!    step's `step/error` (cancelled) and the turn's `turn/end {reason: cancelled}` — each a
 //!    synced boundary event — and the pending `session/prompt` calls are answered;
@@ -20,12 +22,12 @@
 //!    queued before it is in the file; then the sessions are dropped and their owners close the
 //!    logs (a final sync, the lock released); every connection writes the answers it still owes
 //!    (waited on, with the same deadline);
-//! 5. the socket file is removed and the instance lock released when the process exits.
+//! 5. the instance lock is released when the process exits.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -90,7 +92,11 @@ pub struct InstanceLock {
 }
 
 /// Takes the instance lock of `home`, or says another daemon holds it.
-pub fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
+///
+/// A daemon that is shutting down removes its socket first and releases the lock last: while
+/// the lock is held but no socket answers, this waits (up to [`TURN_DEADLINE`] and a bit) for the
+/// stopping daemon to exit instead of failing.
+pub async fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
     let path = home.join(LOCK_FILE);
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -99,14 +105,25 @@ pub fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
         .write(true)
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let pid = std::fs::read_to_string(&path).unwrap_or_default();
-            bail!("another dsh daemon is running for {} (pid {})", home.display(), pid.trim());
-        }
-        Err(std::fs::TryLockError::Error(error)) => {
-            return Err(error).with_context(|| format!("locking {}", path.display()));
+    let started = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let running = tokio::net::UnixStream::connect(home.join(SOCKET_FILE)).await.is_ok();
+                if running || started.elapsed() > TURN_DEADLINE + Duration::from_secs(5) {
+                    let pid = std::fs::read_to_string(&path).unwrap_or_default();
+                    bail!(
+                        "another dsh daemon is running for {} (pid {})",
+                        home.display(),
+                        pid.trim()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(std::fs::TryLockError::Error(error)) => {
+                return Err(error).with_context(|| format!("locking {}", path.display()));
+            }
         }
     }
     file.set_len(0).ok();
@@ -118,31 +135,23 @@ pub fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
 pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<()> {
     let home = config.home.root().to_path_buf();
     prepare_home(&home)?;
-    let _lock = lock_instance(&home)?;
-    let socket_path = home.join(SOCKET_FILE);
-    // We hold the instance lock, so a socket file here belongs to a daemon that died.
-    if socket_path.exists() {
-        std::fs::remove_file(&socket_path)
-            .with_context(|| format!("removing stale {}", socket_path.display()))?;
-    }
-    let listener = UnixListener::bind(&socket_path)
-        .with_context(|| format!("binding {}", socket_path.display()))?;
-    std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("restricting {}", socket_path.display()))?;
-
+    let _lock = lock_instance(&home).await?;
     let daemon = Daemon::new(config);
     let methods: Methods = api::module(Arc::clone(&daemon))?.into();
-    let shutdown = daemon.shutdown.clone();
-    spawn_signal_handler(shutdown.clone());
-    if let Some(idle) = options.idle_exit {
-        tokio::spawn(idle_watch(Arc::clone(&daemon), idle));
-    }
+    // The network front first: if it cannot start, nothing is left behind.
     let network = match options.listen {
         Some(addr) => {
             Some(super::network::start(&home, addr, &options.allow_origins, methods.clone()).await?)
         }
         None => None,
     };
+    let socket_path = home.join(SOCKET_FILE);
+    let listener = bind_private(&home, &socket_path)?;
+    let shutdown = daemon.shutdown.clone();
+    spawn_signal_handler(shutdown.clone());
+    if let Some(idle) = options.idle_exit {
+        tokio::spawn(idle_watch(Arc::clone(&daemon), idle));
+    }
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "dsh daemon listening");
 
     // Every connection's task, so shutdown can wait for the answers they still owe.
@@ -171,11 +180,38 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
         });
     }
 
-    shut_down(&daemon, &socket_path, &connections).await;
+    // Step 1: no new connections — the socket goes now, the network front stops now.
+    drop(listener);
+    let _ = std::fs::remove_file(&socket_path);
     if let Some(network) = network {
         let _ = network.stop();
     }
+    shut_down(&daemon, &connections).await;
     Ok(())
+}
+
+/// Binds the socket so that it is never reachable with wider permissions than 0600: it is bound
+/// inside a fresh 0700 directory, restricted, then renamed into place (replacing a stale socket
+/// left by a crashed daemon — we hold the instance lock, so any socket there is stale).
+fn bind_private(home: &Path, socket_path: &Path) -> anyhow::Result<UnixListener> {
+    let private = home.join(format!(".socket-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&private);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .with_context(|| format!("creating {}", private.display()))?;
+    let staged = private.join(SOCKET_FILE);
+    let bound = UnixListener::bind(&staged)
+        .with_context(|| format!("binding {}", staged.display()))
+        .and_then(|listener| {
+            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("restricting {}", staged.display()))?;
+            std::fs::rename(&staged, socket_path)
+                .with_context(|| format!("moving the socket to {}", socket_path.display()))?;
+            Ok(listener)
+        });
+    let _ = std::fs::remove_dir_all(&private);
+    bound
 }
 
 /// Serves the API on stdin/stdout with a private daemon inside this process (`dsh stdio
@@ -192,7 +228,7 @@ pub async fn run_in_process(config: DaemonConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shut_down(daemon: &Arc<Daemon>, socket_path: &PathBuf, connections: &TaskTracker) {
+async fn shut_down(daemon: &Arc<Daemon>, connections: &TaskTracker) {
     tracing::info!("dsh daemon shutting down");
     // Steps 1–2 happened when the token fired: accept loops and readers stopped, turns are
     // being cancelled.
@@ -203,8 +239,7 @@ async fn shut_down(daemon: &Arc<Daemon>, socket_path: &PathBuf, connections: &Ta
     if tokio::time::timeout(TURN_DEADLINE, connections.wait()).await.is_err() {
         tracing::warn!("some connections did not finish within {TURN_DEADLINE:?}");
     }
-    // Step 5.
-    let _ = std::fs::remove_file(socket_path);
+    // Step 5: the instance lock is released when the process exits.
     tracing::info!("dsh daemon stopped");
 }
 
@@ -243,7 +278,8 @@ fn spawn_signal_handler(shutdown: CancellationToken) {
 
 async fn idle_watch(daemon: Arc<Daemon>, idle: Duration) {
     let mut idle_since: Option<Instant> = None;
-    let mut tick = tokio::time::interval(Duration::from_secs(1).min(idle));
+    let mut tick =
+        tokio::time::interval(Duration::from_secs(1).min(idle).max(Duration::from_millis(10)));
     loop {
         // Cancel-safety: both branches are cancel-safe.
         tokio::select! {

@@ -7,6 +7,7 @@
 //! the turn is closed in the log — while the daemon and every other session keep running.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,6 +20,7 @@ use dsh_protocol::SessionConfig;
 use dsh_provider::DeepSeek;
 use dsh_session::{ApprovalRequest, ApprovalVerdict, Event, EventData, StopReason};
 use dsh_store::{DshHome, LiveLog, SessionId, StoreError, SyncPolicy, fork_log, now_ms, read_log};
+use futures::FutureExt as _;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -39,6 +41,8 @@ pub struct DaemonConfig {
     pub home: DshHome,
     /// Builds the provider client.
     pub provider: ProviderFactory,
+    /// The provider base URL (reported by `daemon/status`).
+    pub base_url: String,
     /// Model for sessions created without one.
     pub default_model: String,
     /// An approval nobody answers within this is denied (and logged as a timeout).
@@ -52,6 +56,8 @@ pub struct Daemon {
     pub(crate) config: DaemonConfig,
     provider: Mutex<Option<Arc<DeepSeek>>>,
     sessions: Mutex<HashMap<String, Arc<LiveSession>>>,
+    /// Held while a session is loaded from its log.
+    loading: Mutex<()>,
     /// Connected clients.
     pub(crate) clients: AtomicU64,
     /// Cancelled when the daemon shuts down: every turn's token is a child of it.
@@ -76,8 +82,10 @@ pub struct LiveSession {
     agent: Arc<tokio::sync::Mutex<Option<Agent>>>,
     agent_config: AgentConfig,
     toolbox: Arc<Toolbox>,
-    /// The running turn's cancellation token.
-    running: Mutex<Option<CancellationToken>>,
+    /// The running turn (or compaction): its generation and cancellation token.
+    running: Mutex<Option<(u64, CancellationToken)>>,
+    /// Turns started so far; tells a finished turn's cleanup from the next turn's start.
+    generation: AtomicU64,
     /// Prompts waiting for the running turn.
     queued: AtomicUsize,
     approvals: Arc<Approvals>,
@@ -97,6 +105,7 @@ impl Daemon {
             config,
             provider: Mutex::new(None),
             sessions: Mutex::new(HashMap::new()),
+            loading: Mutex::new(()),
             clients: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -134,6 +143,12 @@ impl Daemon {
 
     /// The session `id`, loading it from its log if needed.
     pub fn session(&self, id: &str) -> ApiResult<Arc<LiveSession>> {
+        if let Some(live) = lock(&self.sessions).get(id) {
+            return Ok(Arc::clone(live));
+        }
+        // One load at a time: two callers naming the same session at once would both try to
+        // open (and lock) its log, and the second would be refused as if another process held it.
+        let _loading = lock(&self.loading);
         if let Some(live) = lock(&self.sessions).get(id) {
             return Ok(Arc::clone(live));
         }
@@ -216,6 +231,7 @@ impl Daemon {
             agent_config: config,
             toolbox: Arc::new(Toolbox::new(tools, ToolConfig::default())),
             running: Mutex::new(None),
+            generation: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
             approvals,
             failed: Mutex::new(None),
@@ -235,32 +251,30 @@ impl Daemon {
         text: String,
         queue: bool,
     ) -> ApiResult<dsh_agent::TurnOutcome> {
-        if let Some(reason) = live.failed() {
-            return Err(ApiError::unavailable(format!("session {} failed: {reason}", live.id)));
-        }
-        if self.shutdown.is_cancelled() {
-            return Err(ApiError::shutting_down());
-        }
+        live.check_usable(self)?;
         // Build the provider now so a missing key is reported before anything is logged.
         let provider = self.provider()?;
-        let guard = if queue {
-            if live.queued.fetch_add(1, Ordering::SeqCst) >= MAX_QUEUED_PROMPTS {
-                live.queued.fetch_sub(1, Ordering::SeqCst);
-                return Err(ApiError::overloaded("too many prompts are queued for this session"));
-            }
-            let guard = Arc::clone(&live.agent).lock_owned().await;
-            live.queued.fetch_sub(1, Ordering::SeqCst);
-            guard
+        let slot = if queue {
+            let _queued = QueueSlot::take(&live)?;
+            Arc::clone(&live.agent).lock_owned().await
         } else {
             Arc::clone(&live.agent).try_lock_owned().map_err(|_| ApiError::busy(&live.id))?
         };
+        // The wait may have been long: the turn before may have failed the session, or the
+        // daemon may be stopping.
+        live.check_usable(self)?;
         let cancel = self.shutdown.child_token();
-        *lock(&live.running) = Some(cancel.clone());
+        let running = RunningTurn::start(&live, cancel.clone());
         let (done, outcome) = oneshot::channel();
-        let handle = live.handle.clone();
-        let new_agent = {
-            let live = Arc::clone(&live);
-            move || {
+        let task_live = Arc::clone(&live);
+        // The turn runs in a task of its own: a client that goes away does not stop it. The task
+        // holds the loop's slot until everything — a panic's cleanup included — is logged, so a
+        // queued prompt never starts before the session's state is settled.
+        self.tasks.spawn(async move {
+            let mut slot = slot;
+            let _running = running;
+            let live = task_live;
+            let agent = slot.get_or_insert_with(|| {
                 Agent::new(
                     provider,
                     Arc::clone(&live.toolbox),
@@ -268,50 +282,40 @@ impl Daemon {
                     live.agent_config.clone(),
                     &live.workspace,
                 )
-            }
-        };
-        let turn = self.tasks.spawn(async move {
-            // Debug builds only: lets tests prove that a panicking turn fails its session and
-            // nothing else (see `tests/daemon`).
-            #[cfg(debug_assertions)]
-            if std::env::var("DSH_DEBUG_PANIC_ON_PROMPT").is_ok_and(|trigger| trigger == text) {
-                panic!("DSH_DEBUG_PANIC_ON_PROMPT matched the prompt");
-            }
-            let mut slot = guard;
-            let agent = slot.get_or_insert_with(new_agent);
-            let result = agent.run_turn(&handle, &text, &cancel).await;
+            });
+            let turn = async {
+                // Debug builds only: lets tests prove that a panicking turn fails its session
+                // and nothing else (see `tests/daemon`).
+                #[cfg(debug_assertions)]
+                if std::env::var("DSH_DEBUG_PANIC_ON_PROMPT").is_ok_and(|trigger| trigger == text) {
+                    panic!("DSH_DEBUG_PANIC_ON_PROMPT matched the prompt");
+                }
+                agent.run_turn(&live.handle, &text, &cancel).await
+            };
+            let result = match AssertUnwindSafe(turn).catch_unwind().await {
+                Ok(result) => result.map_err(|error| {
+                    if matches!(
+                        error,
+                        dsh_agent::AgentError::Store(_) | dsh_agent::AgentError::Invariant { .. }
+                    ) {
+                        live.set_failed(error.to_string());
+                    }
+                    ApiError::from_agent(error)
+                }),
+                Err(_) => {
+                    let reason = "the turn task panicked";
+                    tracing::error!(session = %live.id, "{reason}; the session is marked failed");
+                    // The loop instance may be mid-way through anything: drop it.
+                    *slot = None;
+                    live.mark_failed(reason).await;
+                    Err(ApiError::unavailable(format!("session {} failed: {reason}", live.id)))
+                }
+            };
             let _ = done.send(result);
         });
-        // Supervise: observe the turn task's end, whatever the caller does.
-        let supervisor_live = Arc::clone(&live);
-        let supervised = self.tasks.spawn(async move {
-            let joined = turn.await;
-            *lock(&supervisor_live.running) = None;
-            if let Err(error) = joined {
-                let reason = if error.is_panic() { "the turn task panicked" } else { "the turn task was aborted" };
-                tracing::error!(session = %supervisor_live.id, "{reason}; the session is marked failed");
-                supervisor_live.mark_failed(reason).await;
-            }
-        });
-        let result = outcome.await;
-        let _ = supervised.await;
-        match result {
-            Ok(Ok(outcome)) => Ok(outcome),
-            Ok(Err(error)) => {
-                if matches!(
-                    error,
-                    dsh_agent::AgentError::Store(_) | dsh_agent::AgentError::Invariant { .. }
-                ) {
-                    live.set_failed(error.to_string());
-                }
-                Err(ApiError::from_agent(error))
-            }
-            Err(_) => Err(ApiError::unavailable(format!(
-                "session {} failed: {}",
-                live.id,
-                live.failed().unwrap_or_else(|| "the turn ended abnormally".to_owned())
-            ))),
-        }
+        outcome.await.unwrap_or_else(|_| {
+            Err(ApiError::unavailable(format!("session {}: the turn ended abnormally", live.id)))
+        })
     }
 
     /// Compacts `live` now (`session/compact`, `dsh compact`): the older surface nodes become a
@@ -322,15 +326,10 @@ impl Daemon {
         live: Arc<LiveSession>,
     ) -> ApiResult<dsh_protocol::SessionCompactResult> {
         use dsh_agent::{CompactOutcome, ContextConfig, compact_now};
-        if let Some(reason) = live.failed() {
-            return Err(ApiError::unavailable(format!("session {} failed: {reason}", live.id)));
-        }
-        if self.shutdown.is_cancelled() {
-            return Err(ApiError::shutting_down());
-        }
+        live.check_usable(self)?;
         let provider = self.provider()?;
         // Holding the loop's slot keeps turns out while the surface is rewritten.
-        let _slot =
+        let slot =
             Arc::clone(&live.agent).try_lock_owned().map_err(|_| ApiError::busy(&live.id))?;
         let header_model = live
             .handle
@@ -347,9 +346,15 @@ impl Daemon {
         let context =
             config.context.resolve(&model).unwrap_or_else(|| ContextConfig::for_model(&model));
         let cancel = self.shutdown.child_token();
-        *lock(&live.running) = Some(cancel.clone());
-        let outcome = compact_now(&provider, &live.handle, &context, &model, &cancel).await;
-        *lock(&live.running) = None;
+        let running = RunningTurn::start(&live, cancel.clone());
+        // Like a turn, the compaction runs to its end in a tracked task, whatever the caller does.
+        let handle = live.handle.clone();
+        let task = self.tasks.spawn(async move {
+            let _slot = slot;
+            let _running = running;
+            compact_now(&provider, &handle, &context, &model, &cancel).await
+        });
+        let outcome = task.await.map_err(|_| ApiError::store("the compaction task failed"))?;
         let (compacted, seq, message) = match outcome.map_err(ApiError::from_agent)? {
             CompactOutcome::Compacted { start_seq, replace_seq, nodes, tokens_before, .. } => (
                 true,
@@ -402,12 +407,23 @@ impl LiveSession {
     /// Cancels the running turn; false when none runs.
     pub fn cancel(&self) -> bool {
         match lock(&self.running).as_ref() {
-            Some(token) => {
+            Some((_, token)) => {
                 token.cancel();
                 true
             }
             None => false,
         }
+    }
+
+    /// Refuses a session that failed, or any work once the daemon is stopping.
+    fn check_usable(&self, daemon: &Daemon) -> ApiResult<()> {
+        if let Some(reason) = self.failed() {
+            return Err(ApiError::unavailable(format!("session {} failed: {reason}", self.id)));
+        }
+        if daemon.shutdown.is_cancelled() {
+            return Err(ApiError::shutting_down());
+        }
+        Ok(())
     }
 
     /// Why the session failed, if it did.
@@ -450,6 +466,52 @@ fn awaiting_decision(events: &[Event], approval_id: &str) -> bool {
         EventData::ApprovalDecision(decision) if decision.approval_id == approval_id => false,
         _ => awaiting,
     })
+}
+
+/// Marks a session's turn as running for as long as it lives; clearing on drop only what it set,
+/// so a finished turn never clears the next one's token.
+struct RunningTurn {
+    live: Arc<LiveSession>,
+    generation: u64,
+}
+
+impl RunningTurn {
+    fn start(live: &Arc<LiveSession>, cancel: CancellationToken) -> RunningTurn {
+        let generation = live.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        *lock(&live.running) = Some((generation, cancel));
+        RunningTurn { live: Arc::clone(live), generation }
+    }
+}
+
+impl Drop for RunningTurn {
+    fn drop(&mut self) {
+        let mut running = lock(&self.live.running);
+        if running.as_ref().is_some_and(|(generation, _)| *generation == self.generation) {
+            *running = None;
+        }
+    }
+}
+
+/// One place in a session's prompt queue, given back on drop — also when the waiting call is
+/// dropped because its client went away.
+struct QueueSlot<'a> {
+    live: &'a LiveSession,
+}
+
+impl<'a> QueueSlot<'a> {
+    fn take(live: &'a LiveSession) -> ApiResult<QueueSlot<'a>> {
+        if live.queued.fetch_add(1, Ordering::SeqCst) >= MAX_QUEUED_PROMPTS {
+            live.queued.fetch_sub(1, Ordering::SeqCst);
+            return Err(ApiError::overloaded("too many prompts are queued for this session"));
+        }
+        Ok(QueueSlot { live })
+    }
+}
+
+impl Drop for QueueSlot<'_> {
+    fn drop(&mut self) {
+        self.live.queued.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Pending approvals of one session, answered by `approval/respond`.
