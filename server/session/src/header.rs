@@ -204,7 +204,7 @@ fn apply_system_delta(
 ) -> Result<String, HeaderDeltaError> {
     let lines: Vec<&str> = previous.unwrap_or("").split('\n').collect();
     // The counts come from a log file: check the sum without overflowing.
-    let keep = delta.keep_prefix.checked_add(delta.keep_suffix).unwrap_or(usize::MAX);
+    let keep = delta.keep_prefix.saturating_add(delta.keep_suffix);
     if keep > lines.len() {
         return Err(HeaderDeltaError::SystemOutOfRange { keep, have: lines.len() });
     }
