@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// dsh — a coding agent whose every model request is rebuilt byte for byte from its session log.
 #[derive(Debug, Parser)]
-#[command(name = "dsh", version, about, long_about = None)]
+#[command(name = "dsh", version, long_about = None)]
 pub struct Cli {
     /// Global options.
     #[command(flatten)]
