@@ -185,7 +185,7 @@ async fn breakdown(session: &SessionHandle) {
         body = dsh_provider::wire_body(&request);
     });
     time("sha256_hex(body) from scratch (audit only)", &mut || {
-        std::hint::black_box(dsh_agent::sha256_hex(&body));
+        std::hint::black_box(dsh_provider::sha256_hex(&body));
     });
     let messages_session = session.clone();
     let started = Instant::now();

@@ -31,7 +31,6 @@ use dsh_session::{
     ToolResult, TurnEnd, TurnStart, Usage, UserMessage, closing_events, plan_header_event,
     reconstruct,
 };
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{AllowAlways, ApprovalPolicy, Approver, Policy};
@@ -602,11 +601,6 @@ async fn check_invariant(
             Err(AgentError::Invariant { step, difference })
         }
     }
-}
-
-/// Lowercase hex sha256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn last_date_context(session: &Session) -> Option<String> {

@@ -20,7 +20,7 @@ pub mod tools;
 
 pub use agent::{
     Agent, AgentConfig, CallOverrides, Clock, HookContext, INTERRUPTED, RequestHook, StepTiming,
-    TurnOutcome, close_interrupted, close_open_turn, sha256_hex,
+    TurnOutcome, close_interrupted, close_open_turn,
 };
 pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now};
 pub use error::AgentError;

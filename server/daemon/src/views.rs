@@ -4,9 +4,8 @@
 
 use std::fmt::Write as _;
 
-use dsh_agent::sha256_hex;
 use dsh_protocol::{SeqMessage, SessionRequestResult, WireBody};
-use dsh_provider::{DEEPSEEK_ADAPTER, wire_body};
+use dsh_provider::{DEEPSEEK_ADAPTER, sha256_hex, wire_body};
 use dsh_session::{
     Event, Message, Severity, StepRequest, UsageRow, check_log, reconstruct_step, usage_rows,
     usage_totals,
@@ -273,7 +272,14 @@ pub fn audit(events: &[Event]) -> Audit {
             Severity::Open => result.notes.push(diagnostic.to_string()),
         }
     }
-    let last_step = dsh_session::Session::from_events(events.iter().cloned()).last_step();
+    let last_step = events
+        .iter()
+        .filter_map(|event| match &event.data {
+            dsh_session::EventData::StepStart(start) => Some(start.step),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
     for step in 1..=last_step {
         let rebuilt = match reconstruct_step(events, step) {
             Ok(rebuilt) => rebuilt,

@@ -25,4 +25,4 @@ pub use assemble::MessageAssembler;
 pub use client::{DeepSeek, EventStream, StreamEvent};
 pub use config::{API_KEY_ENV, ApiKey, DEFAULT_BASE_URL, DeepSeekConfig, RetryPolicy};
 pub use error::{ProviderError, TimeoutKind};
-pub use wire::{DEEPSEEK_ADAPTER, EMPTY_TOOL_OUTPUT, WireCache, wire_body};
+pub use wire::{DEEPSEEK_ADAPTER, EMPTY_TOOL_OUTPUT, WireCache, sha256_hex, wire_body};

@@ -108,6 +108,15 @@ fn put_tail(out: &mut Vec<u8>, header: &EpochHeader) {
     out.extend_from_slice(b",\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
 }
 
+/// Lowercase hex sha256 of a wire body, as `request/sent` records it.
+pub fn sha256_hex(body: &[u8]) -> String {
+    hex(&Sha256::digest(body))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 /// [`wire_body`] memoized across the consecutive requests of one conversation, with the body's
 /// sha256.
 ///
@@ -166,7 +175,7 @@ impl WireCache {
         put_tail(&mut tail, header);
         let mut digest = self.digest.clone();
         digest.update(&tail);
-        let sha256 = digest.finalize().iter().map(|byte| format!("{byte:02x}")).collect();
+        let sha256 = hex(&digest.finalize());
         let mut body = Vec::with_capacity(self.prefix.len() + tail.len());
         body.extend_from_slice(&self.prefix);
         body.extend_from_slice(&tail);

@@ -11,8 +11,9 @@ use dsh_agent::compact::{
     summarize_request,
 };
 use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
-use dsh_agent::{Agent, AgentConfig, TurnOutcome, sha256_hex};
+use dsh_agent::{Agent, AgentConfig, TurnOutcome};
 use dsh_mock::MockConfig;
+use dsh_provider::sha256_hex;
 use dsh_provider::wire_body;
 use dsh_session::{
     Event, EventData, PrefixCause, Session, Severity, StopReason, SurfaceNode, check_log,
