@@ -1,12 +1,13 @@
-//! Tidy checks: crate edges point inward, every Rust file opens with `//!`, the session crate
-//! does no I/O and reads no clock.
+//! Tidy checks: crate edges point inward, the CLI reaches sessions only through the protocol,
+//! every Rust file opens with `//!`, the session crate does no I/O and reads no clock, no
+//! JSON-RPC envelope is spelled outside `protocol/src/jsonrpc.rs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn workspace_root() -> PathBuf {
-    // This binary is a test target of server/daemon.
+    // This binary is a test target of server/cli.
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
@@ -18,7 +19,11 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("dsh-mock", &[]),
     ("dsh-agent", &["dsh-session", "dsh-store", "dsh-provider"]),
     ("dsh-protocol", &["dsh-session"]),
-    ("dsh", &["dsh-agent", "dsh-provider", "dsh-store", "dsh-session", "dsh-protocol", "dsh-mock"]),
+    ("dsh-daemon", &["dsh-agent", "dsh-provider", "dsh-store", "dsh-session", "dsh-protocol"]),
+    // The CLI: a client of the daemon through its typed client and the protocol (plus the pure
+    // log vocabulary it prints, and the mock for `dsh mock`/`dsh demo`). It reaches no session
+    // except through the protocol: no agent, no store, no provider.
+    ("dsh", &["dsh-daemon", "dsh-protocol", "dsh-session", "dsh-mock"]),
 ];
 
 #[test]
@@ -113,4 +118,55 @@ fn the_session_crate_does_no_io_and_reads_no_clock() {
         }
     }
     assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn the_cli_reaches_sessions_only_through_the_protocol() {
+    // Besides its crate edges (above): of the daemon library, the CLI uses the typed client,
+    // the lifecycle entry points (`dsh serve`, the in-process runner), the configuration and
+    // the views of results — never the live sessions or the method handlers.
+    let mut files = Vec::new();
+    rust_files(&workspace_root().join("server/cli/src"), &mut files);
+    assert!(!files.is_empty());
+    let forbidden =
+        ["dsh_daemon::daemon", "dsh_daemon::live", "dsh_daemon::api", "Daemon::new", "LiveSession"];
+    let mut found = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        for name in forbidden {
+            if text.contains(name) {
+                found.push(format!("{} names `{name}`", path.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn json_rpc_envelopes_are_spelled_in_one_place() {
+    // Requests, responses and notifications are built by `dsh_protocol::jsonrpc` only: a hand
+    // spelled `"jsonrpc": "2.0"` anywhere else in Rust is a second client or transport. The
+    // exceptions write malformed or borderline lines on purpose: the admission table and the
+    // bad-input tests.
+    let crafted = [
+        "protocol/src/jsonrpc.rs",
+        "tests/tidy.rs",
+        "server/daemon/src/admission/tests.rs",
+        "tests/api/bad_input.rs",
+    ];
+    let mut files = Vec::new();
+    for dir in ["server", "protocol/src", "tests"] {
+        rust_files(&workspace_root().join(dir), &mut files);
+    }
+    let mut found = Vec::new();
+    for path in &files {
+        if crafted.iter().any(|allowed| path.ends_with(allowed)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).unwrap();
+        if text.contains("\"jsonrpc\": \"2.0\"") || text.contains("\"jsonrpc\":\"2.0\"") {
+            found.push(path.display().to_string());
+        }
+    }
+    assert!(found.is_empty(), "hand-built JSON-RPC envelopes in {found:#?}");
 }

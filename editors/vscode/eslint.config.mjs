@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["out/**", "node_modules/**", "e2e/node_modules/**", "src/protocol.generated.ts"] },
+  { ignores: ["out/**", "node_modules/**", "e2e/node_modules/**", "e2e/driver/out/**", "src/protocol.generated.ts"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

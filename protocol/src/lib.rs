@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod generate;
+pub mod jsonrpc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -58,6 +59,8 @@ pub mod method {
     pub const DAEMON_STATUS: &str = "daemon/status";
     /// Stop the daemon.
     pub const DAEMON_SHUTDOWN: &str = "daemon/shutdown";
+    /// Rebuild every step of a session and compare with what was sent.
+    pub const SESSION_AUDIT: &str = "session/audit";
 
     /// Every method, in documentation order.
     pub const ALL: &[&str] = &[
@@ -74,10 +77,79 @@ pub mod method {
         SESSION_USAGE,
         SESSION_EVENTS,
         SESSION_COMPACT,
+        SESSION_AUDIT,
         APPROVAL_RESPOND,
         DAEMON_STATUS,
         DAEMON_SHUTDOWN,
     ];
+
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+
+    /// A method of the API: its name and the types of its params and result. Clients call
+    /// through it (`client.call::<method::SessionPrompt>(params)`) and the daemon registers its
+    /// handlers by it, so both sides agree on the types by construction.
+    pub trait Method {
+        /// The method's name on the wire.
+        const NAME: &'static str;
+        /// Its params.
+        type Params: Serialize + DeserializeOwned + Send + 'static;
+        /// Its result.
+        type Result: Serialize + DeserializeOwned + Clone + Send + 'static;
+    }
+
+    macro_rules! methods {
+        ($($(#[$meta:meta])* $name:ident = $wire:ident ($params:ty) -> $result:ty;)*) => {$(
+            $(#[$meta])*
+            #[derive(Clone, Copy, Debug)]
+            pub struct $name;
+            impl Method for $name {
+                const NAME: &'static str = $wire;
+                type Params = $params;
+                type Result = $result;
+            }
+        )*};
+    }
+
+    use super::*;
+
+    methods! {
+        /// `initialize`.
+        Initialize = INITIALIZE (InitializeParams) -> InitializeResult;
+        /// `session/create`.
+        SessionCreate = SESSION_CREATE (SessionCreateParams) -> SessionIdResult;
+        /// `session/list`.
+        SessionList = SESSION_LIST (SessionListParams) -> SessionListResult;
+        /// `session/subscribe`: the result is the subscription id.
+        SessionSubscribe = SESSION_SUBSCRIBE (SessionSubscribeParams) -> serde_json::Value;
+        /// `session/unsubscribe`: params are `[subscription id]`; true when it was this
+        /// connection's subscription.
+        SessionUnsubscribe = SESSION_UNSUBSCRIBE ([serde_json::Value; 1]) -> bool;
+        /// `session/prompt`.
+        SessionPrompt = SESSION_PROMPT (SessionPromptParams) -> SessionPromptResult;
+        /// `session/inject`.
+        SessionInject = SESSION_INJECT (SessionInjectParams) -> SessionInjectResult;
+        /// `session/cancel`.
+        SessionCancel = SESSION_CANCEL (SessionParams) -> SessionCancelResult;
+        /// `session/fork`.
+        SessionFork = SESSION_FORK (SessionForkParams) -> SessionIdResult;
+        /// `session/request`.
+        SessionRequest = SESSION_REQUEST (SessionRequestParams) -> SessionRequestResult;
+        /// `session/usage`.
+        SessionUsage = SESSION_USAGE (SessionParams) -> SessionUsageResult;
+        /// `session/events`.
+        SessionEvents = SESSION_EVENTS (SessionEventsParams) -> SessionEventsResult;
+        /// `session/compact`.
+        SessionCompact = SESSION_COMPACT (SessionParams) -> SessionCompactResult;
+        /// `session/audit`.
+        SessionAudit = SESSION_AUDIT (SessionParams) -> SessionAuditResult;
+        /// `approval/respond`.
+        ApprovalRespond = APPROVAL_RESPOND (ApprovalRespondParams) -> ApprovalRespondResult;
+        /// `daemon/status`.
+        DaemonStatus = DAEMON_STATUS (NoParams) -> DaemonStatusResult;
+        /// `daemon/shutdown`.
+        DaemonShutdown = DAEMON_SHUTDOWN (NoParams) -> DaemonShutdownResult;
+    }
 }
 
 /// Application error codes (JSON-RPC reserves -32768..-32000 for itself; the standard codes
@@ -606,5 +678,30 @@ api_type! {
         /// Always true: the daemon cancels running turns, flushes logs, removes its socket and
         /// exits after answering.
         pub stopping: bool,
+    }
+}
+
+api_type! {
+    /// The params of a method that takes none: `{}` (absent params are accepted too).
+    #[derive(Default)]
+    pub struct NoParams {}
+}
+
+api_type! {
+    /// `session/audit` result: every step rebuilt from the log and compared with its
+    /// `request/sent` record, and the log's well-formedness checks.
+    pub struct SessionAuditResult {
+        /// No mismatch and no log error.
+        pub ok: bool,
+        /// Steps rebuilt.
+        pub steps: u64,
+        /// Steps whose rebuilt wire body equals `request/sent` (sha256 and length).
+        pub matched: u64,
+        /// Steps whose rebuilt body differs (or could not be rebuilt), first first.
+        pub mismatches: Vec<String>,
+        /// Log check errors.
+        pub errors: Vec<String>,
+        /// Notes (the log ends inside a turn, a torn tail was set aside).
+        pub notes: Vec<String>,
     }
 }

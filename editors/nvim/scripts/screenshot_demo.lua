@@ -59,6 +59,10 @@ co = coroutine.create(function()
   vim.cmd("edit src/cli.py")
   vim.cmd("Dsh open")
   local dsh = require("dsh")
+  -- `:Dsh open` returns at once; the transcript opens when the daemon answered.
+  wait(function()
+    return dsh.current() ~= nil
+  end)
   local t = dsh.current()
   vim.cmd("wincmd h")
   vim.wo.wrap = false

@@ -69,6 +69,29 @@ local function mock_requests()
   return ok and type(list) == "table" and #list or 0
 end
 
+--- A request through the plugin's connection; the test waits for the answer (the plugin does
+--- not). Errors fail the test.
+local function call(method, params)
+  local done, result, err = false, nil, nil
+  dsh.request(method, params, function(e, r)
+    done, result, err = true, r, e
+    return true
+  end)
+  H.wait_for(function()
+    return done
+  end, 10000, "the answer to " .. method)
+  H.eq(nil, err, method)
+  return result
+end
+
+--- Wait for the transcript a command opens (commands answer once the daemon did).
+local function wait_current(pred, what)
+  return H.wait_for(function()
+    local t = dsh.current()
+    return t and (not pred or pred(t)) and t
+  end, 10000, what or "a transcript")
+end
+
 local function text_of(t)
   return table.concat(vim.api.nvim_buf_get_lines(t.buf, 0, -1, false), "\n")
 end
@@ -85,7 +108,7 @@ end
 
 --- Every step's annotation equals `session/usage` (numbers and the named cause).
 local function check_usage_matches(t)
-  local result = H.truthy(dsh.call(methods.SessionUsage, { sessionId = t.session_id }), "session/usage")
+  local result = H.truthy(call(methods.SessionUsage, { sessionId = t.session_id }), "session/usage")
   t:apply_usage(result)
   local marks = {}
   for _, m in ipairs(H.usage_marks(t.buf)) do
@@ -111,7 +134,7 @@ test("e2e: open a session, prompt, stream the answer, usage annotation equals se
   setup()
   script({ { content = "Hello from the mock, streamed in pieces." } })
   vim.cmd("Dsh open")
-  local t = H.truthy(dsh.current(), "a transcript")
+  local t = wait_current()
   E.t = t
   H.eq(t.buf, vim.api.nvim_get_current_buf())
   H.contains(vim.api.nvim_buf_get_name(t.buf), "dsh://session/" .. t.session_id)
@@ -126,6 +149,16 @@ test("e2e: open a session, prompt, stream the answer, usage annotation equals se
   end, 5000, "the session/usage refresh")
   H.eq(1, check_usage_matches(t))
   H.contains(dsh.statusline(), "step 1")
+end)
+
+test("e2e: :Dsh open <Tab> completes this workspace's session ids without waiting", function()
+  setup()
+  local t = H.truthy(E.t, "the session from the first test")
+  -- The first <Tab> may offer what the daemon listed at connect time; a later one the new id.
+  H.wait_for(function()
+    return vim.tbl_contains(vim.fn.getcompletion("Dsh open ", "cmdline"), t.session_id)
+  end, 10000, "the session id among the completions")
+  H.eq({ t.session_id }, vim.fn.getcompletion("Dsh open " .. t.session_id:sub(1, -2), "cmdline"))
 end)
 
 test("e2e: approve a write with vim.ui.select (Allow)", function()
@@ -180,7 +213,7 @@ test("e2e: steer mid-turn; the transcript shows the step it joined", function()
   end
   H.eq(first + 1, tonumber(joined), "the steer joined the next step")
   -- It is in that step's request, as the model saw it.
-  local req = H.truthy(dsh.call(methods.SessionRequest, { sessionId = t.session_id, step = first + 1 }))
+  local req = H.truthy(call(methods.SessionRequest, { sessionId = t.session_id, step = first + 1 }))
   local found = false
   for _, m in ipairs(req.messages) do
     if (m.message.content or ""):find("use the other API", 1, true) then
@@ -280,11 +313,16 @@ test("e2e: :Dsh saw shows what the model saw, read-only", function()
   local t = E.t
   vim.api.nvim_set_current_buf(t.buf)
   vim.cmd("Dsh saw 2")
-  local buf = vim.api.nvim_get_current_buf()
+  -- The command returned without waiting for the daemon: nothing is shown yet.
+  H.eq(t.buf, vim.api.nvim_get_current_buf(), "the view waits for the answer, the editor does not")
+  local buf = H.wait_for(function()
+    local b = vim.api.nvim_get_current_buf()
+    return vim.api.nvim_buf_get_name(b):find("dsh://saw/", 1, true) and b
+  end, 10000, "the saw view")
   H.contains(vim.api.nvim_buf_get_name(buf), "dsh://saw/" .. t.session_id .. "/step-2")
   H.eq(false, vim.bo[buf].modifiable)
   local text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
-  local req = dsh.call(methods.SessionRequest, { sessionId = t.session_id, step = 2 })
+  local req = call(methods.SessionRequest, { sessionId = t.session_id, step = 2 })
   for _, needle in ipairs({ "# What the model saw — step 2", "## System prompt", "## Tools", "## Messages", "## Wire body", req.wire.sha256, "[seq " .. req.messages[1].seq .. "]" }) do
     H.contains(text, needle)
   end
@@ -303,7 +341,9 @@ test("e2e: :Dsh diff opens the step's request against the previous one in diff m
   vim.api.nvim_set_current_buf(t.buf)
   local tabs = #vim.api.nvim_list_tabpages()
   vim.cmd("Dsh diff 3")
-  H.eq(tabs + 1, #vim.api.nvim_list_tabpages())
+  H.wait_for(function()
+    return #vim.api.nvim_list_tabpages() == tabs + 1
+  end, 10000, "the diff tab")
   local wins = vim.api.nvim_tabpage_list_wins(0)
   H.eq(2, #wins)
   local names = {}
@@ -324,8 +364,9 @@ test("e2e: fork at a step opens the fork as a new session", function()
   vim.api.nvim_set_current_buf(t.buf)
   local at = t.steps[2].seq
   vim.cmd("Dsh fork 2")
-  local f = H.truthy(dsh.current(), "the fork's transcript")
-  H.truthy(f.session_id ~= t.session_id, "a new session")
+  local f = wait_current(function(c)
+    return c.session_id ~= t.session_id
+  end, "the fork's transcript")
   H.eq(f.buf, vim.api.nvim_get_current_buf())
   wait_text(f, ("forked from %s at seq %d"):format(t.session_id, at))
   wait_text(f, "Hello from the mock")
@@ -337,8 +378,12 @@ test("e2e: after a daemon restart, :Dsh sessions lists the sessions and reopens 
   setup()
   local t = E.t
   local before = text_of(t)
+  local n = #H.messages
   vim.cmd("Dsh stop")
   H.eq(nil, dsh._client)
+  H.wait_for(function()
+    return vim.tbl_contains(vim.list_slice(H.messages, n + 1), "dsh: daemon stopped")
+  end, 10000, "the daemon to stop")
   -- Close the transcript so reopening it replays the whole log.
   vim.api.nvim_buf_delete(t.buf, { force = true })
   local items
@@ -355,16 +400,21 @@ test("e2e: after a daemon restart, :Dsh sessions lists the sessions and reopens 
     end
     on_choice(nil)
   end
-  local ok, err = pcall(vim.cmd, "Dsh sessions")
+  local ok, err = pcall(function()
+    vim.cmd("Dsh sessions")
+    H.wait_for(function()
+      return items
+    end, 10000, "the session list")
+  end)
   vim.ui.select = select
   assert(ok, err)
-  H.truthy(items, "sessions listed")
   H.eq(2, #items)
   H.contains(items, t.session_id)
   H.contains(items, E.fork)
   H.contains(items, "say hello")
-  local r = H.truthy(dsh.current(), "reopened")
-  H.eq(t.session_id, r.session_id)
+  local r = wait_current(function(c)
+    return c.session_id == t.session_id
+  end, "the reopened transcript")
   wait_text(r, "━━ turn 4 cancelled")
   H.contains(text_of(r), "Hello from the mock, streamed in pieces.")
   H.contains(text_of(r), "Wrote hello.txt.")
@@ -393,7 +443,13 @@ test("e2e: teardown (daemon shutdown, mock stopped)", function()
   if not E.ready then
     return
   end
-  dsh.disconnect(true)
+  local stopped = false
+  dsh.disconnect(true, function()
+    stopped = true
+  end)
+  H.wait_for(function()
+    return stopped
+  end, 10000, "the daemon to stop")
   if E.mock then
     E.mock:kill("sigterm")
   end

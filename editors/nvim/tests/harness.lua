@@ -45,6 +45,19 @@ function H.wait_for(cond, timeout, what)
   return value
 end
 
+--- Send a request on a `dsh.Client` and wait for its answer (the test waits, not the plugin).
+---@return any result, dsh.RpcError? err
+function H.request(client, method, params, timeout)
+  local done, result, err = false, nil, nil
+  client:request(method, params, function(e, r)
+    done, result, err = true, r, e
+  end)
+  H.wait_for(function()
+    return done
+  end, timeout or 10000, "the answer to " .. method)
+  return result, err
+end
+
 --- The text of a buffer.
 function H.buf_text(buf)
   return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")

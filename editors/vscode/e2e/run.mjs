@@ -1,12 +1,15 @@
 // The real-VS-Code test. Starts the dsh mock provider, installs the packaged extension into
-// code-server (VS Code's server build), opens the workbench in headless Chromium, and lets the
-// extension's self-test (`DSH_SELFTEST`) drive the scenario of issue 7 against the real daemon.
-// The harness plays the user where a person would click: "Allow" on the approval notification.
-// Then it checks what the page shows (the transcript webview's per-step usage, the status bar),
-// takes a screenshot, prints every check and `N passed, N failed`, and exits non-zero on failure.
+// code-server (VS Code's server build) together with the test-only driver extension (`driver/`,
+// packaged by `npm run package:e2e-driver`, never shipped), opens the workbench in headless
+// Chromium, and lets the driver (`DSH_E2E_RESULTS`) drive the extension through the scenario of
+// issue 7 against the real daemon, from outside: its commands and the test API its `activate()`
+// returns. The harness plays the user where a person would click: "Allow" on the approval
+// notification. Then it checks what the page shows (the transcript webview's per-step usage, the
+// status bar), takes a screenshot, prints every check and `N passed, N failed`, and exits non-zero
+// on failure.
 //
-// Usage: node e2e/run.mjs --vsix dsh-vscode.vsix --dsh /path/to/dsh [--screenshot out.png]
-//        [--keep] [--timeout 300]
+// Usage: node e2e/run.mjs --vsix dsh-vscode.vsix --driver e2e/driver/dsh-vscode-e2e-driver.vsix
+//        --dsh /path/to/dsh [--screenshot out.png] [--keep] [--timeout 300]
 
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -19,6 +22,7 @@ import { chromium } from "playwright-core";
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = parseArgs(process.argv.slice(2));
 const vsix = path.resolve(args.vsix ?? path.join(here, "..", "dsh-vscode.vsix"));
+const driverVsix = path.resolve(args.driver ?? path.join(here, "driver", "dsh-vscode-e2e-driver.vsix"));
 const dsh = path.resolve(args.dsh ?? process.env.DSH_BIN ?? path.join(here, "../../../target/debug/dsh"));
 const timeoutS = Number(args.timeout ?? 300);
 const codeServer = path.join(here, "node_modules/code-server/out/node/entry.js");
@@ -36,7 +40,7 @@ function check(name, ok, detail = "") {
 }
 
 async function main() {
-  for (const [what, p] of [["the packaged extension", vsix], ["dsh", dsh], ["code-server", codeServer], ["chromium", chromiumPath]]) {
+  for (const [what, p] of [["the packaged extension", vsix], ["the packaged e2e driver (npm run package:e2e-driver)", driverVsix], ["dsh", dsh], ["code-server", codeServer], ["chromium", chromiumPath]]) {
     if (!existsSync(p)) {
       throw new Error(`${what} not found at ${p}`);
     }
@@ -93,8 +97,8 @@ async function main() {
   const env = {
     ...process.env,
     DEEPSEEK_API_KEY: "sk-test",
-    DSH_SELFTEST: results,
-    DSH_SELFTEST_MOCK: mockUrl,
+    DSH_E2E_RESULTS: results,
+    DSH_E2E_MOCK: mockUrl,
     XDG_CONFIG_HOME: path.join(run, "config"),
     XDG_DATA_HOME: path.join(run, "data"),
   };
@@ -105,6 +109,11 @@ async function main() {
   check("the packaged extension installs into code-server", install.status === 0, (install.stdout + install.stderr).trim().split("\n").slice(-2).join(" "));
   if (install.status !== 0) {
     throw new Error(`--install-extension failed:\n${install.stdout}\n${install.stderr}`);
+  }
+  // The driver depends on the extension (`extensionDependencies`): installed after it.
+  const driver = spawnSync(process.execPath, [codeServer, ...csArgs, "--install-extension", driverVsix], { env, encoding: "utf8", timeout: 120_000 });
+  if (driver.status !== 0) {
+    throw new Error(`--install-extension of the e2e driver failed:\n${driver.stdout}\n${driver.stderr}`);
   }
 
   const port = await freePort();
@@ -132,9 +141,9 @@ async function main() {
   await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`, { waitUntil: "domcontentloaded", timeout: 60_000 });
   await page.locator(".monaco-workbench").waitFor({ timeout: 60_000 });
   check("the workbench opens in headless Chromium", true);
-  log("workbench open; the self-test runs");
+  log("workbench open; the driver runs the scenario");
 
-  // Play the user until the self-test is done: click "Allow" when dsh asks.
+  // Play the user until the scenario is done: click "Allow" when dsh asks.
   const deadline = Date.now() + timeoutS * 1000;
   let clicked = 0;
   const toasts = new Set();
@@ -144,7 +153,7 @@ async function main() {
     state = readJson(results) ?? state;
     if (state.phase && state.phase !== lastPhase) {
       lastPhase = state.phase;
-      log(`self-test: ${lastPhase}`);
+      log(`scenario: ${lastPhase}`);
     }
     if (state.done) {
       break;
@@ -164,7 +173,7 @@ async function main() {
     }
     await sleep(250);
   }
-  check("the self-test finished in time", state.done, state.done ? "" : `stuck at phase ${state.phase ?? "(not started)"}; code-server log tail:\n${csLog.slice(-3000)}`);
+  check("the scenario finished in time", state.done, state.done ? "" : `stuck at phase ${state.phase ?? "(not started)"}; code-server log tail:\n${csLog.slice(-3000)}`);
   check("the approval notification appeared and Allow was clicked in the page", clicked >= 1, `${clicked} click(s)`);
   for (const c of state.checks ?? []) {
     check(`vscode: ${c.name}`, c.ok, c.ok ? `${c.detail}${c.ms ? ` (${c.ms} ms)` : ""}` : c.detail);
@@ -317,7 +326,7 @@ async function reloadRestoresTranscript(page, expect) {
     await page.locator(".monaco-workbench").waitFor({ timeout: 60_000 });
     const frame = await findFrame(page, "#main [data-usage]", 30_000);
     if (!frame || !expect) {
-      check(name, false, frame ? "no expectation from the self-test" : "no transcript webview after the reload");
+      check(name, false, frame ? "no expectation from the scenario" : "no transcript webview after the reload");
       return;
     }
     const wantBadges = expect.usage.rows.filter((r) => r.usage).length;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The VS Code extension's whole test, from a fresh machine: system packages, the extension's npm
 # packages, Node.js 24 and code-server, the dsh binary, then typecheck, lint, unit tests (against
-# the real daemon and mock), package, and the end-to-end test inside a real VS Code (code-server
-# in headless Chromium). Idempotent: every install step is skipped when already done.
+# the real daemon and mock), package (and check the .vsix holds no test code), and the end-to-end
+# test inside a real VS Code (code-server in headless Chromium), driven by the test-only driver
+# extension `e2e/driver/`. Idempotent: every install step is skipped when already done.
 # Prints `N passed, N failed` (unit and e2e summed) and exits non-zero on any failure.
 #
 # Environment: DSH_BIN (default: the workspace's target/debug/dsh, built when missing),
@@ -17,9 +18,11 @@ cd "$here"
 step() { printf '\n== %s\n' "$*"; }
 timed() { local start=$SECONDS; "$@"; echo "   ($((SECONDS - start)) s)"; }
 
-# ---- system packages: Chromium (the browser) and Kerberos headers (code-server's native module)
+# ---- system packages: Chromium (the browser), Kerberos headers (code-server's native module),
+# unzip (to look inside the .vsix)
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v unzip >/dev/null 2>&1 || missing+=(unzip)
 dpkg -s libkrb5-dev >/dev/null 2>&1 || missing+=(libkrb5-dev)
 if ((${#missing[@]})); then
   step "apt-get install ${missing[*]}"
@@ -88,11 +91,37 @@ rm -f "$unit_log"
 
 run_count "package (vsce)" npm run --silent package
 
+# The shipped .vsix is the extension alone: the end-to-end test lives in a separate driver
+# extension (e2e/driver/) that only the harness installs. Lists the .vsix and fails on any file
+# or string of the test in it.
+vsix_ships_no_test() {
+  local files found
+  files="$(unzip -Z1 dsh-vscode.vsix)" || return 1
+  sed 's/^/   /' <<<"$files"
+  if grep -Ei 'selftest|self-test|e2e|driver|(^|/)test/' <<<"$files"; then
+    echo "test files in dsh-vscode.vsix" >&2
+    return 1
+  fi
+  # The manifest's scripts name the driver's build; its contributions must not name a self-test.
+  found="$({
+    unzip -p dsh-vscode.vsix extension/package.json | grep -Eio 'selfTest|self-test|DSH_SELFTEST|DSH_E2E_[A-Z]*'
+    unzip -p dsh-vscode.vsix 'extension/out/*' | grep -Eio 'selfTest|self-test|DSH_SELFTEST|DSH_E2E_[A-Z]*|runScenario|dsh-vscode-e2e-driver'
+  } | sort | uniq -c)" || true
+  if [[ -n "$found" ]]; then
+    echo "test code in dsh-vscode.vsix:" >&2
+    echo "$found" >&2
+    return 1
+  fi
+}
+run_count "the .vsix ships no test code (no self-test, no dsh.selfTest)" vsix_ships_no_test
+
 if [[ -z "${SKIP_E2E:-}" ]]; then
-  step "e2e: the packaged extension in code-server + headless Chromium"
+  driver_vsix="$here/e2e/driver/dsh-vscode-e2e-driver.vsix"
+  run_count "package the e2e driver extension (test only)" npm run --silent package:e2e-driver
+  step "e2e: the packaged extension in code-server + headless Chromium, driven by e2e/driver"
   e2e_log="$(mktemp)"
   set +e
-  "$node24/node" "$here/e2e/run.mjs" --vsix "$here/dsh-vscode.vsix" --dsh "$dsh" ${E2E_SCREENSHOT:+--screenshot "$E2E_SCREENSHOT"} 2>&1 | tee "$e2e_log"
+  "$node24/node" "$here/e2e/run.mjs" --vsix "$here/dsh-vscode.vsix" --driver "$driver_vsix" --dsh "$dsh" ${E2E_SCREENSHOT:+--screenshot "$E2E_SCREENSHOT"} 2>&1 | tee "$e2e_log"
   e2e_rc=${PIPESTATUS[0]}
   set -e
   e_pass=$(sed -n 's/^e2e: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$e2e_log" | tail -1)

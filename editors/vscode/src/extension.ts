@@ -1,32 +1,47 @@
 // dsh for VS Code: a thin client of the dsh daemon. All behavior lives in the daemon; this
 // extension starts `dsh stdio`, shows what the session log says, and sends the user's requests.
 
-import { existsSync } from "node:fs";
 import * as vscode from "vscode";
 import { Connection } from "./connection";
-import { describeError } from "./daemon";
-import type { SessionPromptResult, WhenBusy } from "./protocol.generated";
-import { SessionManager } from "./sessions";
+import { describeError, type DshClient } from "./daemon";
+import type { ApprovalChoice, SessionPromptResult, WhenBusy } from "./protocol.generated";
+import { SessionManager, type SessionChange } from "./sessions";
+import type { Transcript } from "./transcript";
 import { formatUsage, hitPercent } from "./usage";
 import { SAW_SCHEME, SawProvider, SessionsTree, StatusBar, TranscriptPanels, sawUri, type TreeNode } from "./views";
 
-/** What commands accept besides tree nodes: explicit arguments (scripts, the self-test). */
+/** What commands accept besides tree nodes: explicit arguments (scripts, the end-to-end test). */
 export type SessionArg = { sessionId?: string; step?: number; text?: string; whenBusy?: WhenBusy } | string | TreeNode | undefined;
 
-/** The extension's parts, exported for the self-test. */
-export type Dsh = {
-  conn: Connection;
-  sessions: SessionManager;
-  panels: TranscriptPanels;
-  saw: SawProvider;
-  status: StatusBar;
-  tree: SessionsTree;
+/**
+ * What `activate()` returns: the state the end-to-end test checks besides what the `dsh.*`
+ * commands return. The test runs from a separate, never shipped extension (`e2e/driver/` in the
+ * source tree) that drives this one through its commands and reads these to see what the views
+ * show. Only what those checks need; not an API for other extensions, and it may change.
+ */
+export type DshTestApi = {
+  /** The daemon client, starting the bridge when needed; a start failure is shown and rethrown. */
+  client(): Promise<DshClient>;
+  /** The live transcript of an open session. */
+  transcript(sessionId: string): Transcript | undefined;
+  /** Whether an open session is subscribed to the daemon's events. */
+  subscribed(sessionId: string): boolean;
+  /** Fires as the open sessions change (every streamed chunk included). */
+  onDidChange: vscode.Event<SessionChange>;
+  /** The answer an approval got from the native notification (`dismissed`: closed unanswered). */
+  approvalAnswer(approvalId: string): ApprovalChoice | "dismissed" | undefined;
+  /** The HTML last posted to the session's transcript panel; undefined when it has no panel. */
+  transcriptHtml(sessionId: string): string | undefined;
+  /** The Sessions tree: its data (node → tree item) and its view. */
+  tree: Pick<SessionsTree, "getChildren" | "getTreeItem">;
   treeView: vscode.TreeView<TreeNode>;
+  /** The status bar item's text, brought up to date first. */
+  statusText(): string;
 };
 
-let api: Dsh | undefined;
+let connection: Connection | undefined;
 
-export function activate(context: vscode.ExtensionContext): Dsh {
+export function activate(context: vscode.ExtensionContext): DshTestApi {
   const version = (context.extension.packageJSON as { version?: string }).version ?? "0";
   const conn = new Connection(version);
   const sessions = new SessionManager(conn);
@@ -52,7 +67,7 @@ export function activate(context: vscode.ExtensionContext): Dsh {
   const status = new StatusBar(sessions, conn);
   const tree = new SessionsTree(sessions);
   const treeView = vscode.window.createTreeView("dsh.sessions", { treeDataProvider: tree, showCollapseAll: true });
-  api = { conn, sessions, panels, saw, status, tree, treeView };
+  connection = conn;
 
   context.subscriptions.push(
     conn,
@@ -337,19 +352,22 @@ export function activate(context: vscode.ExtensionContext): Dsh {
 
   register("dsh.showLog", () => conn.output.show());
 
-  register("dsh.selfTest", async (resultPath?: string) => {
-    const { runSelfTest } = await import("./selftest");
-    return runSelfTest(api!, resultPath ?? process.env.DSH_SELFTEST ?? "");
-  });
-
-  // Once per run: a window reload (the harness tests restoring) must not start it again.
-  if (process.env.DSH_SELFTEST && !existsSync(process.env.DSH_SELFTEST)) {
-    setTimeout(() => void vscode.commands.executeCommand("dsh.selfTest", process.env.DSH_SELFTEST), 1500);
-  }
-
-  return api;
+  return {
+    client: () => conn.get(),
+    transcript: (id) => sessions.open.get(id)?.transcript,
+    subscribed: (id) => sessions.open.get(id)?.sub !== undefined,
+    onDidChange: sessions.onDidChange,
+    approvalAnswer: (id) => sessions.answered.get(id),
+    transcriptHtml: (id) => (panels.panels.has(id) ? (panels.lastHtml.get(id) ?? "") : undefined),
+    tree,
+    treeView,
+    statusText: () => {
+      status.update();
+      return status.item.text;
+    },
+  };
 }
 
 export function deactivate(): void {
-  api?.conn.dispose();
+  connection?.dispose();
 }

@@ -20,6 +20,7 @@ export const Methods = {
   SessionUsage: "session/usage",
   SessionEvents: "session/events",
   SessionCompact: "session/compact",
+  SessionAudit: "session/audit",
   ApprovalRespond: "approval/respond",
   DaemonStatus: "daemon/status",
   DaemonShutdown: "daemon/shutdown",
@@ -479,6 +480,32 @@ seq?: number,
  * What happened, for people.
  */
 message: string, };
+
+export type SessionAuditResult = { 
+/**
+ * No mismatch and no log error.
+ */
+ok: boolean, 
+/**
+ * Steps rebuilt.
+ */
+steps: number, 
+/**
+ * Steps whose rebuilt wire body equals `request/sent` (sha256 and length).
+ */
+matched: number, 
+/**
+ * Steps whose rebuilt body differs (or could not be rebuilt), first first.
+ */
+mismatches: Array<string>, 
+/**
+ * Log check errors.
+ */
+errors: Array<string>, 
+/**
+ * Notes (the log ends inside a turn, a torn tail was set aside).
+ */
+notes: Array<string>, };
 
 export type ApprovalChoice = "allow" | "deny" | "allowAlways";
 

@@ -35,7 +35,7 @@ export class SessionManager implements vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<SessionChange>();
   readonly onDidChange = this.changed.event;
   private readonly asked = new Set<string>();
-  /** The answer chosen for each approval (for the self-test and the output). */
+  /** The answer chosen for each approval (the end-to-end test checks it came from the button). */
   readonly answered = new Map<string, ApprovalChoice | "dismissed">();
   private readonly disposables: vscode.Disposable[] = [];
 

@@ -155,7 +155,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
 
 export class TranscriptPanels implements vscode.Disposable {
   readonly panels = new Map<string, vscode.WebviewPanel>();
-  /** The last HTML posted per session (the self-test reads what the user sees). */
+  /** The last HTML posted per session (what the user sees; the end-to-end test reads it). */
   readonly lastHtml = new Map<string, string>();
   private readonly pending = new Map<string, NodeJS.Timeout>();
   private readonly dirty = new Map<string, Set<"full" | number>>();
@@ -384,8 +384,6 @@ export function sawUri(sessionId: string, step: number | "usage"): vscode.Uri {
 export class SawProvider implements vscode.TextDocumentContentProvider {
   private readonly changed = new vscode.EventEmitter<vscode.Uri>();
   readonly onDidChange = this.changed.event;
-  /** Documents served, for the self-test. */
-  readonly served = new Map<string, string>();
 
   constructor(private readonly conn: Connection) {}
 
@@ -414,7 +412,6 @@ export class SawProvider implements vscode.TextDocumentContentProvider {
         const r = await client.request(sessionId, Number(m[1]));
         text = renderSaw(r, { sessionId });
       }
-      this.served.set(uri.toString(), text);
       return text;
     } catch (e) {
       return `dsh: could not rebuild ${uri.path}: ${describeError(e)}`;

@@ -271,7 +271,7 @@ describe("against the daemon and the mock", { skip }, () => {
 });
 
 describe("without an API key", { skip }, () => {
-  test("a prompt fails with the daemon's words on how to fix it", async () => {
+  test("a new session fails with the daemon's words on how to fix it, and nothing is logged", async () => {
     const mock = await Mock.start();
     const home = tempDir("home");
     const ws = makeWorkspace();
@@ -279,15 +279,16 @@ describe("without an API key", { skip }, () => {
     delete env.DEEPSEEK_API_KEY;
     const client = await DshClient.start({ path: dshBin(), home, baseUrl: mock.url, inProcess: true, env });
     try {
-      const { sessionId } = await client.createSession(ws);
+      // The daemon checks the key before it logs a session that could never run a turn.
       let message = "";
       try {
-        const r = await client.prompt(sessionId, "hello");
-        message = r.error ?? "";
+        await client.createSession(ws);
       } catch (e) {
         message = describeError(e);
       }
       assert.match(message, /DEEPSEEK_API_KEY/);
+      const { sessions } = await client.listSessions(ws);
+      assert.equal(sessions.length, 0);
     } finally {
       client.kill();
       await client.waitExit();

@@ -1,4 +1,4 @@
-//! The loop: one turn of steps, each step exactly as DESIGN.md §4 lists it.
+//! The loop: one turn of steps (`docs/loop.md` walks through a step).
 //!
 //! Per step: render the assembly (system prompt + tool schemas) and compare by value → the
 //! pre-step hook, context pressure, which may trim tool results or compact the surface by
@@ -13,8 +13,10 @@
 //! turn closes with `turn/end` and its reason. A failed or cancelled step never leaves a half
 //! message on the surface: the message is appended only once the stream finished.
 //!
-//! The only in-process state of a loop instance is one boolean: whether it has anchored its
-//! header snapshot. Everything else is read from the log.
+//! The only in-process state of a loop instance that the log does not hold is one boolean:
+//! whether it has anchored its header snapshot. The rest is either read from the log or a cache
+//! of a fold over it that the log rebuilds (the memoized wire body, `WireCache`, which the
+//! invariant checks against a fresh `wire_body`; the `allowAlways` fold).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,7 +40,7 @@ use crate::compact::{CompactOutcome, ContextConfig, ContextPolicy, relieve_press
 use crate::error::AgentError;
 use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
-use crate::prompt::{date_context, render_system_prompt, utc_date};
+use crate::prompt::{date_context, local_date, render_system_prompt};
 use crate::tools::Toolbox;
 
 /// Explicit call options (from the command line, `session/create`, a fork): on the first request
@@ -253,7 +255,7 @@ impl Agent {
             session.query(|s| (s.last_turn() + 1, last_date_context(s))).await?;
         session.append(EventData::TurnStart(TurnStart { turn })).await?;
         if self.config.date_context {
-            let today = date_context(&utc_date((self.clock)()));
+            let today = date_context(&local_date((self.clock)()));
             if last_date.as_deref() != Some(today.as_str()) {
                 let context = ContextMessage { text: today, source: Some("date".to_owned()) };
                 session.append(EventData::ContextMessage(context)).await?;
@@ -542,8 +544,11 @@ impl Agent {
                         tool: call.name.clone(),
                         summary: self.toolbox.describe_call(&call.name, &call.arguments),
                     };
+                    // Ask first, log second: the approver is ready for an answer before any
+                    // client can see the request.
+                    let answer = self.approver.ask(&request, cancel);
                     session.append(EventData::ApprovalRequest(request.clone())).await?;
-                    let verdict = self.approver.decide(&request, cancel).await;
+                    let verdict = answer.await;
                     let verdict =
                         if cancel.is_cancelled() { ApprovalVerdict::Deny } else { verdict };
                     let decision = ApprovalDecision {

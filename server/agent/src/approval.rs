@@ -86,18 +86,22 @@ impl ApprovalPolicy {
     }
 }
 
-/// A boxed future, as returned by [`Approver::decide`].
+/// A boxed future, as returned by [`Approver::ask`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Whoever answers approval requests.
 pub trait Approver: Send + Sync {
-    /// Decides one request. Must return promptly when `cancel` fires (the turn was cancelled);
-    /// the loop then refuses the call.
-    fn decide<'a>(
-        &'a self,
-        request: &'a ApprovalRequest,
-        cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ApprovalVerdict>;
+    /// Starts asking about one request and returns the wait for its verdict. The loop calls
+    /// this *before* it appends `approval/request`, so whatever must be in place for an answer
+    /// to be taken (a waiter registered under the approval id) is in place by the time a client
+    /// can see the request; only then does it append and await the returned future. The future
+    /// must return promptly when `cancel` fires (the loop then refuses the call); dropping it
+    /// withdraws the question.
+    fn ask(
+        &self,
+        request: &ApprovalRequest,
+        cancel: &CancellationToken,
+    ) -> BoxFuture<'static, ApprovalVerdict>;
 }
 
 /// An approver that denies everything: for contexts with nobody to ask.
@@ -105,11 +109,11 @@ pub trait Approver: Send + Sync {
 pub struct DenyAll;
 
 impl Approver for DenyAll {
-    fn decide<'a>(
-        &'a self,
-        _request: &'a ApprovalRequest,
-        _cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ApprovalVerdict> {
+    fn ask(
+        &self,
+        _request: &ApprovalRequest,
+        _cancel: &CancellationToken,
+    ) -> BoxFuture<'static, ApprovalVerdict> {
         Box::pin(async { ApprovalVerdict::Deny })
     }
 }

@@ -56,13 +56,22 @@ fn read_instruction_file(workspace: &Path, name: &str) -> Option<String> {
     Some(text)
 }
 
-/// The text of the `context/message` that tells the model today's date (`YYYY-MM-DD`, UTC).
+/// The text of the `context/message` that tells the model today's date (`YYYY-MM-DD`).
 pub fn date_context(date: &str) -> String {
     format!("Today's date is {date}.")
 }
 
-/// Today's date (UTC) as `YYYY-MM-DD`, from unix milliseconds.
-pub fn utc_date(unix_ms: u64) -> String {
-    let (year, month, day, ..) = dsh_store::utc_from_unix_ms(unix_ms);
-    format!("{year:04}-{month:02}-{day:02}")
+/// The date as `YYYY-MM-DD` on the calendar of the machine the daemon runs on (its local time
+/// zone, `TZ` or `/etc/localtime`), from unix milliseconds: a user in UTC−8 is not told
+/// tomorrow's date every evening. Falls back to UTC when the time cannot be placed.
+pub fn local_date(unix_ms: u64) -> String {
+    use chrono::TimeZone as _;
+    let millis = i64::try_from(unix_ms).unwrap_or(i64::MAX);
+    match chrono::Local.timestamp_millis_opt(millis).earliest() {
+        Some(local) => local.format("%Y-%m-%d").to_string(),
+        None => {
+            let (year, month, day, ..) = dsh_store::utc_from_unix_ms(unix_ms);
+            format!("{year:04}-{month:02}-{day:02}")
+        }
+    }
 }

@@ -1,35 +1,267 @@
-//! The CLI's side of the daemon: find the user's daemon through its socket, start it when none
-//! runs, and speak JSON-RPC to it (requests out, responses and `session/event` notifications in).
+//! The one typed client of the API, over any byte stream (the daemon's socket, a `dsh stdio`
+//! bridge, the in-process runner's pipe): requests out, responses routed back to their callers
+//! by id, notifications and anything unattributable handed to the owner of the connection.
+//! The CLI, the tests, the load benchmark and the fronts all speak through it; the envelopes
+//! are `dsh_protocol::jsonrpc`'s.
+//!
+//! Also here: finding the user's daemon through its socket and starting one when none runs.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use dsh_protocol::SessionEvent;
+use dsh_protocol::jsonrpc::{
+    ErrorObject, Id, Incoming, Notification, Request, Response, SubscriptionParams, raw,
+};
+use dsh_protocol::method::{self, Method};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::net::unix::OwnedWriteHalf;
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
-use crate::daemon::serve::{LOG_FILE, SOCKET_FILE, prepare_home};
+use crate::serve::{LOG_FILE, SOCKET_FILE, prepare_home};
 
 /// How long a client waits for a daemon it started to listen.
 const START_DEADLINE: Duration = Duration::from_secs(15);
 
-/// A JSON-RPC error the daemon answered with.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct RpcError {
-    /// The code.
-    pub code: i64,
-    /// The message, for people.
-    pub message: String,
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The daemon answered with an error.
+    #[error("{0}")]
+    Rpc(#[from] ErrorObject),
+    /// The connection closed before the answer came.
+    #[error("the daemon closed the connection")]
+    Closed,
+    /// Writing the request failed.
+    #[error("writing to the daemon: {0}")]
+    Write(#[source] std::io::Error),
+    /// The answer is not the method's result type.
+    #[error("reading the answer to {method}: {error}")]
+    Decode {
+        /// The method.
+        method: String,
+        /// What did not fit.
+        #[source]
+        error: serde_json::Error,
+    },
+}
+
+impl ClientError {
+    /// The JSON-RPC error code, when the daemon answered with an error.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            ClientError::Rpc(error) => Some(error.code),
+            _ => None,
+        }
+    }
+}
+
+/// What arrives without being the answer to a pending call.
+#[derive(Debug)]
+pub enum Unsolicited {
+    /// A notification (for `session/event`, see [`event_of`]).
+    Notification(Notification),
+    /// A response whose id is null or matches no pending call (an error the daemon could not
+    /// attribute to a request, or the answer to a line written raw).
+    Orphan(Response),
+    /// A line that is not a JSON-RPC message at all.
+    Unreadable(String),
+}
+
+type Pending = Arc<Mutex<HashMap<Id, oneshot::Sender<Response>>>>;
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A JSON-RPC connection to the daemon. Cheap to share (`Arc<Client>`); calls may run
+/// concurrently.
+pub struct Client {
+    writer: tokio::sync::Mutex<Box<dyn AsyncWrite + Unpin + Send>>,
+    pending: Pending,
+    /// Set by the reader when the connection closed, before it fails the pending calls.
+    closed: Arc<AtomicBool>,
+    next_id: AtomicU64,
+}
+
+impl Client {
+    /// Wraps a reader and a writer. A task routes answers to their callers; everything else
+    /// arrives on the returned receiver, which ends when the connection closes. The receiver
+    /// is unbounded so that a caller that never reads it cannot stall the routing of answers;
+    /// what arrives on it is bounded by what the caller subscribed to.
+    pub fn new(
+        reader: impl AsyncRead + Unpin + Send + 'static,
+        writer: impl AsyncWrite + Unpin + Send + 'static,
+    ) -> (Client, mpsc::UnboundedReceiver<Unsolicited>) {
+        let pending: Pending = Arc::default();
+        let (unsolicited, receiver) = mpsc::unbounded_channel();
+        let routes = Arc::clone(&pending);
+        let closed = Arc::new(AtomicBool::new(false));
+        let reader_closed = Arc::clone(&closed);
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(reader).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let message = match Incoming::parse(&line) {
+                    Ok(Incoming::Response(response)) => {
+                        let waiting = lock(&routes).remove(&response.id);
+                        match waiting {
+                            Some(waiter) => {
+                                let _ = waiter.send(response);
+                                continue;
+                            }
+                            None => Unsolicited::Orphan(response),
+                        }
+                    }
+                    Ok(Incoming::Notification(notification)) => {
+                        Unsolicited::Notification(notification)
+                    }
+                    Err(_) => Unsolicited::Unreadable(line),
+                };
+                // Nobody listening is fine: answers are still routed.
+                let _ = unsolicited.send(message);
+            }
+            // The daemon closed the connection: every waiting call fails, and later calls fail
+            // at once (see `send_line_for`).
+            reader_closed.store(true, Ordering::SeqCst);
+            lock(&routes).clear();
+        });
+        let client = Client {
+            writer: tokio::sync::Mutex::new(Box::new(writer)),
+            pending,
+            closed,
+            next_id: AtomicU64::new(1),
+        };
+        (client, receiver)
+    }
+
+    /// Connects to a socket.
+    pub async fn connect(
+        socket: &Path,
+    ) -> anyhow::Result<(Client, mpsc::UnboundedReceiver<Unsolicited>)> {
+        let stream = UnixStream::connect(socket)
+            .await
+            .with_context(|| format!("connecting to {}", socket.display()))?;
+        let (reader, writer) = stream.into_split();
+        Ok(Client::new(reader, writer))
+    }
+
+    /// Calls `M` and waits for its result.
+    pub async fn call<M: Method>(&self, params: M::Params) -> Result<M::Result, ClientError> {
+        let result = self.call_raw(M::NAME, raw(&params)).await?;
+        serde_json::from_str(result.get())
+            .map_err(|error| ClientError::Decode { method: M::NAME.to_owned(), error })
+    }
+
+    /// Calls `method` with params as given (for methods and params outside the typed API, as
+    /// tests of bad input send them).
+    pub async fn call_raw(
+        &self,
+        method: &str,
+        params: Box<RawValue>,
+    ) -> Result<Box<RawValue>, ClientError> {
+        Ok(self.request(method, params).await?.into_outcome()?)
+    }
+
+    /// Sends a request and waits for the whole response.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Box<RawValue>,
+    ) -> Result<Response, ClientError> {
+        let answer = self.send(method, params).await?;
+        answer.await.map_err(|_| ClientError::Closed)
+    }
+
+    /// Writes a request now and returns the wait for its response: requests sent this way from
+    /// one task reach the daemon in order.
+    pub async fn send(
+        &self,
+        method: &str,
+        params: Box<RawValue>,
+    ) -> Result<oneshot::Receiver<Response>, ClientError> {
+        let id = Id::Number(self.fresh_id());
+        let line = Request::new(id.clone(), method, params).to_line();
+        self.send_line_for(id, line.as_bytes()).await
+    }
+
+    /// Writes `line` — which must be a request with id `id` — and returns the wait for its
+    /// response (for hand-made requests).
+    pub async fn send_line_for(
+        &self,
+        id: Id,
+        line: &[u8],
+    ) -> Result<oneshot::Receiver<Response>, ClientError> {
+        let (sender, answer) = oneshot::channel();
+        lock(&self.pending).insert(id.clone(), sender);
+        // Registered first, checked second: a reader that closes after this check clears the
+        // registration; one that closed before is seen here.
+        if self.is_closed() {
+            lock(&self.pending).remove(&id);
+            return Err(ClientError::Closed);
+        }
+        if let Err(error) = self.send_line(line).await {
+            lock(&self.pending).remove(&id);
+            return Err(error);
+        }
+        Ok(answer)
+    }
+
+    /// Writes raw bytes and a newline (for bad-input tests: whatever comes back is
+    /// [`Unsolicited`]).
+    pub async fn send_line(&self, line: &[u8]) -> Result<(), ClientError> {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line);
+        bytes.push(b'\n');
+        let mut writer = self.writer.lock().await;
+        writer.write_all(&bytes).await.map_err(ClientError::Write)?;
+        writer.flush().await.map_err(ClientError::Write)
+    }
+
+    /// Whether the daemon closed the connection.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// A request id not used on this connection yet.
+    pub fn fresh_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Says hello with the protocol version this build speaks.
+    pub async fn initialize(
+        &self,
+        name: &str,
+    ) -> Result<dsh_protocol::InitializeResult, ClientError> {
+        self.call::<method::Initialize>(dsh_protocol::InitializeParams {
+            client_info: dsh_protocol::ClientInfo {
+                name: name.to_owned(),
+                version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+            },
+            protocol_version: dsh_protocol::PROTOCOL_VERSION,
+        })
+        .await
+    }
+}
+
+/// A subscription notification's subscription id and payload, if `notification` is one.
+pub fn subscription_of(notification: &Notification) -> Option<SubscriptionParams> {
+    serde_json::from_str(notification.params.as_ref()?.get()).ok()
+}
+
+/// The session event a `session/event` notification carries, with its subscription id.
+pub fn event_of(notification: &Notification) -> Option<(serde_json::Value, SessionEvent)> {
+    if notification.method != method::SESSION_EVENT {
+        return None;
+    }
+    let params = subscription_of(notification)?;
+    let event = serde_json::from_str(params.result.get()).ok()?;
+    Some((params.subscription, event))
 }
 
 /// How to start a daemon when none runs.
@@ -39,7 +271,13 @@ pub struct SpawnOptions {
     pub global_args: Vec<String>,
 }
 
-/// Connects to the daemon of `home`, starting one when none listens.
+/// Connects to the daemon of `home` if one listens.
+pub async fn connect_running(home: &Path) -> Option<UnixStream> {
+    UnixStream::connect(home.join(SOCKET_FILE)).await.ok()
+}
+
+/// Connects to the daemon of `home`, starting one (the `dsh` binary this process runs) when
+/// none listens.
 pub async fn connect_or_start(home: &Path, spawn: &SpawnOptions) -> anyhow::Result<UnixStream> {
     let socket = home.join(SOCKET_FILE);
     if let Ok(stream) = UnixStream::connect(&socket).await {
@@ -94,104 +332,8 @@ pub async fn connect_or_start(home: &Path, spawn: &SpawnOptions) -> anyhow::Resu
     }
 }
 
-fn tail(path: &PathBuf, lines: usize) -> String {
+fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-type Pending = Arc<std::sync::Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>>;
-
-/// A JSON-RPC connection to the daemon.
-pub struct Client {
-    writer: Mutex<OwnedWriteHalf>,
-    pending: Pending,
-    next_id: AtomicU64,
-}
-
-/// A `session/event` notification: the subscription id and its result.
-pub type Notification = (Value, Value);
-
-impl Client {
-    /// Wraps a connected stream; notifications arrive on the returned receiver.
-    pub fn new(stream: UnixStream) -> (Client, mpsc::Receiver<Notification>) {
-        let (reader, writer) = stream.into_split();
-        let pending: Pending = Arc::default();
-        let (notify, notifications) = mpsc::channel(4096);
-        let routes = Arc::clone(&pending);
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(reader).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let Ok(message) = serde_json::from_str::<Value>(&line) else { continue };
-                if let Some(id) = message.get("id").and_then(Value::as_u64) {
-                    let sender = routes
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .remove(&id);
-                    if let Some(sender) = sender {
-                        let _ = sender.send(response(message));
-                    }
-                } else if message.get("method").is_some() {
-                    let params = message.get("params").cloned().unwrap_or_default();
-                    let subscription = params.get("subscription").cloned().unwrap_or_default();
-                    let result = params.get("result").cloned().unwrap_or_default();
-                    if notify.send((subscription, result)).await.is_err() {
-                        // Nobody listens for notifications: keep routing responses.
-                    }
-                }
-            }
-            // The daemon closed the connection: fail whatever still waits.
-            let mut routes = routes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            for (_, sender) in routes.drain() {
-                let _ = sender.send(Err(RpcError {
-                    code: -1,
-                    message: "the daemon closed the connection".to_owned(),
-                }));
-            }
-        });
-        (Client { writer: Mutex::new(writer), pending, next_id: AtomicU64::new(1) }, notifications)
-    }
-
-    /// Calls `method` and waits for its result.
-    pub async fn call<P: Serialize, R: DeserializeOwned>(
-        &self,
-        method: &str,
-        params: P,
-    ) -> anyhow::Result<R> {
-        let value = self.call_value(method, serde_json::to_value(params)?).await?;
-        serde_json::from_value(value).with_context(|| format!("reading the answer to {method}"))
-    }
-
-    /// Calls `method` with raw params.
-    pub async fn call_value(&self, method: &str, params: Value) -> anyhow::Result<Value> {
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let (sender, answer) = oneshot::channel();
-        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, sender);
-        let mut line =
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        line.push('\n');
-        {
-            let mut writer = self.writer.lock().await;
-            writer.write_all(line.as_bytes()).await.context("writing to the daemon")?;
-        }
-        match answer.await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(error.into()),
-            Err(_) => bail!("the daemon closed the connection"),
-        }
-    }
-}
-
-fn response(message: Value) -> Result<Value, RpcError> {
-    if let Some(error) = message.get("error") {
-        return Err(RpcError {
-            code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
-            message: error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown error")
-                .to_owned(),
-        });
-    }
-    Ok(message.get("result").cloned().unwrap_or_default())
 }

@@ -1,67 +1,13 @@
-//! Read views over a session log, as text for people and JSON for scripts: the usage table,
-//! "what the model saw", the step diff, the audit, the session list. Every view is rebuilt from
-//! the log, never from memory.
+//! Views the daemon builds from a session log: "what the model saw" (the rebuilt request, its
+//! wire body, and the step diff), the audit, and the words for a cache drop. Every view is
+//! rebuilt from the log, never from memory. The CLI's text rendering of the API's results lives
+//! in the CLI; the request's text form lives here because the step diff is made of it.
 
 use std::fmt::Write as _;
 
-use dsh_protocol::{SeqMessage, SessionRequestResult, WireBody};
+use dsh_protocol::{SeqMessage, SessionAuditResult, SessionRequestResult, WireBody};
 use dsh_provider::{DEEPSEEK_ADAPTER, sha256_hex, wire_body};
-use dsh_session::{
-    Event, Message, Severity, StepRequest, UsageRow, check_log, reconstruct_step, usage_rows,
-    usage_totals,
-};
-use serde_json::{Value, json};
-
-/// The usage table of a log as text.
-pub fn usage_text(events: &[Event]) -> String {
-    usage_table(&usage_rows(events))
-}
-
-/// A usage table as text.
-pub fn usage_table(rows: &[UsageRow]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:>4} {:>5} {:>9} {:>9} {:>9} {:>7} {:>6}  cause of a cache drop",
-        "turn", "step", "prompt", "cached", "new", "out", "hit%"
-    );
-    for row in rows {
-        let _ = writeln!(out, "{}", usage_line(row));
-    }
-    let totals = usage_totals(rows);
-    let _ = writeln!(
-        out,
-        "{:>10} {:>9} {:>9} {:>9} {:>7} {:>5.1}%",
-        "total",
-        totals.prompt_tokens,
-        totals.cache_hit_tokens,
-        totals.cache_miss_tokens,
-        totals.completion_tokens,
-        totals.hit_ratio() * 100.0
-    );
-    out
-}
-
-/// One row of the usage table.
-pub fn usage_line(row: &UsageRow) -> String {
-    let cause = explain(row);
-    match row.usage {
-        Some(usage) => format!(
-            "{:>4} {:>5} {:>9} {:>9} {:>9} {:>7} {:>5.1}%  {cause}",
-            row.turn,
-            row.step,
-            usage.prompt_tokens,
-            usage.cache_hit_tokens,
-            usage.cache_miss_tokens,
-            usage.completion_tokens,
-            row.hit_percent
-        ),
-        None => format!(
-            "{:>4} {:>5} {:>9}  {cause}",
-            row.turn, row.step, "(no usage: the step did not finish)"
-        ),
-    }
-}
+use dsh_session::{Event, Message, Severity, StepRequest, UsageRow, check_log, reconstruct_step};
 
 /// Why a step's cache hit looks the way it does, in words.
 pub fn explain(row: &UsageRow) -> String {
@@ -99,13 +45,9 @@ pub fn request_result(rebuilt: &StepRequest, diff: Option<String>) -> SessionReq
     }
 }
 
-/// "What the model saw" as text, shortened for reading.
-pub fn saw_result_text(result: &SessionRequestResult) -> String {
-    render_request(result, false)
-}
-
-/// "What the model saw" as text. `full` prints every message and tool schema whole (for diffs).
-fn render_request(result: &SessionRequestResult, full: bool) -> String {
+/// "What the model saw" as text. `full` prints every message and tool schema whole (for
+/// diffs); otherwise long texts are shortened for reading.
+pub fn request_text(result: &SessionRequestResult, full: bool) -> String {
     let header = &result.header;
     let mut out = String::new();
     let header_events = if result.header_events.is_empty() {
@@ -219,8 +161,8 @@ fn message_text(message: &Message, full: bool) -> String {
 
 /// A unified diff of step `step - 1`'s request against step `step`'s, both rebuilt.
 pub fn diff_text(previous: &StepRequest, current: &StepRequest) -> String {
-    let old = render_request(&request_result(previous, None), true);
-    let new = render_request(&request_result(current, None), true);
+    let old = request_text(&request_result(previous, None), true);
+    let new = request_text(&request_result(current, None), true);
     similar::TextDiff::from_lines(&old, &new)
         .unified_diff()
         .context_radius(3)
@@ -228,44 +170,17 @@ pub fn diff_text(previous: &StepRequest, current: &StepRequest) -> String {
         .to_string()
 }
 
-/// The result of an audit.
-#[derive(Debug, Default)]
-pub struct Audit {
-    /// Steps rebuilt.
-    pub steps: u64,
-    /// Steps whose rebuilt body matched `request/sent`.
-    pub matched: u64,
-    /// Rebuilt bodies that differ from what was sent (the first one is what matters).
-    pub mismatches: Vec<String>,
-    /// Log check errors.
-    pub errors: Vec<String>,
-    /// Log check notes (the log ends inside a turn).
-    pub notes: Vec<String>,
-}
-
-impl Audit {
-    /// Whether the log passed.
-    pub fn ok(&self) -> bool {
-        self.mismatches.is_empty() && self.errors.is_empty()
-    }
-
-    /// As JSON.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "ok": self.ok(),
-            "steps": self.steps,
-            "matched": self.matched,
-            "mismatches": self.mismatches,
-            "errors": self.errors,
-            "notes": self.notes,
-        })
-    }
-}
-
 /// Rebuilds every step of a log, compares each wire body with its `request/sent` record, and runs
 /// the log checks.
-pub fn audit(events: &[Event]) -> Audit {
-    let mut result = Audit::default();
+pub fn audit(events: &[Event]) -> SessionAuditResult {
+    let mut result = SessionAuditResult {
+        ok: false,
+        steps: 0,
+        matched: 0,
+        mismatches: Vec::new(),
+        errors: Vec::new(),
+        notes: Vec::new(),
+    };
     for diagnostic in check_log(events) {
         match diagnostic.severity {
             Severity::Error => result.errors.push(diagnostic.to_string()),
@@ -308,29 +223,23 @@ pub fn audit(events: &[Event]) -> Audit {
             result.matched += 1;
         }
     }
+    result.ok = result.mismatches.is_empty() && result.errors.is_empty();
     result
 }
 
-/// The audit as text.
-pub fn audit_text(audit: &Audit) -> String {
-    let mut out = String::new();
-    if audit.ok() {
-        let _ = writeln!(
-            out,
-            "audit ok: {} steps rebuilt, {} wire bodies match request/sent byte for byte",
-            audit.steps, audit.matched
+/// Audits a log file that no daemon holds (`dsh audit FILE`): the same checks as
+/// `session/audit`, read straight from the file.
+pub fn audit_file(path: &std::path::Path) -> Result<SessionAuditResult, dsh_store::StoreError> {
+    let read = dsh_store::read_log(path)?;
+    let mut result = audit(&read.events);
+    if let Some(torn) = &read.torn {
+        result.notes.insert(
+            0,
+            format!(
+                "the log ends in a torn line at byte {} ({} bytes), ignored",
+                torn.offset, torn.len
+            ),
         );
-    } else {
-        let _ = writeln!(out, "audit FAILED");
-        if let Some(first) = audit.mismatches.first() {
-            let _ = writeln!(out, "first mismatch: {first}");
-        }
-        for error in &audit.errors {
-            let _ = writeln!(out, "log error: {error}");
-        }
     }
-    for note in &audit.notes {
-        let _ = writeln!(out, "note: {note}");
-    }
-    out
+    Ok(result)
 }

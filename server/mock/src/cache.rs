@@ -1,4 +1,4 @@
-//! Prefix-cache accounting (PROVIDERS.md §6.5).
+//! Prefix-cache accounting (docs/mock.md, "Prefix-cache accounting").
 //!
 //! Each namespace holds a set of cache units `(L, h(L))`: a prefix length and the chained hash of
 //! the first `L` tokens. A request hits the longest visible unit that is a prefix of its own token

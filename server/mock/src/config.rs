@@ -1,4 +1,4 @@
-//! Configuration of the mock server (PROVIDERS.md §6.1).
+//! Configuration of the mock server (docs/mock.md, "Configuration").
 //!
 //! Every knob has a default, so `MockConfig::default()` is a working server and a partial JSON
 //! or TOML document deserializes into a full configuration. The config is read once at start;
@@ -119,7 +119,7 @@ pub enum CacheMode {
     Units,
 }
 
-/// Prefix-cache accounting (PROVIDERS.md §6.5).
+/// Prefix-cache accounting (docs/mock.md, "Prefix-cache accounting").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CacheConfig {
@@ -164,7 +164,7 @@ pub enum UsagePlacement {
     SeparateChunk,
 }
 
-/// Streaming shape (PROVIDERS.md §6.6).
+/// Streaming shape (docs/mock.md, "Responses").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StreamConfig {
@@ -207,7 +207,7 @@ pub enum PassbackRule {
     Off,
 }
 
-/// Optional validation rules (PROVIDERS.md §6.3).
+/// Optional validation rules (docs/mock.md, "Validation").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct StrictnessConfig {

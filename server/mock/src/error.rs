@@ -1,7 +1,7 @@
 //! DeepSeek-shaped API errors and the crate's own error type.
 //!
 //! Every error the mock answers has the body `{"error":{"message","type","param":null,"code"}}`
-//! with content type `application/json` (PROVIDERS.md §6.3).
+//! with content type `application/json` (docs/mock.md, "Validation").
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

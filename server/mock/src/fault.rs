@@ -1,4 +1,4 @@
-//! Injected faults (PROVIDERS.md §6.8).
+//! Injected faults (docs/mock.md, "Faults").
 //!
 //! Faults queue up through `POST /_fake/fault`. Each chat request that passes validation takes the
 //! oldest fault; a fault is used once unless it is `sticky`, in which case it stays at the front

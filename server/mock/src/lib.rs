@@ -1,7 +1,7 @@
 //! `dsh-mock`: a deterministic DeepSeek-compatible mock HTTP server.
 //!
 //! It serves the chat-completion API (streaming and not), `/models` and `/user/balance` the way
-//! PROVIDERS.md §6 specifies, with a V4-like rendering, an approximate tokenizer, prefix-cache
+//! docs/mock.md describes, with a V4-like rendering, an approximate tokenizer, prefix-cache
 //! accounting in `block` and `units` modes, scripted or directive-driven answers, injectable
 //! faults, and a record of every request's exact bytes under `/_fake/requests`. Tests, `dsh mock`
 //! and offline client development use it.

@@ -1,4 +1,4 @@
-//! V4-like rendering of a request into segments (PROVIDERS.md §6.4).
+//! V4-like rendering of a request into segments (docs/mock.md, "Rendering").
 //!
 //! The rendering is what the tokenizer, the context-length check and the prefix cache see. With
 //! tools (or with thinking off) it is append-only: the rendering of a request followed by the

@@ -1,4 +1,5 @@
-//! Parsing and validation of a chat-completion request body (PROVIDERS.md §6.3 steps 3–5).
+//! Parsing and validation of a chat-completion request body (docs/mock.md, "Validation", steps
+//! 2–4).
 //!
 //! The body is first parsed as untyped JSON to tell syntax errors (400) from field-type errors
 //! (422), then checked semantically (400). Tool `function` objects are kept as raw JSON text and
@@ -87,7 +88,7 @@ impl ChatRequest {
     }
 }
 
-/// Parses and validates `body` (steps 3–5 except the context-length checks).
+/// Parses and validates `body` (validation steps 2–4; the context-length checks are step 5).
 pub(crate) fn parse(body: &[u8], config: &MockConfig) -> Result<ChatRequest, ApiError> {
     let value: Value = serde_json::from_slice(body).map_err(|error| {
         ApiError::invalid(format!("Failed to parse the request body as JSON: {error}"))

@@ -1,4 +1,5 @@
-//! The bytes of a completion: streamed chunks or one `chat.completion` body (PROVIDERS.md §6.6).
+//! The bytes of a completion: streamed chunks or one `chat.completion` body (docs/mock.md,
+//! "Responses").
 //!
 //! Everything here is pure: the server decides ids, usage and the plan, and this module turns
 //! them into JSON texts. Pacing, faults and framing on the wire belong to the server.

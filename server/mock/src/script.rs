@@ -1,4 +1,4 @@
-//! What the mock answers: queued scripts, in-text directives, or echo (PROVIDERS.md §6.6–6.7).
+//! What the mock answers: queued scripts, in-text directives, or echo (docs/mock.md, "Answers").
 //!
 //! A script is consumed by the first request it matches. Without a matching script, the last
 //! user or tool text is scanned for `[[fake:tool NAME JSON]]`, `[[fake:say TEXT]]` and

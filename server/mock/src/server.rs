@@ -1,11 +1,12 @@
 //! The HTTP surface: routes, the chat-completion pipeline and the stream producer.
 //!
-//! A chat request goes through the §6.3 checks in order (auth, syntax, types, semantics, context,
-//! balance, concurrency, faults). An admitted request gets its whole answer decided up front under
-//! the state lock — plan, ids, usage — so the same request sequence always gives the same bytes.
-//! A spawned producer task then paces the bytes into the response body through a small channel;
-//! it watches the shutdown signal and the client going away, and it does the cache persistence at
-//! the moments §6.5 names (first data frame, `[DONE]`).
+//! A chat request goes through the validation checks in order (docs/mock.md, "Validation": auth,
+//! syntax, types, semantics, context, balance, concurrency, faults). An admitted request gets its
+//! whole answer decided up front under the state lock — plan, ids, usage — so the same request
+//! sequence always gives the same bytes. A spawned producer task then paces the bytes into the
+//! response body through a small channel; it watches the shutdown signal and the client going
+//! away, and it does the cache persistence at the moments docs/mock.md names ("Prefix-cache
+//! accounting": first data frame, `[DONE]`).
 
 use std::io;
 use std::sync::Arc;
@@ -42,7 +43,7 @@ pub(crate) struct Shared {
 /// The largest accepted request body.
 const BODY_LIMIT: usize = 256 * 1024 * 1024;
 
-/// Builds the router with every endpoint of §6.2 (except the optional Anthropic surface).
+/// Builds the router with every endpoint (docs/mock.md, "Endpoints"; no Anthropic surface).
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/chat/completions", post(chat))
@@ -87,7 +88,7 @@ fn bearer(headers: &HeaderMap) -> &str {
     }
 }
 
-/// Step 2 of §6.3: the key must be configured.
+/// Step 1 of the validation (docs/mock.md, "Validation"): the key must be configured.
 fn authenticate<'a>(shared: &Shared, headers: &'a HeaderMap) -> Result<&'a str, ApiError> {
     let key = bearer(headers);
     if shared.config.keys.iter().any(|configured| configured.key == key) {
@@ -323,7 +324,7 @@ fn record_arrival(
     seq
 }
 
-/// Runs the §6.3 checks and decides the whole answer.
+/// Runs the validation checks (docs/mock.md, "Validation") and decides the whole answer.
 fn admit(
     shared: &Arc<Shared>,
     seq: u64,
@@ -448,7 +449,8 @@ fn namespace_of(config: &MockConfig, key: &str, request: &ChatRequest) -> Namesp
         .collect()
 }
 
-/// The answer as the next request renders it when replayed faithfully (§6.5 `render_output`).
+/// The answer as the next request renders it when replayed faithfully (docs/mock.md,
+/// "Prefix-cache accounting").
 fn output_segments(request: &ChatRequest, output: &Output) -> Vec<tokenizer::Segment> {
     let message = Message {
         role: Role::Assistant,
@@ -779,7 +781,8 @@ impl Producer {
         Ok(false)
     }
 
-    /// The §6.6 frame sequence with the frame-count faults applied; `[DONE]` counts as a frame.
+    /// The frame sequence (docs/mock.md, "Responses") with the frame-count faults applied; `[DONE]`
+    /// counts as a frame.
     async fn stream(&mut self) -> Result<(), Stop> {
         self.before_first_frame().await?;
         let config = self.shared.config.stream.clone();

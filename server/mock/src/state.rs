@@ -32,7 +32,8 @@ pub struct RecordedRequest {
     pub model: Option<String>,
     /// The `user_id` field, when the body had one.
     pub user_id: Option<String>,
-    /// The rendered segments (§6.4), markers written as `⟦X⟧`; empty when validation failed.
+    /// The rendered segments (docs/mock.md, "Rendering"), markers written as `⟦X⟧`; empty when
+    /// validation failed.
     pub segments: Vec<String>,
     /// Token count of the rendering.
     pub prompt_tokens: u64,

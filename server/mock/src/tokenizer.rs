@@ -1,4 +1,4 @@
-//! The deterministic approximate tokenizer "approx-v1" (PROVIDERS.md §5).
+//! The deterministic approximate tokenizer "approx-v1" (docs/mock.md, "Tokenizer").
 //!
 //! A rendered request is a list of [`Segment`]s: one-token markers and free text. Each text
 //! segment is tokenized on its own, so the tokens of a rendered prefix are always a prefix of the
@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-/// A one-token special marker of the rendering (written `⟦X⟧` in the spec).
+/// A one-token special marker of the rendering (written `⟦X⟧` in docs/mock.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Marker {
     /// Beginning of sequence.

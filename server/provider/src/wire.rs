@@ -12,7 +12,7 @@
 //! bytes, whatever order the `serde_json::Value` holds them in, so the bytes never depend on
 //! whether some other crate in the build enables `serde_json/preserve_order`.
 //!
-//! The rules it follows (PROVIDERS.md §1.2–1.3):
+//! The rules it follows (docs/providers.md):
 //! - field order `model`, `messages`, `tools`, `thinking`, `reasoning_effort`, `max_tokens`,
 //!   `temperature`, `top_p`, `stream`, `stream_options`;
 //! - `thinking` is always an object (a boolean gets a 422), `max_tokens` is always sent;

@@ -42,7 +42,8 @@ macro_rules! event_kinds {
             $($(#[$doc])* $variant($payload),)*
         }
 
-        /// Every event kind this build knows, in the order of DESIGN.md's table.
+        /// Every event kind this build knows, in the order of the table in docs/log.md
+        /// ("Event kinds").
         pub const EVENT_KINDS: &[&str] = &[$($kind),*];
 
         /// Each event kind with the name of its payload type (for generated client types).

@@ -1,7 +1,8 @@
 --- The JSON-RPC 2.0 client: spawns `dsh stdio` and speaks newline-delimited JSON on its
 --- stdin/stdout. It knows the wire, not the methods' meaning: requests with callbacks,
 --- `session/event` notifications routed to their subscription's handler, and a clear error when
---- the bridge cannot start or dies.
+--- the bridge cannot start or dies. Nothing here waits: every answer reaches its callback on the
+--- main loop, so the editor never blocks on the daemon.
 local config = require("dsh.config")
 local protocol = require("dsh.protocol")
 
@@ -200,24 +201,6 @@ function Client:request(method, params, cb)
   return id
 end
 
---- Send a request and wait for its answer (pumping the event loop).
----@param method string
----@param params any
----@param timeout_ms? integer default 10000
----@return any result, dsh.RpcError? err
-function Client:request_sync(method, params, timeout_ms)
-  local done, result, error = false, nil, nil
-  self:request(method, params, function(err, res)
-    done, result, error = true, res, err
-  end)
-  if not vim.wait(timeout_ms or 10000, function()
-    return done
-  end, 10) then
-    return nil, { code = -32001, message = ("dsh: %s timed out"):format(method) }
-  end
-  return result, error
-end
-
 --- Subscribe to a session's events from `from_seq`; `on_event` gets every event in seq order.
 ---@param session_id string
 ---@param from_seq integer
@@ -262,33 +245,59 @@ function Client:close()
   end
 end
 
---- Spawn the bridge from the configuration and run `initialize`.
---- Returns the client, or nil and an error text that says how to fix it.
+--- How long `start` waits for the answer to `initialize` before giving up on the bridge.
+M.initialize_timeout_ms = 15000
+
+--- Spawn the bridge from the configuration and run `initialize`, without blocking: `cb` gets
+--- the ready client, or nil and an error text that says how to fix it. `cb` runs on the main
+--- loop, at once when the binary is missing.
 ---@param cfg? dsh.Config
----@return dsh.Client?, string?
-function M.start(cfg)
+---@param cb fun(client: dsh.Client?, err: string?)
+function M.start(cfg, cb)
   cfg = cfg or config.get()
   local problem = config.binary_problem(cfg)
   if problem then
-    return nil, problem
+    return cb(nil, problem)
   end
   local client = Client.spawn(config.stdio_cmd(cfg))
-  local result, err = client:request_sync(protocol.methods.Initialize, {
+  local timer = vim.uv.new_timer()
+  local settled = false
+  ---@param err dsh.RpcError?
+  local function settle(err, result)
+    if settled then
+      return
+    end
+    settled = true
+    if timer then
+      timer:stop()
+      timer:close()
+    end
+    if err then
+      local text = err.message
+      if err.code == protocol.error_codes.unsupportedProtocol then
+        text = text .. "\nFix: the plugin and the dsh binary are from different versions; update both."
+      elseif not text:find("Fix:", 1, true) then
+        text = "dsh: the daemon did not answer `initialize`: " .. text .. "\n" .. client:failure_text()
+      end
+      client:close()
+      return cb(nil, text)
+    end
+    client.server_info = result
+    cb(client, nil)
+  end
+  -- A bridge that neither answers nor exits (a daemon stuck starting) must not leave the caller
+  -- waiting forever.
+  if timer then
+    timer:start(M.initialize_timeout_ms, 0, function()
+      vim.schedule(function()
+        settle({ code = -32001, message = ("dsh: %s timed out"):format(protocol.methods.Initialize) })
+      end)
+    end)
+  end
+  client:request(protocol.methods.Initialize, {
     clientInfo = { name = "dsh-nvim", version = M.version },
     protocolVersion = protocol.PROTOCOL_VERSION,
-  }, 15000)
-  if err then
-    local text = err.message
-    if err.code == protocol.error_codes.unsupportedProtocol then
-      text = text .. "\nFix: the plugin and the dsh binary are from different versions; update both."
-    elseif not text:find("Fix:", 1, true) then
-      text = "dsh: the daemon did not answer `initialize`: " .. text .. "\n" .. client:failure_text()
-    end
-    client:close()
-    return nil, text
-  end
-  client.server_info = result
-  return client, nil
+  }, settle)
 end
 
 M.version = "0.1.0"

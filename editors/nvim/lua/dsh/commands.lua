@@ -55,17 +55,11 @@ M.subcommands.open = {
     end
   end,
   complete = function(lead)
-    if not (dsh._client and not dsh._client.closed) then
-      return {}
-    end
-    local result = dsh._client:request_sync(methods.SessionList, { workspace = vim.fn.getcwd() }, 2000)
-    local ids = {}
-    for _, s in ipairs(result and result.sessions or {}) do
-      if vim.startswith(s.sessionId, lead) then
-        table.insert(ids, s.sessionId)
-      end
-    end
-    return ids
+    -- Completion must answer at once: it offers the ids the daemon last listed (fetched when
+    -- the connection started, and asked again now for the next <Tab>).
+    return vim.tbl_filter(function(id)
+      return vim.startswith(id, lead)
+    end, dsh.known_sessions(vim.fn.getcwd()))
   end,
 }
 
@@ -88,18 +82,21 @@ end
 M.subcommands.prompt = {
   desc = "send a prompt (asks for it without an argument)",
   run = function(_, rest)
-    local t = dsh.current() or dsh.create()
-    if not t then
-      return
-    end
-    if rest ~= "" then
-      return M.prompt(t, rest)
-    end
-    vim.ui.input({ prompt = "dsh prompt: " }, function(text)
-      if text and text ~= "" then
-        M.prompt(t, text)
+    local function ask(t)
+      if rest ~= "" then
+        return M.prompt(t, rest)
       end
-    end)
+      vim.ui.input({ prompt = "dsh prompt: " }, function(text)
+        if text and text ~= "" then
+          M.prompt(t, text)
+        end
+      end)
+    end
+    local t = dsh.current()
+    if t then
+      return ask(t)
+    end
+    dsh.create(ask)
   end,
 }
 
@@ -159,11 +156,11 @@ M.subcommands.fork = {
       -- Fork "at step N": keep everything before step N's `step/start`.
       params.atSeq = st.seq
     end
-    local result, err = dsh.call(methods.SessionFork, params)
-    if err then
-      return dsh.notify(dsh.error_text(err))
-    end
-    dsh.open(result.sessionId)
+    dsh.request(methods.SessionFork, params, function(err, result)
+      if not err and result then
+        dsh.open(result.sessionId)
+      end
+    end)
   end,
 }
 
@@ -175,11 +172,11 @@ M.subcommands.saw = {
     if not step then
       return
     end
-    local result, err = dsh.call(methods.SessionRequest, { sessionId = t.session_id, step = step })
-    if err then
-      return dsh.notify(dsh.error_text(err))
-    end
-    view.show_request(t.session_id, result)
+    dsh.request(methods.SessionRequest, { sessionId = t.session_id, step = step }, function(err, result)
+      if not err and result then
+        view.show_request(t.session_id, result)
+      end
+    end)
   end,
 }
 
@@ -191,18 +188,19 @@ M.subcommands.diff = {
     if not step then
       return
     end
-    local cur, err = dsh.call(methods.SessionRequest, { sessionId = t.session_id, step = step })
-    if err then
-      return dsh.notify(dsh.error_text(err))
-    end
-    local prev
-    if step > 1 then
-      prev, err = dsh.call(methods.SessionRequest, { sessionId = t.session_id, step = step - 1 })
-      if err then
-        return dsh.notify(dsh.error_text(err))
+    dsh.request(methods.SessionRequest, { sessionId = t.session_id, step = step }, function(err, cur)
+      if err or not cur then
+        return
       end
-    end
-    view.show_diff(t.session_id, prev, cur)
+      if step == 1 then
+        return view.show_diff(t.session_id, nil, cur)
+      end
+      dsh.request(methods.SessionRequest, { sessionId = t.session_id, step = step - 1 }, function(perr, prev)
+        if not perr and prev then
+          view.show_diff(t.session_id, prev, cur)
+        end
+      end)
+    end)
   end,
 }
 
@@ -213,28 +211,32 @@ M.subcommands.sessions = {
     if args[1] ~= "all" then
       params.workspace = vim.fn.getcwd()
     end
-    local result, err = dsh.call(methods.SessionList, params)
-    if err then
-      return dsh.notify(dsh.error_text(err))
-    end
-    local sessions = result.sessions or {}
-    if #sessions == 0 then
-      return dsh.notify("dsh: no sessions in " .. (params.workspace or "any workspace") .. "; `:Dsh open` starts one", vim.log.levels.INFO)
-    end
-    -- Newest first.
-    table.sort(sessions, function(a, b)
-      return (a.updatedMs or 0) > (b.updatedMs or 0)
-    end)
-    vim.ui.select(sessions, {
-      prompt = "dsh sessions",
-      kind = "dsh.session",
-      format_item = function(s)
-        return view.session_line(s)
-      end,
-    }, function(choice)
-      if choice then
-        dsh.open(choice.sessionId)
+    dsh.request(methods.SessionList, params, function(err, result)
+      if err or not result then
+        return
       end
+      local sessions = result.sessions or {}
+      if params.workspace then
+        dsh.remember_sessions(params.workspace, sessions)
+      end
+      if #sessions == 0 then
+        return dsh.notify("dsh: no sessions in " .. (params.workspace or "any workspace") .. "; `:Dsh open` starts one", vim.log.levels.INFO)
+      end
+      -- Newest first.
+      table.sort(sessions, function(a, b)
+        return (a.updatedMs or 0) > (b.updatedMs or 0)
+      end)
+      vim.ui.select(sessions, {
+        prompt = "dsh sessions",
+        kind = "dsh.session",
+        format_item = function(s)
+          return view.session_line(s)
+        end,
+      }, function(choice)
+        if choice then
+          dsh.open(choice.sessionId)
+        end
+      end)
     end)
   end,
   complete = function()
@@ -273,20 +275,22 @@ M.subcommands.usage = {
     if not t then
       return
     end
-    local result, err = dsh.call(methods.SessionUsage, { sessionId = t.session_id })
-    if err then
-      return dsh.notify(dsh.error_text(err))
-    end
-    t:apply_usage(result)
-    view.show_usage(t.session_id, result)
+    dsh.request(methods.SessionUsage, { sessionId = t.session_id }, function(err, result)
+      if err or not result then
+        return
+      end
+      t:apply_usage(result)
+      view.show_usage(t.session_id, result)
+    end)
   end,
 }
 
 M.subcommands.stop = {
   desc = "stop the daemon (daemon/shutdown); the next command starts it again",
   run = function()
-    dsh.disconnect(true)
-    dsh.notify("dsh: daemon stopped", vim.log.levels.INFO)
+    dsh.disconnect(true, function()
+      dsh.notify("dsh: daemon stopped", vim.log.levels.INFO)
+    end)
   end,
 }
 

@@ -1,6 +1,24 @@
 --- `:checkhealth dsh`: the binary, its version, the daemon, the API key.
 local M = {}
 
+--- Wait (pumping the event loop) at most `timeout_ms` for the callback `start` is given.
+--- `:checkhealth` shows what `check()` reported once it returns, so this report is the one
+--- place the plugin waits for the daemon: briefly, and saying so when the daemon is too slow.
+--- Returns whether the callback ran in time, then its arguments.
+---@param start fun(done: fun(...))
+---@param timeout_ms integer
+---@return boolean, any, any
+local function await(start, timeout_ms)
+  local done, a, b = false, nil, nil
+  start(function(x, y)
+    done, a, b = true, x, y
+  end)
+  local ok = vim.wait(timeout_ms, function()
+    return done
+  end, 10)
+  return ok, a, b
+end
+
 function M.check()
   local health = vim.health
   local config = require("dsh.config")
@@ -52,12 +70,26 @@ function M.check()
   local client = dsh._client
   local temporary = false
   if not client or client.closed then
-    local err
-    client, err = require("dsh.client").start(cfg)
-    if not client then
+    local late = false
+    local ok, started, err = await(function(done)
+      require("dsh.client").start(cfg, function(c, e)
+        if late and c then
+          -- The report gave up on this bridge already: do not leave it running.
+          c.stopping = true
+          c:close()
+        end
+        done(c, e)
+      end)
+    end, 10000)
+    late = not ok
+    if not ok then
+      err = "no answer to `initialize` within 10 s"
+    end
+    if not started then
       health.error("cannot reach the daemon through `" .. table.concat(config.stdio_cmd(cfg), " ") .. "`", { err or "" })
       return
     end
+    client = started
     temporary = true
   end
   local info = client.server_info or {}
@@ -66,7 +98,12 @@ function M.check()
     info.serverInfo and info.serverInfo.version or "?",
     tostring(info.protocolVersion)
   ))
-  local status, serr = client:request_sync(require("dsh.protocol").methods.DaemonStatus, nil, 5000)
+  local answered, serr, status = await(function(done)
+    client:request(require("dsh.protocol").methods.DaemonStatus, nil, done)
+  end, 5000)
+  if not answered then
+    serr = { message = "no answer within 5 s" }
+  end
   if status then
     health.ok(("daemon pid %d, home %s, %d session(s) loaded, %d client(s), up %ds"):format(
       status.pid, status.home, #(status.sessions or {}), status.clients or 0, math.floor((status.uptimeMs or 0) / 1000)

@@ -12,10 +12,16 @@ local usage = require("dsh.usage")
 local M = {}
 local methods = protocol.methods
 
----@type dsh.Client?
+---@type dsh.Client? the connection, once `initialize` was answered
 M._client = nil
+---@type fun(client: dsh.Client)[]? callers waiting while a connection starts (nil: none starts)
+M._waiting = nil
+---@type dsh.Client? a connection `disconnect` is closing; the next one starts once it is gone
+M._stopping = nil
 ---@type dsh.Transcript?
 M._last = nil
+---@type table<string, string[]> session ids by workspace, as the daemon last listed them
+M._known_sessions = {}
 
 --- Report an error to the user.
 ---@param msg string
@@ -43,91 +49,153 @@ function M.error_text(err)
   return text
 end
 
---- The connection, started on first use. Returns nil (after telling the user why) when the
---- bridge cannot start.
----@return dsh.Client?
-function M.client()
+--- Run `cb(client)` with the connection, starting it on first use. Never blocks: with a ready
+--- connection `cb` runs at once, else once the daemon answered `initialize`. When the bridge
+--- cannot start, the user is told why and `cb` does not run.
+---@param cb fun(client: dsh.Client)
+function M.with_client(cb)
   local c = M._client
   if c and not c.closed then
-    return c
+    return cb(c)
   end
-  local client, err = rpc.start()
-  if not client then
-    M.notify(err or "dsh: cannot start")
-    return nil
-  end
-  M._client = client
-  table.insert(client.on_exit_handlers, function(_, reason)
-    if M._client ~= client then
-      return
-    end
-    M._client = nil
-    for _, t in pairs(transcript.by_session) do
-      t.sub = nil
-    end
-    if not client.stopping then
-      M.notify("dsh: lost the connection to the daemon.\n" .. reason, vim.log.levels.WARN)
-    end
-  end)
-  -- After a restart, the open transcripts catch up from their last seq.
-  for _, t in pairs(transcript.by_session) do
-    if not t.sub and vim.api.nvim_buf_is_valid(t.buf) then
-      M._subscribe(client, t)
-    end
-  end
-  return client
-end
-
---- Drop the connection (the shared daemon keeps running unless `shutdown`).
----@param shutdown? boolean also stop the daemon (`daemon/shutdown`)
-function M.disconnect(shutdown)
-  local c = M._client
-  if not c or c.closed then
+  if M._waiting then
+    table.insert(M._waiting, cb)
     return
   end
-  c.stopping = true
-  if shutdown then
-    c:request_sync(methods.DaemonShutdown, nil, 5000)
+  M._waiting = { cb }
+  local stopping = M._stopping
+  if stopping and not stopping.closed then
+    -- `:Dsh stop` is still shutting the daemon down: a bridge started now could join the daemon
+    -- that is exiting. Start once the old bridge is gone.
+    table.insert(stopping.on_exit_handlers, function()
+      M._start()
+    end)
+    return
   end
-  c:close()
-  vim.wait(3000, function()
-    return c.closed
-  end, 10)
+  M._start()
+end
+
+--- Start the bridge and hand the connection to the waiting callers.
+function M._start()
+  M._stopping = nil
+  rpc.start(nil, function(client, err)
+    local waiting = M._waiting or {}
+    M._waiting = nil
+    if not client then
+      M.notify(err or "dsh: cannot start")
+      return
+    end
+    M._client = client
+    table.insert(client.on_exit_handlers, function(_, reason)
+      if M._client ~= client then
+        return
+      end
+      M._client = nil
+      for _, t in pairs(transcript.by_session) do
+        t.sub = nil
+      end
+      if not client.stopping then
+        M.notify("dsh: lost the connection to the daemon.\n" .. reason, vim.log.levels.WARN)
+      end
+    end)
+    -- After a restart, the open transcripts catch up from their last seq.
+    for _, t in pairs(transcript.by_session) do
+      if not t.sub and vim.api.nvim_buf_is_valid(t.buf) then
+        M._subscribe(client, t)
+      end
+    end
+    -- Completion of `:Dsh open` offers these ids (it cannot wait for the daemon).
+    M.refresh_known_sessions(vim.fn.getcwd())
+    for _, w in ipairs(waiting) do
+      w(client)
+    end
+  end)
+end
+
+--- Drop the connection (the shared daemon keeps running unless `shutdown`). Never blocks: `cb`
+--- runs once the bridge is gone (with `shutdown`, after the daemon answered or gave up).
+---@param shutdown? boolean also stop the daemon (`daemon/shutdown`)
+---@param cb? fun()
+function M.disconnect(shutdown, cb)
+  cb = cb or function() end
+  local c = M._client
+  if not c or c.closed then
+    return cb()
+  end
+  c.stopping = true
   M._client = nil
+  M._stopping = c
   for _, t in pairs(transcript.by_session) do
     t.sub = nil
   end
-end
-
---- Synchronous request on the connection; reports errors and returns nil on failure.
----@param method string
----@param params any
----@param timeout? integer
----@return any? result, dsh.RpcError? err
-function M.call(method, params, timeout)
-  local c = M.client()
-  if not c then
-    return nil, { code = -32000, message = "no connection" }
+  table.insert(c.on_exit_handlers, function()
+    if M._stopping == c then
+      M._stopping = nil
+    end
+    cb()
+  end)
+  if not shutdown then
+    return c:close()
   end
-  local result, err = c:request_sync(method, params, timeout)
-  return result, err
+  c:request(methods.DaemonShutdown, nil, function()
+    -- The daemon answers, then exits; the bridge follows. Closing it is for a bridge that
+    -- would linger.
+    c:close()
+  end)
+  -- A daemon that does not answer within 5 s must not keep the next connection waiting.
+  vim.defer_fn(function()
+    c:close()
+  end, 5000)
 end
 
---- Asynchronous request; errors are reported unless `cb` handles them (returns true).
+--- Request on the connection (started on first use), without blocking; errors are reported
+--- unless `cb` handles them (returns true).
 ---@param method string
 ---@param params any
 ---@param cb? fun(err: dsh.RpcError?, result: any): boolean?
 function M.request(method, params, cb)
-  local c = M.client()
-  if not c then
+  M.with_client(function(c)
+    c:request(method, params, function(err, result)
+      local handled = cb and cb(err, result)
+      if err and not handled then
+        M.notify(M.error_text(err))
+      end
+    end)
+  end)
+end
+
+--- The ids of a workspace's sessions as the daemon last listed them (for completion, which
+--- must answer at once); asks the daemon again in the background when connected.
+---@param workspace string
+---@return string[]
+function M.known_sessions(workspace)
+  M.refresh_known_sessions(workspace)
+  return M._known_sessions[workspace] or {}
+end
+
+--- Ask the daemon for a workspace's session ids (when connected; never starts the bridge).
+---@param workspace string
+function M.refresh_known_sessions(workspace)
+  local c = M._client
+  if not c or c.closed then
     return
   end
-  c:request(method, params, function(err, result)
-    local handled = cb and cb(err, result)
-    if err and not handled then
-      M.notify(M.error_text(err))
+  c:request(methods.SessionList, { workspace = workspace }, function(err, result)
+    if not err and result then
+      M.remember_sessions(workspace, result.sessions or {})
     end
   end)
+end
+
+--- Record a `session/list` answer for completion.
+---@param workspace string
+---@param sessions dsh.SessionSummary[]
+function M.remember_sessions(workspace, sessions)
+  local ids = {}
+  for _, s in ipairs(sessions) do
+    table.insert(ids, s.sessionId)
+  end
+  M._known_sessions[workspace] = ids
 end
 
 ---@param client dsh.Client
@@ -233,53 +301,54 @@ end
 
 -- Transcripts ---------------------------------------------------------------------------------
 
---- Open (or show) a session's transcript and subscribe to it.
+--- Open (or show) a session's transcript and subscribe to it; `cb(t)` once it is shown (at
+--- once when connected, else when the connection is ready).
 ---@param session_id string
 ---@param opts? { win?: integer, split?: boolean }
----@return dsh.Transcript?
-function M.open(session_id, opts)
+---@param cb? fun(t: dsh.Transcript)
+function M.open(session_id, opts, cb)
   opts = opts or {}
-  local c = M.client()
-  if not c then
-    return nil
-  end
-  local t = transcript.get_or_create(session_id)
-  t.refresh_usage = M.refresh_usage
-  t.on_approval = M.ask_approval
-  if #t.on_change == 0 then
-    table.insert(t.on_change, function()
-      vim.cmd("redrawstatus!")
-    end)
-  end
-  t.on_wipe = function(tt)
-    if tt.sub and tt.sub ~= "pending" and M._client then
-      M._client:unsubscribe(tt.sub)
+  M.with_client(function(c)
+    local t = transcript.get_or_create(session_id)
+    t.refresh_usage = M.refresh_usage
+    t.on_approval = M.ask_approval
+    if #t.on_change == 0 then
+      table.insert(t.on_change, function()
+        vim.cmd("redrawstatus!")
+      end)
     end
-    if M._last == tt then
-      M._last = nil
-    end
-  end
-  if not t.sub then
-    M._subscribe(c, t)
-  end
-  local win = opts.win
-  if not win then
-    local shown = vim.fn.win_findbuf(t.buf)
-    if #shown > 0 then
-      win = shown[1]
-      vim.api.nvim_set_current_win(win)
-    else
-      if opts.split ~= false and vim.api.nvim_buf_get_name(0) ~= "" and vim.bo.buftype == "" then
-        vim.cmd("vsplit")
+    t.on_wipe = function(tt)
+      if tt.sub and tt.sub ~= "pending" and M._client then
+        M._client:unsubscribe(tt.sub)
       end
-      win = vim.api.nvim_get_current_win()
+      if M._last == tt then
+        M._last = nil
+      end
     end
-  end
-  vim.api.nvim_win_set_buf(win, t.buf)
-  transcript.setup_window(win)
-  vim.wo[win].statusline = " session " .. session_id .. "%= %{v:lua.require'dsh'.statusline()} "
-  M._last = t
-  return t
+    if not t.sub then
+      M._subscribe(c, t)
+    end
+    local win = opts.win
+    if not win or not vim.api.nvim_win_is_valid(win) then
+      local shown = vim.fn.win_findbuf(t.buf)
+      if #shown > 0 then
+        win = shown[1]
+        vim.api.nvim_set_current_win(win)
+      else
+        if opts.split ~= false and vim.api.nvim_buf_get_name(0) ~= "" and vim.bo.buftype == "" then
+          vim.cmd("vsplit")
+        end
+        win = vim.api.nvim_get_current_win()
+      end
+    end
+    vim.api.nvim_win_set_buf(win, t.buf)
+    transcript.setup_window(win)
+    vim.wo[win].statusline = " session " .. session_id .. "%= %{v:lua.require'dsh'.statusline()} "
+    M._last = t
+    if cb then
+      cb(t)
+    end
+  end)
 end
 
 --- The transcript of the current buffer, else the last one opened.
@@ -296,22 +365,21 @@ function M.current()
   return nil
 end
 
---- Create a session for the current working directory and open it.
----@return dsh.Transcript?
-function M.create()
+--- Create a session for the current working directory and open it; `cb(t)` once it is shown.
+---@param cb? fun(t: dsh.Transcript)
+function M.create(cb)
   local cfg = config.get()
   local params = { workspace = vim.fn.getcwd() }
   if cfg.model then
     params.model = cfg.model
   end
-  local result, err = M.call(methods.SessionCreate, params)
-  if err or not result then
-    if err then
-      M.notify(M.error_text(err))
+  M.request(methods.SessionCreate, params, function(err, result)
+    if err or not result then
+      return false
     end
-    return nil
-  end
-  return M.open(result.sessionId)
+    M.open(result.sessionId, nil, cb)
+    return true
+  end)
 end
 
 -- Status line ---------------------------------------------------------------------------------

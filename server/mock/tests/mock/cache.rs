@@ -1,4 +1,5 @@
-//! §6.5: prefix-cache accounting in `block` and `units` modes, namespaces and cache controls.
+//! Prefix-cache accounting in `block` and `units` modes, namespaces and cache controls
+//! (docs/mock.md, "Prefix-cache accounting").
 
 use dsh_mock::{CacheMode, Marker, MockConfig, PassbackRule, Segment, count_tokens, tokenize};
 use serde_json::{Value, json};

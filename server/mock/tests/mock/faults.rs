@@ -1,4 +1,4 @@
-//! §6.8: injected faults, and shutdown with streams in flight.
+//! Injected faults, and shutdown with streams in flight (docs/mock.md, "Faults").
 
 use std::time::Duration;
 

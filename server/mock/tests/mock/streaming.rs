@@ -1,4 +1,5 @@
-//! §6.6–6.7: streamed and whole responses, directives, scripts and usage.
+//! Streamed and whole responses, directives, scripts and usage (docs/mock.md, "Answers" and
+//! "Responses").
 
 use dsh_mock::{MockConfig, UsagePlacement};
 use serde_json::{Value, json};

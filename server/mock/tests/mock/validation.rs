@@ -1,4 +1,5 @@
-//! §6.2–6.3: endpoints and the validation order of chat requests.
+//! Endpoints and the validation order of chat requests (docs/mock.md, "Endpoints" and
+//! "Validation").
 
 use dsh_mock::{KeyConfig, MockConfig, PassbackRule};
 use serde_json::{Value, json};

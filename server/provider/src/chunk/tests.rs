@@ -26,7 +26,7 @@ fn finish(reason: &str, usage: &str) -> String {
     )
 }
 
-/// The real V4 flash example from PROVIDERS.md §1.6.
+/// The real V4 flash example (docs/providers.md, "Usage").
 const USAGE: &str = r#"{"prompt_tokens":306,"completion_tokens":85,"total_tokens":391,"prompt_tokens_details":{"cached_tokens":256},"completion_tokens_details":{"reasoning_tokens":31},"prompt_cache_hit_tokens":256,"prompt_cache_miss_tokens":50}"#;
 
 const EXPECTED_USAGE: Usage = Usage {

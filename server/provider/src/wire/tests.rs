@@ -1,4 +1,5 @@
-//! Tests of `wire_body`: fixtures for the PROVIDERS.md §1 rules and the append-extension property.
+//! Tests of `wire_body`: fixtures for the rules of docs/providers.md and the append-extension
+//! property.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

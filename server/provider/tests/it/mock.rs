@@ -1,5 +1,5 @@
 //! The adapter against the project's DeepSeek-compatible mock server (`dsh-mock`), over real
-//! HTTP: events, usage, the exact recorded bytes, and every fault of PROVIDERS.md §6.8.
+//! HTTP: events, usage, the exact recorded bytes, and every fault of docs/mock.md ("Faults").
 
 use std::sync::Arc;
 use std::time::Duration;

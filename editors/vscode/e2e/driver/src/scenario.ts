@@ -1,0 +1,407 @@
+// The end-to-end scenario, run inside a real VS Code (code-server started by `e2e/run.mjs`) by
+// the test-only driver extension (`extension.ts`). It drives the packaged dsh extension from
+// outside, through its `dsh.*` commands, against the real daemon and the scripted mock provider;
+// it checks what the views show through the test API the extension's `activate()` returns
+// (`DshTestApi`) and what the editor holds, and writes the results to a JSON file the harness
+// reads. The one step a person does — clicking "Allow" on the approval notification — the harness
+// does in the browser.
+//
+// From the extension's sources it takes only node-only modules (the transcript model, to replay a
+// session after the daemon restart, and the usage formatting the views must match) and types.
+
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import * as path from "node:path";
+import * as vscode from "vscode";
+import type { DshTestApi } from "../../../src/extension";
+import type { SessionPromptResult, SessionSummary, SessionUsageResult } from "../../../src/protocol.generated";
+import { Transcript } from "../../../src/transcript";
+import { formatUsage, hitPercent, usageParts } from "../../../src/usage";
+import type { TreeNode } from "../../../src/views";
+
+type Check = { name: string; ok: boolean; detail: string; ms: number };
+
+export type Results = {
+  started: string;
+  checks: Check[];
+  done: boolean;
+  passed: number;
+  failed: number;
+  /** What the harness checks in the page and shows in the screenshot. */
+  expect?: { sessionId: string; usage: SessionUsageResult; statusText: string };
+  /** Text of an error notification the harness must have seen. */
+  expectToast?: string;
+  phase?: string;
+};
+
+type ScriptStep = { reasoning?: string; content?: string; tool_calls?: Array<{ name: string; arguments: unknown }>; delay_ms?: number };
+
+export type ScenarioOptions = {
+  /** The results file the harness polls (written after every check). */
+  resultPath: string;
+  /** The mock provider's URL, for scripting its responses. */
+  mockUrl: string;
+  log: (line: string) => void;
+};
+
+export function newResults(): Results {
+  return { started: new Date().toISOString(), checks: [], done: false, passed: 0, failed: 0 };
+}
+
+/** Atomically: the harness never reads half a file. */
+export function writeResults(resultPath: string, results: Results): void {
+  if (!resultPath) {
+    return;
+  }
+  writeFileSync(resultPath + ".tmp", JSON.stringify(results, null, 2));
+  renameSync(resultPath + ".tmp", resultPath);
+}
+
+export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<Results> {
+  const results = newResults();
+  const write = () => writeResults(o.resultPath, results);
+  const phase = (p: string) => {
+    results.phase = p;
+    write();
+  };
+  const check = async (name: string, fn: () => Promise<string | void>): Promise<boolean> => {
+    const start = Date.now();
+    phase(name);
+    try {
+      const detail = (await fn()) ?? "";
+      results.checks.push({ name, ok: true, detail, ms: Date.now() - start });
+      results.passed++;
+      return true;
+    } catch (e) {
+      results.checks.push({ name, ok: false, detail: e instanceof Error ? (e.stack ?? e.message) : String(e), ms: Date.now() - start });
+      results.failed++;
+      o.log(`${name} failed: ${String(e)}`);
+      return false;
+    } finally {
+      write();
+    }
+  };
+
+  const script = async (steps: ScriptStep[]) => {
+    const r = await fetch(`${o.mockUrl}/_fake/script`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(steps) });
+    if (!r.ok) {
+      throw new Error(`POST /_fake/script: ${r.status} ${await r.text()}`);
+    }
+  };
+  const ws = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? "";
+  /** The transcript panel's last HTML: what the user sees. */
+  const html = (sessionId: string) => api.transcriptHtml(sessionId) ?? "";
+  let id = "";
+  let t: Transcript | undefined;
+  let steerSeq = -1;
+  let usage: SessionUsageResult | undefined;
+  let forkId = "";
+  const streamed: Array<{ step: number; text: number; reasoning: number }> = [];
+  const disposables: vscode.Disposable[] = [];
+
+  await check("a missing binary is reported with the path tried and the setting to change", async () => {
+    const cfg = vscode.workspace.getConfiguration("dsh");
+    const original = cfg.inspect<string>("path")?.globalValue;
+    const missing = "/nonexistent/dsh-missing";
+    await cfg.update("path", missing, vscode.ConfigurationTarget.Global);
+    let error: unknown;
+    try {
+      await api.client();
+    } catch (e) {
+      error = e;
+    } finally {
+      await cfg.update("path", original, vscode.ConfigurationTarget.Global);
+    }
+    // The extension's DshStartError (its class is not this module's copy: matched by name).
+    assert(error instanceof Error && error.name === "DshStartError" && (error as Error & { kind?: string }).kind === "missing", `expected a missing-binary error, got ${String(error)}`);
+    assert(error.message.includes(missing) && error.message.includes("dsh.path"), error.message);
+    results.expectToast = `dsh binary not found: tried "${missing}"`;
+    return error.message;
+  });
+
+  await check("connect to the daemon (dsh stdio)", async () => {
+    const c = await api.client();
+    return `${c.info.serverInfo.name} ${c.info.serverInfo.version}, protocol ${c.info.protocolVersion}`;
+  });
+
+  await check("create a session and open its transcript", async () => {
+    id = (await vscode.commands.executeCommand<string>("dsh.newSession")) ?? "";
+    assert(id, "dsh.newSession returned no id");
+    t = api.transcript(id);
+    assert(t, "no transcript");
+    assert(api.transcriptHtml(id) !== undefined, "no transcript panel");
+    return id;
+  });
+  if (!t) {
+    return finish();
+  }
+  const tr = t;
+
+  // Turn 1: read (slow: we steer during it), write (asks for approval), answer.
+  let turn1: Thenable<SessionPromptResult | undefined> | undefined;
+  await check("prompt; the answer streams into the transcript", async () => {
+    await script([
+      { reasoning: "The user wants the typo fixed. I'll read the script first.", tool_calls: [{ name: "read_file", arguments: { path: "src/greet.sh" } }], delay_ms: 2500 },
+      {
+        reasoning: "It says Helo. I'll write the fixed script, keeping the exclamation mark as asked.",
+        tool_calls: [{ name: "write_file", arguments: { path: "src/greet.sh", content: '#!/bin/sh\necho "Hello, $1!"\n' } }],
+      },
+      { reasoning: "The file is fixed.", content: 'Fixed the greeting in `src/greet.sh`: "Helo" → "Hello", and the exclamation mark stays.' },
+    ]);
+    // Watch the answer grow: every chunk is folded (and rendered) as it arrives.
+    const seen = streamed;
+    const watch = api.onDidChange((c) => {
+      const step = c.sessionId === id && c.step !== undefined ? tr.steps.get(c.step) : undefined;
+      if (step && step.state === "running") {
+        seen.push({ step: step.step, text: step.text.length, reasoning: step.reasoning.length });
+      }
+    });
+    disposables.push(watch);
+    turn1 = vscode.commands.executeCommand<SessionPromptResult | undefined>("dsh.prompt", { sessionId: id, text: "The greeting in src/greet.sh has a typo. Fix it." });
+    await until(() => tr.steps.get(1)?.state === "running", "step 1 to start", 15_000);
+  });
+
+  await check("steer mid-turn; the transcript shows the step it landed in", async () => {
+    assert(tr.steps.get(1)?.state === "running", "step 1 is no longer running: too late to steer");
+    const r = await vscode.commands.executeCommand<{ seq: number }>("dsh.steer", { sessionId: id, text: "Keep the exclamation mark." });
+    assert(r && r.seq > 0, "dsh.steer returned no seq");
+    steerSeq = r.seq;
+    await until(() => tr.steps.get(2) !== undefined, "step 2", 20_000);
+    const entry = tr.entries.find((e) => e.kind === "steering" && e.seq === steerSeq);
+    assert(entry && entry.kind === "steering" && entry.landedStep === 2, `steering landed in ${entry && entry.kind === "steering" ? entry.landedStep : "?"}`);
+    await until(() => html(id).includes("landed in step 2"), "the transcript to show 'landed in step 2'", 5000);
+    return `steering at seq ${steerSeq} landed in step 2`;
+  });
+
+  await check("approve a write with the native prompt (Allow clicked in the page)", async () => {
+    phase("waiting-for-approval");
+    await until(() => [...tr.steps.values()].some((s) => s.toolCalls.some((c) => c.approval !== undefined)), "approval/request", 20_000);
+    await until(() => [...tr.steps.values()].some((s) => s.toolCalls.some((c) => c.approval?.decision !== undefined)), "the approval decision (click Allow)", 60_000);
+    const call = [...tr.steps.values()].flatMap((s) => s.toolCalls).find((c) => c.approval)!;
+    assert(call.approval!.decision === "allow", `decision ${call.approval!.decision}`);
+    assert(api.approvalAnswer(call.approval!.approvalId) === "allow", "the answer did not come from the notification's Allow button");
+    await until(() => call.result !== undefined, "the write's result", 10_000);
+    assert(!call.result!.isError, `write failed: ${call.result!.content}`);
+    const text = readFileSync(path.join(ws, "src/greet.sh"), "utf8");
+    assert(text.includes("Hello, $1!"), `src/greet.sh is ${JSON.stringify(text)}`);
+    return call.approval!.summary;
+  });
+
+  await check("the turn completes with the streamed answer", async () => {
+    const r = await withTimeout(Promise.resolve(turn1!), 30_000, "turn 1");
+    assert(r && "stopReason" in r && r.stopReason === "completed", `turn 1: ${JSON.stringify(r)}`);
+    const text = tr.steps.get(3)!.text;
+    assert(text.includes("Fixed the greeting"), `step 3 text ${JSON.stringify(text)}`);
+    await until(() => html(id).includes("Fixed the greeting"), "the answer in the transcript", 5000);
+    for (const d of disposables.splice(0)) {
+      d.dispose();
+    }
+    const partial = streamed.filter((x) => x.step === 3 && x.text > 0 && x.text < text.length);
+    assert(partial.length >= 2, `the answer did not grow in pieces: ${JSON.stringify(streamed.filter((x) => x.step === 3))}`);
+    const reasoning = streamed.filter((x) => x.step === 3 && x.reasoning > 0 && x.text === 0);
+    assert(reasoning.length >= 1, "the reasoning did not stream before the answer");
+    return `${r.steps} steps; the answer was shown at ${partial.length} partial lengths before its ${text.length} characters`;
+  });
+
+  // Turn 2 after a change to AGENTS.md: the system prompt changes, the cache drops, the cause shows.
+  await check("a changed system prompt drops the cache; the transcript names the cause", async () => {
+    const agents = path.join(ws, "AGENTS.md");
+    writeFileSync(agents, readFileSync(agents, "utf8") + "Every script takes the name to greet as $1.\n");
+    await script([{ reasoning: "Same style as greet.sh.", content: "`src/greet.sh` already takes the name as `$1`; nothing else to change." }]);
+    const r = await vscode.commands.executeCommand<SessionPromptResult>("dsh.prompt", { sessionId: id, text: "Does the script take the name as $1?" });
+    assert(r && r.stopReason === "completed", `turn 2: ${JSON.stringify(r)}`);
+    await until(() => tr.steps.get(4)?.row !== undefined, "the usage row of step 4", 5000);
+    const row = tr.steps.get(4)!.row!;
+    assert(row.dropped, `step 4 did not drop: ${JSON.stringify(row)}`);
+    assert(/system prompt changed at seq \d+/.test(row.explanation), row.explanation);
+    await until(() => html(id).includes(`cache dropped: ${row.explanation}`), "the cause in the transcript", 5000);
+    return row.explanation;
+  });
+
+  await check("per-step usage in the transcript, the tree and the status bar equals session/usage", async () => {
+    usage = await (await api.client()).usage(id);
+    await until(() => [...tr.steps.values()].every((s) => s.row !== undefined), "usage rows", 5000);
+    const page = html(id);
+    for (const row of usage.rows) {
+      assert(row.usage, `step ${row.step} has no usage`);
+      const section = page.slice(page.indexOf(`id="step-${row.step}"`));
+      for (const p of usageParts(row.usage, row.hitPercent)) {
+        assert(section.includes(`<b>${p.value}</b> ${p.label}`), `step ${row.step}: ${p.label} ${p.value} not in the transcript`);
+      }
+    }
+    // The tree: session → turn → step, each step's usage as its description.
+    const roots = await api.tree.getChildren();
+    const root = roots.find((n) => n.kind === "session" && n.summary.sessionId === id);
+    assert(root, "the session is not in the tree");
+    const turns = await api.tree.getChildren(root);
+    assert(turns.length === 2, `${turns.length} turns in the tree`);
+    let seen = 0;
+    for (const turn of turns) {
+      for (const stepNode of await api.tree.getChildren(turn)) {
+        const item = api.tree.getTreeItem(stepNode);
+        const row = usage.rows.find((r) => stepNode.kind === "step" && r.step === stepNode.step.step)!;
+        assert(item.description === formatUsage(row.usage!, row.hitPercent), `tree step ${row.step}: ${String(item.description)}`);
+        seen++;
+      }
+    }
+    assert(seen === usage.rows.length, `${seen} steps in the tree`);
+    const st = api.statusText();
+    const totalHit = `hit ${hitPercent(usage.totals).toFixed(1)}%`;
+    assert(st.includes(totalHit), `status bar ${st} lacks ${totalHit}`);
+    results.expect = { sessionId: id, usage, statusText: st };
+    return `${usage.rows.length} steps; status bar: ${st}`;
+  });
+
+  await check("cancel a running turn", async () => {
+    await script([{ reasoning: "This will take a while.", content: "never shown", delay_ms: 30_000 }]);
+    const running = vscode.commands.executeCommand<SessionPromptResult>("dsh.prompt", { sessionId: id, text: "Now rewrite everything in Rust." });
+    await until(() => tr.running && tr.lastStep?.state === "running" && tr.lastStep.step === 5, "step 5 to start", 15_000);
+    const c = await vscode.commands.executeCommand<{ cancelled: boolean }>("dsh.cancel", { sessionId: id });
+    assert(c?.cancelled === true, `cancel: ${JSON.stringify(c)}`);
+    const r = await withTimeout(Promise.resolve(running), 15_000, "the cancelled turn");
+    assert(r?.stopReason === "cancelled", `turn 3: ${JSON.stringify(r)}`);
+    await until(() => !tr.running, "turn/end", 5000);
+    assert(tr.steps.get(5)!.state === "cancelled", `step 5 is ${tr.steps.get(5)!.state}`);
+    await until(() => /Turn 3 cancelled/.test(html(id)), "'Turn 3 cancelled' in the transcript", 5000);
+  });
+
+  await check("fork at step 2 opens the fork as a new session", async () => {
+    const step2 = tr.steps.get(2)!;
+    forkId = (await vscode.commands.executeCommand<string>("dsh.fork", { sessionId: id, step: 2 })) ?? "";
+    assert(forkId && forkId !== id, `fork id ${forkId}`);
+    const f = api.transcript(forkId);
+    assert(f, "the fork is not open");
+    await until(() => f.lastSeq >= step2.seq - 1, "the fork's events", 10_000);
+    assert(f.forkedFrom?.sessionId === id && f.forkedFrom.seq === step2.seq, `forkedFrom ${JSON.stringify(f.forkedFrom)}`);
+    assert(f.steps.size === 1, `the fork has ${f.steps.size} steps`);
+    assert(api.transcriptHtml(forkId) !== undefined, "no panel for the fork");
+    return `${forkId} (before seq ${step2.seq})`;
+  });
+
+  await check("what the model saw at step 2 (read-only virtual document)", async () => {
+    const uri = await vscode.commands.executeCommand<string>("dsh.whatTheModelSaw", { sessionId: id, step: 2 });
+    assert(uri, "no document");
+    const text = await documentText(uri);
+    const c = await api.client();
+    const r = await c.request(id, 2);
+    for (const needle of [`step 2 (turn 1)`, `sha256 ${r.wire.sha256}`, "## System prompt", "## Tools", "### write_file", `[seq ${steerSeq}] user`, "Keep the exclamation mark.", "matches the rebuilt body byte for byte"]) {
+      assert(text.includes(needle), `missing ${JSON.stringify(needle)}`);
+    }
+    const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri);
+    assert(editor, "the document is not shown");
+    return `${uri} · ${text.split("\n").length} lines`;
+  });
+
+  await check("the step diff opens in the native diff view", async () => {
+    const uris = await vscode.commands.executeCommand<string[]>("dsh.diffStep", { sessionId: id, step: 4 });
+    assert(uris && uris.length === 2, "no diff");
+    await until(
+      () =>
+        vscode.window.tabGroups.all.some((g) =>
+          g.tabs.some((tab) => tab.input instanceof vscode.TabInputTextDiff && tab.input.original.toString() === uris[0] && tab.input.modified.toString() === uris[1]),
+        ),
+      "a diff tab",
+      10_000,
+    );
+    const left = await documentText(uris[0]);
+    const right = await documentText(uris[1]);
+    assert(left && right && left !== right, "the two documents");
+    assert(right.includes("Every script takes the name to greet as $1.") && !left.includes("Every script takes the name to greet as $1."), "the system prompt change is not in the diff");
+    return uris.join(" ↔ ");
+  });
+
+  await check("compact the session; the transcript shows the compaction", async () => {
+    const r = await vscode.commands.executeCommand<{ compacted: boolean; seq?: number; message: string }>("dsh.compact", { sessionId: id });
+    assert(r && r.compacted, `compact: ${JSON.stringify(r)}`);
+    await until(() => tr.entries.some((e) => e.kind === "compact" && e.replaced?.seq === r.seq), "the compaction events", 10_000);
+    await until(() => /compaction \(manual/.test(html(id)), "the compaction in the transcript", 5000);
+    return r.message;
+  });
+
+  await check("after a daemon restart the sessions are listed and reopen with their full transcript", async () => {
+    const before = await (await api.client()).status();
+    const lastSeq = tr.lastSeq;
+    await vscode.commands.executeCommand("dsh.restartDaemon");
+    const c = await api.client();
+    const after = await c.status();
+    assert(after.pid !== before.pid, `the daemon pid is still ${after.pid}`);
+    const list = (await vscode.commands.executeCommand<SessionSummary[] | undefined>("dsh.refresh")) ?? [];
+    for (const want of [id, forkId]) {
+      assert(list.some((s) => s.sessionId === want), `${want} not listed`);
+    }
+    const roots = await api.tree.getChildren();
+    assert(roots.some((n) => n.kind === "session" && n.summary.sessionId === id), "not in the tree after the restart");
+    // A fresh transcript from seq 0 on the new daemon equals the one built live.
+    const fresh = new Transcript(id);
+    const sub = await c.subscribe(id, 0, (e) => fresh.apply(e));
+    await until(() => fresh.lastSeq >= lastSeq, "the replay", 10_000);
+    await sub.dispose();
+    assert(fresh.steps.size === tr.steps.size, `${fresh.steps.size} vs ${tr.steps.size} steps`);
+    for (const [n, s] of tr.steps) {
+      const x = fresh.steps.get(n)!;
+      assert(x.text === s.text && x.state === s.state && JSON.stringify(x.usage) === JSON.stringify(s.usage), `step ${n} differs after the restart`);
+    }
+    // The open session resubscribed from where it was.
+    await until(() => api.subscribed(id), "the resubscription", 10_000);
+    return `pid ${before.pid} → ${after.pid}; ${list.length} sessions`;
+  });
+
+  await check("arrange the window for the screenshot", async () => {
+    await vscode.commands.executeCommand("workbench.action.closeAllGroups");
+    await vscode.commands.executeCommand("workbench.action.closePanel");
+    await vscode.commands.executeCommand("workbench.action.closeAuxiliaryBar");
+    await vscode.commands.executeCommand("notifications.clearAll");
+    await vscode.commands.executeCommand("workbench.view.extension.dsh");
+    // All groups closed: the transcript opens in the first column; its session becomes the active one.
+    await vscode.commands.executeCommand("dsh.openSession", { sessionId: id });
+    // The tree redraws as sessions change; reveal once it has settled.
+    let revealed = "";
+    for (let attempt = 0; attempt < 5 && !revealed; attempt++) {
+      await new Promise((r) => setTimeout(r, 500));
+      try {
+        const roots = await api.tree.getChildren();
+        const root = roots.find((n): n is Extract<TreeNode, { kind: "session" }> => n.kind === "session" && n.summary.sessionId === id);
+        if (root) {
+          await api.treeView.reveal(root, { expand: 2, select: true, focus: false });
+          revealed = "revealed";
+        }
+      } catch (e) {
+        revealed = attempt === 4 ? `not revealed: ${String(e)}` : "";
+      }
+    }
+    return `${revealed}; status bar: ${api.statusText()}`;
+  });
+
+  return finish();
+
+  function finish(): Results {
+    results.done = true;
+    results.phase = "done";
+    write();
+    return results;
+  }
+}
+
+/** A document's text as the editor holds it (served by the extension's content provider). */
+async function documentText(uri: string): Promise<string> {
+  return (await vscode.workspace.openTextDocument(vscode.Uri.parse(uri))).getText();
+}
+
+function assert(cond: unknown, message: string): asserts cond {
+  if (!cond) {
+    throw new Error(message);
+  }
+}
+
+async function until(pred: () => boolean, what: string, ms: number): Promise<void> {
+  const start = Date.now();
+  while (!pred()) {
+    if (Date.now() - start > ms) {
+      throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms))]);
+}

@@ -1,0 +1,572 @@
+//! CLI commands as clients of the daemon, through the typed client of `dsh-daemon`: `prompt`,
+//! `inject`, `cancel`, `fork`, `sessions`, `usage`, `saw`, `audit`, `compact`, `status`,
+//! `shutdown`, and the `stdio` bridge. Output is the same as the text views print; `--json`
+//! prints the API's result.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // CLI commands print
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use dsh_daemon::client::{SpawnOptions, connect_or_start, connect_running, event_of};
+use dsh_daemon::{Client, Unsolicited};
+use dsh_protocol::method::{self, Method};
+use dsh_protocol::{
+    ApprovalChoice, ApprovalRespondParams, NoParams, SessionAuditResult, SessionCreateParams,
+    SessionEvent, SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams,
+    SessionParams, SessionPromptParams, SessionRequestParams, SessionSubscribeParams, UsageEntry,
+    WhenBusy,
+};
+use dsh_session::{Event, EventData, StopReason, decode_event};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::printer::print_turn;
+use crate::settings::Settings;
+
+/// What arrives on a connection besides answers.
+type Inbox = mpsc::UnboundedReceiver<Unsolicited>;
+
+/// Connects to (or starts) the daemon and says hello.
+pub async fn connect(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)> {
+    let stream = connect_or_start(settings.home.root(), &spawn_options(settings)).await?;
+    let (reader, writer) = stream.into_split();
+    let (client, inbox) = Client::new(reader, writer);
+    client.initialize("dsh-cli").await.context("greeting the daemon")?;
+    if settings.base_url_explicit {
+        // A running daemon keeps the provider it was started with: never let a command meant
+        // for one provider (the offline mock, say) silently go to another.
+        let status = client.call::<method::DaemonStatus>(NoParams {}).await?;
+        if status.base_url.trim_end_matches('/') != settings.base_url.trim_end_matches('/') {
+            anyhow::bail!(
+                "the dsh daemon for {} (pid {}) uses the provider at {}, not {}: run `dsh shutdown` first to start one with the new base URL",
+                settings.home.root().display(),
+                status.pid,
+                status.base_url,
+                settings.base_url
+            );
+        }
+    }
+    Ok((Arc::new(client), inbox))
+}
+
+/// What a client passes to a daemon it starts.
+pub fn spawn_options(settings: &Settings) -> SpawnOptions {
+    let mut global_args = vec!["--base-url".to_owned(), settings.base_url.clone()];
+    if settings.model_explicit {
+        global_args.extend(["--model".to_owned(), settings.model.clone()]);
+    }
+    SpawnOptions { global_args }
+}
+
+/// An API event as a log event (the log vocabulary is part of the protocol).
+pub fn to_event(event: &SessionEvent) -> Option<Event> {
+    let line =
+        json!({"seq": event.seq, "time": event.time, "type": event.kind, "data": event.data})
+            .to_string();
+    decode_event(&line, 0).ok()
+}
+
+/// The log event a connection's unsolicited message carries, if it is a `session/event`.
+pub fn unsolicited_event(message: &Unsolicited) -> Option<Event> {
+    let Unsolicited::Notification(notification) = message else { return None };
+    let (_, event) = event_of(notification)?;
+    to_event(&event)
+}
+
+/// Options of `dsh prompt`.
+pub struct PromptOptions {
+    /// The workspace of a new session.
+    pub workspace: std::path::PathBuf,
+    /// Continue this session.
+    pub session: Option<String>,
+    /// Approve every tool call.
+    pub yes: bool,
+    /// Steps per turn (new sessions).
+    pub max_steps: Option<u32>,
+    /// The prompt.
+    pub text: String,
+}
+
+/// `dsh prompt`: runs one turn through the daemon and streams it.
+pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Result<ExitCode> {
+    let (client, mut inbox) = connect(settings).await?;
+    let session_id = match &options.session {
+        Some(id) => id.clone(),
+        None => {
+            let workspace = options
+                .workspace
+                .canonicalize()
+                .with_context(|| format!("workspace {}", options.workspace.display()))?;
+            let config = dsh_protocol::SessionConfig {
+                model: settings.model_explicit.then(|| settings.model.clone()),
+                max_tokens: None,
+                thinking: None,
+                reasoning_effort: None,
+                temperature: None,
+                max_steps: options.max_steps,
+            };
+            let params = SessionCreateParams {
+                workspace: workspace.display().to_string(),
+                model: None,
+                config: Some(config),
+            };
+            client.call::<method::SessionCreate>(params).await?.session_id
+        }
+    };
+    eprintln!("session {session_id}");
+    stream_turn(&client, &mut inbox, &session_id, options.text, options.yes).await
+}
+
+/// Runs one turn of `session_id` for `text` and prints it as it streams: subscribes from the
+/// log's end, prompts, answers approvals (all of them with `yes`, else on the terminal),
+/// cancels on Ctrl-C, and returns once the turn's last event is printed.
+pub async fn stream_turn(
+    client: &Arc<Client>,
+    inbox: &mut Inbox,
+    session_id: &str,
+    text: String,
+    yes: bool,
+) -> anyhow::Result<ExitCode> {
+    let session_id = session_id.to_owned();
+    let page = client
+        .call::<method::SessionEvents>(SessionEventsParams {
+            session_id: session_id.clone(),
+            from_seq: 0,
+            limit: 0,
+        })
+        .await?;
+    client
+        .call::<method::SessionSubscribe>(SessionSubscribeParams {
+            session_id: session_id.clone(),
+            from_seq: Some(page.length),
+        })
+        .await?;
+
+    let (events, received) = mpsc::channel(4096);
+    let usage_client = Arc::clone(client);
+    let usage_session = session_id.clone();
+    let printer = tokio::spawn(async move {
+        let usage = move |step: u64| {
+            let client = Arc::clone(&usage_client);
+            let session_id = usage_session.clone();
+            async move { usage_entry(&client, &session_id, step).await }
+        };
+        print_turn(received, usage).await;
+    });
+    let prompt_client = Arc::clone(client);
+    let params = SessionPromptParams {
+        session_id: session_id.clone(),
+        text,
+        when_busy: Some(WhenBusy::Reject),
+    };
+    let mut turn =
+        tokio::spawn(async move { prompt_client.call::<method::SessionPrompt>(params).await });
+    let mut interrupts = 0;
+    // One SIGINT stream for the whole turn: a Ctrl-C pressed while another branch runs is kept.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("listening for Ctrl-C")?;
+    let outcome = loop {
+        // Cancel-safety: `recv` is cancel-safe; polling the JoinHandle by reference is
+        // cancel-safe; `recv` on the signal stream is cancel-safe.
+        tokio::select! {
+            message = inbox.recv() => {
+                let Some(message) = message else { continue };
+                let Some(event) = unsolicited_event(&message) else { continue };
+                if let EventData::ApprovalRequest(request) = &event.data {
+                    let client = Arc::clone(client);
+                    let session_id = session_id.clone();
+                    let request = request.clone();
+                    tokio::spawn(async move { answer_approval(&client, &session_id, request, yes).await });
+                }
+                let _ = events.send(event).await;
+            }
+            joined = &mut turn => break joined.context("the prompt task failed")?,
+            _ = interrupt.recv() => {
+                interrupts += 1;
+                if interrupts > 1 {
+                    return Ok(ExitCode::from(130));
+                }
+                eprintln!("\ncancelling the turn (Ctrl-C again to quit)…");
+                let params = SessionParams { session_id: session_id.clone() };
+                let _ = client.call::<method::SessionCancel>(params).await;
+            }
+        }
+    };
+    finish_printing(printer, inbox, events, outcome.is_ok()).await;
+    match outcome {
+        Ok(result) => {
+            if let Some(error) = &result.error {
+                // The transcript went to stdout; the reason the turn failed also goes to stderr,
+                // where a script piping stdout still sees it.
+                eprintln!("dsh: the turn failed: {error}");
+            }
+            Ok(match result.stop_reason {
+                StopReason::Completed | StopReason::MaxSteps => ExitCode::SUCCESS,
+                StopReason::Cancelled => ExitCode::from(130),
+                StopReason::Error => ExitCode::FAILURE,
+            })
+        }
+        Err(error) => {
+            eprintln!("dsh: {error:#}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// The turn's last events may arrive after its answer: feeds the printer until it has printed
+/// the turn's end (it returns there), and not a moment longer. A prompt refused before its turn
+/// started (`started` false) logged nothing: there is nothing to wait for.
+async fn finish_printing(
+    mut printer: tokio::task::JoinHandle<()>,
+    inbox: &mut Inbox,
+    events: mpsc::Sender<Event>,
+    started: bool,
+) {
+    if started {
+        loop {
+            // Cancel-safety: polling the JoinHandle by reference is cancel-safe; `recv` is
+            // cancel-safe.
+            tokio::select! {
+                _ = &mut printer => return,
+                message = inbox.recv() => match message {
+                    Some(message) => {
+                        if let Some(event) = unsolicited_event(&message) {
+                            let _ = events.send(event).await;
+                        }
+                    }
+                    None => break,
+                },
+            }
+        }
+    }
+    drop(events);
+    let _ = tokio::time::timeout(Duration::from_secs(5), printer).await;
+}
+
+async fn usage_entry(client: &Client, session_id: &str, step: u64) -> Option<UsageEntry> {
+    let params = SessionParams { session_id: session_id.to_owned() };
+    let usage = client.call::<method::SessionUsage>(params).await.ok()?;
+    usage.rows.into_iter().find(|entry| entry.row.step == step)
+}
+
+async fn answer_approval(
+    client: &Client,
+    session_id: &str,
+    request: dsh_session::ApprovalRequest,
+    yes: bool,
+) {
+    let decision = if yes {
+        ApprovalChoice::Allow
+    } else if std::io::stdin().is_terminal() {
+        let summary = request.summary.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            eprint!("allow {summary}? [y]es / [a]lways / [N]o: ");
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map(|_| line)
+        })
+        .await;
+        match answer.ok().and_then(Result::ok).as_deref().map(str::trim) {
+            Some("y" | "Y" | "yes") => ApprovalChoice::Allow,
+            Some("a" | "A" | "always") => ApprovalChoice::AllowAlways,
+            _ => ApprovalChoice::Deny,
+        }
+    } else {
+        eprintln!(
+            "denied {} (no terminal to ask on; pass --yes to approve tool calls)",
+            request.summary
+        );
+        ApprovalChoice::Deny
+    };
+    let params = ApprovalRespondParams {
+        session_id: session_id.to_owned(),
+        approval_id: request.approval_id,
+        decision,
+    };
+    if let Err(error) = client.call::<method::ApprovalRespond>(params).await {
+        eprintln!("dsh: answering the approval: {error:#}");
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn session(session_id: &str) -> SessionParams {
+    SessionParams { session_id: session_id.to_owned() }
+}
+
+/// One call, its result printed: the API's JSON with `--json`, else `text` of it.
+async fn call_and_print<M: Method>(
+    settings: &Settings,
+    params: M::Params,
+    text: impl FnOnce(&M::Result) -> String,
+) -> anyhow::Result<ExitCode> {
+    let (client, _) = connect(settings).await?;
+    let result = client.call::<M>(params).await?;
+    if settings.json {
+        print_json(&result)?;
+    } else {
+        print!("{}", text(&result));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh inject SESSION TEXT`.
+pub async fn inject(
+    settings: &Settings,
+    session_id: &str,
+    text: String,
+) -> anyhow::Result<ExitCode> {
+    let params = SessionInjectParams { session_id: session_id.to_owned(), text };
+    call_and_print::<method::SessionInject>(settings, params, |result| {
+        format!("steering message logged at seq {}; it joins the next request\n", result.seq)
+    })
+    .await
+}
+
+/// `dsh cancel SESSION`.
+pub async fn cancel(settings: &Settings, session_id: &str) -> anyhow::Result<ExitCode> {
+    call_and_print::<method::SessionCancel>(settings, session(session_id), |result| {
+        if result.cancelled {
+            format!("cancelled the running turn of {session_id}\n")
+        } else {
+            format!("no turn is running in {session_id}\n")
+        }
+    })
+    .await
+}
+
+/// `dsh fork SESSION [--at SEQ]`.
+pub async fn fork(
+    settings: &Settings,
+    session_id: &str,
+    at: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    let params = SessionForkParams { session_id: session_id.to_owned(), at_seq: at, config: None };
+    call_and_print::<method::SessionFork>(settings, params, |result| {
+        format!("forked {session_id} into {}\n", result.session_id)
+    })
+    .await
+}
+
+/// `dsh sessions [--workspace DIR]`.
+pub async fn sessions(settings: &Settings, workspace: &Path) -> anyhow::Result<ExitCode> {
+    let (client, _) = connect(settings).await?;
+    let workspace =
+        workspace.canonicalize().with_context(|| format!("workspace {}", workspace.display()))?;
+    let params = SessionListParams { workspace: Some(workspace.display().to_string()) };
+    let result = client.call::<method::SessionList>(params).await?;
+    if settings.json {
+        print_json(&result)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if result.sessions.is_empty() {
+        println!("no sessions in this workspace");
+    }
+    for summary in &result.sessions {
+        let fork = summary
+            .forked_from
+            .as_ref()
+            .map(|f| format!(" (fork of {} at seq {})", f.session_id, f.seq))
+            .unwrap_or_default();
+        let running = if summary.running { " [running]" } else { "" };
+        println!(
+            "{}  {:>3} turns {:>4} steps  {}{fork}{running}",
+            summary.session_id,
+            summary.turns,
+            summary.steps,
+            summary.title.as_deref().unwrap_or("(no prompt yet)")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh usage SESSION`.
+pub async fn usage(settings: &Settings, session_id: &str) -> anyhow::Result<ExitCode> {
+    call_and_print::<method::SessionUsage>(settings, session(session_id), |result| {
+        crate::text::usage_table(&result.rows)
+    })
+    .await
+}
+
+/// `dsh saw SESSION --step N [--wire | --diff]`.
+pub async fn saw(
+    settings: &Settings,
+    session_id: &str,
+    step: u64,
+    wire: bool,
+    diff: bool,
+) -> anyhow::Result<ExitCode> {
+    if diff && step < 2 {
+        anyhow::bail!("step 1 has no previous step to diff against");
+    }
+    let (client, _) = connect(settings).await?;
+    let params = SessionRequestParams { session_id: session_id.to_owned(), step, diff: Some(diff) };
+    let result = client.call::<method::SessionRequest>(params).await?;
+    if wire {
+        use std::io::Write;
+        std::io::stdout()
+            .write_all(result.wire.body.as_bytes())
+            .context("writing the wire body")?;
+    } else if settings.json {
+        print_json(&result)?;
+    } else if diff {
+        print!("{}", result.diff.unwrap_or_default());
+    } else {
+        print!("{}", dsh_daemon::views::request_text(&result, false));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh audit SESSION`, through the daemon — the running one, or else a private one in this
+/// process (an audit only reads: it is no reason to start a daemon in the background).
+pub async fn audit(settings: &Settings, session_id: &str) -> anyhow::Result<SessionAuditResult> {
+    if let Some(stream) = connect_running(settings.home.root()).await {
+        let (reader, writer) = stream.into_split();
+        let (client, _) = Client::new(reader, writer);
+        client.initialize("dsh-cli").await.context("greeting the daemon")?;
+        return Ok(client.call::<method::SessionAudit>(session(session_id)).await?);
+    }
+    let private = PrivateDaemon::start(settings.daemon_config());
+    let result = private.client.call::<method::SessionAudit>(session(session_id)).await;
+    private.stop().await?;
+    Ok(result?)
+}
+
+/// A daemon inside this process, spoken to through the typed client over an in-memory pipe
+/// (the library's in-process runner: the same code `dsh serve` runs).
+pub struct PrivateDaemon {
+    /// The connection.
+    pub client: Arc<Client>,
+    /// What arrives besides answers.
+    pub inbox: Inbox,
+    runner: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl PrivateDaemon {
+    /// Starts one.
+    pub fn start(config: dsh_daemon::DaemonConfig) -> PrivateDaemon {
+        // One pipe each way, so that dropping the client's writer is an end of input for the
+        // daemon (the two halves of one duplex stream only close together).
+        let (requests_in, requests_out) = tokio::io::duplex(1 << 20);
+        let (answers_in, answers_out) = tokio::io::duplex(1 << 20);
+        let stop = tokio_util::sync::CancellationToken::new();
+        let runner =
+            tokio::spawn(dsh_daemon::serve::serve_on(config, requests_out, answers_in, stop));
+        let (client, inbox) = Client::new(answers_out, requests_in);
+        PrivateDaemon { client: Arc::new(client), inbox, runner }
+    }
+
+    /// Stops it: turns are cancelled and logged, logs flushed.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let PrivateDaemon { client, inbox, runner } = self;
+        // Closing the connection ends the runner.
+        drop(client);
+        drop(inbox);
+        runner.await.context("the in-process daemon panicked")?
+    }
+}
+
+/// `dsh status`: the running daemon's status; starts nothing. Exits 1 when none runs (with
+/// `--json`: `{"running": false, "home": …}`).
+pub async fn status(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let home = settings.home.root();
+    let Some(stream) = connect_running(home).await else {
+        if settings.json {
+            print_json(&json!({"running": false, "home": home.display().to_string()}))?;
+        } else {
+            println!("no dsh daemon is running for {}", home.display());
+        }
+        return Ok(ExitCode::FAILURE);
+    };
+    let (reader, writer) = stream.into_split();
+    let (client, _) = Client::new(reader, writer);
+    let result = client.call::<method::DaemonStatus>(NoParams {}).await?;
+    if settings.json {
+        print_json(&result)?;
+    } else {
+        println!(
+            "dsh daemon {} · pid {} · home {} · {} clients · up {}s",
+            result.version,
+            result.pid,
+            result.home,
+            result.clients,
+            result.uptime_ms / 1000
+        );
+        for session in &result.sessions {
+            let state = match (&session.failed, session.running) {
+                (Some(reason), _) => format!("failed: {reason}"),
+                (None, true) => "running".to_owned(),
+                (None, false) => "idle".to_owned(),
+            };
+            println!("  {} {state}", session.session_id);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh shutdown`: stops the daemon if one runs (never starts one).
+pub async fn shutdown(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let Some(stream) = connect_running(settings.home.root()).await else {
+        println!("no dsh daemon is running for {}", settings.home.root().display());
+        return Ok(ExitCode::SUCCESS);
+    };
+    let (reader, writer) = stream.into_split();
+    let (client, _) = Client::new(reader, writer);
+    let status = client.call::<method::DaemonStatus>(NoParams {}).await?;
+    client.call::<method::DaemonShutdown>(NoParams {}).await?;
+    drop(client);
+    // Wait for it to be gone (turns cancelled and logged, logs flushed), so the next command
+    // starts a fresh daemon instead of meeting one that is stopping.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while alive(status.pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    if alive(status.pid) {
+        println!("the dsh daemon (pid {}) is still stopping", status.pid);
+    } else {
+        println!("the dsh daemon (pid {}) stopped", status.pid);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether process `pid` still runs (a zombie — exited, not yet reaped by its parent — does not).
+fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state is the first field after the parenthesized command name.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
+/// `dsh stdio`: bridges stdin/stdout to the daemon's socket, line for line.
+pub async fn stdio_bridge(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let stream = connect_or_start(settings.home.root(), &spawn_options(settings)).await?;
+    let (mut from_daemon, mut to_daemon) = stream.into_split();
+    let upstream = tokio::spawn(async move {
+        let mut stdin = tokio::io::stdin();
+        let _ = tokio::io::copy(&mut stdin, &mut to_daemon).await;
+        // Half-close: the daemon answers what it has read, then closes its side.
+        use tokio::io::AsyncWriteExt;
+        let _ = to_daemon.shutdown().await;
+    });
+    // The bridge ends when the daemon closes the connection (after stdin's end, or when the
+    // daemon stops).
+    let mut stdout = tokio::io::stdout();
+    let copied = tokio::io::copy(&mut from_daemon, &mut stdout).await;
+    upstream.abort();
+    copied.context("copying the daemon's answers to stdout")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh compact SESSION`.
+pub async fn compact(settings: &Settings, session_id: &str) -> anyhow::Result<ExitCode> {
+    call_and_print::<method::SessionCompact>(settings, session(session_id), |result| {
+        format!("{}\n", result.message)
+    })
+    .await
+}

@@ -1,0 +1,150 @@
+//! The `dsh` command: argument parsing, the commands — each a client of the daemon through the
+//! typed client of `dsh-daemon` — the terminal printer and text views, and the offline demo.
+//!
+//! One daemon per user holds the sessions and runs the loops (`dsh serve`, the `dsh-daemon`
+//! library); every session command is a client of it (`commands.rs`) and starts it on demand.
+//! `demo` runs a private daemon in this process (the library's in-process runner) against the
+//! built-in mock, and `mock` serves the mock alone. This crate never reaches a session except
+//! through the protocol. Output goes to stdout; diagnostics (`tracing`, filtered by `DSH_LOG`)
+//! go to stderr (for a daemon started by a client: `$DSH_HOME/daemon.log`).
+#![allow(clippy::print_stdout, clippy::print_stderr)] // a CLI prints its results
+
+mod args;
+mod commands;
+mod demo;
+mod printer;
+mod settings;
+mod text;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use dsh_daemon::serve::{ServeOptions, run as serve, run_in_process};
+
+use crate::args::{AuditArgs, Cli, Command, MockArgs, ServeArgs, StdioArgs};
+use crate::settings::{Settings, workspace_dir};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("DSH_LOG").unwrap_or_else(
+            |_| tracing_subscriber::EnvFilter::new(default_log_level(&cli.command)),
+        ))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("dsh: starting the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("dsh: {error:#}");
+            ExitCode::FAILURE
+        }
+    };
+    // A blocking read of stdin (the stdio front) would keep a plain runtime drop waiting for
+    // input that may never come; everything that matters has been flushed by now.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    code
+}
+
+fn default_log_level(command: &Command) -> &'static str {
+    match command {
+        Command::Serve(_) => "info",
+        _ => "warn",
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let settings = Settings::resolve(&cli.global)?;
+    match cli.command {
+        Command::Demo(args) => demo::run_demo(args.keep).await,
+        Command::Prompt(args) => {
+            let options = commands::PromptOptions {
+                workspace: workspace_dir(args.workspace.as_deref())?,
+                session: args.session,
+                yes: args.yes,
+                max_steps: args.max_steps,
+                text: args.text.join(" "),
+            };
+            commands::prompt(&settings, options).await
+        }
+        Command::Inject(args) => {
+            commands::inject(&settings, &args.session, args.text.join(" ")).await
+        }
+        Command::Cancel(args) => commands::cancel(&settings, &args.session).await,
+        Command::Sessions(args) => {
+            commands::sessions(&settings, &workspace_dir(args.workspace.as_deref())?).await
+        }
+        Command::Usage(args) => commands::usage(&settings, &args.session).await,
+        Command::Saw(args) => {
+            commands::saw(&settings, &args.session, args.step, args.wire, args.diff).await
+        }
+        Command::Audit(args) => audit(&settings, &args).await,
+        Command::Fork(args) => commands::fork(&settings, &args.session, args.at).await,
+        Command::Compact(args) => commands::compact(&settings, &args.session).await,
+        Command::Serve(args) => serve_command(settings, &args).await,
+        Command::Stdio(args) => stdio(settings, &args).await,
+        Command::Status => commands::status(&settings).await,
+        Command::Shutdown => commands::shutdown(&settings).await,
+        Command::Mock(args) => mock(&args).await,
+    }
+}
+
+async fn serve_command(settings: Settings, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let options = ServeOptions {
+        listen: args.listen,
+        allow_origins: args.allow_origin.clone(),
+        idle_exit: args.idle_exit.map(|minutes| Duration::from_secs_f64((minutes * 60.0).max(0.0))),
+    };
+    let mut config = settings.daemon_config();
+    config.approval_timeout = Duration::from_secs(args.approval_timeout);
+    config.check_invariants = args.check_invariants;
+    serve(config, options).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn stdio(settings: Settings, args: &StdioArgs) -> anyhow::Result<ExitCode> {
+    if args.in_process {
+        let mut config = settings.daemon_config();
+        config.approval_timeout = Duration::from_secs(args.approval_timeout);
+        run_in_process(config).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    commands::stdio_bridge(&settings).await
+}
+
+/// `dsh audit SESSION|FILE`: a session through the daemon, a log file directly (a file may be
+/// a copy no daemon holds).
+async fn audit(settings: &Settings, args: &AuditArgs) -> anyhow::Result<ExitCode> {
+    let audit = if Path::new(&args.target).is_file() {
+        dsh_daemon::views::audit_file(Path::new(&args.target))?
+    } else {
+        commands::audit(settings, &args.target).await?
+    };
+    if settings.json {
+        println!("{}", serde_json::to_string_pretty(&audit)?);
+    } else {
+        print!("{}", text::audit_text(&audit));
+    }
+    Ok(if audit.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+async fn mock(args: &MockArgs) -> anyhow::Result<ExitCode> {
+    let mut config = dsh_mock::MockConfig::default();
+    config.cache.granularity = args.granularity;
+    config.cache.mode = match args.cache_mode.as_str() {
+        "block" => dsh_mock::CacheMode::Block,
+        "units" => dsh_mock::CacheMode::Units,
+        other => anyhow::bail!("unknown cache mode `{other}` (expected block or units)"),
+    };
+    dsh_mock::serve_forever(config, args.port).await.context("running the mock server")?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,203 @@
+//! Streaming a turn to the terminal: assistant text as it arrives, reasoning dimmed, tool calls
+//! and results, approvals, retries, and after each step its usage with the cause of a cache drop.
+//! A spinner runs on stderr while the model has not answered yet (only on a terminal).
+#![allow(clippy::print_stdout, clippy::print_stderr)] // a terminal printer prints
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use std::future::Future;
+
+use dsh_protocol::UsageEntry;
+use dsh_session::{ChunkDelta, Event, EventData};
+use tokio::sync::mpsc;
+
+use crate::text::usage_line;
+
+const SPINNER: &[char] = &['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+#[derive(Default)]
+struct State {
+    waiting: bool,
+    spinner_shown: bool,
+    frame: usize,
+    /// What the current output line holds: nothing, text, or reasoning.
+    open_line: Option<bool>,
+    color: bool,
+    /// The turn being printed: the first `turn/start` seen.
+    turn: Option<u64>,
+}
+
+impl State {
+    fn clear_spinner(&mut self) {
+        if self.spinner_shown {
+            eprint!("\r\x1b[2K");
+            self.spinner_shown = false;
+        }
+    }
+
+    fn end_line(&mut self) {
+        if self.open_line.take().is_some() {
+            if self.color {
+                print!("\x1b[0m");
+            }
+            println!();
+        }
+    }
+
+    fn dim(&self, text: &str) -> String {
+        if self.color { format!("\x1b[2m{text}\x1b[0m") } else { text.to_owned() }
+    }
+}
+
+/// Prints the events of one turn — from the first `turn/start` received to its `turn/end` —
+/// as they arrive. `usage` looks up a finished step's usage entry (with the cause of a drop).
+pub async fn print_turn<U, F>(mut events: mpsc::Receiver<Event>, usage: U)
+where
+    U: Fn(u64) -> F,
+    F: Future<Output = Option<UsageEntry>>,
+{
+    let mut state = State { color: std::io::stdout().is_terminal(), ..State::default() };
+    let spin = std::io::stderr().is_terminal();
+    let mut tick = tokio::time::interval(Duration::from_millis(120));
+    loop {
+        // Cancel-safety: `recv` is cancel-safe (no message is lost when the tick wins);
+        // `tick()` is cancel-safe.
+        tokio::select! {
+            received = events.recv() => match received {
+                Some(event) => {
+                    state.clear_spinner();
+                    if print_event(&event, &mut state, &usage).await {
+                        return;
+                    }
+                }
+                None => {
+                    state.end_line();
+                    state.clear_spinner();
+                    return;
+                }
+            },
+            _ = tick.tick(), if spin && state.waiting => {
+                state.frame = (state.frame + 1) % SPINNER.len();
+                eprint!("\r{} waiting for the model…", SPINNER[state.frame]);
+                let _ = std::io::stderr().flush();
+                state.spinner_shown = true;
+            }
+        }
+    }
+}
+
+/// Model and tool text with terminal control sequences defused: control characters other than
+/// newline and tab are shown as `\u{…}`, so a file or a model cannot drive the terminal.
+fn clean(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        if character.is_control() && character != '\n' && character != '\t' {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(character)));
+        } else {
+            out.push(character);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Prints one event; returns true at the turn's end.
+async fn print_event<U, F>(event: &Event, state: &mut State, usage: &U) -> bool
+where
+    U: Fn(u64) -> F,
+    F: Future<Output = Option<UsageEntry>>,
+{
+    match &event.data {
+        EventData::TurnStart(start) if state.turn.is_none() => state.turn = Some(start.turn),
+        EventData::StepStart(start) => {
+            state.end_line();
+            println!("{}", state.dim(&format!("── step {} ──", start.step)));
+            state.waiting = true;
+        }
+        EventData::AssistantChunk(chunk) => {
+            state.waiting = false;
+            match &chunk.delta {
+                ChunkDelta::Reasoning { text } if !text.is_empty() => {
+                    if state.open_line != Some(true) {
+                        state.end_line();
+                        print!("{}", state.dim("thinking: "));
+                        if state.color {
+                            print!("\x1b[2m");
+                        }
+                        state.open_line = Some(true);
+                    }
+                    print!("{}", clean(text));
+                }
+                ChunkDelta::Text { text } if !text.is_empty() => {
+                    if state.open_line != Some(false) {
+                        state.end_line();
+                        state.open_line = Some(false);
+                    }
+                    print!("{}", clean(text));
+                }
+                _ => {}
+            }
+            let _ = std::io::stdout().flush();
+        }
+        EventData::AssistantMessage(message) => {
+            state.end_line();
+            for call in &message.message.tool_calls {
+                println!("→ {} {}", clean(&call.name), clean(&call.arguments));
+            }
+        }
+        EventData::ApprovalRequest(request) => {
+            state.end_line();
+            println!("? approval needed: {}", clean(&request.summary));
+        }
+        EventData::ApprovalDecision(decision) => {
+            println!("{}", state.dim(&format!("  decision: {:?}", decision.decision)));
+        }
+        EventData::ToolResult(result) => {
+            state.end_line();
+            let lines = result.content.lines().count();
+            let first = result.content.lines().next().unwrap_or("");
+            let first: String = clean(first).chars().take(100).collect();
+            let status = if result.is_error { "error" } else { "ok" };
+            println!("← {} {status} ({lines} lines): {first}", result.name);
+        }
+        EventData::SteeringMessage(steering) => {
+            state.end_line();
+            println!("» steering: {}", clean(&steering.text));
+        }
+        EventData::LlmRetry(retry) => {
+            state.end_line();
+            println!(
+                "{}",
+                state.dim(&format!(
+                    "retrying in {} ms (attempt {} failed: {})",
+                    retry.delay_ms, retry.attempt, retry.error
+                ))
+            );
+        }
+        EventData::StepError(failure) => {
+            state.end_line();
+            state.waiting = false;
+            let what = if failure.cancelled { "cancelled" } else { "failed" };
+            println!("step {} {what}: {}", failure.step, clean(&failure.error));
+        }
+        EventData::StepEnd(end) => {
+            state.end_line();
+            state.waiting = false;
+            if let Some(row) = usage(end.step).await {
+                println!("{}", state.dim(&format!("  usage {}", usage_line(&row).trim_start())));
+            }
+        }
+        EventData::TurnEnd(end) if Some(end.turn) == state.turn => {
+            state.end_line();
+            state.clear_spinner();
+            let error = end.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+            println!("turn {} ended: {}{error}", end.turn, end.reason.as_str());
+            return true;
+        }
+        _ => {}
+    }
+    false
+}

@@ -1,0 +1,96 @@
+//! The API: the method table. Every method is one named handler in `handlers.rs`, registered
+//! here by its typed descriptor ([`dsh_protocol::method::Method`]), so the params a handler
+//! gets and the result it returns are the protocol's own types. The module is served unchanged
+//! over the Unix socket, stdio, and (when enabled) WebSocket/HTTP. `protocol/README.md`
+//! documents each method with an example exchange.
+//!
+//! How a handler runs is part of its registration: `inline` for the cheap and non-blocking,
+//! `blocking` for those that read files (on tokio's blocking pool), `spawned` for those that
+//! wait on a session (a turn, its owner task).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use dsh_protocol::method::{self, Method};
+use jsonrpsee::RpcModule;
+use jsonrpsee::types::Params;
+
+use crate::daemon::Daemon;
+use crate::error::{ApiError, ApiResult};
+use crate::handlers as h;
+
+/// Builds the module with every method.
+pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
+    let mut module = RpcModule::from_arc(daemon);
+    let m = &mut module;
+    inline::<method::Initialize>(m, h::initialize)?;
+    blocking::<method::SessionCreate>(m, h::session_create)?;
+    blocking::<method::SessionList>(m, h::session_list)?;
+    // `session/subscribe` and its `session/unsubscribe`, delivering `session/event`.
+    m.register_subscription(
+        method::SESSION_SUBSCRIBE,
+        method::SESSION_EVENT,
+        method::SESSION_UNSUBSCRIBE,
+        |params, pending, daemon, _| h::session_subscribe(params, pending, daemon),
+    )?;
+    spawned::<method::SessionPrompt, _>(m, h::session_prompt)?;
+    spawned::<method::SessionInject, _>(m, h::session_inject)?;
+    spawned::<method::SessionCancel, _>(m, h::session_cancel)?;
+    blocking::<method::SessionFork>(m, h::session_fork)?;
+    blocking::<method::SessionRequest>(m, h::session_request)?;
+    spawned::<method::SessionUsage, _>(m, h::session_usage)?;
+    blocking::<method::SessionEvents>(m, h::session_events)?;
+    spawned::<method::SessionCompact, _>(m, h::session_compact)?;
+    blocking::<method::SessionAudit>(m, h::session_audit)?;
+    spawned::<method::ApprovalRespond, _>(m, h::approval_respond)?;
+    inline::<method::DaemonStatus>(m, h::daemon_status)?;
+    inline::<method::DaemonShutdown>(m, h::daemon_shutdown)?;
+    Ok(module)
+}
+
+/// A handler that answers at once, on the connection's task.
+type Inline<M> = fn(&Daemon, <M as Method>::Params) -> ApiResult<<M as Method>::Result>;
+
+fn inline<M: Method>(module: &mut RpcModule<Daemon>, handler: Inline<M>) -> anyhow::Result<()> {
+    module
+        .register_method(M::NAME, move |params, daemon, _| handler(daemon, parse::<M>(&params)?))?;
+    Ok(())
+}
+
+/// A handler that may block on file I/O: it runs on the blocking pool.
+type Blocking<M> = fn(&Arc<Daemon>, <M as Method>::Params) -> ApiResult<<M as Method>::Result>;
+
+fn blocking<M: Method>(module: &mut RpcModule<Daemon>, handler: Blocking<M>) -> anyhow::Result<()> {
+    module.register_blocking_method(M::NAME, move |params, daemon, _| {
+        handler(&daemon, parse::<M>(&params)?)
+    })?;
+    Ok(())
+}
+
+/// A handler that waits on sessions: a future of its own.
+fn spawned<M, F>(
+    module: &mut RpcModule<Daemon>,
+    handler: fn(Arc<Daemon>, M::Params) -> F,
+) -> anyhow::Result<()>
+where
+    M: Method,
+    M::Result: Sync,
+    F: Future<Output = ApiResult<M::Result>> + Send + 'static,
+{
+    module.register_async_method(M::NAME, move |params, daemon, _| async move {
+        handler(daemon, parse::<M>(&params)?).await
+    })?;
+    Ok(())
+}
+
+/// The params of `M`; absent params read as `{}` (enough for methods whose params are all
+/// optional).
+pub(crate) fn parse<M: Method>(params: &Params<'_>) -> ApiResult<M::Params> {
+    let text = params.as_str().unwrap_or("{}");
+    serde_json::from_str(text).map_err(|error| {
+        ApiError::invalid_params(format!("invalid params for {}: {error}", M::NAME))
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,93 @@
+//! What a daemon is started with: the state directory, how to reach the provider, the default
+//! model, approval and invariant settings. Fronts build a [`DaemonConfig`] from their flags and
+//! environment; the daemon never reads flags itself.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::bail;
+use dsh_provider::{API_KEY_ENV, ApiKey, DeepSeek, DeepSeekConfig};
+
+pub use dsh_provider::DEFAULT_BASE_URL;
+pub use dsh_store::DshHome;
+
+/// The model used when neither `--model` nor `DSH_MODEL` says otherwise.
+pub const DEFAULT_MODEL: &str = "deepseek-v4-flash";
+
+/// The file, under the state directory, that may hold the API key (mode 0600).
+pub const API_KEY_FILE: &str = "deepseek-api-key";
+
+/// How long an approval waits for an answer by default before it is denied as a timeout.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How the daemon reaches the provider: built on first use, so the daemon starts (and serves
+/// every read method) without an API key.
+pub type ProviderFactory = Box<dyn Fn() -> anyhow::Result<Arc<DeepSeek>> + Send + Sync>;
+
+/// Daemon-wide settings.
+pub struct DaemonConfig {
+    /// The state directory.
+    pub home: DshHome,
+    /// Builds the provider client.
+    pub provider: ProviderFactory,
+    /// The provider base URL (reported by `daemon/status`).
+    pub base_url: String,
+    /// Model for sessions created without one.
+    pub default_model: String,
+    /// An approval nobody answers within this is denied (and logged as a timeout).
+    pub approval_timeout: Duration,
+    /// Rebuild every request from the log at dispatch and compare.
+    pub check_invariants: bool,
+    /// Run every tool call without asking (the offline demo); otherwise reads run, writes and
+    /// commands ask.
+    pub auto_approve: bool,
+}
+
+impl DaemonConfig {
+    /// A daemon for `home` whose provider is the DeepSeek API at `base_url`, with the key from
+    /// `DEEPSEEK_API_KEY` or the key file ([`api_key`]).
+    pub fn new(home: DshHome, base_url: String, default_model: String) -> DaemonConfig {
+        let key_home = home.root().to_path_buf();
+        let provider_url = base_url.clone();
+        DaemonConfig {
+            home,
+            provider: Box::new(move || {
+                let config = DeepSeekConfig::new(provider_url.clone(), api_key(&key_home)?);
+                Ok(Arc::new(DeepSeek::new(config)?))
+            }),
+            base_url,
+            default_model,
+            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+            check_invariants: false,
+            auto_approve: false,
+        }
+    }
+
+    /// A daemon whose provider uses the given key (the offline demo's mock, tests).
+    pub fn with_key(mut self, key: &str) -> anyhow::Result<DaemonConfig> {
+        let key = ApiKey::new(key)?;
+        let base_url = self.base_url.clone();
+        self.provider = Box::new(move || {
+            let config = DeepSeekConfig::new(base_url.clone(), key.clone());
+            Ok(Arc::new(DeepSeek::new(config)?))
+        });
+        Ok(self)
+    }
+}
+
+/// The API key: `DEEPSEEK_API_KEY`, else `<home>/deepseek-api-key` (which must be 0600).
+pub fn api_key(home: &Path) -> anyhow::Result<ApiKey> {
+    if std::env::var_os(API_KEY_ENV).is_some_and(|v| !v.is_empty()) {
+        return Ok(ApiKey::from_env()?);
+    }
+    let file = home.join(API_KEY_FILE);
+    if file.exists() {
+        return Ok(ApiKey::from_file(&file)?);
+    }
+    bail!(
+        "no API key: set {API_KEY_ENV}, or write the key to {} with mode 0600 \
+         (for the offline mock from `dsh mock`, use {API_KEY_ENV}=sk-test)",
+        file.display()
+    )
+}

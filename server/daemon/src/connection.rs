@@ -1,0 +1,258 @@
+//! Newline-delimited JSON-RPC over any byte stream (the Unix socket, stdio, an in-process
+//! pipe): the answering step of the line transport.
+//!
+//! `jsonrpsee` has no line transport, so this is a small loop around
+//! [`jsonrpsee::Methods::raw_json_request`]: each frame goes through the admission step
+//! (`admission.rs`: parse, size, batch, notification → a request or an error); each admitted
+//! request runs in a task of its own (a long `session/prompt` does not hold up the next line);
+//! responses and subscription notifications go through one writer task, so lines never
+//! interleave. What this step refuses, per connection: a request past [`MAX_IN_FLIGHT`]
+//! unanswered ones, and a subscription past [`MAX_SUBSCRIPTIONS`] ("overloaded, retry").
+//! Subscriptions belong to the connection that made them: another connection's
+//! `session/unsubscribe` gets `false`.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use dsh_protocol::code::OVERLOADED;
+use dsh_protocol::jsonrpc::{ErrorObject, INVALID_REQUEST, Id, Response, raw};
+use dsh_protocol::method::{SESSION_SUBSCRIBE, SESSION_UNSUBSCRIBE};
+use futures::StreamExt;
+use jsonrpsee::Methods;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::sync::CancellationToken;
+
+use crate::admission::{Admission, BadLine, Call, admit};
+
+/// The longest request line accepted.
+pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+/// Requests one connection may have unanswered at once.
+pub const MAX_IN_FLIGHT: usize = 64;
+/// Subscriptions one connection may hold at once.
+pub const MAX_SUBSCRIPTIONS: usize = 64;
+/// Outgoing lines buffered per connection; a client that does not read stalls its own
+/// subscriptions (which then catch up from the log), never the daemon.
+const OUTGOING_BUFFER: usize = 1024;
+/// Notifications a subscription may buffer inside jsonrpsee before it waits.
+const SUBSCRIPTION_BUFFER: usize = 1024;
+/// How long a closed connection waits for the answers to the requests it already sent.
+const ANSWER_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
+/// The same wait when the daemon is shutting down (turns are being cancelled).
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// [`LinesCodec`], except that a bad line is an item, not a decoder error: `FramedRead` ends
+/// its stream after a decoder error, which would close the connection.
+struct Lines(LinesCodec);
+
+impl Lines {
+    fn map(
+        decoded: Result<Option<String>, LinesCodecError>,
+    ) -> Result<Option<Result<String, BadLine>>, std::io::Error> {
+        match decoded {
+            Ok(line) => Ok(line.map(Ok)),
+            // The codec now discards up to the next newline, then reads lines again.
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                Ok(Some(Err(BadLine::TooLong { limit: MAX_LINE_BYTES })))
+            }
+            // The only I/O error a decoder sees: the line's bytes are not UTF-8.
+            Err(LinesCodecError::Io(error)) if error.kind() == std::io::ErrorKind::InvalidData => {
+                Ok(Some(Err(BadLine::NotUtf8)))
+            }
+            Err(LinesCodecError::Io(error)) => Err(error),
+        }
+    }
+}
+
+impl Decoder for Lines {
+    type Item = Result<String, BadLine>;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
+        Self::map(self.0.decode(buf))
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
+        Self::map(self.0.decode_eof(buf))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The subscriptions one connection holds, by id as JSON text.
+type Subscriptions = Arc<Mutex<HashSet<String>>>;
+
+/// Serves `methods` over one connection until the peer closes it or `shutdown` fires.
+pub async fn serve_lines<R, W>(methods: Methods, reader: R, writer: W, shutdown: CancellationToken)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (outgoing, lines_out) = mpsc::channel::<String>(OUTGOING_BUFFER);
+    // The writer stops on its own token, not the daemon's: on shutdown the answers to requests
+    // in flight (prompts whose turns are being cancelled) are still written.
+    let writer_stop = CancellationToken::new();
+    let writer_task = tokio::spawn(write_lines(writer, lines_out, writer_stop.clone()));
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let subscriptions: Subscriptions = Arc::default();
+    let mut frames =
+        FramedRead::new(reader, Lines(LinesCodec::new_with_max_length(MAX_LINE_BYTES)));
+    loop {
+        // Cancel-safety: `next` on a FramedRead is cancel-safe (a partial line stays buffered);
+        // `cancelled` is cancel-safe.
+        let frame = tokio::select! {
+            frame = frames.next() => frame,
+            () = shutdown.cancelled() => break,
+        };
+        let frame = match frame {
+            None => break,
+            Some(Ok(frame)) => frame,
+            Some(Err(error)) => {
+                tracing::debug!(%error, "connection read failed");
+                break;
+            }
+        };
+        let call = match admit(frame) {
+            Admission::Skip => continue,
+            Admission::Reject(answer) => {
+                let _ = outgoing.send(answer.to_line()).await;
+                continue;
+            }
+            Admission::Call(call) => call,
+        };
+        let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
+            let message = format!(
+                "overloaded, retry later: {MAX_IN_FLIGHT} requests are already in flight on this connection"
+            );
+            let _ = outgoing.send(error_line(call.id, OVERLOADED, message)).await;
+            continue;
+        };
+        if let Some(answer) = refuse_for_subscriptions(&call, &subscriptions) {
+            let _ = outgoing.send(answer).await;
+            continue;
+        }
+        let methods = methods.clone();
+        let outgoing = outgoing.clone();
+        let subscriptions = Arc::clone(&subscriptions);
+        tokio::spawn(async move { answer(methods, call, permit, &outgoing, &subscriptions).await });
+    }
+    // The peer stopped sending (or the daemon is stopping). Requests already read still get
+    // their answers — `echo REQUEST | dsh stdio` waits for the response — then subscriptions
+    // end and the writer flushes what is queued and stops.
+    drop(outgoing);
+    let all = u32::try_from(MAX_IN_FLIGHT).unwrap_or(u32::MAX);
+    let grace = if shutdown.is_cancelled() { SHUTDOWN_GRACE } else { ANSWER_GRACE };
+    let _ = tokio::time::timeout(grace, in_flight.acquire_many(all)).await;
+    writer_stop.cancel();
+    let _ = writer_task.await;
+}
+
+/// Subscriptions belong to the connection that made them (jsonrpsee's raw calls share one
+/// connection id): another connection cannot end them, and each connection holds a bounded
+/// number. The answer to send instead of running `call`, if any.
+fn refuse_for_subscriptions(call: &Call, subscriptions: &Subscriptions) -> Option<String> {
+    if call.method == SESSION_UNSUBSCRIBE {
+        let owned =
+            call.unsubscribe.as_ref().is_some_and(|target| lock(subscriptions).contains(target));
+        return (!owned).then(|| Response::result(call.id.clone(), raw(&false)).to_line());
+    }
+    if call.method == SESSION_SUBSCRIBE && lock(subscriptions).len() >= MAX_SUBSCRIPTIONS {
+        let message = format!(
+            "overloaded, retry later: {MAX_SUBSCRIPTIONS} subscriptions are open on this connection"
+        );
+        return Some(error_line(call.id.clone(), OVERLOADED, message));
+    }
+    None
+}
+
+/// Runs one admitted request: its answer (then the request no longer counts as in flight),
+/// then — for a subscription — its notifications until it is unsubscribed or the connection
+/// closes.
+async fn answer(
+    methods: Methods,
+    call: Call,
+    in_flight: tokio::sync::OwnedSemaphorePermit,
+    outgoing: &mpsc::Sender<String>,
+    subscriptions: &Subscriptions,
+) {
+    let (response, mut notifications) =
+        match methods.raw_json_request(&call.line, SUBSCRIPTION_BUFFER).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                let message = format!("invalid request: {error}");
+                let _ = outgoing.send(error_line(call.id, INVALID_REQUEST, message)).await;
+                return;
+            }
+        };
+    if let Ok(Response { result: Some(result), .. }) =
+        serde_json::from_str::<Response>(response.get())
+    {
+        if call.method == SESSION_SUBSCRIBE {
+            lock(subscriptions).insert(result.get().to_owned());
+        } else if call.method == SESSION_UNSUBSCRIBE
+            && let Some(target) = &call.unsubscribe
+        {
+            lock(subscriptions).remove(target);
+        }
+    }
+    let _ = outgoing.send(response.get().to_owned()).await;
+    drop(in_flight);
+    loop {
+        // Cancel-safety: both `recv` and `closed` are cancel-safe.
+        tokio::select! {
+            notification = notifications.recv() => match notification {
+                Some(notification) => {
+                    if outgoing.send(notification.get().to_owned()).await.is_err() {
+                        break;
+                    }
+                }
+                None => break,
+            },
+            () = outgoing.closed() => break,
+        }
+    }
+}
+
+fn error_line(id: Id, code: i32, message: String) -> String {
+    Response::error(id, ErrorObject::new(code, message)).to_line()
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut lines: mpsc::Receiver<String>,
+    connection: CancellationToken,
+) {
+    loop {
+        // Cancel-safety: `recv` is cancel-safe; `cancelled` is cancel-safe.
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            () = connection.cancelled() => {
+                // Flush what is already queued, then stop: dropping the receiver ends every
+                // subscription forwarder of this connection.
+                while let Ok(line) = lines.try_recv() {
+                    if write_line(&mut writer, line).await.is_err() {
+                        break;
+                    }
+                }
+                return;
+            }
+        };
+        let Some(line) = line else { return };
+        if write_line(&mut writer, line).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    mut line: String,
+) -> std::io::Result<()> {
+    line.push('\n');
+    writer.write_all(line.as_bytes()).await?;
+    writer.flush().await
+}

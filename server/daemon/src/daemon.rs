@@ -1,0 +1,374 @@
+//! The daemon's state: the live sessions it holds and the shared machinery (the provider, the
+//! shutdown token, the turn tasks).
+//!
+//! Sessions load lazily: the first call that names a session opens its log (lock, torn-tail
+//! recovery, fold) and starts its owner task. A turn runs in a task of its own, supervised: a
+//! client that disconnects does not stop it, and a panic inside it marks that session failed —
+//! the turn is closed in the log — while the daemon and every other session keep running.
+//! `live.rs` lists the tasks and locks of one session.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use dsh_agent::approval::ApprovalPolicy;
+use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
+use dsh_agent::{Agent, AgentConfig, CallOverrides, TurnOutcome, spawn_owner};
+use dsh_protocol::{SessionCompactResult, SessionConfig};
+use dsh_provider::DeepSeek;
+use dsh_session::{Event, EventData};
+use dsh_store::{DshHome, LiveLog, SessionId, SyncPolicy, fork_log, now_ms, read_log};
+use futures::FutureExt as _;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::DaemonConfig;
+use crate::error::{ApiError, ApiResult};
+use crate::live::{LiveSession, QueueSlot, RunningTurn};
+
+/// The daemon: every live session and the shared machinery.
+pub struct Daemon {
+    pub(crate) config: DaemonConfig,
+    provider: Mutex<Option<Arc<DeepSeek>>>,
+    sessions: Mutex<HashMap<String, Arc<LiveSession>>>,
+    /// Held while a session is loaded from its log.
+    loading: Mutex<()>,
+    /// Connected clients.
+    pub(crate) clients: AtomicU64,
+    /// Cancelled when the daemon shuts down: every turn's token is a child of it.
+    pub(crate) shutdown: CancellationToken,
+    /// Every turn task, so shutdown can wait for them.
+    pub(crate) tasks: TaskTracker,
+    pub(crate) started: Instant,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic happened while it was held; the maps and options it
+    // guards stay consistent for our uses, so keep going.
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Daemon {
+    /// A daemon with no session loaded.
+    pub fn new(config: DaemonConfig) -> Arc<Daemon> {
+        Arc::new(Daemon {
+            config,
+            provider: Mutex::new(None),
+            sessions: Mutex::new(HashMap::new()),
+            loading: Mutex::new(()),
+            clients: AtomicU64::new(0),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            started: Instant::now(),
+        })
+    }
+
+    /// The state directory.
+    pub fn home(&self) -> &DshHome {
+        &self.config.home
+    }
+
+    /// The provider client, built on first use (so the daemon starts, and serves every read
+    /// method, without an API key).
+    pub(crate) fn provider(&self) -> ApiResult<Arc<DeepSeek>> {
+        let mut slot = lock(&self.provider);
+        if let Some(provider) = slot.as_ref() {
+            return Ok(Arc::clone(provider));
+        }
+        let provider =
+            (self.config.provider)().map_err(|e| ApiError::provider(format!("{e:#}")))?;
+        *slot = Some(Arc::clone(&provider));
+        Ok(provider)
+    }
+
+    /// The live sessions, by id.
+    pub fn loaded(&self) -> Vec<Arc<LiveSession>> {
+        let mut sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
+        sessions.sort_by(|a, b| a.id.cmp(&b.id));
+        sessions
+    }
+
+    /// The live session `id`, if it is loaded.
+    pub fn loaded_session(&self, id: &str) -> Option<Arc<LiveSession>> {
+        lock(&self.sessions).get(id).cloned()
+    }
+
+    /// Whether any turn is running.
+    pub fn any_turn_running(&self) -> bool {
+        lock(&self.sessions).values().any(|s| s.is_running())
+    }
+
+    /// The session `id`, loading it from its log if needed (blocking: call it off the runtime).
+    pub fn session(&self, id: &str) -> ApiResult<Arc<LiveSession>> {
+        if let Some(live) = self.loaded_session(id) {
+            return Ok(live);
+        }
+        // One load at a time: two callers naming the same session at once would both try to
+        // open (and lock) its log, and the second would be refused as if another process held it.
+        let _loading = lock(&self.loading);
+        if let Some(live) = self.loaded_session(id) {
+            return Ok(live);
+        }
+        let session_id = SessionId::parse(id)?;
+        let path = self.config.home.find_session(&session_id)?;
+        let log = LiveLog::open(&path, SyncPolicy::Boundaries)?;
+        self.register(log, CallOverrides::default(), None)
+    }
+
+    /// Path of session `id`'s log (without loading it).
+    pub fn session_path(&self, id: &str) -> ApiResult<PathBuf> {
+        if let Some(live) = self.loaded_session(id) {
+            return Ok(live.path.clone());
+        }
+        let session_id = SessionId::parse(id)?;
+        Ok(self.config.home.find_session(&session_id)?)
+    }
+
+    /// The events of session `id`, read from its log file (never from memory).
+    pub fn read_events(&self, id: &str) -> ApiResult<Vec<Event>> {
+        let path = self.session_path(id)?;
+        Ok(read_log(&path)?.events)
+    }
+
+    /// Creates a session in `workspace`. The provider must be usable first: a session that
+    /// could never run a turn is not logged.
+    pub fn create(&self, workspace: &str, config: &SessionConfig) -> ApiResult<Arc<LiveSession>> {
+        let path = Path::new(workspace);
+        if !path.is_absolute() || !path.is_dir() {
+            return Err(ApiError::invalid_workspace(format!(
+                "workspace `{workspace}` is not an absolute path to an existing directory"
+            )));
+        }
+        self.provider()?;
+        let store = self.config.home.workspace(path)?;
+        let log = store.create_new_session(SyncPolicy::Boundaries)?;
+        self.register(log, overrides(config), config.max_steps)
+    }
+
+    /// Forks session `parent` at `at_seq` into a new live session.
+    pub fn fork(
+        &self,
+        parent: &str,
+        at_seq: Option<u64>,
+        config: &SessionConfig,
+    ) -> ApiResult<Arc<LiveSession>> {
+        let parent_path = self.session_path(parent)?;
+        let id = SessionId::generate(now_ms(), &mut fastrand::Rng::new());
+        let log = fork_log(&parent_path, at_seq, &id, now_ms(), SyncPolicy::Boundaries)?;
+        self.register(log, overrides(config), config.max_steps)
+    }
+
+    fn register(
+        &self,
+        log: LiveLog,
+        overrides: CallOverrides,
+        max_steps: Option<u32>,
+    ) -> ApiResult<Arc<LiveSession>> {
+        let id = log.session_id().to_owned();
+        let path = log.path().to_path_buf();
+        let workspace = match log.session().events().first().map(|e| &e.data) {
+            Some(EventData::SessionMeta(meta)) => PathBuf::from(&meta.workspace),
+            _ => return Err(ApiError::store(format!("{} has no session/meta", path.display()))),
+        };
+        let tools = Workspace::new(&workspace).map_err(|error| {
+            ApiError::invalid_workspace(format!("workspace {}: {error}", workspace.display()))
+        })?;
+        let mut config = AgentConfig::new(&self.config.default_model);
+        config.overrides = overrides;
+        config.check_invariants |= self.config.check_invariants;
+        config.approvals = if self.config.auto_approve {
+            ApprovalPolicy::allow_all()
+        } else {
+            ApprovalPolicy::default()
+        };
+        if let Some(max_steps) = max_steps {
+            config.max_steps = max_steps;
+        }
+        let live = Arc::new(LiveSession::new(
+            id.clone(),
+            spawn_owner(log),
+            path,
+            workspace,
+            config,
+            Toolbox::new(tools, ToolConfig::default()),
+            self.config.approval_timeout,
+        ));
+        let mut sessions = lock(&self.sessions);
+        // Two callers may have loaded the same session at once; the log's lock lets only one
+        // open succeed, so the first registration is the one that stays.
+        let entry = sessions.entry(id).or_insert(live);
+        Ok(Arc::clone(entry))
+    }
+
+    /// Refuses any new work once the daemon is stopping, and sessions that failed.
+    fn check_usable(&self, live: &LiveSession) -> ApiResult<()> {
+        live.check_not_failed()?;
+        if self.shutdown.is_cancelled() {
+            return Err(ApiError::shutting_down());
+        }
+        Ok(())
+    }
+
+    /// Runs a turn of `live` for `text`, waiting behind a running turn when `queue` is set.
+    /// Resolves when the turn ends.
+    pub async fn prompt(
+        self: &Arc<Self>,
+        live: Arc<LiveSession>,
+        text: String,
+        queue: bool,
+    ) -> ApiResult<TurnOutcome> {
+        self.check_usable(&live)?;
+        // Build the provider now so a missing key is reported before anything is logged.
+        let provider = self.provider()?;
+        let slot = if queue {
+            let _queued = QueueSlot::take(&live)?;
+            Arc::clone(&live.agent).lock_owned().await
+        } else {
+            Arc::clone(&live.agent).try_lock_owned().map_err(|_| ApiError::busy(&live.id))?
+        };
+        // The wait may have been long: the turn before may have failed the session, or the
+        // daemon may be stopping.
+        self.check_usable(&live)?;
+        let cancel = self.shutdown.child_token();
+        let running = RunningTurn::start(&live, cancel.clone());
+        let (done, outcome) = oneshot::channel();
+        let task_live = Arc::clone(&live);
+        // The turn runs in a task of its own: a client that goes away does not stop it. The task
+        // holds the loop slot until everything — a panic's cleanup included — is logged, so a
+        // queued prompt never starts before the session's state is settled.
+        self.tasks.spawn(async move {
+            let mut slot = slot;
+            let _running = running;
+            let live = task_live;
+            let agent = slot.get_or_insert_with(|| {
+                Agent::new(
+                    provider,
+                    Arc::clone(&live.toolbox),
+                    live.approver(),
+                    live.agent_config.clone(),
+                    &live.workspace,
+                )
+            });
+            let turn = async {
+                // Debug builds only: lets tests prove that a panicking turn fails its session
+                // and nothing else (see `tests/api/lifecycle.rs`).
+                #[cfg(debug_assertions)]
+                if std::env::var("DSH_DEBUG_PANIC_ON_PROMPT").is_ok_and(|trigger| trigger == text) {
+                    panic!("DSH_DEBUG_PANIC_ON_PROMPT matched the prompt");
+                }
+                agent.run_turn(&live.handle, &text, &cancel).await
+            };
+            let result = match AssertUnwindSafe(turn).catch_unwind().await {
+                Ok(result) => result.map_err(|error| {
+                    if matches!(
+                        error,
+                        dsh_agent::AgentError::Store(_) | dsh_agent::AgentError::Invariant { .. }
+                    ) {
+                        live.set_failed(error.to_string());
+                    }
+                    ApiError::from_agent(error)
+                }),
+                Err(_) => {
+                    let reason = "the turn task panicked";
+                    tracing::error!(session = %live.id, "{reason}; the session is marked failed");
+                    // The loop instance may be mid-way through anything: drop it.
+                    *slot = None;
+                    live.mark_failed(reason).await;
+                    Err(ApiError::unavailable(format!("session {} failed: {reason}", live.id)))
+                }
+            };
+            let _ = done.send(result);
+        });
+        outcome.await.unwrap_or_else(|_| {
+            Err(ApiError::unavailable(format!("session {}: the turn ended abnormally", live.id)))
+        })
+    }
+
+    /// Compacts `live` now (`session/compact`, `dsh compact`): the older surface nodes become a
+    /// summary made by the session's model. Refused while a turn runs; `session/cancel` and
+    /// shutdown cancel the summarize call, which leaves the surface untouched.
+    pub async fn compact(
+        self: &Arc<Self>,
+        live: Arc<LiveSession>,
+    ) -> ApiResult<SessionCompactResult> {
+        use dsh_agent::{CompactOutcome, ContextConfig, compact_now};
+        self.check_usable(&live)?;
+        let provider = self.provider()?;
+        // Holding the loop slot keeps turns out while the surface is rewritten.
+        let slot =
+            Arc::clone(&live.agent).try_lock_owned().map_err(|_| ApiError::busy(&live.id))?;
+        let header_model = live
+            .handle
+            .query(|s| s.header().map(|h| h.config.model.clone()))
+            .await
+            .map_err(ApiError::from_agent)?;
+        let config = &live.agent_config;
+        let model = config
+            .overrides
+            .model
+            .clone()
+            .or(header_model)
+            .unwrap_or_else(|| config.default_call.model.clone());
+        let context =
+            config.context.resolve(&model).unwrap_or_else(|| ContextConfig::for_model(&model));
+        let cancel = self.shutdown.child_token();
+        let running = RunningTurn::start(&live, cancel.clone());
+        // Like a turn, the compaction runs to its end in a tracked task, whatever the caller does.
+        let handle = live.handle.clone();
+        let task = self.tasks.spawn(async move {
+            let _slot = slot;
+            let _running = running;
+            compact_now(&provider, &handle, &context, &model, &cancel).await
+        });
+        let outcome = task.await.map_err(|_| ApiError::store("the compaction task failed"))?;
+        let (compacted, seq, message) = match outcome.map_err(ApiError::from_agent)? {
+            CompactOutcome::Compacted { start_seq, replace_seq, nodes, tokens_before, .. } => (
+                true,
+                Some(replace_seq),
+                format!(
+                    "compacted {nodes} surface nodes into a summary (compact/start at seq \
+                     {start_seq}, surface/replace at seq {replace_seq}); the last request had \
+                     {tokens_before} prompt tokens"
+                ),
+            ),
+            CompactOutcome::Failed { start_seq, error, cancelled } => (
+                false,
+                None,
+                format!(
+                    "compaction {} (compact/start at seq {start_seq}): {error}; the surface is \
+                     untouched",
+                    if cancelled { "cancelled" } else { "failed" }
+                ),
+            ),
+            CompactOutcome::Unchanged { reason } => (false, None, reason),
+            CompactOutcome::Trimmed { seqs, .. } => {
+                (true, seqs.last().copied(), format!("trimmed {} tool results", seqs.len()))
+            }
+        };
+        Ok(SessionCompactResult { compacted, seq, message })
+    }
+
+    /// Asks the daemon to stop (as `daemon/shutdown`, a signal or the idle timer do).
+    pub fn request_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Drops every session from memory (their owner tasks close the logs).
+    pub(crate) fn unload_all(&self) {
+        lock(&self.sessions).clear();
+    }
+}
+
+fn overrides(config: &SessionConfig) -> CallOverrides {
+    CallOverrides {
+        model: config.model.clone(),
+        max_tokens: config.max_tokens,
+        thinking: config.thinking,
+        reasoning_effort: config.reasoning_effort.clone(),
+        temperature: config.temperature,
+    }
+}

@@ -1,0 +1,30 @@
+//! The dsh daemon as a library: the live sessions and their turns, the API as one named handler
+//! per method, the line transport (a pure admission step and the answering step), the socket
+//! and network fronts, the lifecycle (`dsh serve`, shutdown, the in-process runner), the one
+//! mapping of errors to JSON-RPC codes — and the one typed client every front uses.
+//!
+//! What it does not do: parse command lines or print for people (the `dsh` binary in
+//! `server/cli` does), run the loop itself (`dsh-agent` does), or touch a log file except
+//! through `dsh-store`.
+//!
+//! Map: `daemon.rs` (the sessions a daemon holds; turns and compaction), `live.rs` (one live
+//! session: its tasks, its one lock of turn state, approvals), `api.rs` (the method table) and
+//! `handlers.rs` (one handler per method), `views.rs` (what the handlers rebuild from a log),
+//! `error.rs`, `admission.rs` and `connection.rs` (the line transport), `network.rs`
+//! (WebSocket/HTTP with a token), `serve.rs` (lifecycle), `config.rs`, `client.rs`.
+
+pub mod admission;
+pub mod api;
+pub mod client;
+pub mod config;
+pub mod connection;
+pub mod daemon;
+pub mod error;
+mod handlers;
+pub mod live;
+pub mod network;
+pub mod serve;
+pub mod views;
+
+pub use client::{Client, ClientError, Unsolicited};
+pub use config::DaemonConfig;

@@ -1,0 +1,157 @@
+//! The optional network front (`dsh serve --listen 127.0.0.1:PORT`): the same [`Methods`] over
+//! WebSocket and HTTP through `jsonrpsee`'s server, behind two checks in an HTTP middleware:
+//! a bearer token (read from `$DSH_HOME/token`, mode 0600, created on first use) and an Origin
+//! check (a browser page may only connect from an origin the user allowed). Loopback only.
+
+use std::future::Future;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use anyhow::{Context as _, bail};
+use jsonrpsee::Methods;
+use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse, ServerHandle};
+use tower::{Layer, Service};
+
+use crate::serve::TOKEN_FILE;
+
+/// Reads (or creates) the bearer token; refuses a token file others can read.
+pub fn load_token(home: &Path) -> anyhow::Result<String> {
+    let path = home.join(TOKEN_FILE);
+    if !path.exists() {
+        // 16 bytes from the kernel's CSPRNG (fastrand is not meant for secrets).
+        let mut bytes = [0u8; 16];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut random| std::io::Read::read_exact(&mut random, &mut bytes))
+            .context("reading /dev/urandom for the token")?;
+        let token: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+        let mut file = std::fs::OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        file.write_all(token.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+        return Ok(token);
+    }
+    let mode = std::fs::metadata(&path)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        bail!(
+            "{} is readable by other users (mode {:o}): chmod 600 it",
+            path.display(),
+            mode & 0o777
+        );
+    }
+    let token =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let token = token.trim().to_owned();
+    if token.len() < 16 {
+        bail!("{} holds a token shorter than 16 characters", path.display());
+    }
+    Ok(token)
+}
+
+/// Starts the network listener.
+pub async fn start(
+    home: &Path,
+    addr: SocketAddr,
+    allow_origins: &[String],
+    methods: Methods,
+) -> anyhow::Result<ServerHandle> {
+    if !addr.ip().is_loopback() {
+        bail!("--listen {addr}: only loopback addresses are allowed");
+    }
+    let token = load_token(home)?;
+    let layer = AuthLayer {
+        token: Arc::from(format!("Bearer {token}")),
+        origins: Arc::new(allow_origins.to_vec()),
+    };
+    // As on the socket: one request per message, no batches; a bounded number of subscriptions.
+    let config = jsonrpsee::server::ServerConfig::builder()
+        .set_batch_request_config(jsonrpsee::server::BatchRequestConfig::Disabled)
+        .max_subscriptions_per_connection(64)
+        .build();
+    let server = jsonrpsee::server::Server::builder()
+        .set_config(config)
+        .set_http_middleware(tower::ServiceBuilder::new().layer(layer))
+        .build(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    let bound = server.local_addr().unwrap_or(addr);
+    tracing::info!(%bound, "network listener (WebSocket/HTTP, bearer token required)");
+    Ok(server.start(methods))
+}
+
+/// The middleware: bearer token, then Origin.
+#[derive(Clone)]
+struct AuthLayer {
+    token: Arc<str>,
+    origins: Arc<Vec<String>>,
+}
+
+impl<S> Layer<S> for AuthLayer {
+    type Service = Auth<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Auth { inner, layer: self.clone() }
+    }
+}
+
+#[derive(Clone)]
+struct Auth<S> {
+    inner: S,
+    layer: AuthLayer,
+}
+
+/// Compares without an early exit, so timing does not tell how much of a guess was right.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn refuse(status: u16, message: &'static str) -> HttpResponse {
+    let mut response = HttpResponse::new(HttpBody::from(message));
+    *response.status_mut() =
+        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::FORBIDDEN);
+    response
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<S, B> Service<HttpRequest<B>> for Auth<S>
+where
+    S: Service<HttpRequest<B>, Response = HttpResponse>,
+    S::Error: Into<BoxError> + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = HttpResponse;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: HttpRequest<B>) -> Self::Future {
+        let headers = request.headers();
+        let authorized = headers
+            .get("authorization")
+            .is_some_and(|value| same(value.as_bytes(), self.layer.token.as_bytes()));
+        if !authorized {
+            return Box::pin(async { Ok(refuse(401, "missing or wrong bearer token\n")) });
+        }
+        if let Some(origin) = headers.get("origin") {
+            let allowed = origin
+                .to_str()
+                .is_ok_and(|origin| self.layer.origins.iter().any(|allowed| allowed == origin));
+            if !allowed {
+                return Box::pin(async { Ok(refuse(403, "origin not allowed\n")) });
+            }
+        }
+        let future = self.inner.call(request);
+        Box::pin(async move { future.await.map_err(Into::into) })
+    }
+}

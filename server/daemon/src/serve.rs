@@ -1,0 +1,328 @@
+//! The daemon's lifecycle: `dsh serve` (its instance lock, its socket, its optional network
+//! listener, and its shutdown protocol), and the in-process runner ([`serve_on`]).
+//!
+//! # Start
+//! One daemon per `$DSH_HOME`: it takes an exclusive lock on `$DSH_HOME/daemon.lock` (held for
+//! its whole life; the OS releases it if the process dies). Holding the lock, it knows any
+//! existing `$DSH_HOME/dsh.sock` is stale — left by a crashed daemon — and replaces it. The socket
+//! is created with mode 0600 inside a home directory that must not be writable by others.
+//!
+//! # Shutdown
+//! The trigger is the daemon's root [`CancellationToken`]: SIGTERM, SIGINT, `daemon/shutdown`
+//! and the idle timer all cancel it. Then, in order:
+//! 1. the accept loop stops, the socket file is removed and the network front stopped (no new
+//!    connections; a client starting a daemon now waits for this one's lock); connection
+//!    readers stop reading;
+//! 2. every running turn sees its token (a child of the root) cancelled: the loop logs the
+//!    step's `step/error` (cancelled) and the turn's `turn/end {reason: cancelled}` — each a
+//!    synced boundary event — and the pending `session/prompt` calls are answered;
+//! 3. the task tracker is closed and waited on, with a deadline ([`TURN_DEADLINE`]), so every
+//!    turn task has finished writing;
+//! 4. each session's owner gets one last no-op command: when it is answered, every append
+//!    queued before it is in the file; then the sessions are dropped and their owners close the
+//!    logs (a final sync, the lock released); every connection writes the answers it still owes
+//!    (waited on, with the same deadline);
+//! 5. the instance lock is released when the process exits.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use jsonrpsee::Methods;
+use tokio::net::UnixListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::api;
+use crate::config::DaemonConfig;
+use crate::connection::serve_lines;
+use crate::daemon::Daemon;
+
+/// The socket's file name under `$DSH_HOME`.
+pub const SOCKET_FILE: &str = "dsh.sock";
+/// The instance lock's file name under `$DSH_HOME`.
+pub const LOCK_FILE: &str = "daemon.lock";
+/// The daemon's own log (stderr of a daemon started by a client).
+pub const LOG_FILE: &str = "daemon.log";
+/// The bearer token file for the network listener.
+pub const TOKEN_FILE: &str = "token";
+/// How long shutdown waits for running turns to close.
+pub const TURN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Options of `dsh serve`.
+#[derive(Clone, Debug, Default)]
+pub struct ServeOptions {
+    /// Also serve WebSocket/HTTP on this loopback address (bearer token required).
+    pub listen: Option<SocketAddr>,
+    /// Origins the network listener accepts (requests with any other `Origin` are refused).
+    pub allow_origins: Vec<String>,
+    /// Exit when no client is connected and no turn runs for this long.
+    pub idle_exit: Option<Duration>,
+}
+
+/// Makes sure `$DSH_HOME` exists, is a directory only its owner can write, and returns it.
+pub fn prepare_home(home: &Path) -> anyhow::Result<()> {
+    if !home.exists() {
+        std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
+        std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restricting {}", home.display()))?;
+    }
+    let mode = std::fs::metadata(home)
+        .with_context(|| format!("reading {}", home.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o022 != 0 {
+        bail!(
+            "{} is writable by other users (mode {:o}); the daemon's socket must live in a directory only you can write: chmod go-w {}",
+            home.display(),
+            mode & 0o777,
+            home.display()
+        );
+    }
+    Ok(())
+}
+
+/// Holds the instance lock for the daemon's life.
+pub struct InstanceLock {
+    _file: std::fs::File,
+}
+
+/// Takes the instance lock of `home`, or says another daemon holds it.
+///
+/// A daemon that is shutting down removes its socket first and releases the lock last: while
+/// the lock is held but no socket answers, this waits (up to [`TURN_DEADLINE`] and a bit) for the
+/// stopping daemon to exit instead of failing.
+pub async fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
+    let path = home.join(LOCK_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let started = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let running = tokio::net::UnixStream::connect(home.join(SOCKET_FILE)).await.is_ok();
+                if running || started.elapsed() > TURN_DEADLINE + Duration::from_secs(5) {
+                    let pid = std::fs::read_to_string(&path).unwrap_or_default();
+                    bail!(
+                        "another dsh daemon is running for {} (pid {})",
+                        home.display(),
+                        pid.trim()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(std::fs::TryLockError::Error(error)) => {
+                return Err(error).with_context(|| format!("locking {}", path.display()));
+            }
+        }
+    }
+    file.set_len(0).ok();
+    let _ = write!(file, "{}", std::process::id());
+    Ok(InstanceLock { _file: file })
+}
+
+/// Runs the daemon until it is shut down.
+pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<()> {
+    let home = config.home.root().to_path_buf();
+    prepare_home(&home)?;
+    let _lock = lock_instance(&home).await?;
+    let daemon = Daemon::new(config);
+    let methods: Methods = api::module(Arc::clone(&daemon))?.into();
+    // The network front first: if it cannot start, nothing is left behind.
+    let network = match options.listen {
+        Some(addr) => {
+            Some(crate::network::start(&home, addr, &options.allow_origins, methods.clone()).await?)
+        }
+        None => None,
+    };
+    let socket_path = home.join(SOCKET_FILE);
+    let listener = bind_private(&home, &socket_path)?;
+    let shutdown = daemon.shutdown.clone();
+    spawn_signal_handler(shutdown.clone());
+    if let Some(idle) = options.idle_exit {
+        tokio::spawn(idle_watch(Arc::clone(&daemon), idle));
+    }
+    tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "dsh daemon listening");
+
+    // Every connection's task, so shutdown can wait for the answers they still owe.
+    let connections = TaskTracker::new();
+    loop {
+        // Cancel-safety: `accept` is cancel-safe (a connection not returned stays queued);
+        // `cancelled` is cancel-safe.
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = shutdown.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "accepting a connection failed");
+                continue;
+            }
+        };
+        let daemon = Arc::clone(&daemon);
+        let methods = methods.clone();
+        connections.spawn(async move {
+            daemon.clients.fetch_add(1, Ordering::SeqCst);
+            let (reader, writer) = stream.into_split();
+            serve_lines(methods, reader, writer, daemon.shutdown.clone()).await;
+            daemon.clients.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+
+    // Step 1: no new connections — the socket goes now, the network front stops now.
+    drop(listener);
+    let _ = std::fs::remove_file(&socket_path);
+    if let Some(network) = network {
+        let _ = network.stop();
+    }
+    shut_down(&daemon, &connections).await;
+    Ok(())
+}
+
+/// Binds the socket so that it is never reachable with wider permissions than 0600: it is bound
+/// inside a fresh 0700 directory, restricted, then renamed into place (replacing a stale socket
+/// left by a crashed daemon — we hold the instance lock, so any socket there is stale).
+fn bind_private(home: &Path, socket_path: &Path) -> anyhow::Result<UnixListener> {
+    let private = home.join(format!(".socket-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&private);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .with_context(|| format!("creating {}", private.display()))?;
+    let staged = private.join(SOCKET_FILE);
+    let bound = UnixListener::bind(&staged)
+        .with_context(|| format!("binding {}", staged.display()))
+        .and_then(|listener| {
+            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("restricting {}", staged.display()))?;
+            std::fs::rename(&staged, socket_path)
+                .with_context(|| format!("moving the socket to {}", socket_path.display()))?;
+            Ok(listener)
+        });
+    let _ = std::fs::remove_dir_all(&private);
+    bound
+}
+
+/// The in-process runner: serves the API over one reader/writer pair with a private daemon
+/// inside this process — no socket, no instance lock beyond the logs' own — until the peer
+/// closes its side or `stop` fires; then the daemon shuts down as `serve` does (turns cancelled
+/// and logged, logs flushed) and this returns. `dsh stdio --in-process` runs it on
+/// stdin/stdout, `dsh demo` and tests on an in-memory pipe.
+pub async fn serve_on<R, W>(
+    config: DaemonConfig,
+    reader: R,
+    writer: W,
+    stop: CancellationToken,
+) -> anyhow::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    prepare_home(config.home.root())?;
+    let daemon = Daemon::new(config);
+    let methods: Methods = api::module(Arc::clone(&daemon))?.into();
+    let shutdown = daemon.shutdown.clone();
+    tokio::spawn(async move {
+        // Cancel-safety: both branches only wait for a token.
+        tokio::select! {
+            () = stop.cancelled() => shutdown.cancel(),
+            () = shutdown.cancelled() => {}
+        }
+    });
+    daemon.clients.fetch_add(1, Ordering::SeqCst);
+    serve_lines(methods, reader, writer, daemon.shutdown.clone()).await;
+    daemon.clients.fetch_sub(1, Ordering::SeqCst);
+    finish(&daemon).await;
+    Ok(())
+}
+
+/// `dsh stdio --in-process`: [`serve_on`] stdin/stdout, stopped early by SIGTERM/SIGINT.
+pub async fn run_in_process(config: DaemonConfig) -> anyhow::Result<()> {
+    let stop = CancellationToken::new();
+    spawn_signal_handler(stop.clone());
+    serve_on(config, tokio::io::stdin(), tokio::io::stdout(), stop).await
+}
+
+async fn shut_down(daemon: &Arc<Daemon>, connections: &TaskTracker) {
+    tracing::info!("dsh daemon shutting down");
+    // Steps 1–2 happened when the token fired: accept loops and readers stopped, turns are
+    // being cancelled.
+    finish(daemon).await;
+    // The connections write the answers they still owe (the `daemon/shutdown` call itself, the
+    // prompts of cancelled turns) before the process exits.
+    connections.close();
+    if tokio::time::timeout(TURN_DEADLINE, connections.wait()).await.is_err() {
+        tracing::warn!("some connections did not finish within {TURN_DEADLINE:?}");
+    }
+    // Step 5: the instance lock is released when the process exits.
+    tracing::info!("dsh daemon stopped");
+}
+
+async fn finish(daemon: &Arc<Daemon>) {
+    daemon.shutdown.cancel();
+    // Step 3: wait for every turn task.
+    daemon.tasks.close();
+    if tokio::time::timeout(TURN_DEADLINE, daemon.tasks.wait()).await.is_err() {
+        tracing::warn!("some turns did not end within {TURN_DEADLINE:?}");
+    }
+    // Step 4: a no-op round trip per owner flushes its queue; then drop the sessions.
+    for live in daemon.loaded() {
+        let _ = tokio::time::timeout(Duration::from_secs(5), live.handle.query(|_| ())).await;
+    }
+    daemon.unload_all();
+}
+
+fn spawn_signal_handler(shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut terminate), Ok(mut interrupt)) =
+            (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+        else {
+            tracing::error!("cannot install signal handlers");
+            return;
+        };
+        // Cancel-safety: `recv` on a signal stream is cancel-safe.
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM"),
+            _ = interrupt.recv() => tracing::info!("SIGINT"),
+            () = shutdown.cancelled() => return,
+        }
+        shutdown.cancel();
+    });
+}
+
+async fn idle_watch(daemon: Arc<Daemon>, idle: Duration) {
+    let mut idle_since: Option<Instant> = None;
+    let mut tick =
+        tokio::time::interval(Duration::from_secs(1).min(idle).max(Duration::from_millis(10)));
+    loop {
+        // Cancel-safety: both branches are cancel-safe.
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = daemon.shutdown.cancelled() => return,
+        }
+        let busy = daemon.clients.load(Ordering::SeqCst) > 0 || daemon.any_turn_running();
+        match (busy, idle_since) {
+            (true, _) => idle_since = None,
+            (false, None) => idle_since = Some(Instant::now()),
+            (false, Some(since)) if since.elapsed() >= idle => {
+                tracing::info!("idle for {idle:?}: exiting");
+                daemon.shutdown.cancel();
+                return;
+            }
+            (false, Some(_)) => {}
+        }
+    }
+}

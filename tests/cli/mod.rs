@@ -1,0 +1,14 @@
+//! The `dsh` commands end to end: the real binary against an in-process mock provider.
+//!
+//! Each test starts its own mock on loopback, a temporary state directory and workspace, and
+//! spawns `dsh` with `--home`, `--base-url` and `DEEPSEEK_API_KEY=sk-test` (the first command
+//! starts the daemon for that home; dropping the fixture shuts it down). Requests the mock
+//! recorded are compared, byte for byte, with what `dsh` rebuilds from its log.
+
+mod compact;
+mod confinement;
+mod faults;
+mod first_use;
+mod header;
+mod resume;
+mod wire;
