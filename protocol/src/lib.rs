@@ -337,6 +337,12 @@ api_type! {
         pub last_usage: Option<Usage>,
         /// Whether a turn is running now.
         pub running: bool,
+        /// Set when the log cannot be read: why (the line and what is wrong with it). Such a
+        /// session is still listed — with its id from the file name, its workspace when the
+        /// listing names one, and zero counts — so no log disappears from a listing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub error: Option<String>,
     }
 }
 
@@ -669,6 +675,10 @@ api_type! {
         pub clients: u64,
         /// Milliseconds since it started.
         pub uptime_ms: u64,
+        /// What the user should know about this daemon's setup (a state directory others can
+        /// read, descriptors running out, …); empty when all is well.
+        #[serde(default)]
+        pub warnings: Vec<String>,
     }
 }
 

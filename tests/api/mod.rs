@@ -15,6 +15,7 @@
 
 mod bad_input;
 mod clients;
+mod hardening;
 mod lifecycle;
 mod methods;
 mod security;

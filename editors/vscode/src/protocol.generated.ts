@@ -187,7 +187,13 @@ lastUsage?: Usage,
 /**
  * Whether a turn is running now.
  */
-running: boolean, };
+running: boolean, 
+/**
+ * Set when the log cannot be read: why (the line and what is wrong with it). Such a
+ * session is still listed — with its id from the file name, its workspace when the
+ * listing names one, and zero counts — so no log disappears from a listing.
+ */
+error?: string, };
 
 export type SessionListResult = { 
 /**
@@ -575,7 +581,12 @@ clients: number,
 /**
  * Milliseconds since it started.
  */
-uptimeMs: number, };
+uptimeMs: number, 
+/**
+ * What the user should know about this daemon's setup (a state directory others can
+ * read, descriptors running out, …); empty when all is well.
+ */
+warnings: Array<string>, };
 
 export type DaemonShutdownResult = { 
 /**

@@ -49,7 +49,7 @@ impl Bench {
         let workspace = temp.path().join("workspace");
         std::fs::create_dir_all(&workspace).unwrap();
         let workspace = workspace.canonicalize().unwrap();
-        let mock = MockServer::start(config).await.unwrap();
+        let mock = start_mock_apart(config);
         let provider = Arc::new(
             DeepSeek::new(DeepSeekConfig::new(mock.base_url(), ApiKey::new("sk-test").unwrap()))
                 .unwrap(),
@@ -94,6 +94,20 @@ impl Bench {
             .unwrap();
         assert!(response.status().is_success());
     }
+}
+
+/// The mock on a runtime of its own (one thread): its per-request work, which grows with the
+/// prompt, must not be scheduled among the loop's tasks and counted as harness time.
+fn start_mock_apart(config: MockConfig) -> MockServer {
+    let (started, mock) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            started.send(MockServer::start(config).await.unwrap()).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    mock.recv().unwrap()
 }
 
 fn percentile(values: &mut [Duration], fraction: f64) -> Duration {

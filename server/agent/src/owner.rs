@@ -53,6 +53,9 @@ enum Command {
         reply: oneshot::Sender<Result<StepSnapshot, StoreError>>,
     },
     Query(Query),
+    Close {
+        reply: oneshot::Sender<()>,
+    },
     Subscribe {
         from_seq: u64,
         reply: oneshot::Sender<(Vec<Event>, broadcast::Receiver<Event>)>,
@@ -73,6 +76,7 @@ impl std::fmt::Debug for Command {
             Command::AppendUnless { .. } => "AppendUnless",
             Command::BeginStep { .. } => "BeginStep",
             Command::Query(_) => "Query",
+            Command::Close { .. } => "Close",
             Command::Subscribe { .. } => "Subscribe",
         })
     }
@@ -91,6 +95,7 @@ async fn run_owner(mut log: LiveLog, mut commands: mpsc::Receiver<Command>) {
     let (events, _) = broadcast::channel(SUBSCRIBER_BUFFER);
     // Appends are small synchronous writes (with an fdatasync at boundaries); they run on this
     // task so that the order of commands is the order of the log.
+    let mut closing = None;
     while let Some(command) = commands.recv().await {
         match command {
             Command::Append { data, reply } => {
@@ -125,6 +130,10 @@ async fn run_owner(mut log: LiveLog, mut commands: mpsc::Receiver<Command>) {
                 let _ = reply.send(result);
             }
             Command::Query(query) => query(log.session()),
+            Command::Close { reply } => {
+                closing = Some(reply);
+                break;
+            }
             Command::Subscribe { from_seq, reply } => {
                 let start = usize::try_from(from_seq).unwrap_or(usize::MAX);
                 let stored = log.session().events().get(start..).unwrap_or_default().to_vec();
@@ -134,6 +143,10 @@ async fn run_owner(mut log: LiveLog, mut commands: mpsc::Receiver<Command>) {
     }
     if let Err(error) = log.close() {
         tracing::error!(%error, "closing a session log failed");
+    }
+    // Answered once the log is closed (synced, unlocked): the caller may open it again.
+    if let Some(reply) = closing {
+        let _ = reply.send(());
     }
 }
 
@@ -184,6 +197,16 @@ impl SessionHandle {
         });
         self.send(Command::Query(boxed)).await?;
         answer.await.map_err(|_| AgentError::SessionClosed)
+    }
+
+    /// Closes the session: every command sent before this one is carried out, then the log is
+    /// synced and unlocked; resolves when it is. Later commands, from any handle, fail with
+    /// [`AgentError::SessionClosed`].
+    pub async fn close(&self) {
+        let (reply, answer) = oneshot::channel();
+        if self.send(Command::Close { reply }).await.is_ok() {
+            let _ = answer.await;
+        }
     }
 
     /// The stored events from `from_seq` on, and a receiver of every later event, with no gap

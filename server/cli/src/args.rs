@@ -177,10 +177,20 @@ pub struct ServeArgs {
     /// An approval nobody answers within this many seconds is denied.
     #[arg(long, default_value_t = 300)]
     pub approval_timeout: u64,
+    /// Connections served at once on the socket; one more is refused with an error.
+    #[arg(long, default_value_t = dsh_daemon::serve::DEFAULT_MAX_CONNECTIONS, value_parser = connection_count)]
+    pub max_connections: usize,
     /// Rebuild every request from the log before sending it and compare (always on in debug
     /// builds).
     #[arg(long)]
     pub check_invariants: bool,
+    /// Unload a session nothing uses after this many minutes (it reloads when named again).
+    #[arg(long, value_name = "MINUTES", default_value_t = 10.0, value_parser = positive_minutes)]
+    pub unload_after: f64,
+    /// Unload idle sessions, least recently used first, while the loaded logs add up to more
+    /// than this many MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    pub loaded_budget: u64,
 }
 
 /// `dsh stdio`.
@@ -213,6 +223,15 @@ fn positive_minutes(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(minutes) if minutes.is_finite() && minutes > 0.0 && minutes <= 525_600.0 => Ok(minutes),
         Ok(_) => Err("expected a number of minutes above 0 and at most a year".to_owned()),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// A number of connections: 1 to 65536.
+fn connection_count(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(count) if (1..=65_536).contains(&count) => Ok(count),
+        Ok(_) => Err("expected a number of connections from 1 to 65536".to_owned()),
         Err(error) => Err(error.to_string()),
     }
 }

@@ -361,14 +361,19 @@ pub async fn sessions(settings: &Settings, workspace: &Path) -> anyhow::Result<E
         workspace.canonicalize().with_context(|| format!("workspace {}", workspace.display()))?;
     let params = SessionListParams { workspace: Some(workspace.display().to_string()) };
     let result = client.call::<method::SessionList>(params).await?;
+    let broken = result.sessions.iter().filter(|summary| summary.error.is_some()).count();
     if settings.json {
         print_json(&result)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(if broken == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE });
     }
     if result.sessions.is_empty() {
         println!("no sessions in this workspace");
     }
     for summary in &result.sessions {
+        if let Some(error) = &summary.error {
+            println!("{}  ! unreadable: {error}", summary.session_id);
+            continue;
+        }
         let fork = summary
             .forked_from
             .as_ref()
@@ -382,6 +387,12 @@ pub async fn sessions(settings: &Settings, workspace: &Path) -> anyhow::Result<E
             summary.steps,
             summary.title.as_deref().unwrap_or("(no prompt yet)")
         );
+    }
+    if broken > 0 {
+        eprintln!(
+            "dsh: {broken} session log(s) of this workspace cannot be read (marked `!` above)"
+        );
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -498,6 +509,9 @@ pub async fn status(settings: &Settings) -> anyhow::Result<ExitCode> {
             result.clients,
             result.uptime_ms / 1000
         );
+        for warning in &result.warnings {
+            println!("  warning: {warning}");
+        }
         for session in &result.sessions {
             let state = match (&session.failed, session.running) {
                 (Some(reason), _) => format!("failed: {reason}"),

@@ -29,6 +29,9 @@ use crate::settings::{Settings, workspace_dir};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve(_)) {
+        give_back_freed_memory();
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("DSH_LOG").unwrap_or_else(
             |_| tracing_subscriber::EnvFilter::new(default_log_level(&cli.command)),
@@ -103,10 +106,13 @@ async fn serve_command(settings: Settings, args: &ServeArgs) -> anyhow::Result<E
         listen: args.listen,
         allow_origins: args.allow_origin.clone(),
         idle_exit: args.idle_exit.map(|minutes| Duration::from_secs_f64((minutes * 60.0).max(0.0))),
+        max_connections: args.max_connections,
     };
     let mut config = settings.daemon_config();
     config.approval_timeout = Duration::from_secs(args.approval_timeout);
     config.check_invariants = args.check_invariants;
+    config.unload_after = Duration::from_secs_f64(args.unload_after * 60.0);
+    config.loaded_budget_bytes = args.loaded_budget.saturating_mul(1024 * 1024);
     serve(config, options).await?;
     Ok(ExitCode::SUCCESS)
 }
@@ -147,4 +153,30 @@ async fn mock(args: &MockArgs) -> anyhow::Result<ExitCode> {
     };
     dsh_mock::serve_forever(config, args.port).await.context("running the mock server")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// mimalloc: freed memory goes back to the system by whole pages, and a session's events —
+/// loaded together, freed together when it is unloaded — fill whole pages.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The allocator settings `dsh serve` runs with: purge freed pages at once, and decommit them
+/// (so the memory leaves the resident set instead of waiting for memory pressure).
+const EAGER_PURGE: [(&str, &str); 2] =
+    [("MIMALLOC_PURGE_DELAY", "0"), ("MIMALLOC_PURGE_DECOMMITS", "1")];
+
+/// A daemon builds large answers (pages of events, rebuilt requests) and loads sessions it later
+/// unloads; the memory must go back to the system, not stay resident for the daemon's life.
+/// mimalloc reads its options only when the process starts, so `dsh serve` re-executes itself
+/// once with them set (same pid, same arguments).
+fn give_back_freed_memory() {
+    use std::os::unix::process::CommandExt as _;
+    if EAGER_PURGE.iter().all(|(name, value)| std::env::var(name).is_ok_and(|set| set == *value)) {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else { return };
+    let error =
+        std::process::Command::new(exe).args(std::env::args_os().skip(1)).envs(EAGER_PURGE).exec();
+    // Only reached when the exec failed: serve anyway, with the default allocator settings.
+    eprintln!("dsh: re-executing with eager memory purging failed ({error}); serving without it");
 }

@@ -37,9 +37,9 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     spawned::<method::SessionInject, _>(m, h::session_inject)?;
     spawned::<method::SessionCancel, _>(m, h::session_cancel)?;
     blocking::<method::SessionFork>(m, h::session_fork)?;
-    blocking::<method::SessionRequest>(m, h::session_request)?;
+    spawned::<method::SessionRequest, _>(m, h::session_request)?;
     spawned::<method::SessionUsage, _>(m, h::session_usage)?;
-    blocking::<method::SessionEvents>(m, h::session_events)?;
+    spawned::<method::SessionEvents, _>(m, h::session_events)?;
     spawned::<method::SessionCompact, _>(m, h::session_compact)?;
     blocking::<method::SessionAudit>(m, h::session_audit)?;
     spawned::<method::ApprovalRespond, _>(m, h::approval_respond)?;
@@ -57,12 +57,22 @@ fn inline<M: Method>(module: &mut RpcModule<Daemon>, handler: Inline<M>) -> anyh
     Ok(())
 }
 
-/// A handler that may block on file I/O: it runs on the blocking pool.
+/// A handler that may block on file I/O: it runs on the blocking pool, at most
+/// [`crate::daemon::READERS`] at once across the daemon (each may hold a whole log and its
+/// answer in memory: many clients asking at once must not multiply that without bound).
 type Blocking<M> = fn(&Arc<Daemon>, <M as Method>::Params) -> ApiResult<<M as Method>::Result>;
 
-fn blocking<M: Method>(module: &mut RpcModule<Daemon>, handler: Blocking<M>) -> anyhow::Result<()> {
-    module.register_blocking_method(M::NAME, move |params, daemon, _| {
-        handler(&daemon, parse::<M>(&params)?)
+fn blocking<M: Method>(module: &mut RpcModule<Daemon>, handler: Blocking<M>) -> anyhow::Result<()>
+where
+    M::Result: Sync,
+{
+    module.register_async_method(M::NAME, move |params, daemon, _| async move {
+        let params = parse::<M>(&params)?;
+        let _reading = daemon.readers.acquire().await.map_err(|_| ApiError::shutting_down())?;
+        let reader = Arc::clone(&daemon);
+        tokio::task::spawn_blocking(move || handler(&reader, params))
+            .await
+            .map_err(|_| ApiError::store(format!("the {} handler panicked", M::NAME)))?
     })?;
     Ok(())
 }

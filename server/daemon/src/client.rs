@@ -24,7 +24,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::serve::{LOG_FILE, SOCKET_FILE, prepare_home};
+use crate::serve::{LOG_FILE, SOCKET_FILE, prepare_home, private_file};
 
 /// How long a client waits for a daemon it started to listen.
 const START_DEADLINE: Duration = Duration::from_secs(15);
@@ -285,11 +285,7 @@ pub async fn connect_or_start(home: &Path, spawn: &SpawnOptions) -> anyhow::Resu
     }
     prepare_home(home)?;
     let log_path = home.join(LOG_FILE);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("opening {}", log_path.display()))?;
+    let log = private_file(&log_path)?;
     let exe = std::env::current_exe().context("finding the dsh binary")?;
     let idle = std::env::var("DSH_DAEMON_IDLE_EXIT").unwrap_or_else(|_| "30".to_owned());
     let mut command = tokio::process::Command::new(exe);

@@ -42,7 +42,17 @@ pub struct DaemonConfig {
     /// Run every tool call without asking (the offline demo); otherwise reads run, writes and
     /// commands ask.
     pub auto_approve: bool,
+    /// A loaded session nothing uses is unloaded after this long (it reloads when named again).
+    pub unload_after: Duration,
+    /// While the logs of the loaded sessions add up to more than this, idle ones are unloaded,
+    /// least recently used first.
+    pub loaded_budget_bytes: u64,
 }
+
+/// Idle sessions are unloaded after this long by default.
+pub const DEFAULT_UNLOAD_AFTER: Duration = Duration::from_secs(10 * 60);
+/// The default budget of loaded log bytes.
+pub const DEFAULT_LOADED_BUDGET_BYTES: u64 = 512 * 1024 * 1024;
 
 impl DaemonConfig {
     /// A daemon for `home` whose provider is the DeepSeek API at `base_url`, with the key from
@@ -61,6 +71,8 @@ impl DaemonConfig {
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             check_invariants: false,
             auto_approve: false,
+            unload_after: DEFAULT_UNLOAD_AFTER,
+            loaded_budget_bytes: DEFAULT_LOADED_BUDGET_BYTES,
         }
     }
 

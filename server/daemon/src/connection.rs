@@ -12,6 +12,7 @@
 //! `session/unsubscribe` gets `false`.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dsh_protocol::code::OVERLOADED;
@@ -33,9 +34,14 @@ pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 pub const MAX_IN_FLIGHT: usize = 64;
 /// Subscriptions one connection may hold at once.
 pub const MAX_SUBSCRIPTIONS: usize = 64;
-/// Outgoing lines buffered per connection; a client that does not read stalls its own
-/// subscriptions (which then catch up from the log), never the daemon.
+/// Outgoing lines buffered per connection; past it, senders wait (a subscription that waits too
+/// long lags, and catches up from the log later).
 const OUTGOING_BUFFER: usize = 1024;
+/// Bytes of answers and events one connection may have waiting to be written. A client that
+/// falls further behind than this is disconnected with a last error line saying why: one client
+/// that does not read can cost the daemon this much memory, not gigabytes. A single line larger
+/// than the budget still goes out when nothing else waits.
+pub const OUTBOUND_BUDGET_BYTES: usize = 16 * 1024 * 1024;
 /// Notifications a subscription may buffer inside jsonrpsee before it waits.
 const SUBSCRIPTION_BUFFER: usize = 1024;
 /// How long a closed connection waits for the answers to the requests it already sent.
@@ -86,17 +92,65 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The subscriptions one connection holds, by id as JSON text.
 type Subscriptions = Arc<Mutex<HashSet<String>>>;
 
+/// The sending side of a connection's writer, bounded in lines (senders wait) and in bytes (the
+/// connection is dropped).
+#[derive(Clone)]
+struct Outgoing {
+    lines: mpsc::Sender<String>,
+    /// Bytes queued and not written yet.
+    queued: Arc<AtomicUsize>,
+    /// Fired when the client fell behind by more than the budget.
+    overflow: CancellationToken,
+}
+
+/// The client fell behind: the connection is being dropped.
+struct Overflowed;
+
+impl Outgoing {
+    /// Queues one line, or drops the connection when that would put more than the budget in
+    /// waiting.
+    async fn send(&self, line: String) -> Result<(), Overflowed> {
+        if self.overflow.is_cancelled() {
+            return Err(Overflowed);
+        }
+        let waiting = self.queued.fetch_add(line.len(), Ordering::SeqCst);
+        if waiting > 0 && waiting + line.len() > OUTBOUND_BUDGET_BYTES {
+            self.queued.fetch_sub(line.len(), Ordering::SeqCst);
+            self.overflow.cancel();
+            return Err(Overflowed);
+        }
+        let len = line.len();
+        if self.lines.send(line).await.is_err() {
+            self.queued.fetch_sub(len, Ordering::SeqCst);
+            return Err(Overflowed);
+        }
+        Ok(())
+    }
+
+    /// Resolves when the writer is gone.
+    async fn closed(&self) {
+        self.lines.closed().await;
+    }
+}
+
 /// Serves `methods` over one connection until the peer closes it or `shutdown` fires.
 pub async fn serve_lines<R, W>(methods: Methods, reader: R, writer: W, shutdown: CancellationToken)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (outgoing, lines_out) = mpsc::channel::<String>(OUTGOING_BUFFER);
+    let (lines, lines_out) = mpsc::channel::<String>(OUTGOING_BUFFER);
+    let outgoing = Outgoing { lines, queued: Arc::default(), overflow: CancellationToken::new() };
     // The writer stops on its own token, not the daemon's: on shutdown the answers to requests
     // in flight (prompts whose turns are being cancelled) are still written.
     let writer_stop = CancellationToken::new();
-    let writer_task = tokio::spawn(write_lines(writer, lines_out, writer_stop.clone()));
+    let writer_task = tokio::spawn(write_lines(
+        writer,
+        lines_out,
+        Arc::clone(&outgoing.queued),
+        outgoing.overflow.clone(),
+        writer_stop.clone(),
+    ));
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let subscriptions: Subscriptions = Arc::default();
     let mut frames =
@@ -107,6 +161,7 @@ where
         let frame = tokio::select! {
             frame = frames.next() => frame,
             () = shutdown.cancelled() => break,
+            () = outgoing.overflow.cancelled() => break,
         };
         let frame = match frame {
             None => break,
@@ -143,9 +198,17 @@ where
     // The peer stopped sending (or the daemon is stopping). Requests already read still get
     // their answers — `echo REQUEST | dsh stdio` waits for the response — then subscriptions
     // end and the writer flushes what is queued and stops.
+    // A client that fell behind gets no more answers: its connection is dropped now.
+    let overflowed = outgoing.overflow.clone();
     drop(outgoing);
     let all = u32::try_from(MAX_IN_FLIGHT).unwrap_or(u32::MAX);
-    let grace = if shutdown.is_cancelled() { SHUTDOWN_GRACE } else { ANSWER_GRACE };
+    let grace = if overflowed.is_cancelled() {
+        std::time::Duration::ZERO
+    } else if shutdown.is_cancelled() {
+        SHUTDOWN_GRACE
+    } else {
+        ANSWER_GRACE
+    };
     let _ = tokio::time::timeout(grace, in_flight.acquire_many(all)).await;
     writer_stop.cancel();
     let _ = writer_task.await;
@@ -176,7 +239,7 @@ async fn answer(
     methods: Methods,
     call: Call,
     in_flight: tokio::sync::OwnedSemaphorePermit,
-    outgoing: &mpsc::Sender<String>,
+    outgoing: &Outgoing,
     subscriptions: &Subscriptions,
 ) {
     let (response, mut notifications) =
@@ -221,15 +284,21 @@ fn error_line(id: Id, code: i32, message: String) -> String {
     Response::error(id, ErrorObject::new(code, message)).to_line()
 }
 
+/// How long the last line to a client that fell behind may take to write.
+const LAST_WORD: std::time::Duration = std::time::Duration::from_secs(1);
+
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut lines: mpsc::Receiver<String>,
+    queued: Arc<AtomicUsize>,
+    overflow: CancellationToken,
     connection: CancellationToken,
 ) {
     loop {
         // Cancel-safety: `recv` is cancel-safe; `cancelled` is cancel-safe.
         let line = tokio::select! {
             line = lines.recv() => line,
+            () = overflow.cancelled() => return last_word(&mut writer, &mut lines, &queued, false).await,
             () = connection.cancelled() => {
                 // Flush what is already queued, then stop: dropping the receiver ends every
                 // subscription forwarder of this connection.
@@ -242,10 +311,43 @@ async fn write_lines<W: AsyncWrite + Unpin>(
             }
         };
         let Some(line) = line else { return };
-        if write_line(&mut writer, line).await.is_err() {
+        let len = line.len();
+        // A client that does not read blocks this write: the overflow must still end it.
+        // Cancel-safety: a write cut short leaves a partial line, which `last_word` ends.
+        let written = tokio::select! {
+            written = write_line(&mut writer, line) => written,
+            () = overflow.cancelled() => return last_word(&mut writer, &mut lines, &queued, true).await,
+        };
+        queued.fetch_sub(len, Ordering::SeqCst);
+        if written.is_err() {
             return;
         }
     }
+}
+
+/// The end of a connection whose client fell behind: drop what waits (that is the memory to
+/// give back), say why in one last line, and close. The client may not read even that: the
+/// last word has a deadline.
+async fn last_word<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    lines: &mut mpsc::Receiver<String>,
+    queued: &AtomicUsize,
+    cut_mid_line: bool,
+) {
+    lines.close();
+    while lines.try_recv().is_ok() {}
+    let waiting = queued.load(Ordering::SeqCst);
+    let message = format!(
+        "disconnected: this connection fell behind by more than {} MiB of unread answers and events ({waiting} bytes were waiting); read what the daemon sends, and ask for smaller pages",
+        OUTBOUND_BUDGET_BYTES / (1024 * 1024),
+    );
+    tracing::warn!(waiting, "a client fell behind by more than the outbound budget: disconnected");
+    let mut last = error_line(Id::Null, OVERLOADED, message);
+    if cut_mid_line {
+        last.insert(0, '\n');
+    }
+    let _ = tokio::time::timeout(LAST_WORD, write_line(writer, last)).await;
+    let _ = tokio::time::timeout(LAST_WORD, writer.shutdown()).await;
 }
 
 async fn write_line<W: AsyncWrite + Unpin>(

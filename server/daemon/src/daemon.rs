@@ -30,6 +30,12 @@ use crate::config::DaemonConfig;
 use crate::error::{ApiError, ApiResult};
 use crate::live::{LiveSession, QueueSlot, RunningTurn};
 
+/// How long a load waits for the same session's unload to finish closing its log.
+const UNLOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Handlers that read logs (and build answers from them) at once, across the daemon.
+pub const READERS: usize = 4;
+
 /// The daemon: every live session and the shared machinery.
 pub struct Daemon {
     pub(crate) config: DaemonConfig,
@@ -43,7 +49,17 @@ pub struct Daemon {
     pub(crate) shutdown: CancellationToken,
     /// Every turn task, so shutdown can wait for them.
     pub(crate) tasks: TaskTracker,
+    /// Permits for the handlers that read logs ([`READERS`]).
+    pub(crate) readers: tokio::sync::Semaphore,
     pub(crate) started: Instant,
+    /// What `daemon/status` warns about (a home others can read, …).
+    warnings: Mutex<Vec<String>>,
+    /// Set when a session was loaded: the loaded-log budget is checked at the next chance.
+    loaded_since_check: std::sync::atomic::AtomicBool,
+    /// Sessions being closed after an unload: a load waits for the close to finish.
+    unloading: Mutex<std::collections::HashSet<String>>,
+    /// Warnings that hold while a condition lasts (descriptors exhausted, …), by name.
+    conditions: Mutex<std::collections::BTreeMap<&'static str, String>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -63,7 +79,12 @@ impl Daemon {
             clients: AtomicU64::new(0),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            readers: tokio::sync::Semaphore::new(READERS),
             started: Instant::now(),
+            warnings: Mutex::new(Vec::new()),
+            conditions: Mutex::default(),
+            unloading: Mutex::default(),
+            loaded_since_check: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -94,7 +115,60 @@ impl Daemon {
 
     /// The live session `id`, if it is loaded.
     pub fn loaded_session(&self, id: &str) -> Option<Arc<LiveSession>> {
-        lock(&self.sessions).get(id).cloned()
+        let live = lock(&self.sessions).get(id).cloned()?;
+        live.touch(self.now_ms());
+        Some(live)
+    }
+
+    /// Milliseconds since the daemon started.
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Unloads idle sessions: those no call, subscription or turn holds (nothing but the daemon's
+    /// map refers to them) that were not used for `unload_after`, and — while the loaded logs
+    /// add up to more than `loaded_budget_bytes` — the least recently used idle ones. Each is
+    /// closed (synced, unlocked) before this returns; a call naming it later loads it again.
+    pub async fn unload_idle(&self) -> usize {
+        let now = self.now_ms();
+        let idle_for = self.config.unload_after.as_millis() as u64;
+        let unloaded: Vec<Arc<LiveSession>> = {
+            let mut sessions = lock(&self.sessions);
+            // Only the map holds it (one strong reference), and nothing waits in it.
+            let mut idle: Vec<(u64, u64, String)> = sessions
+                .values()
+                .filter(|live| Arc::strong_count(live) == 1 && !live.is_busy())
+                .map(|live| {
+                    let size = std::fs::metadata(&live.path).map_or(0, |meta| meta.len());
+                    (live.last_used(), size, live.id.clone())
+                })
+                .collect();
+            idle.sort();
+            let mut loaded_bytes: u64 = sessions
+                .values()
+                .map(|live| std::fs::metadata(&live.path).map_or(0, |meta| meta.len()))
+                .sum();
+            let mut chosen = Vec::new();
+            for (last_used, size, id) in idle {
+                let stale = now.saturating_sub(last_used) >= idle_for;
+                if stale || loaded_bytes > self.config.loaded_budget_bytes {
+                    loaded_bytes = loaded_bytes.saturating_sub(size);
+                    if let Some(live) = sessions.remove(&id) {
+                        chosen.push(live);
+                    }
+                }
+            }
+            let mut unloading = lock(&self.unloading);
+            unloading.extend(chosen.iter().map(|live| live.id.clone()));
+            chosen
+        };
+        let count = unloaded.len();
+        for live in unloaded {
+            live.handle.close().await;
+            lock(&self.unloading).remove(&live.id);
+            tracing::debug!(session = %live.id, "unloaded an idle session");
+        }
+        count
     }
 
     /// Whether any turn is running.
@@ -107,6 +181,11 @@ impl Daemon {
         if let Some(live) = self.loaded_session(id) {
             return Ok(live);
         }
+        // Being unloaded right now: its log is still locked until the close finishes.
+        let waited = Instant::now();
+        while lock(&self.unloading).contains(id) && waited.elapsed() < UNLOAD_WAIT {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         // One load at a time: two callers naming the same session at once would both try to
         // open (and lock) its log, and the second would be refused as if another process held it.
         let _loading = lock(&self.loading);
@@ -116,7 +195,36 @@ impl Daemon {
         let session_id = SessionId::parse(id)?;
         let path = self.config.home.find_session(&session_id)?;
         let log = LiveLog::open(&path, SyncPolicy::Boundaries)?;
-        self.register(log, CallOverrides::default(), None)
+        let live = self.register(log, CallOverrides::default(), None)?;
+        live.touch(self.now_ms());
+        self.loaded_since_check.store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(live)
+    }
+
+    /// After a load: unloads idle sessions now if the loaded logs passed the budget (rather than
+    /// at the unloader's next round), so touching many sessions in a row stays within it.
+    pub async fn enforce_budget(&self) {
+        if self.loaded_since_check.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.unload_idle().await;
+        }
+    }
+
+    /// Where to read session `id`'s events from: the loaded session (loading it if needed), or
+    /// — when another process holds its log (a `dsh stdio --in-process` daemon, say) — the log
+    /// file. Blocking: call it off the runtime.
+    pub fn session_or_file(&self, id: &str) -> ApiResult<Result<Arc<LiveSession>, PathBuf>> {
+        match self.session(id) {
+            Ok(live) => Ok(Ok(live)),
+            Err(error) if error.code == dsh_protocol::code::SESSION_UNAVAILABLE => {
+                let path = self.session_path(id)?;
+                match LiveLog::open(&path, SyncPolicy::Boundaries) {
+                    Err(dsh_store::StoreError::Locked { .. }) => Ok(Err(path)),
+                    // Not locked (any more): load it after all.
+                    _ => self.session(id).map(Ok),
+                }
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// Path of session `id`'s log (without loading it).
@@ -350,6 +458,27 @@ impl Daemon {
             }
         };
         Ok(SessionCompactResult { compacted, seq, message })
+    }
+
+    /// Adds warnings for `daemon/status`.
+    pub fn add_warnings(&self, warnings: impl IntoIterator<Item = String>) {
+        lock(&self.warnings).extend(warnings);
+    }
+
+    /// Sets (or, with `None`, clears) a warning that holds while a condition lasts.
+    pub fn set_condition(&self, name: &'static str, warning: Option<String>) {
+        let mut conditions = lock(&self.conditions);
+        match warning {
+            Some(warning) => conditions.insert(name, warning),
+            None => conditions.remove(name),
+        };
+    }
+
+    /// What `daemon/status` warns about.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = lock(&self.warnings).clone();
+        warnings.extend(lock(&self.conditions).values().cloned());
+        warnings
     }
 
     /// Asks the daemon to stop (as `daemon/shutdown`, a signal or the idle timer do).

@@ -32,6 +32,9 @@ use crate::views;
 
 /// Most events one `session/events` page returns.
 const MAX_EVENTS_PAGE: u64 = 1000;
+/// About the most bytes of events one `session/events` page returns (a page always holds at
+/// least one event, however large); `nextSeq` says where the next page starts.
+pub const MAX_EVENTS_PAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// `initialize`: the protocol version must match; answers with what this daemon offers.
 pub fn initialize(_: &Daemon, params: InitializeParams) -> ApiResult<InitializeResult> {
@@ -88,7 +91,21 @@ pub fn session_list(
     };
     let running: Vec<String> =
         daemon.loaded().iter().filter(|s| s.is_running()).map(|s| s.id.clone()).collect();
-    let sessions = listing
+    // A log that cannot be read is listed with its error, never dropped.
+    let broken = listing.errors.into_iter().map(|(path, error)| SessionSummary {
+        session_id: path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+        workspace: params.workspace.clone().unwrap_or_default(),
+        title: None,
+        created_ms: 0,
+        updated_ms: 0,
+        turns: 0,
+        steps: 0,
+        forked_from: None,
+        last_usage: None,
+        running: false,
+        error: Some(error.to_string()),
+    });
+    let mut sessions: Vec<SessionSummary> = listing
         .sessions
         .into_iter()
         .map(|summary| SessionSummary {
@@ -102,8 +119,11 @@ pub fn session_list(
             steps: summary.steps,
             forked_from: summary.forked_from,
             last_usage: summary.last_usage,
+            error: None,
         })
+        .chain(broken)
         .collect();
+    sessions.sort_by(|a, b| a.session_id.cmp(&b.session_id));
     Ok(SessionListResult { sessions })
 }
 
@@ -226,19 +246,27 @@ pub fn session_fork(daemon: &Arc<Daemon>, params: SessionForkParams) -> ApiResul
     Ok(SessionIdResult { session_id: live.id.clone() })
 }
 
-/// `session/request`: "what the model saw" at a step, rebuilt from the log file.
-pub fn session_request(
-    daemon: &Arc<Daemon>,
+/// `session/request`: "what the model saw" at a step, rebuilt by a fresh fold over the events
+/// before its boundary (the live surface never vouches for itself).
+pub async fn session_request(
+    daemon: Arc<Daemon>,
     params: SessionRequestParams,
 ) -> ApiResult<SessionRequestResult> {
-    let events = daemon.read_events(&params.session_id)?;
-    let rebuilt = reconstruct_step(&events, params.step).map_err(ApiError::from_reconstruct)?;
-    let diff = if params.diff.unwrap_or(false) && params.step > 1 {
-        let previous =
-            reconstruct_step(&events, params.step - 1).map_err(ApiError::from_reconstruct)?;
-        Some(views::diff_text(&previous, &rebuilt))
-    } else {
-        None
+    let step = params.step;
+    let diff = params.diff.unwrap_or(false) && step > 1;
+    let (rebuilt, previous) = with_events(&daemon, &params.session_id, move |events| {
+        let rebuilt = reconstruct_step(events, step);
+        let previous = diff.then(|| reconstruct_step(events, step - 1));
+        (rebuilt, previous)
+    })
+    .await?;
+    let rebuilt = rebuilt.map_err(ApiError::from_reconstruct)?;
+    let diff = match previous {
+        Some(previous) => {
+            let previous = previous.map_err(ApiError::from_reconstruct)?;
+            Some(views::diff_text(&previous, &rebuilt))
+        }
+        None => None,
     };
     Ok(views::request_result(&rebuilt, diff))
 }
@@ -248,42 +276,46 @@ pub async fn session_usage(
     daemon: Arc<Daemon>,
     params: SessionParams,
 ) -> ApiResult<SessionUsageResult> {
-    // A loaded session's fold holds exactly the log's events: fold them where they are rather
-    // than re-reading the file (the CLI asks after every step).
-    let rows = match daemon.loaded_session(&params.session_id) {
-        Some(live) => live.handle.query(|session| usage_rows(session.events())).await?,
-        None => {
-            let id = params.session_id.clone();
-            let events = blocking(move || daemon.read_events(&id)).await?;
-            usage_rows(&events)
-        }
-    };
+    let rows = with_events(&daemon, &params.session_id, usage_rows).await?;
     let totals = usage_totals(&rows);
     let rows =
         rows.into_iter().map(|row| UsageEntry { explanation: views::explain(&row), row }).collect();
     Ok(SessionUsageResult { rows, totals })
 }
 
-/// `session/events`: a page of the log's events.
-pub fn session_events(
-    daemon: &Arc<Daemon>,
+/// `session/events`: a page of the log's events, bounded in count and in bytes.
+pub async fn session_events(
+    daemon: Arc<Daemon>,
     params: SessionEventsParams,
 ) -> ApiResult<SessionEventsResult> {
-    let events = daemon.read_events(&params.session_id)?;
-    let len = events.len() as u64;
-    if params.from_seq > len {
+    let SessionEventsParams { session_id, from_seq, limit } = params;
+    let (page, len) = with_events(&daemon, &session_id, move |events| {
+        let len = events.len() as u64;
+        if from_seq > len {
+            return (None, len);
+        }
+        let last = (from_seq + limit.min(MAX_EVENTS_PAGE)).min(len);
+        let mut page = Vec::new();
+        let mut bytes = 0;
+        for event in &events[from_seq as usize..last as usize] {
+            let size = dsh_session::encode_event(event).len();
+            if !page.is_empty() && bytes + size > MAX_EVENTS_PAGE_BYTES {
+                break;
+            }
+            bytes += size;
+            page.push(event.clone());
+        }
+        (Some(page), len)
+    })
+    .await?;
+    let Some(page) = page else {
         return Err(ApiError::out_of_range(format!(
-            "fromSeq {} is beyond the end of the log ({len} events)",
-            params.from_seq
+            "fromSeq {from_seq} is beyond the end of the log ({len} events)"
         )));
-    }
-    let limit = params.limit.min(MAX_EVENTS_PAGE);
-    let end = (params.from_seq + limit).min(len);
-    let page = events[params.from_seq as usize..end as usize]
-        .iter()
-        .map(|event| api_event(&params.session_id, event))
-        .collect();
-    Ok(SessionEventsResult { events: page, next_seq: end, end: end == len, length: len })
+    };
+    let end = from_seq + page.len() as u64;
+    let events = page.iter().map(|event| api_event(&session_id, event)).collect();
+    Ok(SessionEventsResult { events, next_seq: end, end: end == len, length: len })
 }
 
 /// `session/compact`.
@@ -337,6 +369,7 @@ pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResu
             .collect(),
         clients: daemon.clients.load(Ordering::SeqCst),
         uptime_ms: daemon.started.elapsed().as_millis() as u64,
+        warnings: daemon.warnings(),
     })
 }
 
@@ -359,11 +392,37 @@ pub fn api_event(session_id: &str, event: &Event) -> SessionEvent {
     }
 }
 
+/// Runs `view` over session `id`'s events: the loaded session's (loading it if needed; they are
+/// the events its log file holds — each is written, then folded), in its owner task, or the log
+/// file's when another process holds it. The daemon's reader permits bound how many run at
+/// once.
+async fn with_events<R: Send + 'static>(
+    daemon: &Arc<Daemon>,
+    id: &str,
+    view: impl FnOnce(&[Event]) -> R + Send + 'static,
+) -> ApiResult<R> {
+    let _reading = daemon.readers.acquire().await.map_err(|_| ApiError::shutting_down())?;
+    let source = {
+        let daemon = Arc::clone(daemon);
+        let id = id.to_owned();
+        blocking(move || daemon.session_or_file(&id)).await?
+    };
+    daemon.enforce_budget().await;
+    match source {
+        Ok(live) => Ok(live.handle.query(move |session| view(session.events())).await?),
+        Err(path) => blocking(move || Ok(view(&dsh_store::read_log(&path)?.events))).await,
+    }
+}
+
 /// Loads a session on the blocking pool (opening a log reads and folds it).
 async fn load(daemon: &Arc<Daemon>, id: &str) -> ApiResult<Arc<LiveSession>> {
-    let daemon = Arc::clone(daemon);
-    let id = id.to_owned();
-    blocking(move || daemon.session(&id)).await
+    let live = {
+        let daemon = Arc::clone(daemon);
+        let id = id.to_owned();
+        blocking(move || daemon.session(&id)).await?
+    };
+    daemon.enforce_budget().await;
+    Ok(live)
 }
 
 async fn blocking<T: Send + 'static>(

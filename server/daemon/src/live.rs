@@ -56,6 +56,9 @@ pub struct LiveSession {
     pub(crate) toolbox: Arc<Toolbox>,
     state: Arc<Mutex<TurnState>>,
     approval_timeout: Duration,
+    /// When a call last named this session (ms since the daemon started): idle sessions are
+    /// unloaded, least recently used first.
+    last_used: std::sync::atomic::AtomicU64,
 }
 
 /// Everything about a session's turns that changes while it is loaded (see the module doc).
@@ -105,7 +108,24 @@ impl LiveSession {
             toolbox: Arc::new(toolbox),
             state: Arc::default(),
             approval_timeout,
+            last_used: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Records a use at `now_ms` (ms since the daemon started).
+    pub(crate) fn touch(&self, now_ms: u64) {
+        self.last_used.fetch_max(now_ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// When it was last used (ms since the daemon started).
+    pub(crate) fn last_used(&self) -> u64 {
+        self.last_used.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether anything but a turn is pending: queued prompts or waiting approvals.
+    pub(crate) fn is_busy(&self) -> bool {
+        let state = lock(&self.state);
+        state.running.is_some() || state.queued > 0 || !state.approvals.is_empty()
     }
 
     /// The approver the session's loop asks: it routes each question to the clients, which

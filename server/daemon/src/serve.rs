@@ -26,7 +26,7 @@
 
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -55,7 +55,7 @@ pub const TOKEN_FILE: &str = "token";
 pub const TURN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Options of `dsh serve`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ServeOptions {
     /// Also serve WebSocket/HTTP on this loopback address (bearer token required).
     pub listen: Option<SocketAddr>,
@@ -63,12 +63,105 @@ pub struct ServeOptions {
     pub allow_origins: Vec<String>,
     /// Exit when no client is connected and no turn runs for this long.
     pub idle_exit: Option<Duration>,
+    /// Connections served at once on the socket; one more is answered with an error and closed.
+    pub max_connections: usize,
 }
 
-/// Makes sure `$DSH_HOME` exists, is a directory only its owner can write, and returns it.
-pub fn prepare_home(home: &Path) -> anyhow::Result<()> {
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            listen: None,
+            allow_origins: Vec::new(),
+            idle_exit: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Connections served at once on the socket, unless configured otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// An episode of failing accepts (descriptors exhausted): its backoff and its count.
+#[derive(Default)]
+struct Exhaustion {
+    /// Failures in this episode (0: none going on).
+    failures: u64,
+    /// The pause before the next attempt.
+    pause: Duration,
+}
+
+impl Exhaustion {
+    const FIRST_PAUSE: Duration = Duration::from_millis(10);
+    const LONGEST_PAUSE: Duration = Duration::from_secs(1);
+
+    /// One failed accept: the pause before the next attempt, if any. Logs the episode's start.
+    fn failed(&mut self, error: &std::io::Error, daemon: &Daemon) -> Option<Duration> {
+        // EMFILE, ENFILE, ENOBUFS, ENOMEM: the process or the system is out of something that
+        // only time (connections closing) gives back.
+        let resource = matches!(error.raw_os_error(), Some(24 | 23 | 105 | 12));
+        if !resource {
+            // A connection that went away before it was accepted, or the like: the next one is
+            // unaffected.
+            tracing::debug!(%error, "accepting a connection failed");
+            return None;
+        }
+        if self.failures == 0 {
+            let warning = format!(
+                "accepting connections fails: {error}; backing off until descriptors are free"
+            );
+            tracing::warn!("{warning}");
+            daemon.set_condition("accept", Some(warning));
+            self.pause = Self::FIRST_PAUSE;
+        } else {
+            self.pause = (self.pause * 2).min(Self::LONGEST_PAUSE);
+        }
+        self.failures += 1;
+        Some(self.pause)
+    }
+
+    /// An accept succeeded: ends an episode, logging how long it was.
+    fn ended(&mut self, daemon: &Daemon) {
+        if self.failures > 0 {
+            tracing::warn!(failures = self.failures, "accepting connections works again");
+            daemon.set_condition("accept", None);
+            *self = Exhaustion::default();
+        }
+    }
+}
+
+/// Answers a connection past the cap with one error line, then closes it. The write is
+/// bounded in time: a peer that does not read is simply closed.
+fn refuse_connection(stream: tokio::net::UnixStream, max: usize) {
+    use tokio::io::AsyncWriteExt as _;
+    let message = format!(
+        "overloaded, retry later: the daemon serves at most {max} connections at once (dsh serve --max-connections)"
+    );
+    let line = dsh_protocol::jsonrpc::Response::error(
+        dsh_protocol::jsonrpc::Id::Null,
+        dsh_protocol::jsonrpc::ErrorObject::new(dsh_protocol::code::OVERLOADED, message),
+    )
+    .to_line();
+    tokio::spawn(async move {
+        let mut stream = stream;
+        let write = async {
+            stream.write_all(line.as_bytes()).await?;
+            stream.write_all(b"\n").await?;
+            stream.shutdown().await
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+    });
+}
+
+/// Makes sure `$DSH_HOME` exists, is a directory only its owner can write, and returns what a
+/// user should hear about it: a warning when others can read or enter it (the daemon's own files
+/// in it are private anyway, see [`private_file`]).
+pub fn prepare_home(home: &Path) -> anyhow::Result<Vec<String>> {
     if !home.exists() {
-        std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(home)
+            .with_context(|| format!("creating {}", home.display()))?;
         std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700))
             .with_context(|| format!("restricting {}", home.display()))?;
     }
@@ -84,7 +177,30 @@ pub fn prepare_home(home: &Path) -> anyhow::Result<()> {
             home.display()
         );
     }
-    Ok(())
+    let mut warnings = Vec::new();
+    if mode & 0o077 != 0 {
+        warnings.push(format!(
+            "{} can be listed or entered by other users (mode {:o}): the daemon's files in it are private (0600, directories 0700), but their names show; chmod 700 {}",
+            home.display(),
+            mode & 0o777,
+            home.display()
+        ));
+    }
+    Ok(warnings)
+}
+
+/// Opens (creating it if needed) a file only its owner can read and write — whatever the umask,
+/// and narrowing an existing file that is wider — for appending.
+pub fn private_file(path: &Path) -> anyhow::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("restricting {}", path.display()))?;
+    Ok(file)
 }
 
 /// Holds the instance lock for the daemon's life.
@@ -104,8 +220,11 @@ pub async fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
         .truncate(false)
         .read(true)
         .write(true)
+        .mode(0o600)
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("restricting {}", path.display()))?;
     let started = std::time::Instant::now();
     loop {
         match file.try_lock() {
@@ -135,9 +254,13 @@ pub async fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
 /// Runs the daemon until it is shut down.
 pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<()> {
     let home = config.home.root().to_path_buf();
-    prepare_home(&home)?;
+    let warnings = prepare_home(&home)?;
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
     let _lock = lock_instance(&home).await?;
     let daemon = Daemon::new(config);
+    daemon.add_warnings(warnings);
     let methods: Methods = api::module(Arc::clone(&daemon))?.into();
     // The network front first: if it cannot start, nothing is left behind.
     let network = match options.listen {
@@ -153,10 +276,12 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
     if let Some(idle) = options.idle_exit {
         tokio::spawn(idle_watch(Arc::clone(&daemon), idle));
     }
+    tokio::spawn(unload_watch(Arc::clone(&daemon)));
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "dsh daemon listening");
 
     // Every connection's task, so shutdown can wait for the answers they still owe.
     let connections = TaskTracker::new();
+    let mut exhausted = Exhaustion::default();
     loop {
         // Cancel-safety: `accept` is cancel-safe (a connection not returned stays queued);
         // `cancelled` is cancel-safe.
@@ -165,16 +290,34 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
             () = shutdown.cancelled() => break,
         };
         let stream = match accepted {
-            Ok((stream, _)) => stream,
+            Ok((stream, _)) => {
+                exhausted.ended(&daemon);
+                stream
+            }
             Err(error) => {
-                tracing::warn!(%error, "accepting a connection failed");
+                // Out of descriptors (or memory): accepting again at once would fail again at
+                // once, burning a core and the log. Back off, keep serving the connections
+                // we have, and say so once per episode.
+                if let Some(pause) = exhausted.failed(&error, &daemon) {
+                    // Cancel-safety: both branches only wait.
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = shutdown.cancelled() => break,
+                    }
+                }
                 continue;
             }
         };
+        let open = daemon.clients.load(Ordering::SeqCst);
+        if open >= options.max_connections as u64 {
+            refuse_connection(stream, options.max_connections);
+            continue;
+        }
+        // Counted here, not in the task: the next accept must see this connection.
+        daemon.clients.fetch_add(1, Ordering::SeqCst);
         let daemon = Arc::clone(&daemon);
         let methods = methods.clone();
         connections.spawn(async move {
-            daemon.clients.fetch_add(1, Ordering::SeqCst);
             let (reader, writer) = stream.into_split();
             serve_lines(methods, reader, writer, daemon.shutdown.clone()).await;
             daemon.clients.fetch_sub(1, Ordering::SeqCst);
@@ -230,9 +373,11 @@ where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    prepare_home(config.home.root())?;
+    let warnings = prepare_home(config.home.root())?;
     let daemon = Daemon::new(config);
+    daemon.add_warnings(warnings);
     let methods: Methods = api::module(Arc::clone(&daemon))?.into();
+    tokio::spawn(unload_watch(Arc::clone(&daemon)));
     let shutdown = daemon.shutdown.clone();
     tokio::spawn(async move {
         // Cancel-safety: both branches only wait for a token.
@@ -301,6 +446,21 @@ fn spawn_signal_handler(shutdown: CancellationToken) {
         }
         shutdown.cancel();
     });
+}
+
+/// Unloads idle sessions now and then (see [`Daemon::unload_idle`]), until shutdown.
+async fn unload_watch(daemon: Arc<Daemon>) {
+    let every =
+        (daemon.config.unload_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+    let mut tick = tokio::time::interval(every);
+    loop {
+        // Cancel-safety: both branches are cancel-safe.
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = daemon.shutdown.cancelled() => return,
+        }
+        daemon.unload_idle().await;
+    }
 }
 
 async fn idle_watch(daemon: Arc<Daemon>, idle: Duration) {

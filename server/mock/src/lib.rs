@@ -52,6 +52,15 @@ pub use tokenizer::{
 
 use crate::state::{Rates, State, lock, parse_amount};
 
+/// The answer a fresh mock gives to a chat-completion body, without a server: validation steps
+/// 2–5 (docs/mock.md, "Validation") and the directive- or echo-driven answer ("Answers"). `Ok`
+/// holds the prompt's and the completion's token counts; `Err` the rejection's HTTP status and
+/// message. An entry point for the fuzz targets in `fuzz/`, not part of the mock's API.
+#[doc(hidden)]
+pub fn answer_chat_body(body: &[u8], config: &MockConfig) -> Result<(u64, u64), (u16, String)> {
+    server::answer_without_state(body, config).map_err(|error| (error.status, error.message))
+}
+
 /// How long `shutdown` waits for connections to finish before dropping them.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 

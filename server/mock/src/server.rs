@@ -324,6 +324,54 @@ fn record_arrival(
     seq
 }
 
+/// A chat request past validation steps 2–5: parsed, checked, rendered and tokenized.
+pub(crate) struct Validated {
+    pub request: ChatRequest,
+    pub segments: Vec<tokenizer::Segment>,
+    pub prompt: Vec<Token>,
+}
+
+/// Validation steps 2–5 (docs/mock.md, "Validation"): syntax, types, semantics, then the
+/// rendered prompt against the model's context and maximum output. Touches no state.
+pub(crate) fn validate(body: &[u8], config: &MockConfig) -> Result<Validated, ApiError> {
+    let request = request::parse(body, config)?;
+    let segments = render::render(&request);
+    let prompt = tokenizer::tokenize(&segments);
+    let prompt_tokens = prompt.len() as u64;
+    let requested = request.max_tokens.unwrap_or(0);
+    if prompt_tokens + requested > request.model.context {
+        return Err(ApiError::invalid(format!(
+            "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the messages, {} in the completion). Please reduce the length of the messages or completion.",
+            request.model.context,
+            prompt_tokens + requested,
+            prompt_tokens,
+            requested
+        )));
+    }
+    if requested > request.model.max_output {
+        return Err(ApiError::invalid(format!(
+            "Invalid max_tokens value, the valid range of max_tokens is [1, {}]",
+            request.model.max_output
+        )));
+    }
+    Ok(Validated { request, segments, prompt })
+}
+
+/// The answer a fresh mock gives to `body`, without a key, state, cache or faults: validation
+/// steps 2–5, then the scripted-less plan (directives or echo) and its output. Returns the
+/// prompt's and the completion's token counts.
+pub(crate) fn answer_without_state(
+    body: &[u8],
+    config: &MockConfig,
+) -> Result<(u64, u64), ApiError> {
+    let Validated { request, prompt, .. } = validate(body, config)?;
+    let plan = Plan::from_request(&request);
+    let mut ids = crate::state::IdGen::new(config.seed);
+    let (_output, completion_tokens, _reasoning_tokens) =
+        generate(&request, &plan, &Fault::default(), &mut ids, config.created);
+    Ok((prompt.len() as u64, completion_tokens))
+}
+
 /// Runs the validation checks (docs/mock.md, "Validation") and decides the whole answer.
 fn admit(
     shared: &Arc<Shared>,
@@ -334,26 +382,8 @@ fn admit(
     let config = &shared.config;
     let rejected = |error| (error, "rejected");
     let key = authenticate(shared, headers).map_err(rejected)?.to_owned();
-    let request = request::parse(body, config).map_err(rejected)?;
-    let segments = render::render(&request);
-    let prompt = tokenizer::tokenize(&segments);
+    let Validated { request, segments, prompt } = validate(body, config).map_err(rejected)?;
     let prompt_tokens = prompt.len() as u64;
-    let requested = request.max_tokens.unwrap_or(0);
-    if prompt_tokens + requested > request.model.context {
-        return Err(rejected(ApiError::invalid(format!(
-            "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the messages, {} in the completion). Please reduce the length of the messages or completion.",
-            request.model.context,
-            prompt_tokens + requested,
-            prompt_tokens,
-            requested
-        ))));
-    }
-    if requested > request.model.max_output {
-        return Err(rejected(ApiError::invalid(format!(
-            "Invalid max_tokens value, the valid range of max_tokens is [1, {}]",
-            request.model.max_output
-        ))));
-    }
     let key_config = config.keys.iter().find(|configured| configured.key == key);
     let limit = key_config.map_or(0, |configured| configured.concurrency);
 

@@ -154,6 +154,28 @@ fn main() {
         folded.as_secs_f64(),
     );
 
+    // 2b. The same file parsed into plain `serde_json::Value`s, line by line: what any JSON
+    // reader pays, as a yardstick for load+fold.
+    let mut parse_best = Duration::MAX;
+    for _ in 0..3 {
+        let start = Instant::now();
+        let bytes = std::fs::read(&path).unwrap();
+        let mut values = 0usize;
+        for line in bytes.split(|b| *b == b'\n').filter(|line| !line.is_empty()) {
+            let value: serde_json::Value = serde_json::from_slice(line).unwrap();
+            std::hint::black_box(&value);
+            values += 1;
+        }
+        assert_eq!(values as u64, never.events + 1);
+        parse_best = parse_best.min(start.elapsed());
+    }
+    println!(
+        "serde_json::Value parse of the same file: {:.3} s = {:.1} MB/s; load+fold takes {:.2}× that",
+        parse_best.as_secs_f64(),
+        mb(size) / parse_best.as_secs_f64(),
+        total.as_secs_f64() / parse_best.as_secs_f64()
+    );
+
     // 3. Reconstruct the first and the last step's request from the whole log.
     let last_step = shape.turns * shape.steps_per_turn;
     for step in [1, last_step] {
@@ -173,6 +195,34 @@ fn main() {
             request.messages.len()
         );
     }
+    // 3b. What `session/request` does for the last step of a loaded session: rebuild it from
+    // the events in memory (a fresh fold over the prefix) and serialize its wire body with its
+    // sha256 — against what loading the session costs in the first place.
+    let mut parts = Vec::new();
+    let samples: Vec<Duration> = (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            let rebuilt = dsh_session::reconstruct_step(&events, last_step).unwrap();
+            let rebuilt_at = start.elapsed();
+            let body = dsh_provider::wire_body(&rebuilt.request);
+            let body_at = start.elapsed();
+            std::hint::black_box(dsh_provider::sha256_hex(&body));
+            let total = start.elapsed();
+            parts.push((rebuilt_at, body_at - rebuilt_at, total - body_at, body.len()));
+            total
+        })
+        .collect();
+    let request = median(samples);
+    let (rebuild, serialize, hash, body_len) = parts[parts.len() / 2];
+    println!(
+        "session/request of step {last_step} on the loaded session: median {:.2} ms = {:.1}% of load+fold (rebuild {:.1} ms, wire body {:.1} ms for {:.1} MB, sha256 {:.1} ms)",
+        request.as_secs_f64() * 1e3,
+        100.0 * request.as_secs_f64() / total.as_secs_f64(),
+        rebuild.as_secs_f64() * 1e3,
+        serialize.as_secs_f64() * 1e3,
+        mb(body_len as u64),
+        hash.as_secs_f64() * 1e3,
+    );
     drop(events);
 
     // 4. Appends with syncing, each bounded by the time budget, from the start of the stream.

@@ -10,14 +10,15 @@ use dsh_session::DecodeError;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// A filesystem operation failed.
-    #[error("{action} {}: {source}", path.display())]
+    #[error("{action} {}: {cause}", path.display())]
     Io {
         /// What was being done (`opening`, `reading`, `writing`, ...), lowercase.
         action: &'static str,
         /// The file or directory involved.
         path: PathBuf,
-        /// The OS error.
-        source: io::Error,
+        /// The OS error. (Not the error's `source()`: the message already says it, and a
+        /// chain would print it twice.)
+        cause: io::Error,
     },
     /// Another writer holds the session's log lock.
     #[error(
@@ -32,12 +33,12 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// A complete line of the log could not be decoded (the error names the 1-based line).
-    #[error("session log {}: {source}", path.display())]
+    #[error("session log {}: {cause}", path.display())]
     Decode {
         /// The log.
         path: PathBuf,
-        /// What is wrong, and on which line.
-        source: DecodeError,
+        /// What is wrong, and on which line (in the message, not the `source()` chain).
+        cause: DecodeError,
     },
     /// The log's `session/meta` declares a format version this build does not read.
     #[error(
@@ -64,6 +65,17 @@ pub enum StoreError {
         expected: u64,
         /// The seq found.
         found: u64,
+    },
+    /// The log holds no whole line: not even its `session/meta`.
+    #[error(
+        "session log {} is empty ({len} bytes, no whole line): it holds no session/meta, so          it is no session; remove it or restore it from a backup",
+        path.display()
+    )]
+    Empty {
+        /// The log.
+        path: PathBuf,
+        /// Its length in bytes.
+        len: u64,
     },
     /// The log does not open with a `session/meta` event.
     #[error("session log {} does not open with session/meta", path.display())]

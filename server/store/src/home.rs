@@ -87,7 +87,7 @@ impl DshHome {
         let canonical = path.canonicalize().map_err(|source| StoreError::Io {
             action: "resolving workspace",
             path: path.to_owned(),
-            source,
+            cause: source,
         })?;
         Ok(self.workspace_canonical(canonical))
     }
@@ -134,7 +134,11 @@ impl DshHome {
             Ok(entries) => entries,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => {
-                return Err(StoreError::Io { action: "listing workspaces", path: root, source });
+                return Err(StoreError::Io {
+                    action: "listing workspaces",
+                    path: root,
+                    cause: source,
+                });
             }
         };
         let mut dirs = Vec::new();
@@ -142,7 +146,7 @@ impl DshHome {
             let entry = entry.map_err(|source| StoreError::Io {
                 action: "listing workspaces",
                 path: root.clone(),
-                source,
+                cause: source,
             })?;
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 dirs.push(entry.path());

@@ -116,7 +116,7 @@ pub(crate) fn list_sessions_in(dir: &Path) -> Result<SessionListing, StoreError>
             return Err(StoreError::Io {
                 action: "listing sessions",
                 path: dir.to_owned(),
-                source,
+                cause: source,
             });
         }
     };
@@ -125,7 +125,7 @@ pub(crate) fn list_sessions_in(dir: &Path) -> Result<SessionListing, StoreError>
         let entry = entry.map_err(|source| StoreError::Io {
             action: "listing sessions",
             path: dir.to_owned(),
-            source,
+            cause: source,
         })?;
         let path = entry.path();
         let hidden = entry.file_name().to_string_lossy().starts_with('.');

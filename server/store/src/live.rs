@@ -7,6 +7,7 @@
 
 use std::fs::{File, TryLockError};
 use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -99,7 +100,7 @@ impl LiveLog {
         let id = session_id_of(path);
         let io = |action| {
             let path = path.to_owned();
-            move |source| StoreError::Io { action, path, source }
+            move |source| StoreError::Io { action, path, cause: source }
         };
         let mut file = File::options()
             .read(true)
@@ -107,6 +108,12 @@ impl LiveLog {
             .open(path)
             .map_err(io("opening session log"))?;
         lock(&file, &id, path)?;
+        // A log written by an older build, or copied in, may be readable by others: the writer
+        // makes it private.
+        let mode = file.metadata().map_err(io("reading session log"))?.permissions().mode();
+        if mode & 0o077 != 0 {
+            restrict(path, 0o600)?;
+        }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io("reading session log"))?;
         let mut read = parse_log(path, &bytes)?;
@@ -266,7 +273,7 @@ impl LiveLog {
             return Err(StoreError::Io {
                 action: "appending to session log",
                 path: self.path.clone(),
-                source,
+                cause: source,
             });
         }
         self.len += line.len() as u64;
@@ -285,7 +292,7 @@ impl LiveLog {
             return Err(StoreError::Io {
                 action: "syncing session log",
                 path: self.path.clone(),
-                source,
+                cause: source,
             });
         }
         self.dirty = false;
@@ -315,9 +322,11 @@ fn lock(file: &File, id: &str, path: &Path) -> Result<(), StoreError> {
         Err(TryLockError::WouldBlock) => {
             Err(StoreError::Locked { session: id.to_owned(), path: path.to_owned() })
         }
-        Err(TryLockError::Error(source)) => {
-            Err(StoreError::Io { action: "locking session log", path: path.to_owned(), source })
-        }
+        Err(TryLockError::Error(source)) => Err(StoreError::Io {
+            action: "locking session log",
+            path: path.to_owned(),
+            cause: source,
+        }),
     }
 }
 
@@ -326,7 +335,19 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|source| StoreError::Io {
         action: "syncing directory",
         path: dir.to_owned(),
-        source,
+        cause: source,
+    })
+}
+
+/// Sets exactly `mode` on `path` (the mode given at creation is narrowed by the umask; this
+/// makes it exact, so a file is never unreadable to its owner either).
+fn restrict(path: &Path, mode: u32) -> Result<(), StoreError> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| {
+        StoreError::Io {
+            action: "restricting permissions of",
+            path: path.to_owned(),
+            cause: source,
+        }
     })
 }
 
@@ -337,11 +358,13 @@ fn create_dirs(dir: &Path) -> Result<(), StoreError> {
         return Ok(());
     }
     let missing: Vec<&Path> = dir.ancestors().take_while(|ancestor| !ancestor.exists()).collect();
-    std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
-        action: "creating directory",
-        path: dir.to_owned(),
-        source,
+    // Private whatever the umask: the directories name the user's workspaces and sessions.
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|source| {
+        StoreError::Io { action: "creating directory", path: dir.to_owned(), cause: source }
     })?;
+    for created in &missing {
+        restrict(created, 0o700)?;
+    }
     // Parents first, so each directory entry is durable once its own directory is.
     for created in missing.iter().rev() {
         match created.parent() {
@@ -361,7 +384,7 @@ fn create_locked(path: &Path, id: &str, contents: &[u8]) -> Result<File, StoreEr
     let dir = path.parent().unwrap_or(Path::new("."));
     let io = |action, path: &Path| {
         let path = path.to_owned();
-        move |source| StoreError::Io { action, path, source }
+        move |source| StoreError::Io { action, path, cause: source }
     };
     create_dirs(dir)?;
     if path.exists() {
@@ -373,9 +396,12 @@ fn create_locked(path: &Path, id: &str, contents: &[u8]) -> Result<File, StoreEr
         .read(true)
         .append(true)
         .create_new(true)
+        .mode(0o600)
         .open(&temp)
         .map_err(io("creating session log", &temp))?;
     let result = (|| {
+        // 0600 whatever the umask: a log holds the user's code and conversation.
+        restrict(&temp, 0o600)?;
         lock(&file, id, path)?;
         file.write_all(contents).map_err(io("writing session log", &temp))?;
         file.sync_data().map_err(io("syncing session log", &temp))?;
@@ -383,7 +409,11 @@ fn create_locked(path: &Path, id: &str, contents: &[u8]) -> Result<File, StoreEr
             if source.kind() == std::io::ErrorKind::AlreadyExists {
                 StoreError::SessionExists { id: id.to_owned(), path: path.to_owned() }
             } else {
-                StoreError::Io { action: "linking session log", path: path.to_owned(), source }
+                StoreError::Io {
+                    action: "linking session log",
+                    path: path.to_owned(),
+                    cause: source,
+                }
             }
         })
     })();
@@ -408,10 +438,11 @@ fn move_aside(path: &Path, offset: u64, torn: &[u8]) -> Result<PathBuf, StoreErr
         let sidecar = dir.join(name);
         let io = |action| {
             let sidecar = sidecar.clone();
-            move |source| StoreError::Io { action, path: sidecar, source }
+            move |source| StoreError::Io { action, path: sidecar, cause: source }
         };
-        match File::options().write(true).create_new(true).open(&sidecar) {
+        match File::options().write(true).create_new(true).mode(0o600).open(&sidecar) {
             Ok(mut file) => {
+                restrict(&sidecar, 0o600)?;
                 file.write_all(torn).map_err(io("writing torn-tail sidecar"))?;
                 file.sync_all().map_err(io("syncing torn-tail sidecar"))?;
                 sync_dir(dir)?;
@@ -430,6 +461,6 @@ fn move_aside(path: &Path, offset: u64, torn: &[u8]) -> Result<PathBuf, StoreErr
     Err(StoreError::Io {
         action: "creating torn-tail sidecar",
         path: path.to_owned(),
-        source: std::io::Error::other("too many sidecars"),
+        cause: std::io::Error::other("too many sidecars"),
     })
 }

@@ -39,7 +39,7 @@ pub fn read_log(path: &Path) -> Result<LogRead, StoreError> {
     let bytes = std::fs::read(path).map_err(|source| StoreError::Io {
         action: "reading session log",
         path: path.to_owned(),
-        source,
+        cause: source,
     })?;
     parse_log(path, &bytes)
 }
@@ -52,6 +52,10 @@ pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<LogRead, StoreError
         len: (bytes.len() - whole) as u64,
         sidecar: None,
     });
+    if whole == 0 {
+        // Logs are created whole (meta line first, atomically): no whole line is no session.
+        return Err(StoreError::Empty { path: path.to_owned(), len: bytes.len() as u64 });
+    }
     let mut events = Vec::new();
     // Every piece ends with its `\n`; an empty slice yields no piece.
     for (index, piece) in bytes[..whole].split_inclusive(|b| *b == b'\n').enumerate() {
@@ -67,7 +71,7 @@ pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<LogRead, StoreError
 fn decode_line(path: &Path, line: &[u8], line_no: usize) -> Result<Event, StoreError> {
     let decode_error = |kind| StoreError::Decode {
         path: path.to_owned(),
-        source: DecodeError { line: line_no, kind },
+        cause: DecodeError { line: line_no, kind },
     };
     let text = std::str::from_utf8(line).map_err(|error| {
         decode_error(DecodeErrorKind::Envelope(format!("the line is not UTF-8: {error}")))

@@ -117,5 +117,8 @@ fn parse_separates_whole_lines_from_a_torn_tail() {
 fn an_empty_line_is_a_decode_error_not_skipped() {
     let text = format!("{}\n\n", meta_line());
     let error = parse_log(Path::new("s.jsonl"), text.as_bytes()).unwrap_err();
-    assert!(matches!(&error, StoreError::Decode { source, .. } if source.line == 2), "{error}");
+    assert!(
+        matches!(&error, StoreError::Decode { cause: source, .. } if source.line == 2),
+        "{error}"
+    );
 }

@@ -109,6 +109,7 @@ M.event_kinds = {
 ---@field sessions dsh.LoadedSession[] Sessions loaded in memory.
 ---@field uptimeMs integer Milliseconds since it started.
 ---@field version string The daemon's version.
+---@field warnings? string[] What the user should know about this daemon's setup (a state directory others can read, descriptors running out, …); empty when all is well.
 
 --- The request's non-content half, in canonical form: an empty system prompt or an empty tool list is `None`.
 ---@class dsh.EpochHeader
@@ -360,6 +361,7 @@ M.event_kinds = {
 --- One session in a listing.
 ---@class dsh.SessionSummary
 ---@field createdMs integer Unix ms of creation.
+---@field error? string Set when the log cannot be read: why (the line and what is wrong with it). Such a session is still listed — with its id from the file name, its workspace when the listing names one, and zero counts — so no log disappears from a listing.
 ---@field forkedFrom? dsh.ForkOrigin Fork origin.
 ---@field lastUsage? dsh.Usage Usage of the last finished step.
 ---@field running boolean Whether a turn is running now.
