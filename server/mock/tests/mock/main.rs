@@ -8,6 +8,7 @@
 
 mod cache;
 mod faults;
+mod fuzz;
 mod streaming;
 mod support;
 mod validation;

@@ -3,6 +3,7 @@
 //! when `DEEPSEEK_API_KEY` is set (`live`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+mod fuzz;
 mod live;
 mod mock;
 mod raw;

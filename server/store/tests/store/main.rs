@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod fixture;
+mod fuzz;
 
 use std::fs;
 use std::path::{Path, PathBuf};
