@@ -24,6 +24,14 @@ test("usage: a step's annotation and its color by hit ratio", function()
   H.eq("0% hit", usage.format({ promptTokens = 0, cacheHitTokens = 0, cacheMissTokens = 0, completionTokens = 0 }):match("%d+%% hit"))
 end)
 
+test("sessions: an unreadable log is listed with its error, not as a session", function()
+  local view = require("dsh.view")
+  local line = view.session_line({ sessionId = "broken", workspace = "/w", createdMs = 0, updatedMs = 0, turns = 0, steps = 0, running = false, error = "session log /x/broken.jsonl: line 2: not a log event" })
+  H.truthy(line:find("^! unreadable · broken · session log /x/broken.jsonl: line 2") ~= nil, line)
+  local fine = view.session_line({ sessionId = "ok", workspace = "/w", createdMs = 0, updatedMs = 0, turns = 1, steps = 2, running = false, title = "hello" })
+  H.truthy(fine:find("hello · 1 turn, 2 steps") ~= nil, fine)
+end)
+
 test("usage: the cause of a collapse comes from the log", function()
   local row = { step = 5, dropped = true, hitPercent = 4, causes = { { kind = "systemChanged", seq = 812 } }, explanation = "" }
   H.eq("system prompt changed at seq 812", usage.cause(row))

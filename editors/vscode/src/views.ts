@@ -55,6 +55,16 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
     switch (n.kind) {
       case "session": {
         const s = n.summary;
+        if (s.error) {
+          // A log the daemon cannot read: listed, so it is not silently lost, but not openable.
+          const broken = new vscode.TreeItem(s.sessionId, vscode.TreeItemCollapsibleState.None);
+          broken.id = `session:${s.sessionId}`;
+          broken.description = "unreadable";
+          broken.tooltip = new vscode.MarkdownString(`**The log of \`${s.sessionId}\` cannot be read**\n\n${escapeMd(s.error)}`);
+          broken.iconPath = new vscode.ThemeIcon("warning");
+          broken.contextValue = "brokenSession";
+          return broken;
+        }
         const open = this.sessions.open.get(s.sessionId);
         const t = open?.transcript;
         const item = new vscode.TreeItem(s.title ?? t?.title ?? s.sessionId, vscode.TreeItemCollapsibleState.Collapsed);

@@ -37,6 +37,8 @@ fn main() -> ExitCode {
             |_| tracing_subscriber::EnvFilter::new(default_log_level(&cli.command)),
         ))
         .with_writer(std::io::stderr)
+        // No color codes in a file (a daemon started by a client logs to `daemon.log`).
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,

@@ -122,10 +122,14 @@ impl LiveSession {
         self.last_used.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Whether anything but a turn is pending: queued prompts or waiting approvals.
+    /// Whether it must stay loaded: a turn runs, prompts wait, approvals wait, or it failed (a
+    /// reload would forget the failure and accept turns again).
     pub(crate) fn is_busy(&self) -> bool {
         let state = lock(&self.state);
-        state.running.is_some() || state.queued > 0 || !state.approvals.is_empty()
+        state.running.is_some()
+            || state.queued > 0
+            || !state.approvals.is_empty()
+            || state.failed.is_some()
     }
 
     /// The approver the session's loop asks: it routes each question to the clients, which

@@ -233,7 +233,9 @@ M.subcommands.sessions = {
           return view.session_line(s)
         end,
       }, function(choice)
-        if choice then
+        if choice and choice.error then
+          dsh.notify("dsh: the log of " .. choice.sessionId .. " cannot be read: " .. choice.error, vim.log.levels.ERROR)
+        elseif choice then
           dsh.open(choice.sessionId)
         end
       end)

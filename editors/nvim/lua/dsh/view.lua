@@ -163,6 +163,10 @@ end
 ---@param s dsh.SessionSummary
 ---@return string
 function M.session_line(s)
+  if s.error then
+    -- A log the daemon cannot read is listed, never hidden.
+    return ("! unreadable · %s · %s"):format(s.sessionId, s.error)
+  end
   local parts = {
     (s.title and s.title ~= "") and s.title or "(no prompt yet)",
     ("%d turn%s, %d step%s"):format(s.turns, s.turns == 1 and "" or "s", s.steps, s.steps == 1 and "" or "s"),
