@@ -339,13 +339,13 @@ pub(crate) fn validate(body: &[u8], config: &MockConfig) -> Result<Validated, Ap
     let prompt = tokenizer::tokenize(&segments);
     let prompt_tokens = prompt.len() as u64;
     let requested = request.max_tokens.unwrap_or(0);
-    if prompt_tokens + requested > request.model.context {
+    // `max_tokens` is any u64 the client sent: the sum saturates rather than overflow (a
+    // request near u64::MAX is over any context all the same).
+    let total = prompt_tokens.saturating_add(requested);
+    if total > request.model.context {
         return Err(ApiError::invalid(format!(
             "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the messages, {} in the completion). Please reduce the length of the messages or completion.",
-            request.model.context,
-            prompt_tokens + requested,
-            prompt_tokens,
-            requested
+            request.model.context, total, prompt_tokens, requested
         )));
     }
     if requested > request.model.max_output {

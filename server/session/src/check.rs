@@ -347,7 +347,13 @@ pub fn closing_events(events: &[Event], closing: Closing<'_>) -> Vec<EventData> 
             EventData::AssistantMessage(turn) if open_step.is_some() => pending.extend(
                 turn.message.tool_calls.iter().map(|call| (call.id.clone(), call.name.clone())),
             ),
-            EventData::ToolResult(result) => pending.retain(|(id, _)| *id != result.call_id),
+            // One result answers one call, as in `check_log`: an assistant message may repeat a
+            // call id, and the loop answers each of its calls.
+            EventData::ToolResult(result) => {
+                if let Some(position) = pending.iter().position(|(id, _)| *id == result.call_id) {
+                    pending.remove(position);
+                }
+            }
             EventData::StepEnd(_) | EventData::StepError(_) => {
                 open_step = None;
                 pending.clear();

@@ -1,5 +1,4 @@
-//! Unit and property tests of the pure core: codec, header laws, derivation cache, checks; and
-//! the `log_line` fuzz target's regression inputs (`tests/data/fuzz/log_line/`).
+//! Unit and property tests of the pure core: codec, header laws, derivation cache, checks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -568,6 +567,31 @@ fn checks_find_an_unanswered_tool_call() {
 }
 
 #[test]
+fn closing_events_answer_a_repeated_call_id_once_per_call() {
+    // Found by the log_events fuzz target: closing_events took one result as the answer to
+    // every call with its id, while check_log (and the loop) pair one result with one call, so
+    // closing a log whose assistant message repeated an id left the log ill-formed.
+    let events = log(vec![
+        meta(),
+        EventData::TurnStart(TurnStart { turn: 1 }),
+        user("go"),
+        EventData::StepStart(StepStart { step: 1, turn: 1 }),
+        header_event(EpochHeader::new(config("m1"), None, vec![])),
+        assistant(1, "", &[("c1", "{}"), ("c1", "{}")]),
+        result("c1", "one"),
+    ]);
+    assert!(check_log(&events).iter().all(|d| d.severity == Severity::Open));
+    let closing = Closing { reason: StopReason::Cancelled, error: "cut", tool_result: "cut" };
+    let mut closed = events.clone();
+    for data in closing_events(&events, closing) {
+        closed.push(event(closed.len() as u64, data));
+    }
+    let kinds: Vec<_> = closed[events.len()..].iter().map(Event::kind).collect();
+    assert_eq!(kinds, ["tool/result", "step/error", "turn/end"]);
+    assert_eq!(check_log(&closed), vec![]);
+}
+
+#[test]
 fn checks_find_a_header_after_the_first_response_event() {
     let mut events = tool_turn();
     let header = EpochHeader::new(config("m2"), None, vec![]);
@@ -618,34 +642,4 @@ fn a_crafted_system_delta_is_an_error_not_a_panic() {
 fn unknown_fields_in_a_surface_payload_are_rejected() {
     let line = r#"{"seq":1,"time":1,"type":"user/message","data":{"text":"hi","hidden":"x"}}"#;
     assert!(matches!(decode_event(line, 2).unwrap_err().kind, DecodeErrorKind::BadData { .. }));
-}
-
-/// The checks of the `log_line` fuzz target (`fuzz/src/log_line.rs`), restated over this
-/// crate's paths: no panic; a decoded line's encoding decodes to the same event and encodes to
-/// the same text again; `decode_log` decodes one event per line.
-fn check_log_line_fuzz_input(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    if let Ok(event) = decode_event(text, 1) {
-        let encoded = encode_event(&event);
-        let again = decode_event(&encoded, 1).unwrap();
-        assert_eq!(again, event, "the round trip changed the event\n{encoded}");
-        assert_eq!(encode_event(&again), encoded, "the encoding is not canonical");
-    }
-    if let Ok(events) = decode_log(text) {
-        assert_eq!(events.len(), text.split_terminator('\n').count());
-    }
-}
-
-#[test]
-fn every_log_line_fuzz_input_round_trips_or_is_refused() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz/log_line");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    assert!(!files.is_empty(), "no inputs in {}", dir.display());
-    for file in files {
-        let bytes = std::fs::read(&file).unwrap();
-        if std::panic::catch_unwind(|| check_log_line_fuzz_input(&bytes)).is_err() {
-            panic!("{} fails the log_line checks", file.display());
-        }
-    }
 }

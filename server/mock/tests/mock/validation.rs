@@ -234,6 +234,18 @@ async fn a_prompt_over_the_context_window_names_the_maximum_context_length() {
 }
 
 #[tokio::test]
+async fn max_tokens_near_u64_max_is_over_the_context_not_an_overflow() {
+    // prompt + max_tokens used to overflow: a panic in debug builds (the connection dropped
+    // without an answer); in release the wrapped sum slipped past the context check.
+    let server = start(MockConfig::default()).await;
+    let mut body = user("x");
+    body["max_tokens"] = json!(u64::MAX);
+    let reply = chat(&server, &body).await;
+    assert_eq!(reply.status, 400);
+    assert!(reply.message().contains("maximum context length"), "{}", reply.message());
+}
+
+#[tokio::test]
 async fn ignored_parameters_and_unknown_fields_do_not_error() {
     let server = start(MockConfig::default()).await;
     let mut body = user("hi");
