@@ -2,7 +2,8 @@
 //!
 //! The kernel does not tell the parent which access Landlock or a namespace refused, so this
 //! reads the output the way a person would: a line that reports `Permission denied`,
-//! `Read-only file system` or `Operation not permitted` for a path the plan does not allow
+//! `Read-only file system` or `Operation not permitted` — or a missing file, which is what a
+//! tree covered in the mount namespace looks like — for a path the plan does not allow
 //! becomes "write outside the workspace denied: PATH" (or a read); a network failure while the
 //! network is off becomes "network is off for commands in this session". It is a diagnosis for
 //! the model, best effort: a path the plan allows is never blamed on the sandbox.
@@ -27,6 +28,10 @@ const DENIED: &[&str] = &[
     "[Errno 30]",
     "[Errno 1]",
 ];
+
+/// Phrases of a missing path: what a command sees of a tree the mount namespace covers.
+const MISSING: &[&str] =
+    &["No such file or directory", "Directory nonexistent", "[Errno 2]", "ENOENT"];
 
 /// Words that mark an attempted write on a line that reports a denial.
 const WRITE_WORDS: &[&str] = &[
@@ -83,11 +88,12 @@ pub fn denials(output: &str, plan: &Plan, policy: SandboxPolicy, workspace: &Pat
     for line in output.lines() {
         let network_line = NETWORK.iter().any(|phrase| line.contains(phrase));
         let denied_line = DENIED.iter().any(|phrase| line.contains(phrase));
+        let missing_line = MISSING.iter().any(|phrase| line.contains(phrase));
         if !plan.network && network_line {
             push(NETWORK_OFF.to_owned());
             continue;
         }
-        if !denied_line {
+        if !denied_line && !missing_line {
             continue;
         }
         let paths = paths_in(line, workspace);
@@ -99,7 +105,9 @@ pub fn denials(output: &str, plan: &Plan, policy: SandboxPolicy, workspace: &Pat
         }
         let writing = WRITE_WORDS.iter().any(|word| line.contains(word));
         for path in paths {
-            if plan.may_write(&path) {
+            // A missing path the command may read is just missing; one it may not read was
+            // hidden by the sandbox.
+            if plan.may_write(&path) || (!denied_line && plan.may_read(&path)) {
                 continue;
             }
             let shown = path.display();

@@ -13,13 +13,11 @@ use std::ffi::OsString;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
     /// What the daemon starts: creates the namespaces, prepares the mounts, starts the
-    /// namespace's init and the confined command, waits, and reports the command's status.
+    /// namespace's init, confines itself (the user's own identity, Landlock), starts the
+    /// command, waits, and reports the command's status.
     Outer,
     /// PID 1 of the command's PID namespace: mounts its `/proc`, reaps orphans.
     Init,
-    /// The command's own process before `exec`: drops to the user's identity, applies
-    /// Landlock, `exec`s the command.
-    Inner,
     /// Reports what the kernel offers (JSON on stdout).
     Probe,
     /// Does nothing (the probe's confined command).
@@ -32,7 +30,6 @@ impl std::str::FromStr for Stage {
         match text {
             "outer" => Ok(Stage::Outer),
             "init" => Ok(Stage::Init),
-            "inner" => Ok(Stage::Inner),
             "probe" => Ok(Stage::Probe),
             "noop" => Ok(Stage::Noop),
             other => Err(format!("unknown sandbox stage `{other}`")),

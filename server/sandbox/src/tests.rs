@@ -165,6 +165,17 @@ curl: (7) Failed to connect to 127.0.0.1 port 8080 after 0 ms: Could not connect
     );
     assert_eq!(read_only, vec!["write denied (read-only sandbox): /elsewhere/a".to_owned()]);
     assert!(denials("error: no such file\n", &plan, policy, workspace).is_empty());
+    // What a covered tree looks like in the mount namespace: missing.
+    let covered = "sh: 1: cannot create /home/u/.bashrc: Directory nonexistent\n\
+                   cat: /usr/share/none: No such file or directory\n\
+                   cat: /home/u/notes: No such file or directory\n";
+    assert_eq!(
+        denials(covered, &plan, policy, workspace),
+        vec![
+            "write outside the workspace denied: /home/u/.bashrc".to_owned(),
+            "read outside the paths commands may read denied: /home/u/notes".to_owned(),
+        ]
+    );
 }
 
 #[test]

@@ -4,9 +4,10 @@
 //!
 //! Landlock is an allow list: every file system access it knows is handled, and only the
 //! plan's trees get rules. A hidden path inside a readable tree is carved out ([`carve`]).
-//! Landlock also forbids a sandboxed process to `ptrace` — and so to read
-//! `/proc/PID/environ` or `/proc/PID/mem` of — any process outside its domain, and to mount or
-//! unmount anything; both hold even where no PID or mount namespace could be made.
+//! Landlock also forbids a sandboxed process to `ptrace` any process outside its domain (for
+//! a user other than root that covers `/proc/PID/environ`; see [`proc_trees`] for root), and
+//! to mount or unmount anything; both hold even where no PID or mount namespace could be
+//! made.
 
 use std::path::{Path, PathBuf};
 
@@ -51,7 +52,7 @@ pub(super) fn restrict(plan: &Plan) -> Result<(), SetupError> {
     let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
     rules.extend(carve(&plan.read, &plan.hide).into_iter().map(|path| (path, read)));
     rules.extend(plan.write.iter().map(|path| (path.clone(), all)));
-    rules.push((PathBuf::from("/proc"), read));
+    rules.extend(proc_trees(plan).into_iter().map(|path| (path, read)));
     rules.push((PathBuf::from("/dev"), read));
     rules.extend(DEVICES.iter().map(|path| (PathBuf::from(path), device)));
     if plan.layers.namespaces {
@@ -71,6 +72,31 @@ pub(super) fn restrict(plan: &Plan) -> Result<(), SetupError> {
         ));
     }
     Ok(())
+}
+
+/// What of `/proc` a command may read. In its own PID namespace, all of it: the fresh `/proc`
+/// shows only the sandbox's processes. Without one, `/proc` shows every process of the machine,
+/// and Landlock's ptrace scoping does not keep a process running as root from another root
+/// process's `/proc/PID/environ` (tried on Linux 6.18); so only the entries that are no
+/// process's are readable, and `/proc/self` as it is now — the command's own directory, since
+/// `exec` keeps the pid.
+fn proc_trees(plan: &Plan) -> Vec<PathBuf> {
+    if plan.layers.namespaces {
+        return vec![PathBuf::from("/proc")];
+    }
+    let mut trees = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let is_symlink = entry.file_type().is_ok_and(|kind| kind.is_symlink());
+            let name = entry.file_name();
+            let is_process = name.to_string_lossy().bytes().all(|byte| byte.is_ascii_digit());
+            if !is_symlink && !is_process {
+                trees.push(entry.path());
+            }
+        }
+    }
+    trees.push(PathBuf::from("/proc/self"));
+    trees
 }
 
 /// A rule for `path` with the rights a file or directory can carry; `None` when it does not

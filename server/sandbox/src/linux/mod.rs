@@ -3,7 +3,7 @@
 //! # Processes of one confined command (with namespaces)
 //! ```text
 //! daemon ── outer ─┬─ init   (PID 1 of the new PID namespace: mounts /proc, reaps orphans)
-//!                  └─ inner → exec sh -c COMMAND   (PID 2: the user's identity, Landlock)
+//!                  └─ sh -c COMMAND   (PID 2: the user's own identity, Landlock)
 //! ```
 //! 1. **Outer** (the process the daemon starts, in the daemon's process group) unshares a user
 //!    namespace (mapping the user to root inside it, so it may mount), a mount namespace, a PID
@@ -16,13 +16,12 @@
 //!    outer starts **init** (this binary again), which mounts a fresh `/proc` — the daemon's
 //!    `/proc/PID/environ` and every process outside the sandbox vanish from it — says it is
 //!    ready on a pipe, and then reaps orphans until outer is gone and nothing else is left.
-//! 3. Outer starts **inner** (this binary again) in the same namespaces. Inner enters a nested
-//!    user namespace that maps the user back to their own id — so the command has no
-//!    capability over the mount, PID or network namespaces (it cannot unmount what hides the
-//!    state directory) and sees its own uid — sets `no_new_privs`, applies Landlock, and
-//!    `exec`s the command, which thus keeps inner's pid: outer waits for it and gets its exact
-//!    exit status.
-//! 4. When the command ends, outer kills init if nothing else runs in the namespace (so no
+//! 3. Outer then confines itself: it enters a nested user namespace that maps the user back to
+//!    their own id — so it, and the command after it, keep no capability over the mount, PID
+//!    or network namespaces (nothing can unmount what hides the state directory) and the
+//!    command sees its own uid — sets `no_new_privs`, applies Landlock, and starts the
+//!    **command** (PID 2), whose exact exit status it waits for and reports as its own.
+//! 4. When the command ends, outer lets init go if nothing else runs in the namespace (so no
 //!    process is left); otherwise it leaves init and the leftovers to the daemon, which kills
 //!    the process group after collecting their last output, as it always did.
 //!
@@ -38,8 +37,12 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+use std::os::fd::OwnedFd;
+
 use nix::errno::Errno;
+use nix::fcntl::{OFlag, open, openat};
 use nix::sched::{CloneFlags, unshare};
+use nix::sys::stat::Mode;
 use nix::unistd::{getgid, getuid};
 
 use crate::helper::{SETUP_FAILED, Stage};
@@ -104,7 +107,6 @@ pub(crate) fn run(stage: Stage, plan: Option<&str>, command: &[OsString]) -> i32
         Stage::Probe => Ok(probe()),
         Stage::Init => init(),
         Stage::Outer => plan().and_then(|plan| outer(&plan, command)),
-        Stage::Inner => plan().and_then(|plan| inner(&plan, command)),
     };
     match result {
         Ok(code) => code,
@@ -139,37 +141,56 @@ fn outer(plan: &Plan, command: &[OsString]) -> Result<i32, SetupError> {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     unshare(flags).map_err(sys("creating the user, mount and PID namespaces"))?;
-    // Root inside, so that this process may mount; the command drops back to the user (inner).
-    write_id_maps(0, uid, 0, gid)?;
+    let own_proc = open_own_proc()?;
+    // Root inside, so that this process may mount; it drops back to the user before the
+    // command starts.
+    write_id_maps(&own_proc, 0, uid, 0, gid)?;
     mounts::prepare(plan)?;
     // The working directory still points into the mounts as they were; resolve it again, so
     // the command works in the new view (its binds, its read-only remounts).
     std::env::set_current_dir(&cwd).map_err(io(format!("entering {}", cwd.display())))?;
 
     let init = Init::start()?;
-    let plan_json = plan.to_json();
-    let inner = Command::new(SELF_EXE)
-        .args(["sandbox-exec", "--stage", "inner", "--plan", &plan_json, "--"])
-        .args(command)
-        .spawn()
-        .map_err(io("starting the confined command"))?;
-    let status = wait(inner)?;
+    // From here on this process is as confined as the command: it only waits and reports.
+    drop_to_user(&own_proc, uid, gid)?;
+    nix::sys::prctl::set_no_new_privs().map_err(sys("setting no_new_privs"))?;
+    if plan.layers.landlock {
+        landlock::restrict(plan)?;
+    }
+    let (program, args) = split_command(command)?;
+    let child = match Command::new(program).args(args).spawn() {
+        Ok(child) => child,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(SetupError::NotFound(Path::new(program).display().to_string()));
+        }
+        Err(error) => return Err(io(format!("running {}", Path::new(program).display()))(error)),
+    };
+    let status = wait(child)?;
     init.finish();
     Ok(propagate(status))
 }
 
-/// PID 1 of the command's namespace, killed on drop unless other processes still need it.
+fn split_command(command: &[OsString]) -> Result<(&OsString, &[OsString]), SetupError> {
+    command.split_first().ok_or_else(|| SetupError::Other("no command given".to_owned()))
+}
+
+/// PID 1 of the command's namespace. Dropped, it is told to go (its keepalive pipe closes)
+/// and waited for — unless other processes still need it. Outer cannot kill it: once confined,
+/// Landlock forbids signals to processes outside the sandbox, init included.
 struct Init {
     child: Child,
-    /// Open while outer lives: init leaves when this closes and nothing else is left.
-    _keepalive: std::io::PipeWriter,
+    /// Open while outer wants init: init leaves when this closes and nothing else is left.
+    keepalive: Option<std::io::PipeWriter>,
     /// Leave init running (the command left processes behind).
     leave: bool,
 }
 
 impl Drop for Init {
     fn drop(&mut self) {
+        drop(self.keepalive.take());
         if !self.leave {
+            // Before outer confines itself (a failed setup) this ends init at once; after, init
+            // sees its keepalive close, finds itself alone, and exits within one poll.
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
@@ -191,7 +212,7 @@ impl Init {
         // would never report end-of-file.
         drop(command);
         let child = spawned.map_err(io("starting the namespace's init"))?;
-        let init = Init { child, _keepalive: keepalive_writer, leave: false };
+        let init = Init { child, keepalive: Some(keepalive_writer), leave: false };
         let mut line = String::new();
         let read = std::io::BufReader::new(ready_reader).read_line(&mut line);
         if read.is_err() || line.trim() != "ready" {
@@ -208,58 +229,40 @@ impl Init {
     }
 }
 
-fn inner(plan: &Plan, command: &[OsString]) -> Result<i32, SetupError> {
-    if command.is_empty() {
-        return Err(SetupError::Other("no command given".to_owned()));
-    }
-    if plan.layers.namespaces {
-        drop_to_user()?;
-    }
-    nix::sys::prctl::set_no_new_privs().map_err(sys("setting no_new_privs"))?;
-    if plan.layers.landlock {
-        landlock::restrict(plan)?;
-    }
-    Err(exec(command))
-}
-
-/// Enters a nested user namespace mapping the user's own ids to the outer one's root: the
-/// command keeps no capability over the namespaces outer set up.
-fn drop_to_user() -> Result<(), SetupError> {
-    let uid = outside_id("/proc/self/uid_map")?;
-    let gid = outside_id("/proc/self/gid_map")?;
+/// Enters a nested user namespace mapping the user's own ids (`uid`, `gid`, outside every
+/// namespace) to the outer namespace's root: this process and the command keep no capability
+/// over the namespaces outer set up. `own_proc` is this process's `/proc` directory, opened
+/// before the namespace's own `/proc` (which does not show this process) covered it.
+fn drop_to_user(own_proc: &OwnedFd, uid: u32, gid: u32) -> Result<(), SetupError> {
     unshare(CloneFlags::CLONE_NEWUSER).map_err(sys("creating the nested user namespace"))?;
-    write_id_maps(uid, 0, gid, 0)
+    write_id_maps(own_proc, uid, 0, gid, 0)
 }
 
-/// The id that `0` maps to in an id map of this process (`0 OUTSIDE 1`).
-fn outside_id(map: &str) -> Result<u32, SetupError> {
-    let text = std::fs::read_to_string(map).map_err(io(format!("reading {map}")))?;
-    text.lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let inside = fields.next()?;
-            let outside = fields.next()?;
-            (inside == "0").then(|| outside.parse().ok()).flatten()
-        })
-        .next()
-        .ok_or_else(|| SetupError::Other(format!("{map} does not map 0")))
+/// This process's `/proc` directory.
+fn open_own_proc() -> Result<OwnedFd, SetupError> {
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    open("/proc/self", flags, Mode::empty()).map_err(sys("opening /proc/self"))
 }
 
 /// Writes this process's id maps after `unshare(CLONE_NEWUSER)`: `inside_uid` is
 /// `outside_uid` of the parent namespace (likewise for groups; `setgroups` is denied first,
-/// as an unprivileged gid map requires).
+/// as an unprivileged gid map requires). `own_proc` is this process's `/proc` directory.
 fn write_id_maps(
+    own_proc: &OwnedFd,
     inside_uid: u32,
     outside_uid: u32,
     inside_gid: u32,
     outside_gid: u32,
 ) -> Result<(), SetupError> {
-    let write = |path: &str, text: String| {
-        std::fs::write(path, text).map_err(io(format!("writing {path}")))
+    let write = |name: &str, text: String| {
+        let what = || format!("writing /proc/self/{name}");
+        let descriptor = openat(own_proc, name, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|errno| sys(what())(errno))?;
+        std::fs::File::from(descriptor).write_all(text.as_bytes()).map_err(io(what()))
     };
-    write("/proc/self/setgroups", "deny".to_owned())?;
-    write("/proc/self/uid_map", format!("{inside_uid} {outside_uid} 1\n"))?;
-    write("/proc/self/gid_map", format!("{inside_gid} {outside_gid} 1\n"))
+    write("setgroups", "deny".to_owned())?;
+    write("uid_map", format!("{inside_uid} {outside_uid} 1\n"))?;
+    write("gid_map", format!("{inside_gid} {outside_gid} 1\n"))
 }
 
 /// Replaces this process with the command; returns only when that fails.
