@@ -551,3 +551,22 @@ async fn the_daemon_never_holds_the_key_in_its_environment() {
     assert!(output.status.success(), "{}", describe(&output));
     served.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_read_only_policy_reads_the_workspace_and_writes_nothing() {
+    let env = canary_env().await;
+    write(&env.workspace, "notes.txt", "read me\n");
+    let served = serve(&env, &["--sandbox", "read-only"]).await;
+    let commands = vec!["cat notes.txt".to_owned(), "echo x > made.txt".to_owned()];
+    let (_, results) = run_commands(&env, &commands).await;
+    assert_eq!(results[0], ("read me\n[exit code 0]".to_owned(), false));
+    let (content, is_error) = &results[1];
+    assert!(is_error, "{content}");
+    let made = env.workspace.join("made.txt");
+    assert!(
+        content.contains(&format!("write denied (read-only sandbox): {}", made.display())),
+        "{content}"
+    );
+    assert!(!made.exists());
+    served.shutdown().await;
+}

@@ -143,6 +143,19 @@ fn paths_in(line: &str, workspace: &Path) -> Vec<PathBuf> {
             found.push(word.to_owned());
         }
     }
+    // `cannot create made.txt: Permission denied`: the word before the error names a relative
+    // path (when it looks like a file name).
+    for phrase in DENIED.iter().chain(MISSING) {
+        let Some(at) = line.find(phrase) else { continue };
+        let before = line[..at].trim_end().trim_end_matches(':');
+        let word = before.rsplit(char::is_whitespace).next().unwrap_or_default();
+        let word = word.trim_matches(['\'', '"', '`']);
+        let file_like = word.contains(['.', '/'])
+            && word.chars().all(|c| c.is_alphanumeric() || "._-/~+@".contains(c));
+        if file_like {
+            found.push(if word.starts_with('/') { word.to_owned() } else { format!("./{word}") });
+        }
+    }
     let mut paths: Vec<PathBuf> = found
         .iter()
         .filter(|text| looks_like_path(text))

@@ -158,12 +158,18 @@ curl: (7) Failed to connect to 127.0.0.1 port 8080 after 0 ms: Could not connect
     plan.network = true;
     assert!(denials(network, &plan, policy, workspace).is_empty());
     let read_only = denials(
-        "touch: cannot touch './a': Permission denied",
+        "touch: cannot touch './a': Permission denied\nsh: 1: cannot create b.txt: Permission denied\n",
         &plan,
         SandboxPolicy::ReadOnly,
         Path::new("/elsewhere"),
     );
-    assert_eq!(read_only, vec!["write denied (read-only sandbox): /elsewhere/a".to_owned()]);
+    assert_eq!(
+        read_only,
+        vec![
+            "write denied (read-only sandbox): /elsewhere/a".to_owned(),
+            "write denied (read-only sandbox): /elsewhere/b.txt".to_owned(),
+        ]
+    );
     assert!(denials("error: no such file\n", &plan, policy, workspace).is_empty());
     // What a covered tree looks like in the mount namespace: missing.
     let covered = "sh: 1: cannot create /home/u/.bashrc: Directory nonexistent\n\
