@@ -570,3 +570,39 @@ async fn the_read_only_policy_reads_the_workspace_and_writes_nothing() {
     assert!(!made.exists());
     served.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_settings_reach_the_daemon_a_client_starts_and_another_policy_is_refused() {
+    let env = Env::new().await;
+    env.script(json!([{ "content": "hello" }])).await;
+    let workspace = env.workspace.display().to_string();
+    let output = env
+        .dsh(&[
+            "--sandbox",
+            "read-only",
+            "--sandbox-network",
+            "prompt",
+            "--workspace",
+            &workspace,
+            "hi",
+        ])
+        .await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let status = env.dsh_json(&["status"]).await;
+    assert_eq!(status["sandbox"]["policy"], "read-only", "{status}");
+    assert_eq!(status["sandbox"]["network"], true, "{status}");
+    let refused = env.dsh(&["--sandbox", "full", "sessions"]).await;
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused)
+            .contains("runs commands with another sandbox (policy read-only, not full)"),
+        "{}",
+        describe(&refused)
+    );
+    // The same settings, from the environment this time, are accepted.
+    let mut same = env.command(&["sessions"]);
+    same.env("DSH_SANDBOX", "read-only").env("DSH_SANDBOX_NETWORK", "1");
+    let output = crate::support::run(same).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    env.dsh_ok(&["shutdown"]).await;
+}

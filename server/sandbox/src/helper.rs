@@ -55,11 +55,10 @@ pub fn sandbox_exec(stage: Stage, plan: Option<&str>, command: &[OsString]) -> i
             return 0;
         }
         if stage == Stage::Probe {
-            println!(
-                "{}",
-                serde_json::to_string(&crate::probe::Support::unsupported_os()).unwrap_or_default()
-            );
-            return 0;
+            use std::io::Write as _;
+            let support = crate::probe::Support::unsupported_os();
+            let json = serde_json::to_string(&support).unwrap_or_default();
+            return if writeln!(std::io::stdout(), "{json}").is_ok() { 0 } else { SETUP_FAILED };
         }
         eprintln!("dsh sandbox: command sandboxing is implemented for Linux only");
         SETUP_FAILED
