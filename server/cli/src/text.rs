@@ -124,6 +124,7 @@ pub fn audit_text(audit: &SessionAuditResult) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use dsh_protocol::{PriceUsed, SessionUsageResult, UsageEntry};
     use dsh_session::{Cost, Price, Usage, UsageRow};
