@@ -123,7 +123,7 @@ impl Daemon {
     }
 
     /// The configuration for sessions in `workspace`.
-    pub fn config_for(&self, workspace: &Path) -> ApiResult<Config> {
+    pub fn config_for(&self, workspace: &Path) -> ApiResult<Arc<Config>> {
         self.settings.config(workspace).map_err(|error| ApiError::config(error.to_string()))
     }
 

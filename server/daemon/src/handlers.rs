@@ -108,7 +108,7 @@ pub fn session_list(
         error: Some(error.to_string()),
     });
     // Prices are the workspace's configuration: resolved once per workspace listed.
-    let mut configs: std::collections::HashMap<String, Option<dsh_config::Config>> =
+    let mut configs: std::collections::HashMap<String, Option<Arc<dsh_config::Config>>> =
         std::collections::HashMap::new();
     let mut sessions: Vec<SessionSummary> = listing
         .sessions
@@ -300,7 +300,7 @@ pub async fn session_usage(
     })
     .await?;
     let config = workspace.and_then(|workspace| daemon.config_for(&workspace).ok());
-    Ok(views::usage_result(rows, config.as_ref()))
+    Ok(views::usage_result(rows, config.as_deref()))
 }
 
 /// `session/events`: a page of the log's events, bounded in count and in bytes.

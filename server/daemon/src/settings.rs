@@ -43,13 +43,15 @@ struct FileState {
     /// `None` until first read.
     stamp: Option<Stamp>,
     good: Option<Layer>,
+    /// Counts the changes of `good`: a resolution made at the same generations still holds.
+    generation: u64,
     /// Why the file on disk is not the one in use.
     error: Option<ConfigError>,
 }
 
 impl FileState {
     fn new(path: PathBuf, workspace: bool) -> FileState {
-        FileState { path, workspace, stamp: None, good: None, error: None }
+        FileState { path, workspace, stamp: None, good: None, generation: 0, error: None }
     }
 
     /// Re-reads the file when it changed; `check` says whether a parsed version resolves.
@@ -67,6 +69,7 @@ impl FileState {
         match read.and_then(|layer| check(layer.as_ref()).map(|()| layer)) {
             Ok(layer) => {
                 self.good = layer;
+                self.generation += 1;
                 self.error = None;
                 None
             }
@@ -100,6 +103,9 @@ pub struct Settings {
     /// Built clients, by everything that went into building them.
     clients: Mutex<HashMap<String, DeepSeek>>,
     notices: broadcast::Sender<Notice>,
+    /// The last resolution per workspace, with the generations of the user's file and the
+    /// workspace's it was made from: every step asks, few steps follow an edit.
+    resolved: Mutex<HashMap<PathBuf, (u64, u64, Arc<Config>)>>,
     /// The watcher of the configuration directories, once started.
     watcher: Mutex<Option<Watcher>>,
 }
@@ -145,6 +151,7 @@ impl Settings {
             clients: Mutex::new(HashMap::new()),
             notices: broadcast::channel(64).0,
             watcher: Mutex::new(None),
+            resolved: Mutex::new(HashMap::new()),
         };
         if let Some(error) = settings.refresh_user() {
             return Err(error);
@@ -277,14 +284,14 @@ impl Settings {
 
     /// The configuration for sessions in `workspace`, from the files as they are now (or
     /// their last good versions).
-    pub fn config(&self, workspace: &Path) -> Result<Config, ConfigError> {
+    pub fn config(&self, workspace: &Path) -> Result<Arc<Config>, ConfigError> {
         if let Some(error) = self.refresh_user() {
             self.report(&error);
         }
         if let Some(dir) = dsh_config::workspace_file(workspace).parent() {
             self.watch_dir(dir);
         }
-        let layer = {
+        let (layer, workspace_generation) = {
             // Lock order: workspaces, then user (inside `resolve_layers`).
             let mut workspaces = lock(&self.workspaces);
             let file = workspaces
@@ -296,10 +303,21 @@ impl Settings {
             match (&file.good, &file.error) {
                 // Never good: what needs it fails with the error.
                 (None, Some(error)) => return Err(error.clone()),
-                (good, _) => good.clone(),
+                (good, _) => (good.clone(), file.generation),
             }
         };
-        self.resolve_layers(layer.as_ref())
+        let user_generation = lock(&self.user).as_ref().map_or(0, |file| file.generation);
+        if let Some((user, workspace, config)) = lock(&self.resolved).get(workspace)
+            && (*user, *workspace) == (user_generation, workspace_generation)
+        {
+            return Ok(Arc::clone(config));
+        }
+        let config = Arc::new(self.resolve_layers(layer.as_ref())?);
+        lock(&self.resolved).insert(
+            workspace.to_path_buf(),
+            (user_generation, workspace_generation, Arc::clone(&config)),
+        );
+        Ok(config)
     }
 
     /// The key of a profile, from where its configuration says it is.
