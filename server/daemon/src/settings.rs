@@ -81,6 +81,9 @@ impl FileState {
     }
 }
 
+/// A resolution and the generations (user's file, workspace's file) it was made from.
+type Resolved = (u64, u64, Arc<Config>);
+
 /// A notice for `daemon/notice` subscribers.
 #[derive(Clone, Debug)]
 pub struct Notice {
@@ -105,7 +108,7 @@ pub struct Settings {
     notices: broadcast::Sender<Notice>,
     /// The last resolution per workspace, with the generations of the user's file and the
     /// workspace's it was made from: every step asks, few steps follow an edit.
-    resolved: Mutex<HashMap<PathBuf, (u64, u64, Arc<Config>)>>,
+    resolved: Mutex<HashMap<PathBuf, Resolved>>,
     /// The watcher of the configuration directories, once started.
     watcher: Mutex<Option<Watcher>>,
 }
