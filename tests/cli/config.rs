@@ -404,3 +404,33 @@ async fn a_wire_option_edited_in_the_file_is_a_logged_header_change_at_the_next_
     assert_bodies_rebuilt(&env, &session, &env.mock).await;
     env.assert_audit_ok(&session).await;
 }
+
+/// The approval policy per tool comes from the configuration: a workspace's file that denies
+/// `run_command` refuses the call without asking anyone, and the model sees why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_approval_policy_denies_a_tool_without_asking() {
+    let env = Env::new().await;
+    std::fs::create_dir_all(env.workspace.join(".dsh")).unwrap();
+    std::fs::write(env.workspace.join(".dsh/config.toml"), "[approvals]\nrun_command = \"deny\"\n")
+        .unwrap();
+    env.script(json!([crate::support::tool_reply(
+        "Run it.",
+        "run_command",
+        json!({"command": "echo hi"})
+    )]))
+    .await;
+    let (session, output) = env.prompt_new("Run echo.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let events = env.events(&session);
+    let results = crate::support::tool_results(&events);
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0].content.contains("the approval policy denies `run_command`"),
+        "{:?}",
+        results[0].content
+    );
+    assert!(
+        !events.iter().any(|e| matches!(e.data, dsh_session::EventData::ApprovalRequest(_))),
+        "nobody was asked"
+    );
+}
