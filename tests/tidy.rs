@@ -23,7 +23,9 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     // The CLI: a client of the daemon through its typed client and the protocol (plus the pure
     // log vocabulary it prints, and the mock for `dsh mock`/`dsh demo`). It reaches no session
     // except through the protocol: no agent, no store, no provider.
-    ("dsh", &["dsh-daemon", "dsh-protocol", "dsh-session", "dsh-mock"]),
+    ("dsh", &["dsh-acp", "dsh-daemon", "dsh-protocol", "dsh-session", "dsh-mock"]),
+    // The ACP front: a client of the daemon through its typed client and the protocol.
+    ("dsh-acp", &["dsh-daemon", "dsh-protocol"]),
 ];
 
 #[test]

@@ -16,6 +16,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+/// The log vocabulary, typed, for clients that fold the events they receive (the fronts): an
+/// event as delivered decodes with [`decode_event`] like a log line.
+pub use dsh_session::{ChunkDelta, Event, EventData, decode_event};
 pub use dsh_session::{
     EpochHeader, ForkOrigin, Message, PrefixCause, RequestSent, StopReason, Usage, UsageRow,
 };
@@ -567,6 +570,9 @@ api_type! {
         pub rows: Vec<UsageEntry>,
         /// Sums over finished steps.
         pub totals: Usage,
+        /// The context window, in tokens, of the model the session's next request uses (what
+        /// a step's prompt and output are measured against).
+        pub context_window: u64,
     }
 }
 

@@ -97,6 +97,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compact(args) => commands::compact(&settings, &args.session).await,
         Command::Serve(args) => serve_command(settings, &args).await,
         Command::Stdio(args) => stdio(settings, &args).await,
+        Command::Acp => commands::acp(&settings).await,
         Command::Status => commands::status(&settings).await,
         Command::Shutdown => commands::shutdown(&settings).await,
         Command::Mock(args) => mock(&args).await,

@@ -276,11 +276,19 @@ pub async fn session_usage(
     daemon: Arc<Daemon>,
     params: SessionParams,
 ) -> ApiResult<SessionUsageResult> {
-    let rows = with_events(&daemon, &params.session_id, usage_rows).await?;
+    let (rows, header_model) = with_events(&daemon, &params.session_id, |events| {
+        let model = dsh_session::fold_request_header(events).map(|header| header.config.model);
+        (usage_rows(events), model)
+    })
+    .await?;
     let totals = usage_totals(&rows);
     let rows =
         rows.into_iter().map(|row| UsageEntry { explanation: views::explain(&row), row }).collect();
-    Ok(SessionUsageResult { rows, totals })
+    // The window the loop measures context pressure against: the model of the folded header,
+    // else the daemon's default model (a session with no request yet).
+    let model = header_model.unwrap_or_else(|| daemon.config.default_model.clone());
+    let context_window = dsh_agent::ContextConfig::for_model(&model).window_tokens;
+    Ok(SessionUsageResult { rows, totals, context_window })
 }
 
 /// `session/events`: a page of the log's events, bounded in count and in bytes.

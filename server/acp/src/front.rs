@@ -1,0 +1,712 @@
+//! The front's connection: ACP requests from the editor become calls to the daemon; the events
+//! of each open session's subscription become `session/update`s and permission requests.
+//!
+//! Tasks: the SDK's dispatch loop runs [`Front::dispatch`], which answers quick messages in
+//! place and spawns a task per request that waits on the daemon (a prompt waits for its whole
+//! turn); one router task ([`Front::route`]) reads the daemon connection's notifications in
+//! order and is the only writer of `session/update`s, so updates leave in log order. The
+//! sessions map is a `std::sync::Mutex`, never held across an await.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use agent_client_protocol::v1::{ConnectionTo, Dispatch, schema};
+use agent_client_protocol::{Agent, ByteStreams, Client as AcpClient, UntypedMessage};
+use dsh_daemon::client::event_of;
+use dsh_daemon::{Client, ClientError, Unsolicited};
+use dsh_protocol::method::{self};
+use dsh_protocol::{
+    ApprovalChoice, ApprovalRespondParams, Event, SessionCreateParams, SessionEvent,
+    SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams, SessionParams,
+    SessionPromptParams, SessionRequestParams, SessionSubscribeParams, StopReason, decode_event,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, watch};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+use crate::translate::Translator;
+
+/// How long a finished prompt waits for its turn's last events to be forwarded.
+const FLUSH_DEADLINE: Duration = Duration::from_secs(30);
+/// Sessions per `session/list` page.
+const LIST_PAGE: usize = 50;
+
+/// Serves ACP on `input`/`output` for the daemon behind `client` until the editor closes
+/// `input` (or the daemon its connection). `inbox` is what the client's connection delivers
+/// besides answers.
+pub async fn serve(
+    client: Arc<Client>,
+    inbox: mpsc::UnboundedReceiver<Unsolicited>,
+    input: impl AsyncRead + Send + 'static,
+    output: impl AsyncWrite + Send + 'static,
+) -> anyhow::Result<()> {
+    let front = Arc::new(Front { client, sessions: Mutex::default() });
+    let transport = ByteStreams::new(output.compat_write(), input.compat());
+    let dispatcher = Arc::clone(&front);
+    Agent
+        .v1()
+        .name("dsh")
+        .on_receive_dispatch(
+            async move |message: Dispatch<UntypedMessage, UntypedMessage>,
+                        connection: ConnectionTo<AcpClient>| {
+                dispatcher.dispatch(message, connection).await
+            },
+            agent_client_protocol::on_receive_dispatch!(),
+        )
+        .connect_with(transport, async move |connection: ConnectionTo<AcpClient>| {
+            tokio::select! {
+                // Cancel-safe: the router is dropped with its receiver; nothing half-sent.
+                () = front.route(inbox, connection.clone()) => {
+                    tracing::warn!("the dsh daemon closed the connection");
+                }
+                // Cancel-safe: a wait.
+                () = connection.incoming_closed() => {}
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|error| anyhow::anyhow!("acp connection: {error}"))
+}
+
+/// An open session: the fold of its subscription.
+struct Open {
+    translator: Translator,
+    progress: watch::Sender<Progress>,
+    /// Approvals already turned into permission requests.
+    asked: HashSet<String>,
+    /// Approvals seen below this seq are replay: asked only once the replay is through (most
+    /// are decided further on).
+    replay_end: u64,
+}
+
+/// How far the router has forwarded a session's events.
+#[derive(Clone, Copy, Debug, Default)]
+struct Progress {
+    next_seq: u64,
+    ended_turn: Option<u64>,
+}
+
+struct Front {
+    client: Arc<Client>,
+    sessions: Mutex<HashMap<String, Open>>,
+}
+
+type Connection = ConnectionTo<AcpClient>;
+type AcpError = agent_client_protocol::Error;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Front {
+    /// One incoming message. Requests that wait on the daemon are answered from a task of
+    /// their own, so the dispatch loop keeps reading (a `session/cancel` must get through while
+    /// a prompt runs).
+    async fn dispatch(
+        self: &Arc<Self>,
+        message: Dispatch<UntypedMessage, UntypedMessage>,
+        connection: Connection,
+    ) -> Result<(), AcpError> {
+        match message {
+            Dispatch::Request(request, responder) => {
+                let front = Arc::clone(self);
+                tokio::spawn(async move {
+                    let UntypedMessage { method, params } = request;
+                    let answer = front.answer(&method, params, &connection).await;
+                    let sent = match answer {
+                        Ok(result) => responder.respond(result),
+                        Err(error) => responder.respond_with_error(error),
+                    };
+                    if let Err(error) = sent {
+                        tracing::debug!("answering {method}: {error}");
+                    }
+                });
+                Ok(())
+            }
+            Dispatch::Notification(notification) => {
+                self.notified(notification).await;
+                Ok(())
+            }
+            Dispatch::Response(result, router) => router.route_with_result(result),
+        }
+    }
+
+    async fn notified(&self, notification: UntypedMessage) {
+        if notification.method != "session/cancel" {
+            // Unknown notifications, extension ones included, are ignored (ACP's rule).
+            tracing::debug!("ignoring notification {}", notification.method);
+            return;
+        }
+        let Ok(cancel) = serde_json::from_value::<schema::CancelNotification>(notification.params)
+        else {
+            tracing::warn!("session/cancel without a session id");
+            return;
+        };
+        let params = SessionParams { session_id: cancel.session_id.to_string() };
+        if let Err(error) = self.client.call::<method::SessionCancel>(params).await {
+            tracing::warn!("cancelling {}: {error}", cancel.session_id);
+        }
+    }
+
+    async fn answer(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        connection: &Connection,
+    ) -> Result<Value, AcpError> {
+        match method {
+            "initialize" => Ok(initialize()),
+            "authenticate" => Ok(json!({})),
+            "session/new" => self.new_session(parse(params)?, connection).await,
+            "session/load" => self.load_session(parse(params)?, connection).await,
+            "session/resume" => self.resume_session(parse(params)?, connection).await,
+            "session/list" => self.list_sessions(parse(params)?).await,
+            "session/prompt" => self.prompt(parse(params)?).await,
+            "_session/steering" => self.steer(parse(params)?).await,
+            "_dsh/fork" => self.fork(parse(params)?).await,
+            "_dsh/request" => self.what_the_model_saw(parse(params)?).await,
+            _ => Err(AcpError::method_not_found().data(json!({"method": method}))),
+        }
+    }
+
+    async fn new_session(
+        self: &Arc<Self>,
+        request: schema::NewSessionRequest,
+        connection: &Connection,
+    ) -> Result<Value, AcpError> {
+        let workspace = checked_cwd(&request.cwd, &request.mcp_servers)?;
+        let params = SessionCreateParams { workspace, model: None, config: None };
+        let created = self.client.call::<method::SessionCreate>(params).await.map_err(rpc_error)?;
+        self.open(&created.session_id, true, connection).await?;
+        Ok(json!({"sessionId": created.session_id}))
+    }
+
+    async fn load_session(
+        self: &Arc<Self>,
+        request: schema::LoadSessionRequest,
+        connection: &Connection,
+    ) -> Result<Value, AcpError> {
+        checked_cwd(&request.cwd, &request.mcp_servers)?;
+        let session_id = request.session_id.to_string();
+        let already = lock(&self.sessions).contains_key(&session_id);
+        if already {
+            // Its live subscription goes on; the conversation is replayed from the log with a
+            // fold of its own.
+            self.replay(&session_id, connection).await?;
+        } else {
+            self.open(&session_id, true, connection).await?;
+        }
+        Ok(json!({}))
+    }
+
+    async fn resume_session(
+        self: &Arc<Self>,
+        request: schema::ResumeSessionRequest,
+        connection: &Connection,
+    ) -> Result<Value, AcpError> {
+        checked_cwd(&request.cwd, &request.mcp_servers)?;
+        let session_id = request.session_id.to_string();
+        let already = lock(&self.sessions).contains_key(&session_id);
+        if !already {
+            self.open(&session_id, false, connection).await?;
+        }
+        Ok(json!({}))
+    }
+
+    /// Opens `session_id` in this front: subscribes to its log — from the start when
+    /// `replay`, which the router forwards as the replayed conversation — and returns once the
+    /// events that were logged before are forwarded.
+    async fn open(
+        self: &Arc<Self>,
+        session_id: &str,
+        replay: bool,
+        _connection: &Connection,
+    ) -> Result<(), AcpError> {
+        let usage = self
+            .client
+            .call::<method::SessionUsage>(SessionParams { session_id: session_id.to_owned() })
+            .await
+            .map_err(rpc_error)?;
+        let first = self.events(session_id, 0, 1).await?;
+        let length = first.length;
+        let workspace = first
+            .events
+            .first()
+            .and_then(|event| event.data.get("workspace"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let from = if replay { 0 } else { length };
+        let (progress, mut watcher) = watch::channel(Progress { next_seq: from, ended_turn: None });
+        {
+            let mut sessions = lock(&self.sessions);
+            if sessions.contains_key(session_id) {
+                return Ok(());
+            }
+            let translator = Translator::new(workspace, usage.context_window);
+            sessions.insert(
+                session_id.to_owned(),
+                Open { translator, progress, asked: HashSet::new(), replay_end: length },
+            );
+        }
+        let params =
+            SessionSubscribeParams { session_id: session_id.to_owned(), from_seq: Some(from) };
+        if let Err(error) = self.client.call::<method::SessionSubscribe>(params).await {
+            lock(&self.sessions).remove(session_id);
+            return Err(rpc_error(error));
+        }
+        let forwarded = watcher.wait_for(|progress| progress.next_seq >= length);
+        let _ = tokio::time::timeout(FLUSH_DEADLINE, forwarded).await;
+        Ok(())
+    }
+
+    /// The conversation of a session already open here, replayed from its log.
+    async fn replay(&self, session_id: &str, connection: &Connection) -> Result<(), AcpError> {
+        let workspace;
+        let window;
+        {
+            let sessions = lock(&self.sessions);
+            let Some(open) = sessions.get(session_id) else { return Ok(()) };
+            workspace = open.translator.workspace().to_owned();
+            window = open.translator.window();
+        }
+        let mut translator = Translator::new(workspace, window);
+        let mut from = 0;
+        loop {
+            let page = self.events(session_id, from, 1000).await?;
+            for event in &page.events {
+                if let Some(event) = log_event(event) {
+                    for update in translator.updates(&event) {
+                        send_update(connection, session_id, update);
+                    }
+                }
+            }
+            if page.end || page.next_seq <= from {
+                return Ok(());
+            }
+            from = page.next_seq;
+        }
+    }
+
+    async fn events(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        limit: u64,
+    ) -> Result<dsh_protocol::SessionEventsResult, AcpError> {
+        let params = SessionEventsParams { session_id: session_id.to_owned(), from_seq, limit };
+        self.client.call::<method::SessionEvents>(params).await.map_err(rpc_error)
+    }
+
+    async fn list_sessions(&self, request: schema::ListSessionsRequest) -> Result<Value, AcpError> {
+        let workspace = match &request.cwd {
+            Some(cwd) if !cwd.is_absolute() => {
+                return Err(invalid_params(format!(
+                    "cwd must be an absolute path, not {}",
+                    cwd.display()
+                )));
+            }
+            Some(cwd) => Some(cwd.display().to_string()),
+            None => None,
+        };
+        let listed = self
+            .client
+            .call::<method::SessionList>(SessionListParams { workspace })
+            .await
+            .map_err(rpc_error)?;
+        let mut sessions = listed.sessions;
+        sessions
+            .sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then(a.session_id.cmp(&b.session_id)));
+        let start = match request.cursor.as_deref() {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .map_err(|_| invalid_params(format!("unknown cursor `{cursor}`")))?,
+        };
+        let page: Vec<Value> = sessions
+            .iter()
+            .skip(start)
+            .take(LIST_PAGE)
+            .map(|summary| {
+                let mut info = json!({
+                    "sessionId": summary.session_id,
+                    "cwd": summary.workspace,
+                    "updatedAt": iso8601(summary.updated_ms),
+                });
+                if let Some(title) = &summary.title {
+                    info["title"] = json!(title);
+                }
+                info
+            })
+            .collect();
+        let mut result = json!({"sessions": page});
+        if start + LIST_PAGE < sessions.len() {
+            result["nextCursor"] = json!((start + LIST_PAGE).to_string());
+        }
+        Ok(result)
+    }
+
+    async fn prompt(&self, request: schema::PromptRequest) -> Result<Value, AcpError> {
+        let session_id = request.session_id.to_string();
+        let text = prompt_text(&request.prompt)?;
+        let mut watcher = match lock(&self.sessions).get(&session_id) {
+            Some(open) => open.progress.subscribe(),
+            None => return Err(not_open(&session_id)),
+        };
+        let params = SessionPromptParams { session_id: session_id.clone(), text, when_busy: None };
+        let result = self.client.call::<method::SessionPrompt>(params).await.map_err(rpc_error)?;
+        // Every update of the turn leaves before the answer: wait for its turn/end to pass.
+        let turn = result.turn;
+        let flushed = watcher.wait_for(|progress| progress.ended_turn.is_some_and(|t| t >= turn));
+        let _ = tokio::time::timeout(FLUSH_DEADLINE, flushed).await;
+        let finish = lock(&self.sessions)
+            .get(&session_id)
+            .and_then(|open| open.translator.last_finish_reason.clone());
+        let stop_reason = match result.stop_reason {
+            StopReason::Completed => match finish.as_deref() {
+                Some("length") => "max_tokens",
+                Some("content_filter") => "refusal",
+                _ => "end_turn",
+            },
+            StopReason::Cancelled => "cancelled",
+            StopReason::MaxSteps => "max_turn_requests",
+            StopReason::Error => {
+                let message = result.error.unwrap_or_else(|| "the turn failed".to_owned());
+                return Err(AcpError::new(-32603, message).data(json!({"turn": turn})));
+            }
+        };
+        Ok(json!({
+            "stopReason": stop_reason,
+            "_meta": {"dsh/turn": {"turn": turn, "steps": result.steps, "usage": result.usage}},
+        }))
+    }
+
+    async fn steer(&self, request: SteeringRequest) -> Result<Value, AcpError> {
+        let text = prompt_text(&request.prompt)?;
+        let running = match lock(&self.sessions).get(&request.session_id) {
+            Some(open) => open.translator.running_turn.is_some(),
+            None => return Err(not_open(&request.session_id)),
+        };
+        if !running {
+            return Ok(json!({"outcome": "promptRequired", "reason": "noRunningTurn"}));
+        }
+        let params = SessionInjectParams { session_id: request.session_id, text };
+        let injected =
+            self.client.call::<method::SessionInject>(params).await.map_err(rpc_error)?;
+        Ok(json!({"outcome": "injected", "_meta": {"dsh/seq": injected.seq}}))
+    }
+
+    async fn fork(&self, request: ForkRequest) -> Result<Value, AcpError> {
+        let at_seq = match request.step {
+            None => None,
+            Some(step) => {
+                let params = SessionRequestParams {
+                    session_id: request.session_id.clone(),
+                    step,
+                    diff: None,
+                };
+                let saw =
+                    self.client.call::<method::SessionRequest>(params).await.map_err(rpc_error)?;
+                Some(saw.boundary_seq)
+            }
+        };
+        let params = SessionForkParams { session_id: request.session_id, at_seq, config: None };
+        let forked = self.client.call::<method::SessionFork>(params).await.map_err(rpc_error)?;
+        Ok(json!({"sessionId": forked.session_id}))
+    }
+
+    async fn what_the_model_saw(&self, request: SessionRequestParams) -> Result<Value, AcpError> {
+        let saw = self.client.call::<method::SessionRequest>(request).await.map_err(rpc_error)?;
+        serde_json::to_value(saw).map_err(AcpError::into_internal_error)
+    }
+
+    /// Reads the daemon connection's notifications in order and forwards each open session's
+    /// events; returns when the daemon closes the connection.
+    async fn route(
+        self: &Arc<Self>,
+        mut inbox: mpsc::UnboundedReceiver<Unsolicited>,
+        connection: Connection,
+    ) {
+        while let Some(message) = inbox.recv().await {
+            let Unsolicited::Notification(notification) = message else { continue };
+            let Some((_, delivered)) = event_of(&notification) else { continue };
+            let Some(event) = log_event(&delivered) else {
+                tracing::warn!("an event of {} does not decode", delivered.session_id);
+                continue;
+            };
+            let session_id = delivered.session_id;
+            let (updates, ask) = {
+                let mut sessions = lock(&self.sessions);
+                let Some(open) = sessions.get_mut(&session_id) else { continue };
+                let before = *open.progress.borrow();
+                if event.seq < before.next_seq {
+                    continue;
+                }
+                let updates = open.translator.updates(&event);
+                let mut ask = Vec::new();
+                if event.seq + 1 >= open.replay_end {
+                    for (approval_id, (call_id, summary)) in &open.translator.pending_approvals {
+                        if open.asked.insert(approval_id.clone()) {
+                            ask.push((approval_id.clone(), call_id.clone(), summary.clone()));
+                        }
+                    }
+                }
+                let ended_turn = open.translator.last_ended.map(|(turn, _)| turn);
+                open.progress.send_replace(Progress { next_seq: event.seq + 1, ended_turn });
+                (updates, ask)
+            };
+            for update in updates {
+                send_update(&connection, &session_id, update);
+            }
+            for (approval_id, call_id, summary) in ask {
+                let front = Arc::clone(self);
+                let connection = connection.clone();
+                let session_id = session_id.clone();
+                tokio::spawn(async move {
+                    front
+                        .ask_permission(&connection, session_id, approval_id, call_id, summary)
+                        .await;
+                });
+            }
+        }
+    }
+
+    /// A dsh approval as `session/request_permission`; the answer goes back through
+    /// `approval/respond`. A cancelled request (the client's answer to `session/cancel`) or a
+    /// failed one denies.
+    async fn ask_permission(
+        &self,
+        connection: &Connection,
+        session_id: String,
+        approval_id: String,
+        call_id: String,
+        summary: String,
+    ) {
+        let request = json!({
+            "sessionId": session_id,
+            "toolCall": {"toolCallId": call_id, "title": summary},
+            "options": [
+                {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+                {"optionId": "allow_always", "name": "Always allow this tool in this session", "kind": "allow_always"},
+                {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+            ],
+            "_meta": {"dsh/approvalId": approval_id},
+        });
+        let decision = match serde_json::from_value::<schema::RequestPermissionRequest>(request) {
+            Ok(request) => match connection.send_request(request).block_task().await {
+                Ok(response) => chosen(&response),
+                Err(error) => {
+                    tracing::warn!("asking permission for {call_id}: {error}");
+                    ApprovalChoice::Deny
+                }
+            },
+            Err(error) => {
+                tracing::warn!("building the permission request for {call_id}: {error}");
+                ApprovalChoice::Deny
+            }
+        };
+        let params = ApprovalRespondParams { session_id, approval_id, decision };
+        if let Err(error) = self.client.call::<method::ApprovalRespond>(params).await {
+            // Answered elsewhere, timed out, or the turn was cancelled: nothing waits anymore.
+            tracing::debug!("answering approval: {error}");
+        }
+    }
+}
+
+/// The dsh decision for a permission answer.
+fn chosen(response: &schema::RequestPermissionResponse) -> ApprovalChoice {
+    let value = serde_json::to_value(response).unwrap_or_default();
+    let outcome = &value["outcome"];
+    if outcome["outcome"] != "selected" {
+        return ApprovalChoice::Deny;
+    }
+    match outcome["optionId"].as_str() {
+        Some("allow_once") => ApprovalChoice::Allow,
+        Some("allow_always") => ApprovalChoice::AllowAlways,
+        _ => ApprovalChoice::Deny,
+    }
+}
+
+fn send_update(connection: &Connection, session_id: &str, update: Value) {
+    let notification = json!({"sessionId": session_id, "update": update});
+    match serde_json::from_value::<schema::SessionNotification>(notification) {
+        Ok(notification) => {
+            if let Err(error) = connection.send_notification(notification) {
+                tracing::debug!("sending an update: {error}");
+            }
+        }
+        Err(error) => tracing::warn!("an update does not fit ACP's types: {error}"),
+    }
+}
+
+/// `_session/steering` params: the shape of the Claude Code and Codex adapters.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SteeringRequest {
+    session_id: String,
+    prompt: Vec<schema::ContentBlock>,
+}
+
+/// `_dsh/fork` params.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ForkRequest {
+    session_id: String,
+    /// Fork before this step (its request is the fork's next); the whole log when absent.
+    #[serde(default)]
+    step: Option<u64>,
+}
+
+fn initialize() -> Value {
+    let steering = json!({
+        "supported": true,
+        "method": "_session/steering",
+        "idleBehavior": "promptRequired",
+    });
+    json!({
+        "protocolVersion": 1,
+        "agentCapabilities": {
+            "loadSession": true,
+            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "sessionCapabilities": {"list": {}, "resume": {}},
+            "_meta": {
+                "steering": steering,
+                "dsh": {
+                    "version": 1,
+                    "methods": ["_session/steering", "_dsh/fork", "_dsh/request"],
+                    "updateMeta": ["dsh/usage", "dsh/steering"],
+                },
+            },
+        },
+        "agentInfo": {"name": "dsh", "title": "dsh", "version": env!("CARGO_PKG_VERSION")},
+        "authMethods": [],
+        "_meta": {"steering": steering},
+    })
+}
+
+/// A session's workspace from ACP's `cwd`: absolute, and no MCP servers (dsh has no MCP tools
+/// yet).
+fn checked_cwd(
+    cwd: &std::path::Path,
+    mcp_servers: &[schema::McpServer],
+) -> Result<String, AcpError> {
+    if !cwd.is_absolute() {
+        return Err(invalid_params(format!(
+            "cwd must be an absolute path, not `{}`",
+            cwd.display()
+        )));
+    }
+    if !mcp_servers.is_empty() {
+        return Err(invalid_params(format!(
+            "dsh does not support MCP servers yet: remove the {} MCP server(s) from the request",
+            mcp_servers.len()
+        )));
+    }
+    Ok(cwd.display().to_string())
+}
+
+/// A prompt's content blocks as the text of a dsh prompt: text as is, resource links as
+/// Markdown links, embedded resources as tagged context.
+fn prompt_text(blocks: &[schema::ContentBlock]) -> Result<String, AcpError> {
+    let mut parts = Vec::new();
+    for block in blocks {
+        let value = serde_json::to_value(block).map_err(AcpError::into_internal_error)?;
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        match value["type"].as_str() {
+            Some("text") => parts.push(text(&value["text"])),
+            Some("resource_link") => {
+                parts.push(format!("[@{}]({})", text(&value["name"]), text(&value["uri"])))
+            }
+            Some("resource") => {
+                let resource = &value["resource"];
+                match resource.get("text") {
+                    Some(body) => parts.push(format!(
+                        "<context ref=\"{}\">\n{}\n</context>",
+                        text(&resource["uri"]),
+                        text(body)
+                    )),
+                    None => {
+                        return Err(invalid_params(format!(
+                            "binary resource {} is not supported",
+                            text(&resource["uri"])
+                        )));
+                    }
+                }
+            }
+            other => {
+                return Err(invalid_params(format!(
+                    "{} content is not supported (see promptCapabilities)",
+                    other.unwrap_or("unknown")
+                )));
+            }
+        }
+    }
+    if parts.iter().all(|part| part.trim().is_empty()) {
+        return Err(invalid_params("the prompt is empty"));
+    }
+    Ok(parts.join("\n"))
+}
+
+fn log_event(event: &SessionEvent) -> Option<Event> {
+    let line =
+        json!({"seq": event.seq, "time": event.time, "type": event.kind, "data": event.data});
+    decode_event(&line.to_string(), 0).ok()
+}
+
+fn parse<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, AcpError> {
+    serde_json::from_value(params)
+        .map_err(|error| invalid_params(format!("invalid params: {error}")))
+}
+
+fn invalid_params(message: impl Into<String>) -> AcpError {
+    AcpError::new(-32602, message)
+}
+
+fn not_open(session_id: &str) -> AcpError {
+    AcpError::new(
+        -32002,
+        format!("session {session_id} is not open here: call session/load or session/resume first"),
+    )
+}
+
+/// A daemon error as an ACP error: an unknown session is ACP's "resource not found", a bad
+/// workspace invalid params; other application codes pass through (`protocol/README.md`).
+fn rpc_error(error: ClientError) -> AcpError {
+    match error {
+        ClientError::Rpc(object) => {
+            let code = match object.code {
+                dsh_protocol::code::SESSION_NOT_FOUND => -32002,
+                dsh_protocol::code::INVALID_WORKSPACE => -32602,
+                code => code,
+            };
+            AcpError::new(code, object.message)
+        }
+        other => AcpError::new(-32603, other.to_string()),
+    }
+}
+
+/// Unix milliseconds as an RFC 3339 UTC timestamp.
+fn iso8601(unix_ms: u64) -> String {
+    let seconds = unix_ms / 1000;
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        unix_ms % 1000
+    )
+}
