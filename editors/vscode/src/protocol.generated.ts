@@ -439,7 +439,12 @@ rows: Array<UsageEntry>,
 /**
  * Sums over finished steps.
  */
-totals: Usage, };
+totals: Usage, 
+/**
+ * The context window, in tokens, of the model the session's next request uses (what
+ * a step's prompt and output are measured against).
+ */
+contextWindow: number, };
 
 export type SessionEventsParams = { 
 /**

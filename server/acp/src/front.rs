@@ -312,12 +312,13 @@ impl Front {
             Some(cwd) => Some(cwd.display().to_string()),
             None => None,
         };
-        let listed = self
-            .client
-            .call::<method::SessionList>(SessionListParams { workspace })
-            .await
-            .map_err(rpc_error)?;
-        let mut sessions = listed.sessions;
+        let listed = self.client.call::<method::SessionList>(SessionListParams { workspace }).await;
+        let mut sessions = match listed {
+            Ok(listed) => listed.sessions,
+            // A directory that is no workspace (gone, never existed) has no sessions.
+            Err(error) if error.code() == Some(dsh_protocol::code::INVALID_WORKSPACE) => Vec::new(),
+            Err(error) => return Err(rpc_error(error)),
+        };
         sessions
             .sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then(a.session_id.cmp(&b.session_id)));
         let start = match request.cursor.as_deref() {

@@ -374,6 +374,7 @@ M.event_kinds = {
 
 --- `session/usage` result.
 ---@class dsh.SessionUsageResult
+---@field contextWindow integer The context window, in tokens, of the model the session's next request uses (what a step's prompt and output are measured against).
 ---@field rows dsh.UsageEntry[] One row per step.
 ---@field totals dsh.Usage Sums over finished steps.
 
