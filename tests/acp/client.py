@@ -1,7 +1,10 @@
 """The ACP front driven by the Python ACP SDK (PyPI `agent-client-protocol`): `dsh acp` spawned
 against the mock provider, every frame it sends validated against the ACP v1 JSON Schema.
 
-    python3 tests/acp/client.py DSH_BIN SCHEMA_JSON
+    python3 tests/acp/client.py DSH_BIN SCHEMA_JSON [NODE_CLIENT_MJS]
+
+With NODE_CLIENT_MJS, the TypeScript SDK's scenarios (client.mjs) run too, and their frames are
+validated with these.
 
 Scenarios: a prompt whose tool call asks permission (allowed), streamed thoughts and text,
 end_turn; bad input (relative cwd, MCP servers, unknown methods and notifications, a malformed
@@ -94,16 +97,36 @@ def text_of(updates, kind):
     return "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == kind)
 
 
-async def main(dsh, schema):
+async def main(dsh, schema, node_client):
     env = Env(dsh)
     recorders = []
     try:
         await scenarios(env, recorders)
     finally:
         env.stop()
-    checked = validate_frames(schema, recorders)
-    print(f"ok: {checked} frames the front sent validate against {schema}")
     print(f"python ACP SDK: {len(PASSED)} scenarios passed: {', '.join(PASSED)}")
+    if node_client:
+        recorders.append(run_node_client(dsh, node_client))
+    checked = validate_frames(schema, recorders)
+    print(f"ok: {checked} frames the front sent, in both SDKs' runs, validate against {schema}")
+
+
+def run_node_client(dsh, script):
+    """Runs the TypeScript SDK's scenarios (client.mjs) in an environment of their own and
+    returns what they recorded."""
+    env = Env(dsh)
+    frames = os.path.join(env.root, "frames.jsonl")
+    try:
+        subprocess.run(["node", script, dsh, env.mock.url, env.home, env.ws, frames], env=env.env, check=True)
+    finally:
+        env.stop()
+    recorder = Recorder()
+    with open(frames) as f:
+        for line in f:
+            entry = json.loads(line)
+            (recorder.sent if entry["dir"] == "sent" else recorder.received).append(entry["frame"])
+    check(len(recorder.sent) > 20, f"the node client recorded {len(recorder.sent)} frames")
+    return recorder
 
 
 async def scenarios(env, recorders):
@@ -327,4 +350,4 @@ async def scenarios(env, recorders):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None))

@@ -63,6 +63,9 @@ fn main() -> ExitCode {
 fn default_log_level(command: &Command) -> &'static str {
     match command {
         Command::Serve(_) => "info",
+        // The ACP SDK warns about every error answer it sends (an unknown method, say): the
+        // editor shows our stderr, and those answers are the protocol working.
+        Command::Acp => "warn,agent_client_protocol=error",
         _ => "warn",
     }
 }
