@@ -21,12 +21,13 @@ if [[ ! -d node_modules/@agentclientprotocol/sdk ]]; then
   npm ci --silent --no-audit --no-fund >&2
 fi
 python_deps=("agent-client-protocol==0.12.1" "jsonschema==4.26.0")
-if [[ ! -f "$deps/.installed-0.12.1" ]]; then
+marker="$deps/.installed-$(echo "${python_deps[*]}" | sha256sum | cut -c1-12)"
+if [[ ! -f "$marker" ]]; then
   echo "installing the Python ACP SDK and jsonschema into $deps" >&2
   rm -rf "$deps"
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-input \
     --target "$deps" "${python_deps[@]}" >&2
-  touch "$deps/.installed-0.12.1"
+  touch "$marker"
 fi
 schema="$here/node_modules/@agentclientprotocol/sdk/schema/v1/schema.json"
 PYTHONPATH="$deps" exec python3 "$here/client.py" "$dsh" "$schema" "$here/client.mjs"

@@ -245,3 +245,6 @@ fn one_line(text: &str) -> String {
         line.to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests;
