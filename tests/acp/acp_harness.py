@@ -135,6 +135,7 @@ RESPONSES = {
 PARAMS = {
     "session/update": "SessionNotification",
     "session/request_permission": "RequestPermissionRequest",
+    "$/cancel_request": "CancelRequestNotification",
 }
 
 

@@ -45,6 +45,10 @@ class Client:
 
     async def request_permission(self, session_id, tool_call, options, **kwargs):
         self.permissions.append((session_id, tool_call, [o.option_id for o in options]))
+        if self.answer == "hold":
+            # Nobody answers here: the front withdraws the request when the turn ends.
+            await asyncio.sleep(3)
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         if self.answer is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=self.answer))
@@ -220,6 +224,22 @@ async def scenarios(env, recorders):
     result = await asyncio.wait_for(running, 15)
     check(result.stop_reason == "cancelled", result)
     PASSED.append("cancel, busy")
+
+    # A permission request left unanswered is withdrawn ($/cancel_request) when the turn is
+    # cancelled by another front.
+    client.answer = "hold"
+    asked = len(client.permissions)
+    env.mock.script([{"content": "", "tool_calls": [{"name": "run_command", "arguments": {"command": "echo held"}}]}])
+    running = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("run it, held")]))
+    await wait_until_async(lambda: len(client.permissions) > asked, what="the permission request")
+    await asyncio.to_thread(env.run, "cancel", sid)
+    result = await asyncio.wait_for(running, 15)
+    check(result.stop_reason == "cancelled", result)
+    asks = [f for f in recorder.sent if f.get("method") == "session/request_permission"]
+    withdrawn = [f for f in recorder.sent if f.get("method") == "$/cancel_request"]
+    check(withdrawn and withdrawn[-1]["params"]["requestId"] == asks[-1]["id"], withdrawn)
+    client.answer = "allow_once"
+    PASSED.append("unanswered permission withdrawn when the turn is cancelled elsewhere")
 
     # Steering: idle, it asks for a prompt; mid-turn it is injected into the next request.
     idle = await conn._conn.send_request("_session/steering", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]})

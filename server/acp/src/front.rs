@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use agent_client_protocol::v1::{ConnectionTo, Dispatch, schema};
-use agent_client_protocol::{Agent, ByteStreams, Client as AcpClient, UntypedMessage};
+use agent_client_protocol::{
+    Agent, ByteStreams, Client as AcpClient, RequestCancellationHandle, UntypedMessage,
+};
 use dsh_daemon::client::event_of;
 use dsh_daemon::{Client, ClientError, Unsolicited};
 use dsh_protocol::method::{self};
@@ -77,6 +79,9 @@ struct Open {
     progress: watch::Sender<Progress>,
     /// Approvals already turned into permission requests.
     asked: HashSet<String>,
+    /// Permission requests the client has not answered yet, by approval id: withdrawn
+    /// (`$/cancel_request`) when the approval is decided elsewhere or its turn ends.
+    asking: HashMap<String, RequestCancellationHandle>,
     /// Approvals seen below this seq are replay: asked only once the replay is through (most
     /// are decided further on).
     replay_end: u64,
@@ -249,7 +254,13 @@ impl Front {
             let translator = Translator::new(workspace, usage.context_window);
             sessions.insert(
                 session_id.to_owned(),
-                Open { translator, progress, asked: HashSet::new(), replay_end: length },
+                Open {
+                    translator,
+                    progress,
+                    asked: HashSet::new(),
+                    asking: HashMap::new(),
+                    replay_end: length,
+                },
             );
         }
         let params =
@@ -455,6 +466,16 @@ impl Front {
                         }
                     }
                 }
+                // A permission request whose approval is no longer pending (decided by another
+                // front, timed out, its turn cancelled) is withdrawn.
+                let pending = &open.translator.pending_approvals;
+                open.asking.retain(|approval_id, handle| {
+                    let keep = pending.contains_key(approval_id);
+                    if !keep {
+                        let _ = handle.cancel();
+                    }
+                    keep
+                });
                 let ended_turn = open.translator.last_ended.map(|(turn, _)| turn);
                 open.progress.send_replace(Progress { next_seq: event.seq + 1, ended_turn });
                 (updates, ask)
@@ -497,13 +518,21 @@ impl Front {
             "_meta": {"dsh/approvalId": approval_id},
         });
         let decision = match serde_json::from_value::<schema::RequestPermissionRequest>(request) {
-            Ok(request) => match connection.send_request(request).block_task().await {
-                Ok(response) => chosen(&response),
-                Err(error) => {
-                    tracing::warn!("asking permission for {call_id}: {error}");
-                    ApprovalChoice::Deny
+            Ok(request) => {
+                let sent = connection.send_request(request);
+                self.track_asking(&session_id, &approval_id, sent.cancellation_handle());
+                let answer = sent.block_task().await;
+                if let Some(open) = lock(&self.sessions).get_mut(&session_id) {
+                    open.asking.remove(&approval_id);
                 }
-            },
+                match answer {
+                    Ok(response) => chosen(&response),
+                    Err(error) => {
+                        tracing::debug!("asking permission for {call_id}: {error}");
+                        ApprovalChoice::Deny
+                    }
+                }
+            }
             Err(error) => {
                 tracing::warn!("building the permission request for {call_id}: {error}");
                 ApprovalChoice::Deny
@@ -513,6 +542,20 @@ impl Front {
         if let Err(error) = self.client.call::<method::ApprovalRespond>(params).await {
             // Answered elsewhere, timed out, or the turn was cancelled: nothing waits anymore.
             tracing::debug!("answering approval: {error}");
+        }
+    }
+}
+
+impl Front {
+    /// Remembers an unanswered permission request so the router can withdraw it; withdraws it
+    /// at once when its approval was settled while it was being sent.
+    fn track_asking(&self, session_id: &str, approval_id: &str, handle: RequestCancellationHandle) {
+        let mut sessions = lock(&self.sessions);
+        let Some(open) = sessions.get_mut(session_id) else { return };
+        if open.translator.pending_approvals.contains_key(approval_id) {
+            open.asking.insert(approval_id.to_owned(), handle);
+        } else {
+            let _ = handle.cancel();
         }
     }
 }
