@@ -17,13 +17,19 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("dsh-store", &["dsh-session"]),
     ("dsh-provider", &["dsh-session"]),
     ("dsh-mock", &[]),
-    ("dsh-agent", &["dsh-session", "dsh-store", "dsh-provider"]),
+    // The command sandbox knows nothing of sessions: the agent runs commands through it, the
+    // daemon reports it, the CLI hosts its helper (`dsh sandbox-exec`) and `dsh doctor`.
+    ("dsh-sandbox", &[]),
+    ("dsh-agent", &["dsh-session", "dsh-store", "dsh-provider", "dsh-sandbox"]),
     ("dsh-protocol", &["dsh-session"]),
-    ("dsh-daemon", &["dsh-agent", "dsh-provider", "dsh-store", "dsh-session", "dsh-protocol"]),
+    (
+        "dsh-daemon",
+        &["dsh-agent", "dsh-provider", "dsh-store", "dsh-session", "dsh-protocol", "dsh-sandbox"],
+    ),
     // The CLI: a client of the daemon through its typed client and the protocol (plus the pure
     // log vocabulary it prints, and the mock for `dsh mock`/`dsh demo`). It reaches no session
     // except through the protocol: no agent, no store, no provider.
-    ("dsh", &["dsh-acp", "dsh-daemon", "dsh-protocol", "dsh-session", "dsh-mock"]),
+    ("dsh", &["dsh-acp", "dsh-daemon", "dsh-protocol", "dsh-session", "dsh-mock", "dsh-sandbox"]),
     // The ACP front: a client of the daemon through its typed client and the protocol.
     ("dsh-acp", &["dsh-daemon", "dsh-protocol"]),
 ];

@@ -233,6 +233,8 @@ fn declarations() -> Vec<String> {
         ApprovalRespondParams::decl(&config),
         ApprovalRespondResult::decl(&config),
         LoadedSession::decl(&config),
+        SandboxFeature::decl(&config),
+        SandboxStatus::decl(&config),
         DaemonStatusResult::decl(&config),
         DaemonShutdownResult::decl(&config),
         // The log vocabulary the API hands out.

@@ -626,6 +626,8 @@ pub enum ApprovalChoice {
     Deny,
     /// Run this and every later call of this tool in the session.
     AllowAlways,
+    /// Run this call once without the sandbox (for a command; for other tools, as `allow`).
+    AllowUnconfined,
 }
 
 api_type! {
@@ -663,6 +665,40 @@ api_type! {
 }
 
 api_type! {
+    /// One kernel feature the command sandbox is built from.
+    pub struct SandboxFeature {
+        /// `landlock` or `userns`.
+        pub name: String,
+        /// The kernel offers it.
+        pub available: bool,
+        /// The sandbox uses it (available, and not turned off by the configuration).
+        pub used: bool,
+        /// The configuration turned it off (`--sandbox-without`).
+        pub turned_off: bool,
+        /// What it offers (`Landlock ABI 7`), or why it is missing.
+        pub detail: String,
+    }
+}
+
+api_type! {
+    /// What confines the commands the model runs.
+    pub struct SandboxStatus {
+        /// The policy: `workspace-write`, `read-only` or `full` (no confinement).
+        pub policy: String,
+        /// Whether commands may use the network.
+        pub network: bool,
+        /// Each kernel feature: offered, used, turned off.
+        pub features: Vec<SandboxFeature>,
+        /// The layers applied to every command, in words.
+        pub in_force: Vec<String>,
+        /// Every command asks for approval, because the sandbox is weaker than its policy.
+        pub approval_required: bool,
+        /// What is missing and what that means, for people (empty when all is in force).
+        pub warnings: Vec<String>,
+    }
+}
+
+api_type! {
     /// `daemon/status` result.
     pub struct DaemonStatusResult {
         /// The daemon's version.
@@ -685,6 +721,8 @@ api_type! {
         /// read, descriptors running out, …); empty when all is well.
         #[serde(default)]
         pub warnings: Vec<String>,
+        /// The command sandbox.
+        pub sandbox: SandboxStatus,
     }
 }
 

@@ -11,4 +11,5 @@ mod faults;
 mod first_use;
 mod header;
 mod resume;
+mod sandbox;
 mod wire;

@@ -116,6 +116,10 @@ async fn the_demo_runs_offline_and_every_request_is_rebuilt() {
     let text = stdout(&output);
     assert!(text.contains("7 of 7 requests"), "{text}");
     assert!(text.contains("audit ok"), "{text}");
+    for step in 1..=7 {
+        let heading = format!("── step {step} ──");
+        assert_eq!(text.matches(&heading).count(), 1, "each step is printed once: {text}");
+    }
     assert!(
         text.contains("system prompt changed"),
         "the demo's AGENTS.md edit is explained: {text}"

@@ -426,6 +426,37 @@ test("e2e: after a daemon restart, :Dsh sessions lists the sessions and reopens 
   H.eq(before, text_of(r))
 end)
 
+test("e2e: a command allowed once unconfined escapes the sandbox; the transcript marks it", function()
+  setup()
+  local marker = E.home .. "/outside-marker"
+  local touch = { name = "run_command", arguments = { command = "touch " .. marker } }
+  script({ { content = "Touching it twice.", tool_calls = { touch, touch } }, { content = "Touched." } })
+  local previous = dsh.current()
+  vim.cmd("Dsh open")
+  local t = wait_current(function(c)
+    return c ~= previous
+  end, "a new session's transcript")
+  local asked = {}
+  local ui_select = vim.ui.select
+  vim.ui.select = function(items, opts, on_choice)
+    table.insert(asked, { items = items, prompt = opts.prompt })
+    vim.schedule(function()
+      on_choice(#asked == 1 and "Allow" or "Allow once, unconfined")
+    end)
+  end
+  vim.cmd("Dsh prompt touch the marker outside the workspace")
+  local ok, err = pcall(wait_text, t, "━━ turn 1 completed")
+  vim.ui.select = ui_select
+  assert(ok, err)
+  H.eq(2, #asked, "two approvals asked")
+  H.eq({ "Allow", "Deny", "Allow always", "Allow once, unconfined" }, asked[1].items)
+  H.contains(asked[1].prompt, "[sandbox: workspace-write]")
+  local text = text_of(t)
+  H.contains(text, "write outside the workspace denied: " .. marker)
+  H.eq(1, select(2, text:gsub("ran unconfined", "")), "only the second run is marked:\n" .. text)
+  H.eq(1, vim.fn.filereadable(marker), "the unconfined run wrote outside the workspace")
+end)
+
 test("e2e: :checkhealth dsh finds the binary, its version, the daemon and the key", function()
   setup()
   vim.cmd("silent checkhealth dsh")
@@ -436,6 +467,7 @@ test("e2e: :checkhealth dsh finds the binary, its version, the daemon and the ke
   H.contains(text, "initialize: dsh")
   H.contains(text, "daemon pid")
   H.contains(text, "DEEPSEEK_API_KEY is set")
+  H.contains(text, "command sandbox workspace-write")
   H.eq(nil, text:find("ERROR", 1, true), "no error in:\n" .. text)
 end)
 

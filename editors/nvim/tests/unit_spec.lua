@@ -1,6 +1,7 @@
 -- Tests that need no daemon: usage formatting, transcript rendering from log events, the
 -- generated protocol file, configuration, the errors for a missing binary or a bridge that
 -- fails, and that nothing in the plugin waits for the daemon.
+local dsh = require("dsh")
 local usage = require("dsh.usage")
 local transcript = require("dsh.transcript")
 local config = require("dsh.config")
@@ -82,6 +83,39 @@ end
 local buf_text = H.buf_text
 
 local usage_marks = H.usage_marks
+
+test("transcript: a command approved unconfined is marked; a confined one is not", function()
+  local t = transcript.get_or_create("unit-unconfined")
+  local list = {
+    { "session/meta", { formatVersion = 0, sessionId = "unit-unconfined", workspace = "/tmp/ws" } },
+    { "turn/start", { turn = 1 } },
+    { "step/start", { step = 1, turn = 1 } },
+    { "assistant/message", { step = 1, message = { content = "", toolCalls = { { id = "c1", name = "run_command", arguments = '{"command":"ls"}' }, { id = "c2", name = "run_command", arguments = '{"command":"touch /x"}' } } } } },
+    { "approval/request", { approvalId = "a1", callId = "c1", tool = "run_command", summary = "run_command: ls", sandbox = "workspace-write" } },
+    { "approval/decision", { approvalId = "a1", decision = "allow" } },
+    { "tool/call", { step = 1, callId = "c1", name = "run_command" } },
+    { "tool/result", { callId = "c1", name = "run_command", content = "a\n[exit code 0]" } },
+    { "approval/request", { approvalId = "a2", callId = "c2", tool = "run_command", summary = "run_command: touch /x", sandbox = "workspace-write" } },
+    { "approval/decision", { approvalId = "a2", decision = "allowUnconfined" } },
+    { "tool/call", { step = 1, callId = "c2", name = "run_command", unconfined = true } },
+    { "tool/result", { callId = "c2", name = "run_command", content = "[exit code 0]" } },
+  }
+  for i, e in ipairs(list) do
+    t:on_event({ sessionId = "unit-unconfined", seq = i - 1, time = 0, type = e[1], data = e[2] })
+  end
+  local text = buf_text(t.buf)
+  H.contains(text, "? run_command wants approval: run_command: ls [sandbox: workspace-write]")
+  H.eq(1, select(2, text:gsub("ran unconfined", "")), "only the second run is marked")
+  H.contains(text, "⚠ run_command ran unconfined (no sandbox)")
+  local marks = table.concat(vim.tbl_map(function(m)
+    return m[4].virt_text and m[4].virt_text[1][1] or ""
+  end, vim.api.nvim_buf_get_extmarks(t.buf, transcript.ns, 0, -1, { details = true })), "|")
+  H.contains(marks, "allowed once, unconfined")
+  H.eq({ "Allow", "Deny", "Allow always", "Allow once, unconfined" }, dsh.approval_choices({ sandbox = "workspace-write" }))
+  H.eq({ "Allow", "Deny", "Allow always" }, dsh.approval_choices({ sandbox = "full (unconfined)" }))
+  H.eq({ "Allow", "Deny", "Allow always" }, dsh.approval_choices({}))
+  vim.api.nvim_buf_delete(t.buf, { force = true })
+end)
 
 test("transcript: renders streamed text, folded reasoning, tool calls, approvals, steering", function()
   local t = transcript.get_or_create("unit-1")

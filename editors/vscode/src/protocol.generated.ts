@@ -518,7 +518,7 @@ errors: Array<string>,
  */
 notes: Array<string>, };
 
-export type ApprovalChoice = "allow" | "deny" | "allowAlways";
+export type ApprovalChoice = "allow" | "deny" | "allowAlways" | "allowUnconfined";
 
 export type ApprovalRespondParams = { 
 /**
@@ -553,6 +553,54 @@ running: boolean,
  * Set when the session's task failed; it accepts no more turns.
  */
 failed?: string, };
+
+export type SandboxFeature = { 
+/**
+ * `landlock` or `userns`.
+ */
+name: string, 
+/**
+ * The kernel offers it.
+ */
+available: boolean, 
+/**
+ * The sandbox uses it (available, and not turned off by the configuration).
+ */
+used: boolean, 
+/**
+ * The configuration turned it off (`--sandbox-without`).
+ */
+turnedOff: boolean, 
+/**
+ * What it offers (`Landlock ABI 7`), or why it is missing.
+ */
+detail: string, };
+
+export type SandboxStatus = { 
+/**
+ * The policy: `workspace-write`, `read-only` or `full` (no confinement).
+ */
+policy: string, 
+/**
+ * Whether commands may use the network.
+ */
+network: boolean, 
+/**
+ * Each kernel feature: offered, used, turned off.
+ */
+features: Array<SandboxFeature>, 
+/**
+ * The layers applied to every command, in words.
+ */
+inForce: Array<string>, 
+/**
+ * Every command asks for approval, because the sandbox is weaker than its policy.
+ */
+approvalRequired: boolean, 
+/**
+ * What is missing and what that means, for people (empty when all is in force).
+ */
+warnings: Array<string>, };
 
 export type DaemonStatusResult = { 
 /**
@@ -591,7 +639,11 @@ uptimeMs: number,
  * What the user should know about this daemon's setup (a state directory others can
  * read, descriptors running out, …); empty when all is well.
  */
-warnings: Array<string>, };
+warnings: Array<string>, 
+/**
+ * The command sandbox.
+ */
+sandbox: SandboxStatus, };
 
 export type DaemonShutdownResult = { 
 /**
@@ -1003,7 +1055,13 @@ callId: string,
 /**
  * The tool.
  */
-name: string, };
+name: string, 
+/**
+ * True when a command runs without the sandbox: approved as such
+ * (`allowUnconfined`), policy `full`, or no sandbox available. Absent (false) for every
+ * other call and in logs written before the sandbox existed.
+ */
+unconfined?: boolean, };
 
 export type ToolProgress = { 
 /**
@@ -1095,9 +1153,15 @@ tool: string,
 /**
  * What the call would do, for people.
  */
-summary: string, };
+summary: string, 
+/**
+ * How the call would run, for a command: its sandbox policy, and whether the sandbox is
+ * degraded or absent (`workspace-write`, `workspace-write (degraded: no landlock)`,
+ * `full (unconfined)`). Absent for tools that do not run commands.
+ */
+sandbox?: string, };
 
-export type ApprovalVerdict = "allow" | "deny" | "allowAlways" | "timeout";
+export type ApprovalVerdict = "allow" | "deny" | "allowAlways" | "timeout" | "allowUnconfined";
 
 export type ApprovalDecision = { 
 /**

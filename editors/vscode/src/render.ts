@@ -134,7 +134,9 @@ function renderToolCall(c: ToolCallView): string {
   const progress = c.progress.length ? `<div class="progress">${c.progress.map(escapeHtml).join("<br>")}</div>` : "";
   return (
     `<div class="tool" data-call="${escapeHtml(c.id)}">` +
-    `<div class="tool-head">⚙ <b>${escapeHtml(c.name)}</b> <span class="call-id">${escapeHtml(c.id)}</span></div>` +
+    `<div class="tool-head">⚙ <b>${escapeHtml(c.name)}</b> <span class="call-id">${escapeHtml(c.id)}</span>` +
+    (c.unconfined ? ` <span class="unconfined" title="this command ran without the sandbox">unconfined</span>` : "") +
+    `</div>` +
     `<pre class="args">${escapeHtml(args)}</pre>` +
     (c.approval ? renderApproval(c.approval) : "") +
     progress +
@@ -143,11 +145,28 @@ function renderToolCall(c: ToolCallView): string {
   );
 }
 
+/** How a verdict reads in the transcript. */
+export function verdictText(decision: import("./protocol.generated").ApprovalVerdict): string {
+  switch (decision) {
+    case "allow":
+      return "allowed";
+    case "allowAlways":
+      return "allowed always";
+    case "allowUnconfined":
+      return "allowed once, unconfined";
+    case "deny":
+      return "denied";
+    case "timeout":
+      return "timed out (denied)";
+  }
+}
+
 function renderApproval(a: import("./transcript").ApprovalView): string {
   const decided = a.decision
-    ? `<span class="decision ${a.decision}">${a.decision === "allowAlways" ? "allowed always" : a.decision === "allow" ? "allowed" : a.decision === "deny" ? "denied" : "timed out (denied)"}</span>`
+    ? `<span class="decision ${a.decision}">${verdictText(a.decision)}</span>`
     : `<span class="decision waiting">waiting for you</span> <button data-action="approve" data-approval="${escapeHtml(a.approvalId)}">answer</button>`;
-  return `<div class="approval" data-approval="${escapeHtml(a.approvalId)}"><span class="approval-label">approval</span> ${escapeHtml(a.summary)} — ${decided}</div>`;
+  const sandbox = a.sandbox ? ` <span class="sandbox">[sandbox: ${escapeHtml(a.sandbox)}]</span>` : "";
+  return `<div class="approval" data-approval="${escapeHtml(a.approvalId)}"><span class="approval-label">approval</span> ${escapeHtml(a.summary)}${sandbox} — ${decided}</div>`;
 }
 
 /** Tool arguments pretty-printed when they are complete JSON, else verbatim (still streaming). */

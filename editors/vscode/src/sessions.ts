@@ -6,7 +6,7 @@ import * as vscode from "vscode";
 import type { Connection } from "./connection";
 import { describeError, RpcError, type DshClient, type Subscription } from "./daemon";
 import { ErrorCodes, type ApprovalChoice, type SessionEvent, type SessionSummary } from "./protocol.generated";
-import { Transcript, type ApprovalView } from "./transcript";
+import { Transcript, approvalChoices, type ApprovalView } from "./transcript";
 
 export class OpenSession {
   readonly transcript: Transcript;
@@ -177,20 +177,21 @@ export class SessionManager implements vscode.Disposable {
     );
   }
 
-  /** The native approval prompt: Allow / Deny / Allow always. */
+  /** The native approval prompt: Allow / Deny / Allow always, and for a confined command
+   * Allow once, unconfined. */
   private async ask(s: OpenSession, a: ApprovalView): Promise<void> {
     if (this.asked.has(a.approvalId)) {
       return;
     }
     this.asked.add(a.approvalId);
+    const choices = approvalChoices(a);
+    const sandbox = a.sandbox ? ` [sandbox: ${a.sandbox}]` : "";
     const pick = await vscode.window.showInformationMessage(
-      `dsh wants to run ${a.tool}: ${a.summary}`,
+      `dsh wants to run ${a.tool}: ${a.summary}${sandbox}`,
       { modal: false },
-      "Allow",
-      "Deny",
-      "Allow always",
+      ...choices.map((c) => c.label),
     );
-    const decision: ApprovalChoice | undefined = pick === "Allow" ? "allow" : pick === "Deny" ? "deny" : pick === "Allow always" ? "allowAlways" : undefined;
+    const decision: ApprovalChoice | undefined = choices.find((c) => c.label === pick)?.choice;
     this.answered.set(a.approvalId, decision ?? "dismissed");
     if (!decision) {
       // Dismissed: ask again from the transcript's "answer" button; the daemon denies on timeout.

@@ -3,6 +3,7 @@
 // explanations come from `session/usage`; this module only joins them to the steps. No `vscode`.
 
 import type {
+  ApprovalChoice,
   ApprovalRequest,
   ApprovalVerdict,
   AssistantChunk,
@@ -39,6 +40,8 @@ export type ApprovalView = {
   callId: string;
   tool: string;
   summary: string;
+  /** For a command: how it would run (its sandbox policy, or that it runs unconfined). */
+  sandbox?: string;
   seq: number;
   decision?: ApprovalVerdict;
   decisionSeq?: number;
@@ -52,6 +55,8 @@ export type ToolCallView = {
   args: string;
   /** Set by `tool/call`: the tool started. */
   started: boolean;
+  /** Set by `tool/call`: a command ran without the sandbox (approved so, policy `full`, or none). */
+  unconfined?: boolean;
   progress: string[];
   result?: { content: string; isError: boolean; seq: number };
   approval?: ApprovalView;
@@ -337,11 +342,12 @@ export class Transcript {
         const found = this.calls.get(t.callId);
         if (found) {
           found.call.started = true;
+          found.call.unconfined = t.unconfined ?? false;
           return { kind: "step", step: found.step.step };
         }
         const step = this.steps.get(t.step);
         if (step) {
-          const call: ToolCallView = { index: step.toolCalls.length, id: t.callId, name: t.name, args: "", started: true, progress: [] };
+          const call: ToolCallView = { index: step.toolCalls.length, id: t.callId, name: t.name, args: "", started: true, unconfined: t.unconfined ?? false, progress: [] };
           step.toolCalls.push(call);
           this.calls.set(t.callId, { step, call });
           return { kind: "step", step: step.step };
@@ -504,4 +510,18 @@ export class Transcript {
     }
     return undefined;
   }
+}
+
+/** The answers an approval offers: a command that would run confined can also be allowed
+ * once without the sandbox. */
+export function approvalChoices(a: { sandbox?: string }): { label: string; choice: ApprovalChoice }[] {
+  const choices: { label: string; choice: ApprovalChoice }[] = [
+    { label: "Allow", choice: "allow" },
+    { label: "Deny", choice: "deny" },
+    { label: "Allow always", choice: "allowAlways" },
+  ];
+  if (a.sandbox && !a.sandbox.includes("unconfined")) {
+    choices.push({ label: "Allow once, unconfined", choice: "allowUnconfined" });
+  }
+  return choices;
 }

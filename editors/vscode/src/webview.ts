@@ -63,6 +63,9 @@ details.result.error summary { color: var(--hit-low); }
 .approval-label { font-size: .8em; font-weight: 600; text-transform: uppercase; letter-spacing: .05em; padding: 0 5px; border-radius: 3px;
   background: rgba(210,153,34,.18); color: var(--hit-mid); }
 .decision.allow, .decision.allowAlways { color: var(--hit-high); font-weight: 600; }
+.decision.allowUnconfined, .unconfined { color: var(--hit-low); font-weight: 600; }
+.unconfined { border: 1px solid var(--hit-low); border-radius: 3px; padding: 0 .3em; font-size: .85em; }
+.sandbox { opacity: .7; font-size: .9em; }
 .decision.deny, .decision.timeout { color: var(--hit-low); font-weight: 600; }
 .decision.waiting { color: var(--hit-mid); font-weight: 600; }
 .step-error { color: var(--hit-low); margin-top: 4px; }

@@ -13,7 +13,7 @@ import { ErrorCodes, type SessionEvent } from "../src/protocol.generated";
 import { renderTranscript } from "../src/render";
 import { CONNECTION_CLOSED, RpcClient } from "../src/rpc";
 import { renderSaw } from "../src/saw";
-import { Transcript } from "../src/transcript";
+import { Transcript, approvalChoices } from "../src/transcript";
 import { cleanup, dshBin, hasStdio, makeWorkspace, Mock, tempDir, until } from "./support";
 
 const daemon = hasStdio();
@@ -174,6 +174,41 @@ describe("against the daemon and the mock", { skip }, () => {
     assert.equal(call.result?.isError, false);
     assert.equal(readFileSync(path.join(ws, "src/bye.sh"), "utf8"), "#!/bin/sh\necho bye\n");
     await s.dispose();
+  });
+
+  test("a command can be allowed once unconfined; the transcript marks that run", async () => {
+    const outside = tempDir("outside");
+    const marker = path.join(outside, "marker");
+    const touch = { name: "run_command", arguments: { command: `touch ${marker}` } };
+    await mock.script([{ tool_calls: [touch, touch] }, { content: "Touched." }]);
+    const s = await openSession();
+    const running = client.prompt(s.id, "Touch the marker outside the workspace.");
+    await until(() => s.t.pendingApprovals.size > 0, "the first approval/request");
+    const [first] = [...s.t.pendingApprovals.values()];
+    assert.equal(first.sandbox, "workspace-write");
+    assert.deepEqual(
+      approvalChoices(first).map((c) => c.choice),
+      ["allow", "deny", "allowAlways", "allowUnconfined"],
+    );
+    assert.equal((await client.respondApproval(s.id, first.approvalId, "allow")).accepted, true);
+    await until(() => [...s.t.pendingApprovals.keys()].some((id) => id !== first.approvalId), "the second approval/request");
+    const second = [...s.t.pendingApprovals.values()].find((a) => a.approvalId !== first.approvalId)!;
+    assert.equal((await client.respondApproval(s.id, second.approvalId, "allowUnconfined")).accepted, true);
+    assert.equal((await running).stopReason, "completed");
+    await until(() => !s.t.running, "turn/end");
+    const [confined, unconfined] = s.t.steps.get(1)!.toolCalls;
+    assert.equal(confined.unconfined, false);
+    assert.equal(confined.result?.isError, true);
+    assert.match(confined.result?.content ?? "", /write outside the workspace denied/);
+    assert.equal(unconfined.unconfined, true);
+    assert.equal(unconfined.approval?.decision, "allowUnconfined");
+    assert.equal(unconfined.result?.isError, false);
+    assert.equal(existsSync(marker), true, "the unconfined run wrote outside the workspace");
+    const html = renderTranscript(s.t);
+    assert.match(html, /class="unconfined"/);
+    assert.match(html, /allowed once, unconfined/);
+    await s.dispose();
+    cleanup(outside);
   });
 
   test("cancel stops a running turn", async () => {

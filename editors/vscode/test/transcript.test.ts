@@ -10,7 +10,7 @@ import * as path from "node:path";
 import type { SessionEvent, SessionRequestResult, SessionUsageResult } from "../src/protocol.generated";
 import { renderSaw } from "../src/saw";
 import { renderTranscript } from "../src/render";
-import { Transcript } from "../src/transcript";
+import { Transcript, approvalChoices } from "../src/transcript";
 import { formatUsage } from "../src/usage";
 import { cleanup, dshBin } from "./support";
 
@@ -160,4 +160,19 @@ test("what the model saw renders header, system prompt, tools, messages with seq
   const cur = renderSaw(r, { sessionId, wireBody: false }).split("\n");
   const added = cur.filter((l) => !prev.split("\n").includes(l));
   assert.ok(added.some((l) => l.startsWith("  | ")), "an added system-prompt line");
+});
+
+test("the demo's commands ran confined; a confined command's approval offers an unconfined run", () => {
+  const t = new Transcript(sessionId);
+  for (const e of events) {
+    t.apply(e);
+  }
+  const commands = [...t.steps.values()].flatMap((s) => s.toolCalls).filter((c) => c.name === "run_command");
+  assert.ok(commands.length > 0);
+  assert.ok(commands.every((c) => c.started && c.unconfined === false), "no demo command ran unconfined");
+  assert.doesNotMatch(renderTranscript(t), /class="unconfined"/);
+  const labels = (sandbox?: string) => approvalChoices({ sandbox }).map((c) => c.label);
+  assert.deepEqual(labels(), ["Allow", "Deny", "Allow always"]);
+  assert.deepEqual(labels("full (unconfined)"), ["Allow", "Deny", "Allow always"]);
+  assert.deepEqual(labels("workspace-write"), ["Allow", "Deny", "Allow always", "Allow once, unconfined"]);
 });

@@ -41,7 +41,7 @@ use crate::error::AgentError;
 use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
 use crate::prompt::{date_context, local_date, render_system_prompt};
-use crate::tools::Toolbox;
+use crate::tools::{Access, RunAs, Toolbox};
 
 /// Explicit call options (from the command line, `session/create`, a fork): on the first request
 /// of a loop instance they beat the logged header's config.
@@ -332,7 +332,7 @@ impl Agent {
         provider_time: &mut Duration,
     ) -> Result<StepOutcome, AgentError> {
         // 1. Render the assembly, every step; compared by value below.
-        let system = render_system_prompt(&self.workspace);
+        let system = render_system_prompt(&self.workspace, &self.toolbox.sandbox().prompt_text());
         let tools = self.toolbox.schemas();
 
         // 2. Pre-step hook: context pressure trims tool results or compacts the surface, by
@@ -512,11 +512,19 @@ impl Agent {
         if cancel.is_cancelled() {
             return Ok(refuse("not run: the turn was cancelled".to_owned()));
         }
-        if let Some(access) = self.toolbox.access(&call.name) {
+        let access = self.toolbox.access(&call.name);
+        let is_command = access == Some(Access::Command);
+        let sandbox = self.toolbox.sandbox();
+        let mut run_as = RunAs::Sandboxed;
+        if let Some(access) = access {
+            let configured = self.config.approvals.for_tool(&call.name, access);
+            // A sandbox weaker than its policy (a kernel without Landlock or user namespaces,
+            // or none at all) makes every command ask: neither `auto` nor an earlier "allow
+            // always" skips the question.
+            let must_ask = is_command && sandbox.approval_required();
             // An earlier "allow always" only matters when the policy would not run the tool
             // outright; the fold reads only the events logged since the last call.
-            let configured = self.config.approvals.for_tool(&call.name, access);
-            let always = configured != Policy::Auto && {
+            let always = !must_ask && configured != Policy::Auto && {
                 let mut fold = std::mem::take(&mut self.allow_always);
                 fold = session
                     .query(move |s| {
@@ -528,7 +536,12 @@ impl Agent {
                 self.allow_always = fold;
                 allowed
             };
-            let policy = if always { Policy::Auto } else { configured };
+            let policy = match (must_ask, configured) {
+                (true, Policy::Deny) => Policy::Deny,
+                (true, _) => Policy::Ask,
+                (false, _) if always => Policy::Auto,
+                (false, configured) => configured,
+            };
             match policy {
                 Policy::Auto => {}
                 Policy::Deny => {
@@ -543,6 +556,7 @@ impl Agent {
                         call_id: call.id.clone(),
                         tool: call.name.clone(),
                         summary: self.toolbox.describe_call(&call.name, &call.arguments),
+                        sandbox: is_command.then(|| sandbox.label()),
                     };
                     // Ask first, log second: the approver is ready for an answer before any
                     // client can see the request.
@@ -558,6 +572,7 @@ impl Agent {
                     session.append(EventData::ApprovalDecision(decision)).await?;
                     match verdict {
                         ApprovalVerdict::Allow | ApprovalVerdict::AllowAlways => {}
+                        ApprovalVerdict::AllowUnconfined => run_as = RunAs::Unconfined,
                         ApprovalVerdict::Deny => {
                             return Ok(refuse(
                                 "denied: the user did not approve this call".to_owned(),
@@ -572,9 +587,11 @@ impl Agent {
                 }
             }
         }
-        let started = ToolCallStarted { step, call_id: call.id.clone(), name: call.name.clone() };
+        let unconfined = is_command && (run_as == RunAs::Unconfined || !sandbox.confines());
+        let started =
+            ToolCallStarted { step, call_id: call.id.clone(), name: call.name.clone(), unconfined };
         session.append(EventData::ToolCall(started)).await?;
-        let output = self.toolbox.call(&call.name, &call.arguments, cancel).await;
+        let output = self.toolbox.call_as(&call.name, &call.arguments, cancel, run_as).await;
         Ok(ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),

@@ -2,7 +2,8 @@
 //!
 //! Sections, in order: the built-in base prompt (stable text: no clock, no ids, nothing that
 //! changes per step or per host), the workspace's instruction files (`AGENTS.md`, then
-//! `.dsh/instructions.md`, when present), and a configuration section. An edited instruction
+//! `.dsh/instructions.md`, when present), and a configuration section (the workspace root and
+//! the command sandbox's policy, in words). An edited instruction
 //! file changes the rendered text, so the next step logs a header delta — never a silent change.
 //! What the model should know about time enters the conversation as a logged `context/message`
 //! instead (see [`date_context`]), appended, so it costs only the tail of the prompt cache.
@@ -23,15 +24,18 @@ pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", ".dsh/instructions.md"];
 /// The largest instruction file read; longer files are cut with a note.
 const INSTRUCTION_CAP_BYTES: usize = 64 * 1024;
 
-/// Renders the system prompt for `workspace` (the canonical root).
-pub fn render_system_prompt(workspace: &Path) -> String {
+/// Renders the system prompt for `workspace` (the canonical root), whose commands run as
+/// `sandbox` says (the sandbox's own description: policy, reach, network — part of the header,
+/// so a policy change is a logged header change).
+pub fn render_system_prompt(workspace: &Path, sandbox: &str) -> String {
     let mut sections = vec![BASE_PROMPT.to_owned()];
     for name in INSTRUCTION_FILES {
         if let Some(text) = read_instruction_file(workspace, name) {
             sections.push(format!("# Workspace instructions ({name})\n\n{}", text.trim_end()));
         }
     }
-    sections.push(format!("# Configuration\n\nWorkspace root: {}", workspace.display()));
+    sections
+        .push(format!("# Configuration\n\nWorkspace root: {}\n\n{sandbox}", workspace.display()));
     sections.join("\n\n")
 }
 

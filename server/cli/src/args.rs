@@ -31,6 +31,25 @@ pub struct Global {
     /// Print machine-readable JSON instead of text (read commands).
     #[arg(long, global = true)]
     pub json: bool,
+    /// Sandbox policy for commands: workspace-write (default), read-only or full (no
+    /// confinement) (default: $DSH_SANDBOX).
+    #[arg(long, global = true, value_name = "POLICY")]
+    pub sandbox: Option<String>,
+    /// Let commands use the network (default: $DSH_SANDBOX_NETWORK=1).
+    #[arg(long, global = true)]
+    pub sandbox_network: bool,
+    /// Do not use a kernel feature for the sandbox, as on a kernel without it: landlock or
+    /// userns (repeatable; default: $DSH_SANDBOX_WITHOUT, comma-separated).
+    #[arg(long, global = true, value_name = "FEATURE")]
+    pub sandbox_without: Vec<String>,
+    /// Pass this environment variable to commands, besides PATH, HOME, LANG and TERM
+    /// (repeatable; default: $DSH_SANDBOX_ENV, comma-separated).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub sandbox_env: Vec<String>,
+    /// Let commands read (and run programs from) this directory too (repeatable; default:
+    /// $DSH_SANDBOX_READ, colon-separated).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub sandbox_read: Vec<PathBuf>,
 }
 
 /// The subcommands.
@@ -69,6 +88,26 @@ pub enum Command {
     Shutdown,
     /// Run the DeepSeek-compatible mock provider on loopback.
     Mock(MockArgs),
+    /// Check this installation: the state directory, the API key, the command sandbox, the
+    /// daemon.
+    Doctor,
+    /// Run a command confined by a sandbox plan (the daemon's command launcher).
+    #[command(hide = true)]
+    SandboxExec(SandboxExecArgs),
+}
+
+/// `dsh sandbox-exec`: what the daemon passes its command launcher.
+#[derive(Debug, Args)]
+pub struct SandboxExecArgs {
+    /// The confinement plan (JSON).
+    #[arg(long)]
+    pub plan: Option<String>,
+    /// The part of the launcher this process runs.
+    #[arg(long, default_value = "outer")]
+    pub stage: dsh_sandbox::Stage,
+    /// The command and its arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// `dsh demo`.
@@ -194,6 +233,10 @@ pub struct ServeArgs {
     /// than this many MiB.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     pub loaded_budget: u64,
+    /// Read the provider's API key from standard input (how a client that starts the daemon
+    /// hands it over, so that it is never in the daemon's environment).
+    #[arg(long, hide = true)]
+    pub api_key_stdin: bool,
 }
 
 /// `dsh stdio`.

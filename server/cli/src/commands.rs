@@ -36,11 +36,25 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)
     let (reader, writer) = stream.into_split();
     let (client, inbox) = Client::new(reader, writer);
     client.initialize("dsh-cli").await.context("greeting the daemon")?;
-    if settings.base_url_explicit {
-        // A running daemon keeps the provider it was started with: never let a command meant
-        // for one provider (the offline mock, say) silently go to another.
+    if settings.base_url_explicit || settings.sandbox_explicit {
+        // A running daemon keeps the provider and the sandbox it was started with: never let a
+        // command meant for one provider (the offline mock, say) silently go to another, nor
+        // commands meant for one sandbox policy run under another.
         let status = client.call::<method::DaemonStatus>(NoParams {}).await?;
-        if status.base_url.trim_end_matches('/') != settings.base_url.trim_end_matches('/') {
+        let difference = settings
+            .sandbox_explicit
+            .then(|| sandbox_difference(&settings.sandbox, &status.sandbox))
+            .flatten();
+        if let Some(difference) = difference {
+            anyhow::bail!(
+                "the dsh daemon for {} (pid {}) runs commands with another sandbox ({difference}): run `dsh shutdown` first to start one with these settings",
+                settings.home.root().display(),
+                status.pid
+            );
+        }
+        if settings.base_url_explicit
+            && status.base_url.trim_end_matches('/') != settings.base_url.trim_end_matches('/')
+        {
             anyhow::bail!(
                 "the dsh daemon for {} (pid {}) uses the provider at {}, not {}: run `dsh shutdown` first to start one with the new base URL",
                 settings.home.root().display(),
@@ -59,7 +73,37 @@ pub fn spawn_options(settings: &Settings) -> SpawnOptions {
     if settings.model_explicit {
         global_args.extend(["--model".to_owned(), settings.model.clone()]);
     }
+    if settings.sandbox_explicit {
+        global_args.extend(settings.sandbox_args());
+    }
     SpawnOptions { global_args }
+}
+
+/// How a running daemon's sandbox differs from the one these settings ask for, if it does.
+fn sandbox_difference(
+    wanted: &dsh_daemon::config::SandboxConfig,
+    running: &dsh_protocol::SandboxStatus,
+) -> Option<String> {
+    if running.policy != wanted.policy.name() {
+        return Some(format!("policy {}, not {}", running.policy, wanted.policy));
+    }
+    if running.network != wanted.network {
+        let state = |on: bool| if on { "on" } else { "off" };
+        return Some(format!("network {}, not {}", state(running.network), state(wanted.network)));
+    }
+    for feature in &running.features {
+        let off = wanted.without.iter().any(|w| w.name() == feature.name);
+        if feature.turned_off != off {
+            let state = |off: bool| if off { "off" } else { "on" };
+            return Some(format!(
+                "{} turned {}, not {}",
+                feature.name,
+                state(feature.turned_off),
+                state(off)
+            ));
+        }
+    }
+    None
 }
 
 /// An API event as a log event (the log vocabulary is part of the protocol).
@@ -118,6 +162,12 @@ pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Resu
         }
     };
     eprintln!("session {session_id}");
+    // Never silently: a sandbox weaker than its policy is said before anything runs.
+    if let Ok(status) = client.call::<method::DaemonStatus>(NoParams {}).await {
+        for warning in &status.sandbox.warnings {
+            eprintln!("dsh: command sandbox: {warning}");
+        }
+    }
     stream_turn(&client, &mut inbox, &session_id, options.text, options.yes).await
 }
 
@@ -139,7 +189,7 @@ pub async fn stream_turn(
             limit: 0,
         })
         .await?;
-    client
+    let subscription = client
         .call::<method::SessionSubscribe>(SessionSubscribeParams {
             session_id: session_id.clone(),
             from_seq: Some(page.length),
@@ -197,6 +247,9 @@ pub async fn stream_turn(
         }
     };
     finish_printing(printer, inbox, events, outcome.is_ok()).await;
+    // The next turn on this connection subscribes again: this subscription must not print it
+    // twice.
+    let _ = client.call::<method::SessionUnsubscribe>([subscription]).await;
     match outcome {
         Ok(result) => {
             if let Some(error) = &result.error {
@@ -259,18 +312,29 @@ async fn answer_approval(
     request: dsh_session::ApprovalRequest,
     yes: bool,
 ) {
+    // A confined command can also be allowed once without the sandbox.
+    let confined =
+        request.sandbox.as_deref().is_some_and(|sandbox| !sandbox.contains("unconfined"));
     let decision = if yes {
         ApprovalChoice::Allow
     } else if std::io::stdin().is_terminal() {
-        let summary = request.summary.clone();
+        let summary = match &request.sandbox {
+            Some(sandbox) => format!("{} [sandbox: {sandbox}]", request.summary),
+            None => request.summary.clone(),
+        };
         let answer = tokio::task::spawn_blocking(move || {
-            eprint!("allow {summary}? [y]es / [a]lways / [N]o: ");
+            if confined {
+                eprint!("allow {summary}? [y]es / [u]nconfined, once / [a]lways / [N]o: ");
+            } else {
+                eprint!("allow {summary}? [y]es / [a]lways / [N]o: ");
+            }
             let mut line = String::new();
             std::io::stdin().read_line(&mut line).map(|_| line)
         })
         .await;
         match answer.ok().and_then(Result::ok).as_deref().map(str::trim) {
             Some("y" | "Y" | "yes") => ApprovalChoice::Allow,
+            Some("u" | "U" | "unconfined") if confined => ApprovalChoice::AllowUnconfined,
             Some("a" | "A" | "always") => ApprovalChoice::AllowAlways,
             _ => ApprovalChoice::Deny,
         }
@@ -509,7 +573,15 @@ pub async fn status(settings: &Settings) -> anyhow::Result<ExitCode> {
             result.clients,
             result.uptime_ms / 1000
         );
-        for warning in &result.warnings {
+        let sandbox = &result.sandbox;
+        let network = if sandbox.network { "network on" } else { "network off" };
+        let in_force = if sandbox.in_force.is_empty() {
+            "nothing".to_owned()
+        } else {
+            sandbox.in_force.join(", ")
+        };
+        println!("  sandbox {} · {network} · in force: {in_force}", sandbox.policy);
+        for warning in result.warnings.iter().chain(&sandbox.warnings) {
             println!("  warning: {warning}");
         }
         for session in &result.sessions {

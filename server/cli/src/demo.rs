@@ -59,7 +59,10 @@ fn write_workspace(root: &Path) -> anyhow::Result<()> {
 
 /// Runs the demo: a private daemon in this process (the library's in-process runner, the same
 /// code `dsh serve` runs), spoken to through the typed client like any front.
-pub async fn run_demo(keep: bool) -> anyhow::Result<ExitCode> {
+pub async fn run_demo(
+    keep: bool,
+    settings: &crate::settings::Settings,
+) -> anyhow::Result<ExitCode> {
     let temp = tempfile::Builder::new()
         .prefix("dsh-demo-")
         .tempdir()
@@ -78,6 +81,9 @@ pub async fn run_demo(keep: bool) -> anyhow::Result<ExitCode> {
             .with_key("sk-test")?;
     config.auto_approve = true;
     config.check_invariants = true;
+    // The demo's commands run in the sandbox, as a real session's do.
+    config.sandbox = settings.sandbox.clone();
+    config.sandbox_helper = Some(std::path::PathBuf::from(crate::settings::SANDBOX_HELPER));
     let mut private = PrivateDaemon::start(config);
     let client = Arc::clone(&private.client);
     client.initialize("dsh-demo").await?;

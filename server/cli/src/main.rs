@@ -12,6 +12,7 @@
 mod args;
 mod commands;
 mod demo;
+mod doctor;
 mod printer;
 mod settings;
 mod text;
@@ -29,6 +30,15 @@ use crate::settings::{Settings, workspace_dir};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::SandboxExec(args) = &cli.command {
+        // The command launcher: no tracing, no runtime, no thread — a user namespace can only
+        // be entered by a single-threaded process.
+        let plan = args.plan.as_deref();
+        std::process::exit(dsh_sandbox::sandbox_exec(args.stage, plan, &args.command));
+    }
+    if let Some(handover) = key_leaves_the_environment(&cli.command) {
+        return reexec_without_key(handover);
+    }
     if matches!(cli.command, Command::Serve(_)) {
         give_back_freed_memory();
     }
@@ -60,6 +70,60 @@ fn main() -> ExitCode {
     code
 }
 
+/// Whether this process must `exec` itself again without the API key in its environment
+/// before it runs a daemon — `Some(true)` when the key is to be handed over on standard input
+/// (`dsh serve` started by hand with `DEEPSEEK_API_KEY` set), `Some(false)` when the key is not
+/// needed at all (`dsh demo`, which talks to its own mock). `/proc/PID/environ` shows a
+/// process's environment as it was exec'd, so only a new image forgets the key.
+///
+/// `dsh stdio --in-process` cannot do this (its standard input is the editor's channel): there
+/// the key stays in the process's initial environment, and what keeps commands from it is that
+/// they never inherit an environment and that the sandbox's PID namespace and fresh `/proc` hide
+/// the daemon's process (Landlock also refuses `/proc/PID/environ` of a process outside the
+/// sandbox, for a user other than root). An unconfined run can read it.
+fn key_leaves_the_environment(command: &Command) -> Option<bool> {
+    let key_set = std::env::var_os(dsh_daemon::config::API_KEY_ENV).is_some_and(|k| !k.is_empty());
+    match command {
+        Command::Serve(args) if key_set && !args.api_key_stdin => Some(true),
+        Command::Demo(_) if key_set => Some(false),
+        _ => None,
+    }
+}
+
+/// `exec`s this binary again with the same arguments and without the API key in its
+/// environment; with `handover`, the key waits on a pipe as standard input
+/// (`--api-key-stdin`). Returns only on failure.
+fn reexec_without_key(handover: bool) -> ExitCode {
+    use std::io::Write as _;
+    use std::os::unix::process::CommandExt as _;
+    let key_variable = dsh_daemon::config::API_KEY_ENV;
+    let error = (|| -> std::io::Result<std::io::Error> {
+        let mut args = std::env::args_os();
+        let mut command = std::process::Command::new(settings::SANDBOX_HELPER);
+        if let Some(arg0) = args.next() {
+            command.arg0(arg0);
+        }
+        command.args(args).env_remove(key_variable);
+        if handover {
+            // `dsh serve`: the malloc settings too, so the daemon is not exec'd a second time.
+            command.envs(EAGER_PURGE);
+            let key = std::env::var_os(key_variable).unwrap_or_default();
+            let (reader, mut writer) = std::io::pipe()?;
+            // A key is far smaller than a pipe's buffer: this never blocks.
+            writer.write_all(key.as_encoded_bytes())?;
+            drop(writer);
+            command.arg("--api-key-stdin").stdin(reader);
+        }
+        Ok(command.exec())
+    })();
+    match error {
+        Ok(error) | Err(error) => {
+            eprintln!("dsh: starting again without {key_variable} in the environment: {error}");
+        }
+    }
+    ExitCode::FAILURE
+}
+
 fn default_log_level(command: &Command) -> &'static str {
     match command {
         Command::Serve(_) => "info",
@@ -73,7 +137,7 @@ fn default_log_level(command: &Command) -> &'static str {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = Settings::resolve(&cli.global)?;
     match cli.command {
-        Command::Demo(args) => demo::run_demo(args.keep).await,
+        Command::Demo(args) => demo::run_demo(args.keep, &settings).await,
         Command::Prompt(args) => {
             let options = commands::PromptOptions {
                 workspace: workspace_dir(args.workspace.as_deref())?,
@@ -104,6 +168,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status => commands::status(&settings).await,
         Command::Shutdown => commands::shutdown(&settings).await,
         Command::Mock(args) => mock(&args).await,
+        Command::Doctor => doctor::doctor(&settings).await,
+        Command::SandboxExec(_) => anyhow::bail!("dsh sandbox-exec runs before the runtime"),
     }
 }
 
@@ -119,8 +185,26 @@ async fn serve_command(settings: Settings, args: &ServeArgs) -> anyhow::Result<E
     config.check_invariants = args.check_invariants;
     config.unload_after = Duration::from_secs_f64(args.unload_after * 60.0);
     config.loaded_budget_bytes = args.loaded_budget.saturating_mul(1024 * 1024);
+    if args.api_key_stdin {
+        config = config.with_key(&read_key_from_stdin()?)?;
+    }
     serve(config, options).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The API key a client (or this binary, `exec`ing itself) handed over on standard input.
+fn read_key_from_stdin() -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let mut key = String::new();
+    std::io::stdin()
+        .take(64 * 1024)
+        .read_to_string(&mut key)
+        .context("reading the API key from standard input")?;
+    let key = key.trim().to_owned();
+    if key.is_empty() {
+        anyhow::bail!("--api-key-stdin: standard input held no API key");
+    }
+    Ok(key)
 }
 
 async fn stdio(settings: Settings, args: &StdioArgs) -> anyhow::Result<ExitCode> {

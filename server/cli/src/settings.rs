@@ -1,13 +1,20 @@
 //! Resolving what a command needs from flags and the environment: the state directory, the
-//! provider's base URL, the model. The API key is the daemon's business (`dsh_daemon::config`).
+//! provider's base URL, the model, the command sandbox. The API key is the daemon's business
+//! (`dsh_daemon::config`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use dsh_daemon::DaemonConfig;
-use dsh_daemon::config::{DEFAULT_BASE_URL, DEFAULT_MODEL, DshHome};
+use dsh_daemon::config::{
+    API_KEY_ENV, DEFAULT_BASE_URL, DEFAULT_MODEL, DshHome, Feature, SandboxConfig, SandboxPolicy,
+};
 
 use crate::args::Global;
+
+/// The program a daemon in this process runs `sandbox-exec` with: this very binary, whatever
+/// happens to the file it was started from.
+pub const SANDBOX_HELPER: &str = "/proc/self/exe";
 
 /// Resolved global settings.
 #[derive(Debug)]
@@ -24,6 +31,10 @@ pub struct Settings {
     pub model_explicit: bool,
     /// JSON output.
     pub json: bool,
+    /// The command sandbox.
+    pub sandbox: SandboxConfig,
+    /// Whether any sandbox setting was given (flags or environment).
+    pub sandbox_explicit: bool,
 }
 
 impl Settings {
@@ -40,13 +51,92 @@ impl Settings {
         let env_model = std::env::var("DSH_MODEL").ok().filter(|v| !v.is_empty());
         let model_explicit = global.model.is_some() || env_model.is_some();
         let model = global.model.clone().or(env_model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
-        Ok(Settings { home, base_url, base_url_explicit, model, model_explicit, json: global.json })
+        let (sandbox, sandbox_explicit) = sandbox_config(global)?;
+        Ok(Settings {
+            home,
+            base_url,
+            base_url_explicit,
+            model,
+            model_explicit,
+            json: global.json,
+            sandbox,
+            sandbox_explicit,
+        })
     }
 
-    /// The configuration of a daemon started from these settings.
+    /// The configuration of a daemon started from these settings (in this process, or as
+    /// `dsh serve`): its commands are launched by this binary.
     pub fn daemon_config(&self) -> DaemonConfig {
-        DaemonConfig::new(self.home.clone(), self.base_url.clone(), self.model.clone())
+        let mut config =
+            DaemonConfig::new(self.home.clone(), self.base_url.clone(), self.model.clone());
+        config.sandbox = self.sandbox.clone();
+        config.sandbox_helper = Some(PathBuf::from(SANDBOX_HELPER));
+        config
     }
+
+    /// The sandbox settings as flags, for a daemon this client starts.
+    pub fn sandbox_args(&self) -> Vec<String> {
+        let sandbox = &self.sandbox;
+        let mut args = vec!["--sandbox".to_owned(), sandbox.policy.name().to_owned()];
+        if sandbox.network {
+            args.push("--sandbox-network".to_owned());
+        }
+        for feature in &sandbox.without {
+            args.extend(["--sandbox-without".to_owned(), feature.name().to_owned()]);
+        }
+        for name in &sandbox.env {
+            args.extend(["--sandbox-env".to_owned(), name.clone()]);
+        }
+        for path in &sandbox.read {
+            args.extend(["--sandbox-read".to_owned(), path.display().to_string()]);
+        }
+        args
+    }
+}
+
+/// The sandbox settings: each from its flag, else from its environment variable
+/// (`DSH_SANDBOX`, `DSH_SANDBOX_NETWORK`, `DSH_SANDBOX_WITHOUT`, `DSH_SANDBOX_ENV`,
+/// `DSH_SANDBOX_READ`); and whether any was given.
+fn sandbox_config(global: &Global) -> anyhow::Result<(SandboxConfig, bool)> {
+    let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
+    let mut explicit = false;
+    let mut config = SandboxConfig::default();
+    if let Some(policy) = global.sandbox.clone().or_else(|| variable("DSH_SANDBOX")) {
+        config.policy = policy.parse::<SandboxPolicy>()?;
+        explicit = true;
+    }
+    let network_variable = variable("DSH_SANDBOX_NETWORK");
+    if global.sandbox_network || network_variable.is_some() {
+        config.network = global.sandbox_network
+            || network_variable.is_some_and(|value| matches!(value.trim(), "1" | "true" | "yes"));
+        explicit = true;
+    }
+    let list = |flags: &[String], name: &str| -> Vec<String> {
+        if flags.is_empty() {
+            variable(name)
+                .map(|value| SandboxConfig::split_list(&value).map(str::to_owned).collect())
+                .unwrap_or_default()
+        } else {
+            flags.to_vec()
+        }
+    };
+    for feature in list(&global.sandbox_without, "DSH_SANDBOX_WITHOUT") {
+        config.without.insert(feature.parse::<Feature>()?);
+        explicit = true;
+    }
+    config.env = list(&global.sandbox_env, "DSH_SANDBOX_ENV");
+    config.read = if global.sandbox_read.is_empty() {
+        std::env::var_os("DSH_SANDBOX_READ")
+            .map(|value| {
+                std::env::split_paths(&value).filter(|p| !p.as_os_str().is_empty()).collect()
+            })
+            .unwrap_or_default()
+    } else {
+        global.sandbox_read.clone()
+    };
+    explicit |= !config.env.is_empty() || !config.read.is_empty();
+    config.validate(&[API_KEY_ENV])?;
+    Ok((config, explicit))
 }
 
 /// The current directory, or `explicit`.

@@ -4,7 +4,8 @@
 //! The CLI, the tests, the load benchmark and the fronts all speak through it; the envelopes
 //! are `dsh_protocol::jsonrpc`'s.
 //!
-//! Also here: finding the user's daemon through its socket and starting one when none runs.
+//! Also here: finding the user's daemon through its socket and starting one when none runs
+//! (handing it the API key over a pipe, never through its environment).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,6 +25,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::config::API_KEY_ENV;
 use crate::serve::{LOG_FILE, SOCKET_FILE, prepare_home, private_file};
 
 /// How long a client waits for a daemon it started to listen.
@@ -288,19 +290,31 @@ pub async fn connect_or_start(home: &Path, spawn: &SpawnOptions) -> anyhow::Resu
     let log = private_file(&log_path)?;
     let exe = std::env::current_exe().context("finding the dsh binary")?;
     let idle = std::env::var("DSH_DAEMON_IDLE_EXIT").unwrap_or_else(|_| "30".to_owned());
+    // The key never sits in the daemon's environment (a command could read it from
+    // /proc/PID/environ): it is removed there and handed over on a pipe instead.
+    let key = std::env::var(API_KEY_ENV).ok().filter(|key| !key.trim().is_empty());
     let mut command = tokio::process::Command::new(exe);
     command
         .arg("--home")
         .arg(home)
         .args(&spawn.global_args)
         .args(["serve", "--idle-exit", &idle])
+        .env_remove(API_KEY_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
         // Its own process group: a Ctrl-C in the terminal that started it does not stop it.
         .process_group(0)
         .kill_on_drop(false);
+    if key.is_some() {
+        command.arg("--api-key-stdin").stdin(Stdio::piped());
+    }
     let mut child = command.spawn().context("starting the dsh daemon")?;
+    if let (Some(key), Some(mut stdin)) = (key, child.stdin.take()) {
+        stdin.write_all(key.as_bytes()).await.context("handing the API key to the daemon")?;
+        // Closing the pipe is the end of the key.
+        drop(stdin);
+    }
     let started = tokio::time::Instant::now();
     loop {
         if let Ok(stream) = UnixStream::connect(&socket).await {

@@ -1,15 +1,21 @@
 //! What a daemon is started with: the state directory, how to reach the provider, the default
-//! model, approval and invariant settings. Fronts build a [`DaemonConfig`] from their flags and
-//! environment; the daemon never reads flags itself.
+//! model, approval and invariant settings, the command sandbox. Fronts build a
+//! [`DaemonConfig`] from their flags and environment; the daemon never reads flags itself.
+//!
+//! The provider's key comes from a source named here — handed over by the client that starts
+//! the daemon ([`DaemonConfig::with_key`], over a pipe: see `client.rs`), `DEEPSEEK_API_KEY`, or
+//! the key file — and is never put into any environment: commands get one built by the
+//! sandbox.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
-use dsh_provider::{API_KEY_ENV, ApiKey, DeepSeek, DeepSeekConfig};
+use dsh_provider::{ApiKey, DeepSeek, DeepSeekConfig};
 
-pub use dsh_provider::DEFAULT_BASE_URL;
+pub use dsh_provider::{API_KEY_ENV, DEFAULT_BASE_URL};
+pub use dsh_sandbox::{Feature, SandboxConfig, SandboxPolicy};
 pub use dsh_store::DshHome;
 
 /// The model used when neither `--model` nor `DSH_MODEL` says otherwise.
@@ -47,6 +53,11 @@ pub struct DaemonConfig {
     /// While the logs of the loaded sessions add up to more than this, idle ones are unloaded,
     /// least recently used first.
     pub loaded_budget_bytes: u64,
+    /// The command sandbox's policy.
+    pub sandbox: SandboxConfig,
+    /// The program that runs `sandbox-exec` (the `dsh` binary: `/proc/self/exe` when the
+    /// daemon runs in it); without one, commands cannot be confined and the sandbox says so.
+    pub sandbox_helper: Option<PathBuf>,
 }
 
 /// Idle sessions are unloaded after this long by default.
@@ -73,7 +84,17 @@ impl DaemonConfig {
             auto_approve: false,
             unload_after: DEFAULT_UNLOAD_AFTER,
             loaded_budget_bytes: DEFAULT_LOADED_BUDGET_BYTES,
+            sandbox: SandboxConfig::default(),
+            sandbox_helper: None,
         }
+    }
+
+    /// The paths no command may see: the state directory (the key file, the logs, the
+    /// daemon's socket) and the configuration directory.
+    pub fn hidden_paths(&self) -> Vec<PathBuf> {
+        let mut hidden = vec![self.home.root().to_path_buf()];
+        hidden.extend(config_dir());
+        hidden
     }
 
     /// A daemon whose provider uses the given key (the offline demo's mock, tests).
@@ -102,4 +123,17 @@ pub fn api_key(home: &Path) -> anyhow::Result<ApiKey> {
          (for the offline mock from `dsh mock`, use {API_KEY_ENV}=sk-test)",
         file.display()
     )
+}
+
+/// dsh's configuration directory: `$XDG_CONFIG_HOME/dsh`, else `~/.config/dsh` (hidden from
+/// commands whether it exists yet or not).
+pub fn config_dir() -> Option<PathBuf> {
+    let absolute = |value: std::ffi::OsString| {
+        let path = PathBuf::from(value);
+        path.is_absolute().then_some(path)
+    };
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .and_then(absolute)
+        .or_else(|| std::env::var_os("HOME").and_then(absolute).map(|home| home.join(".config")))?;
+    Some(base.join("dsh"))
 }

@@ -19,6 +19,7 @@ use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
 use dsh_agent::{Agent, AgentConfig, CallOverrides, TurnOutcome, spawn_owner};
 use dsh_protocol::{SessionCompactResult, SessionConfig};
 use dsh_provider::DeepSeek;
+use dsh_sandbox::Sandbox;
 use dsh_session::{Event, EventData};
 use dsh_store::{DshHome, LiveLog, SessionId, SyncPolicy, fork_log, now_ms, read_log};
 use futures::FutureExt as _;
@@ -39,6 +40,8 @@ pub const READERS: usize = 4;
 /// The daemon: every live session and the shared machinery.
 pub struct Daemon {
     pub(crate) config: DaemonConfig,
+    /// The command sandbox: what the kernel offers, what confines commands.
+    pub(crate) sandbox: Arc<Sandbox>,
     provider: Mutex<Option<Arc<DeepSeek>>>,
     sessions: Mutex<HashMap<String, Arc<LiveSession>>>,
     /// Held while a session is loaded from its log.
@@ -69,10 +72,27 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Daemon {
-    /// A daemon with no session loaded.
+    /// A daemon with no session loaded. Probes what the kernel offers the command sandbox (a
+    /// few milliseconds, blocking) and logs what confines commands — and what is missing.
     pub fn new(config: DaemonConfig) -> Arc<Daemon> {
+        let sandbox = Sandbox::new(
+            config.sandbox.clone(),
+            config.sandbox_helper.clone(),
+            config.hidden_paths(),
+        );
+        let status = sandbox.status();
+        tracing::info!(
+            policy = %status.policy,
+            network = status.network,
+            in_force = %status.in_force.join(", "),
+            "command sandbox"
+        );
+        for warning in &status.warnings {
+            tracing::warn!("command sandbox: {warning}");
+        }
         Arc::new(Daemon {
             config,
+            sandbox: Arc::new(sandbox),
             provider: Mutex::new(None),
             sessions: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
@@ -285,6 +305,9 @@ impl Daemon {
         let tools = Workspace::new(&workspace).map_err(|error| {
             ApiError::invalid_workspace(format!("workspace {}: {error}", workspace.display()))
         })?;
+        let command_sandbox = self.sandbox.session(tools.root()).map_err(|error| {
+            ApiError::store(format!("creating the session's temporary directory: {error}"))
+        })?;
         let mut config = AgentConfig::new(&self.config.default_model);
         config.overrides = overrides;
         config.check_invariants |= self.config.check_invariants;
@@ -302,7 +325,7 @@ impl Daemon {
             path,
             workspace,
             config,
-            Toolbox::new(tools, ToolConfig::default()),
+            Toolbox::new(tools, ToolConfig::default()).with_sandbox(command_sandbox),
             self.config.approval_timeout,
         ));
         let mut sessions = lock(&self.sessions);

@@ -9,12 +9,12 @@ use dsh_protocol::method;
 use dsh_protocol::{
     ApprovalChoice, ApprovalRespondParams, ApprovalRespondResult, Capabilities,
     DaemonShutdownResult, DaemonStatusResult, InitializeParams, InitializeResult, LoadedSession,
-    NoParams, PROTOCOL_VERSION, ServerInfo, SessionAuditResult, SessionCancelResult,
-    SessionCompactResult, SessionConfig, SessionCreateParams, SessionEvent, SessionEventsParams,
-    SessionEventsResult, SessionForkParams, SessionIdResult, SessionInjectParams,
-    SessionInjectResult, SessionListParams, SessionListResult, SessionParams, SessionPromptParams,
-    SessionPromptResult, SessionRequestParams, SessionRequestResult, SessionSummary,
-    SessionUsageResult, UsageEntry, WhenBusy,
+    NoParams, PROTOCOL_VERSION, SandboxFeature, SandboxStatus, ServerInfo, SessionAuditResult,
+    SessionCancelResult, SessionCompactResult, SessionConfig, SessionCreateParams, SessionEvent,
+    SessionEventsParams, SessionEventsResult, SessionForkParams, SessionIdResult,
+    SessionInjectParams, SessionInjectResult, SessionListParams, SessionListResult, SessionParams,
+    SessionPromptParams, SessionPromptResult, SessionRequestParams, SessionRequestResult,
+    SessionSummary, SessionUsageResult, UsageEntry, WhenBusy,
 };
 use dsh_session::{
     ApprovalVerdict, EVENT_KINDS, Event, EventData, SteeringMessage, reconstruct_step, usage_rows,
@@ -351,6 +351,7 @@ pub async fn approval_respond(
         ApprovalChoice::Allow => ApprovalVerdict::Allow,
         ApprovalChoice::Deny => ApprovalVerdict::Deny,
         ApprovalChoice::AllowAlways => ApprovalVerdict::AllowAlways,
+        ApprovalChoice::AllowUnconfined => ApprovalVerdict::AllowUnconfined,
     };
     if !live.respond(&params.approval_id, verdict) {
         return Err(ApiError::approval_not_found(&params.session_id, &params.approval_id));
@@ -378,7 +379,30 @@ pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResu
         clients: daemon.clients.load(Ordering::SeqCst),
         uptime_ms: daemon.started.elapsed().as_millis() as u64,
         warnings: daemon.warnings(),
+        sandbox: sandbox_status(daemon.sandbox.status()),
     })
+}
+
+/// The sandbox's status in the API's terms.
+pub fn sandbox_status(status: &dsh_sandbox::SandboxStatus) -> SandboxStatus {
+    SandboxStatus {
+        policy: status.policy.clone(),
+        network: status.network,
+        features: status
+            .features
+            .iter()
+            .map(|feature| SandboxFeature {
+                name: feature.name.clone(),
+                available: feature.available,
+                used: feature.used,
+                turned_off: feature.turned_off,
+                detail: feature.detail.clone(),
+            })
+            .collect(),
+        in_force: status.in_force.clone(),
+        approval_required: status.approval_required,
+        warnings: status.warnings.clone(),
+    }
 }
 
 /// `daemon/shutdown`: answered, then the daemon stops (see `serve.rs`).

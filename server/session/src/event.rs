@@ -341,6 +341,12 @@ pub struct ToolCallStarted {
     pub call_id: String,
     /// The tool.
     pub name: String,
+    /// True when a command runs without the sandbox: approved as such
+    /// (`allowUnconfined`), policy `full`, or no sandbox available. Absent (false) for every
+    /// other call and in logs written before the sandbox existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
+    pub unconfined: bool,
 }
 
 /// `tool/progress`.
@@ -466,6 +472,11 @@ pub struct ApprovalRequest {
     pub tool: String,
     /// What the call would do, for people.
     pub summary: String,
+    /// How the call would run, for a command: its sandbox policy, and whether the sandbox is
+    /// degraded or absent (`workspace-write`, `workspace-write (degraded: no landlock)`,
+    /// `full (unconfined)`). Absent for tools that do not run commands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 /// What was decided about an approval.
@@ -481,6 +492,8 @@ pub enum ApprovalVerdict {
     AllowAlways,
     /// Nobody answered in time; treated as a denial.
     Timeout,
+    /// Run this call once without the sandbox (for a command).
+    AllowUnconfined,
 }
 
 /// `approval/decision`.

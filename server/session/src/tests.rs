@@ -115,6 +115,40 @@ fn bad_payload_names_the_kind() {
 }
 
 #[test]
+fn sandbox_fields_are_optional_so_logs_from_before_the_sandbox_still_decode() {
+    let old_call = r#"{"seq":5,"time":1,"type":"tool/call","data":{"step":1,"callId":"c1","name":"run_command"}}"#;
+    let EventData::ToolCall(call) = decode_event(old_call, 1).unwrap().data else { panic!() };
+    assert!(!call.unconfined);
+    let old_request = r#"{"seq":4,"time":1,"type":"approval/request","data":{"approvalId":"a","callId":"c1","tool":"run_command","summary":"run_command: ls"}}"#;
+    let EventData::ApprovalRequest(request) = decode_event(old_request, 1).unwrap().data else {
+        panic!()
+    };
+    assert_eq!(request.sandbox, None);
+    // New fields are written only when they say something, and read back.
+    let unconfined = ToolCallStarted {
+        step: 1,
+        call_id: "c1".into(),
+        name: "run_command".into(),
+        unconfined: true,
+    };
+    let line = encode_event(&event(5, EventData::ToolCall(unconfined.clone())));
+    assert!(line.ends_with(r#""name":"run_command","unconfined":true}}"#), "{line}");
+    assert_eq!(decode_event(&line, 1).unwrap().data, EventData::ToolCall(unconfined));
+    let confined = EventData::ToolCall(ToolCallStarted {
+        step: 1,
+        call_id: "c1".into(),
+        name: "run_command".into(),
+        unconfined: false,
+    });
+    assert!(!encode_event(&event(5, confined)).contains("unconfined"));
+    let decision = r#"{"seq":6,"time":1,"type":"approval/decision","data":{"approvalId":"a","decision":"allowUnconfined"}}"#;
+    let EventData::ApprovalDecision(decision) = decode_event(decision, 1).unwrap().data else {
+        panic!()
+    };
+    assert_eq!(decision.decision, ApprovalVerdict::AllowUnconfined);
+}
+
+#[test]
 fn decode_log_numbers_lines_from_one() {
     let text = format!("{}\n{}\n", encode_event(&event(0, meta())), "{not json");
     assert_eq!(decode_log(&text).unwrap_err().line, 2);
@@ -525,6 +559,7 @@ fn tool_turn() -> Vec<Event> {
             step: 1,
             call_id: "c1".into(),
             name: "read_file".into(),
+            unconfined: false,
         }),
         result("c1", "A"),
         EventData::StepEnd(StepEnd { step: 1, finish_reason: "tool_calls".into(), usage }),

@@ -113,6 +113,17 @@ function M.check()
         health.warn(("session %s failed: %s"):format(s.sessionId, s.failed))
       end
     end
+    local sandbox = status.sandbox
+    if sandbox then
+      local in_force = #(sandbox.inForce or {}) > 0 and table.concat(sandbox.inForce, ", ") or "nothing"
+      local line = ("command sandbox %s, network %s, in force: %s"):format(
+        sandbox.policy, sandbox.network and "on" or "off", in_force)
+      if #(sandbox.warnings or {}) > 0 then
+        health.warn(line, sandbox.warnings)
+      else
+        health.ok(line)
+      end
+    end
   else
     health.error("daemon/status failed: " .. (serr and serr.message or "?"))
   end

@@ -234,8 +234,24 @@ end
 local approval_queue = {}
 local approval_open = false
 
-local choices = { "Allow", "Deny", "Allow always" }
-local decisions = { Allow = "allow", Deny = "deny", ["Allow always"] = "allowAlways" }
+local decisions = {
+  Allow = "allow",
+  Deny = "deny",
+  ["Allow always"] = "allowAlways",
+  ["Allow once, unconfined"] = "allowUnconfined",
+}
+
+--- The answers an approval offers: a command that would run confined can also be allowed once
+--- without the sandbox.
+---@param req dsh.ApprovalRequest
+---@return string[]
+function M.approval_choices(req)
+  local choices = { "Allow", "Deny", "Allow always" }
+  if req.sandbox and not req.sandbox:find("unconfined", 1, true) then
+    table.insert(choices, "Allow once, unconfined")
+  end
+  return choices
+end
 
 local function next_approval()
   if approval_open then
@@ -250,8 +266,9 @@ local function next_approval()
     return next_approval()
   end
   approval_open = true
-  vim.ui.select(choices, {
-    prompt = ("dsh: %s wants to run — %s"):format(req.tool, req.summary),
+  local sandbox = req.sandbox and (" [sandbox: %s]"):format(req.sandbox) or ""
+  vim.ui.select(M.approval_choices(req), {
+    prompt = ("dsh: %s wants to run — %s%s"):format(req.tool, req.summary, sandbox),
     kind = "dsh.approval",
   }, function(choice)
     approval_open = false

@@ -73,7 +73,7 @@ M.event_kinds = {
 -- The API's types.
 
 --- A client's answer to an approval request.
----@alias dsh.ApprovalChoice "allow"|"deny"|"allowAlways"
+---@alias dsh.ApprovalChoice "allow"|"deny"|"allowAlways"|"allowUnconfined"
 
 --- `approval/respond` params.
 ---@class dsh.ApprovalRespondParams
@@ -106,6 +106,7 @@ M.event_kinds = {
 ---@field home string Its state directory.
 ---@field pid integer Its process id.
 ---@field protocolVersion integer Protocol version.
+---@field sandbox dsh.SandboxStatus The command sandbox.
 ---@field sessions dsh.LoadedSession[] Sessions loaded in memory.
 ---@field uptimeMs integer Milliseconds since it started.
 ---@field version string The daemon's version.
@@ -223,6 +224,23 @@ M.event_kinds = {
 ---@field adapter string The adapter that serialized the body (e.g. `deepseek-chat/v1`).
 ---@field bytes integer Length of the body in bytes.
 ---@field sha256 string Lowercase hex sha256 of the exact body bytes.
+
+--- One kernel feature the command sandbox is built from.
+---@class dsh.SandboxFeature
+---@field available boolean The kernel offers it.
+---@field detail string What it offers (`Landlock ABI 7`), or why it is missing.
+---@field name string `landlock` or `userns`.
+---@field turnedOff boolean The configuration turned it off (`--sandbox-without`).
+---@field used boolean The sandbox uses it (available, and not turned off by the configuration).
+
+--- What confines the commands the model runs.
+---@class dsh.SandboxStatus
+---@field approvalRequired boolean Every command asks for approval, because the sandbox is weaker than its policy.
+---@field features dsh.SandboxFeature[] Each kernel feature: offered, used, turned off.
+---@field inForce string[] The layers applied to every command, in words.
+---@field network boolean Whether commands may use the network.
+---@field policy string The policy: `workspace-write`, `read-only` or `full` (no confinement).
+---@field warnings string[] What is missing and what that means, for people (empty when all is in force).
 
 --- A message with the seq of the surface node it came from.
 ---@class dsh.SeqMessage
@@ -433,11 +451,12 @@ M.event_kinds = {
 ---@class dsh.ApprovalRequest
 ---@field approvalId string Id a client answers with.
 ---@field callId string The tool call waiting.
+---@field sandbox? string How the call would run, for a command: its sandbox policy, and whether the sandbox is degraded or absent (`workspace-write`, `workspace-write (degraded: no landlock)`, `full (unconfined)`). Absent for tools that do not run commands.
 ---@field summary string What the call would do, for people.
 ---@field tool string The tool.
 
 --- What was decided about an approval.
----@alias dsh.ApprovalVerdict "allow"|"deny"|"allowAlways"|"timeout"
+---@alias dsh.ApprovalVerdict "allow"|"deny"|"allowAlways"|"timeout"|"allowUnconfined"
 
 --- `assistant/chunk`.
 ---@class dsh.AssistantChunk
@@ -579,6 +598,7 @@ M.event_kinds = {
 ---@field callId string The call id.
 ---@field name string The tool.
 ---@field step integer The step whose message asked for it.
+---@field unconfined? boolean True when a command runs without the sandbox: approved as such (`allowUnconfined`), policy `full`, or no sandbox available. Absent (false) for every other call and in logs written before the sandbox existed.
 
 --- `tool/progress`.
 ---@class dsh.ToolProgress

@@ -478,6 +478,13 @@ handlers["assistant/message"] = function(self, data)
   self.stream = nil
 end
 
+handlers["tool/call"] = function(self, data)
+  -- Only a command that ran without the sandbox is worth a line: everything else is confined.
+  if data.unconfined then
+    self:append({ ("  ⚠ %s ran unconfined (no sandbox)"):format(data.name) }, "DshError")
+  end
+end
+
 handlers["tool/progress"] = function(self, data)
   self:append(lines_of(data.text, "      ", "    … ", 3), "DshDim")
 end
@@ -491,7 +498,8 @@ handlers["tool/result"] = function(self, data)
 end
 
 handlers["approval/request"] = function(self, data)
-  local line = self:append({ ("  ? %s wants approval: %s"):format(data.tool, data.summary) }, "DshApproval")
+  local sandbox = data.sandbox and (" [sandbox: %s]"):format(data.sandbox) or ""
+  local line = self:append({ ("  ? %s wants approval: %s%s"):format(data.tool, data.summary, sandbox) }, "DshApproval")
   self.approvals[data.approvalId] = data
   self.approval_lines[data.approvalId] = line
   if self.on_approval then
@@ -505,6 +513,7 @@ handlers["approval/decision"] = function(self, data)
     allow = "allowed",
     deny = "denied",
     allowAlways = "allowed always",
+    allowUnconfined = "allowed once, unconfined",
     timeout = "timed out",
   }
   local line = self.approval_lines[data.approvalId]

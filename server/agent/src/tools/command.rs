@@ -1,8 +1,13 @@
 //! `run_command`: a shell command in the workspace root, in its own process group.
 //!
-//! The command runs as `sh -c <command>` with stdin from `/dev/null` and stdout and stderr on one
-//! pipe, so the model sees them interleaved as a terminal would show them (the daemon's own
-//! stdout is never inherited). The shell leads a new process group, and the group is the unit
+//! The command runs as `sh -c <command>` — through the session's sandbox (`dsh sandbox-exec`,
+//! see `dsh-sandbox`) unless the user approved this call unconfined — with the environment the
+//! sandbox builds (never the daemon's: the provider's key is in no command's reach), stdin from
+//! `/dev/null` and stdout and stderr on one pipe, so the model sees them interleaved as a
+//! terminal would show them (the daemon's own stdout is never inherited). When a confined
+//! command fails and its output shows the sandbox refused something, the result says what
+//! ("write outside the workspace denied: /etc/hosts"), so the model can ask for an unconfined
+//! run. The shell leads a new process group, and the group is the unit
 //! we kill: on timeout, on cancellation, when the call's future is dropped, and after the shell
 //! exits (background processes it left behind would otherwise hold the pipe open and outlive
 //! the call). A process that leaves the group on purpose (`setsid`) escapes this; that is out
@@ -18,6 +23,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use dsh_sandbox::CommandSandbox;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Deserialize;
@@ -26,7 +32,7 @@ use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
 use super::schema::MAX_TIMEOUT_SECS;
-use super::{Tool, ToolConfig, ToolOutput, Workspace, parse};
+use super::{Tool, ToolConfig, ToolOutput, parse};
 
 /// How long output is still collected after the shell exits (or after the group is killed)
 /// before the pipe is abandoned.
@@ -51,22 +57,24 @@ enum Ending {
 
 /// Runs `run_command` with its raw argument string.
 pub(super) async fn run(
-    workspace: &Workspace,
+    sandbox: &CommandSandbox,
     config: &ToolConfig,
     arguments: &str,
     cancel: &CancellationToken,
+    unconfined: bool,
 ) -> ToolOutput {
-    match run_checked(workspace, config, arguments, cancel).await {
+    match run_checked(sandbox, config, arguments, cancel, unconfined).await {
         Ok(output) => output,
         Err(message) => ToolOutput::error(message),
     }
 }
 
 async fn run_checked(
-    workspace: &Workspace,
+    sandbox: &CommandSandbox,
     config: &ToolConfig,
     arguments: &str,
     cancel: &CancellationToken,
+    unconfined: bool,
 ) -> Result<ToolOutput, String> {
     let args: RunCommandArgs = parse(Tool::RunCommand, arguments)?;
     if args.command.trim().is_empty() {
@@ -85,14 +93,11 @@ async fn run_checked(
     let start_error = |error: std::io::Error| format!("cannot start the command: {error}");
     let (reader, writer) = std::io::pipe().map_err(start_error)?;
     let stderr_writer = writer.try_clone().map_err(start_error)?;
-    let mut command = tokio::process::Command::new("sh");
+    // The sandbox sets the program (the launcher, or `sh` itself), the working directory and
+    // the environment; the streams and the process group are this module's.
+    let mut command = tokio::process::Command::from(sandbox.shell(&args.command, unconfined));
     command
-        .arg("-c")
-        .arg(&args.command)
-        .current_dir(workspace.root())
         .stdin(Stdio::null())
-        // The provider's key is the daemon's secret, not the command's.
-        .env_remove(dsh_provider::API_KEY_ENV)
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(stderr_writer))
         .process_group(0)
@@ -181,6 +186,17 @@ async fn run_checked(
     };
     if leftovers_killed {
         content.push_str("\n[background processes the command left running were killed]");
+    }
+    if is_error && !unconfined && matches!(ending, Ending::Exited(_)) {
+        let denials = sandbox.denials(&content);
+        for denial in &denials {
+            let _ = write!(content, "\n[sandbox ({}): {denial}]", sandbox.policy_name());
+        }
+        if !denials.is_empty() {
+            content.push_str(
+                "\n[if the command must do this, ask the user to approve running it unconfined]",
+            );
+        }
     }
     Ok(ToolOutput { content, is_error })
 }

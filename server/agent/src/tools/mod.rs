@@ -10,8 +10,10 @@
 //! Schemas are part of the byte-stable request header, so they are constants: sorted by name,
 //! no clock, no host-specific text, and no configuration values in them.
 //!
-//! Every path argument goes through [`Workspace`] confinement (see `workspace.rs`). This module
-//! does not apply the approval policy — the loop does, from [`Toolbox::access`].
+//! Every path argument goes through [`Workspace`] confinement (see `workspace.rs`); commands run
+//! through the session's [`CommandSandbox`] (`dsh-sandbox`), which confines them and gives them
+//! a built environment, never the daemon's. This module does not apply the approval policy —
+//! the loop does, from [`Toolbox::access`] and the sandbox's state.
 
 mod command;
 mod files;
@@ -22,8 +24,10 @@ mod workspace;
 #[cfg(test)]
 mod tests;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use dsh_sandbox::CommandSandbox;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
@@ -92,6 +96,17 @@ impl Default for ToolConfig {
 pub struct Toolbox {
     workspace: Workspace,
     config: ToolConfig,
+    sandbox: Arc<CommandSandbox>,
+}
+
+/// How a call runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RunAs {
+    /// As the sandbox says (commands confined, when it can).
+    #[default]
+    Sandboxed,
+    /// A command without the sandbox: the user approved this one call as such.
+    Unconfined,
 }
 
 /// The built-in tools, in name order (the order of [`Toolbox::schemas`]).
@@ -143,9 +158,23 @@ impl Tool {
 }
 
 impl Toolbox {
-    /// Creates the toolbox for one workspace.
+    /// Creates the toolbox for one workspace, without a command sandbox: commands run
+    /// unconfined (with the minimal environment). The daemon always adds one
+    /// ([`Toolbox::with_sandbox`]).
     pub fn new(workspace: Workspace, config: ToolConfig) -> Toolbox {
-        Toolbox { workspace, config }
+        let sandbox = Arc::new(CommandSandbox::none(workspace.root()));
+        Toolbox { workspace, config, sandbox }
+    }
+
+    /// The toolbox with `sandbox` confining its commands.
+    pub fn with_sandbox(mut self, sandbox: CommandSandbox) -> Toolbox {
+        self.sandbox = Arc::new(sandbox);
+        self
+    }
+
+    /// The command sandbox.
+    pub fn sandbox(&self) -> &CommandSandbox {
+        &self.sandbox
     }
 
     /// The workspace the tools are confined to.
@@ -186,6 +215,18 @@ impl Toolbox {
         arguments: &str,
         cancel: &CancellationToken,
     ) -> ToolOutput {
+        self.call_as(name, arguments, cancel, RunAs::Sandboxed).await
+    }
+
+    /// Like [`Toolbox::call`], choosing how a command runs (`run_as` only matters for
+    /// `run_command`).
+    pub async fn call_as(
+        &self,
+        name: &str,
+        arguments: &str,
+        cancel: &CancellationToken,
+        run_as: RunAs,
+    ) -> ToolOutput {
         let Some(tool) = Tool::from_name(name) else {
             let names: Vec<&str> = Tool::ALL.iter().map(|tool| tool.name()).collect();
             return ToolOutput::error(format!(
@@ -197,7 +238,8 @@ impl Toolbox {
             return ToolOutput::error(format!("{name} was cancelled before it started"));
         }
         if tool == Tool::RunCommand {
-            return command::run(&self.workspace, &self.config, arguments, cancel).await;
+            let unconfined = run_as == RunAs::Unconfined;
+            return command::run(&self.sandbox, &self.config, arguments, cancel, unconfined).await;
         }
         // The file tools do blocking I/O (and grep/glob may walk a large tree), so they run on
         // the blocking pool; a panic there comes back as a join error instead of unwinding.

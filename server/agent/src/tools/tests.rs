@@ -466,6 +466,20 @@ async fn run_command_reports_output_and_exit_code() {
 }
 
 #[tokio::test]
+async fn run_command_gets_a_built_environment_not_the_daemons() {
+    // Cargo runs tests with variables of its own (CARGO_MANIFEST_DIR...): none may reach a
+    // command, which sees PATH, HOME, LANG and TERM at most.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let fixture = fixture();
+    let content =
+        ok(fixture.call("run_command", json!({"command": "env | cut -d= -f1 | sort"})).await);
+    let names: Vec<&str> = content.lines().filter(|line| !line.starts_with('[')).collect();
+    let allowed = ["PATH", "HOME", "LANG", "TERM", "PWD", "SHLVL", "_", "OLDPWD"];
+    assert!(names.iter().all(|name| allowed.contains(name)), "{names:?}");
+    assert!(names.contains(&"PATH"), "{names:?}");
+}
+
+#[tokio::test]
 async fn run_command_runs_in_the_workspace_with_null_stdin() {
     let fixture = fixture();
     let content = ok(fixture.call("run_command", json!({"command": "pwd; cat; echo done"})).await);

@@ -146,6 +146,7 @@ pub fn session_events(shape: Shape) -> Vec<EventData> {
                     step,
                     call_id: call_id.clone(),
                     name: "read".into(),
+                    unconfined: false,
                 }));
                 events.push(EventData::ToolProgress(ToolProgress {
                     call_id: call_id.clone(),

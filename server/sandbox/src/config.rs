@@ -1,0 +1,157 @@
+//! What a user configures: the policy for commands, whether they get the network, kernel
+//! features to leave unused (as a user on a kernel without them would see), and what else
+//! commands may see (environment variables, readable directories).
+//!
+//! One struct, [`SandboxConfig`], so that flags and environment variables today, and a
+//! configuration file later, fill the same thing.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// How commands are confined.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SandboxPolicy {
+    /// Read the system and the workspace; write only the workspace and a private temporary
+    /// directory; no network unless allowed.
+    #[default]
+    WorkspaceWrite,
+    /// Read the system and the workspace; write nothing; no network unless allowed.
+    ReadOnly,
+    /// No confinement: commands can do whatever the user can.
+    Full,
+}
+
+impl SandboxPolicy {
+    /// The name used on the command line, in the status and in the system prompt.
+    pub fn name(self) -> &'static str {
+        match self {
+            SandboxPolicy::WorkspaceWrite => "workspace-write",
+            SandboxPolicy::ReadOnly => "read-only",
+            SandboxPolicy::Full => "full",
+        }
+    }
+}
+
+impl fmt::Display for SandboxPolicy {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.name())
+    }
+}
+
+impl FromStr for SandboxPolicy {
+    type Err = ConfigError;
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        match text {
+            "workspace-write" => Ok(SandboxPolicy::WorkspaceWrite),
+            "read-only" => Ok(SandboxPolicy::ReadOnly),
+            "full" => Ok(SandboxPolicy::Full),
+            other => Err(ConfigError::Policy(other.to_owned())),
+        }
+    }
+}
+
+/// A kernel feature the sandbox is built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Feature {
+    /// Landlock: file system and TCP access control.
+    Landlock,
+    /// Unprivileged user namespaces, and with them mount, PID and network namespaces.
+    Userns,
+}
+
+impl Feature {
+    /// Every feature, in the order they are reported.
+    pub const ALL: [Feature; 2] = [Feature::Landlock, Feature::Userns];
+
+    /// The name used on the command line and in the status.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::Landlock => "landlock",
+            Feature::Userns => "userns",
+        }
+    }
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.name())
+    }
+}
+
+impl FromStr for Feature {
+    type Err = ConfigError;
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        match text {
+            "landlock" => Ok(Feature::Landlock),
+            "userns" => Ok(Feature::Userns),
+            other => Err(ConfigError::Feature(other.to_owned())),
+        }
+    }
+}
+
+/// The sandbox configuration of a daemon.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// The policy for `run_command`.
+    pub policy: SandboxPolicy,
+    /// Whether commands may use the network.
+    pub network: bool,
+    /// Kernel features not to use, even when the kernel offers them.
+    pub without: BTreeSet<Feature>,
+    /// Names of environment variables passed to commands besides `PATH`, `HOME`, `LANG` and
+    /// `TERM` (when the daemon has them).
+    pub env: Vec<String>,
+    /// More directories commands may read (and run programs from).
+    pub read: Vec<PathBuf>,
+}
+
+/// A configuration value that does not parse or is not allowed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// An unknown policy name.
+    #[error("unknown sandbox policy `{0}` (expected workspace-write, read-only or full)")]
+    Policy(String),
+    /// An unknown feature name.
+    #[error("unknown sandbox feature `{0}` (expected landlock or userns)")]
+    Feature(String),
+    /// Not an environment variable name.
+    #[error("`{0}` is not an environment variable name")]
+    EnvName(String),
+    /// A variable that must never reach a command.
+    #[error("{0} is never passed to commands")]
+    Forbidden(String),
+    /// A readable directory that is not an absolute path.
+    #[error("sandbox read path `{0}` must be absolute")]
+    RelativeRead(String),
+}
+
+impl SandboxConfig {
+    /// Checks the configuration: variable names are names and none is in `forbidden` (the
+    /// provider's key), readable paths are absolute.
+    pub fn validate(&self, forbidden: &[&str]) -> Result<(), ConfigError> {
+        for name in &self.env {
+            let mut chars = name.chars();
+            let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+            if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(ConfigError::EnvName(name.clone()));
+            }
+            if forbidden.contains(&name.as_str()) {
+                return Err(ConfigError::Forbidden(name.clone()));
+            }
+        }
+        for path in &self.read {
+            if !path.is_absolute() {
+                return Err(ConfigError::RelativeRead(path.display().to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits a list of names given as one value (`A,B` or `A:B`), as an environment variable
+    /// carries them.
+    pub fn split_list(text: &str) -> impl Iterator<Item = &str> {
+        text.split([',', ':']).map(str::trim).filter(|part| !part.is_empty())
+    }
+}

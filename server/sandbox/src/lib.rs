@@ -1,0 +1,34 @@
+//! The command sandbox: what `run_command` may touch.
+//!
+//! A policy from the configuration ([`SandboxConfig`]: `workspace-write`, `read-only`, `full`,
+//! the network, features turned off), what the kernel offers ([`Support`], probed once), the
+//! resulting decision and status ([`Sandbox`]), each session's plan and private temporary
+//! directory ([`CommandSandbox`], which builds the confined `Command`), and the helper that
+//! applies a plan to itself and `exec`s the command ([`sandbox_exec`], hosted by the `dsh`
+//! binary as `dsh sandbox-exec`). On Linux the layers are Landlock (file system, TCP, signals)
+//! and user, mount, PID and network namespaces; elsewhere nothing confines, and the status
+//! says so.
+//!
+//! What it does not do: decide approvals (the agent asks, and knows from
+//! [`CommandSandbox::approval_required`] when every command must), hold the provider's key, or
+//! know about sessions and logs. It has no unsafe code: the helper is a separate process
+//! because confining a child between `fork` and `exec` would need some.
+
+pub mod config;
+pub mod diagnose;
+pub mod helper;
+pub mod plan;
+pub mod probe;
+pub mod runtime;
+
+#[cfg(target_os = "linux")]
+mod linux;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{ConfigError, Feature, SandboxConfig, SandboxPolicy};
+pub use helper::{SETUP_FAILED, Stage, sandbox_exec};
+pub use plan::{Layers, Plan, PlanInputs};
+pub use probe::{Availability, Support};
+pub use runtime::{CommandSandbox, FeatureStatus, Sandbox, SandboxStatus};
