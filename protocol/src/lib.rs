@@ -18,7 +18,7 @@ use ts_rs::TS;
 
 /// The log vocabulary, typed, for clients that fold the events they receive (the fronts): an
 /// event as delivered decodes with [`decode_event`] like a log line.
-pub use dsh_session::{ChunkDelta, Event, EventData, decode_event};
+pub use dsh_session::{ApprovalRequest, ChunkDelta, Event, EventData, decode_event};
 pub use dsh_session::{
     EpochHeader, ForkOrigin, Message, PrefixCause, RequestSent, StopReason, Usage, UsageRow,
 };

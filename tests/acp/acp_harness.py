@@ -48,7 +48,7 @@ class Env:
         self.home = os.path.join(self.root, "home")
         self.ws = os.path.realpath(os.path.join(self.root, "ws"))
         os.makedirs(self.ws)
-        self.env = dict(os.environ, DSH_HOME=self.home, DEEPSEEK_API_KEY="sk-test", DSH_LOG="warn")
+        self.env = dict(os.environ, DSH_HOME=self.home, DEEPSEEK_API_KEY="sk-test")
 
     def argv(self, *args):
         return [self.dsh, "--base-url", self.mock.url, *args]

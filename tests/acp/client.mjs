@@ -42,7 +42,7 @@ async function waitFor(predicate, what, timeoutMs = 20000) {
 /** Spawns `dsh acp`; returns the child and an SDK stream whose lines are recorded. */
 function spawnAcp() {
   const child = spawn(dsh, ["--base-url", mockUrl, "acp"], {
-    env: { ...process.env, DSH_HOME: home, DEEPSEEK_API_KEY: "sk-test", DSH_LOG: "warn" },
+    env: { ...process.env, DSH_HOME: home, DEEPSEEK_API_KEY: "sk-test" },
     stdio: ["pipe", "pipe", "inherit"],
   });
   const record = (dir) => {

@@ -211,6 +211,8 @@ async def scenarios(env, recorders):
     check(len(failed) == 1, failed)
     calls = [u for u in client.updates[sid] if u["sessionUpdate"] == "tool_call"]
     check(calls[-1]["kind"] == "execute", calls)
+    check(client.permissions[-1][2] == ["allow_once", "allow_unconfined", "allow_always", "reject_once"], client.permissions[-1])
+    check("(sandbox: " in client.permissions[-1][1].title, client.permissions[-1][1])
     client.answer = "allow_once"
     PASSED.append("reject")
 

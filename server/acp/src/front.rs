@@ -19,9 +19,10 @@ use dsh_daemon::client::event_of;
 use dsh_daemon::{Client, ClientError, Unsolicited};
 use dsh_protocol::method::{self};
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRespondParams, Event, SessionCreateParams, SessionEvent,
-    SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams, SessionParams,
-    SessionPromptParams, SessionRequestParams, SessionSubscribeParams, StopReason, decode_event,
+    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Event, SessionCreateParams,
+    SessionEvent, SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams,
+    SessionParams, SessionPromptParams, SessionRequestParams, SessionSubscribeParams, StopReason,
+    decode_event,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -460,9 +461,9 @@ impl Front {
                 let updates = open.translator.updates(&event);
                 let mut ask = Vec::new();
                 if event.seq + 1 >= open.replay_end {
-                    for (approval_id, (call_id, summary)) in &open.translator.pending_approvals {
+                    for (approval_id, request) in &open.translator.pending_approvals {
                         if open.asked.insert(approval_id.clone()) {
-                            ask.push((approval_id.clone(), call_id.clone(), summary.clone()));
+                            ask.push(request.clone());
                         }
                     }
                 }
@@ -483,14 +484,12 @@ impl Front {
             for update in updates {
                 send_update(&connection, &session_id, update);
             }
-            for (approval_id, call_id, summary) in ask {
+            for request in ask {
                 let front = Arc::clone(self);
                 let connection = connection.clone();
                 let session_id = session_id.clone();
                 tokio::spawn(async move {
-                    front
-                        .ask_permission(&connection, session_id, approval_id, call_id, summary)
-                        .await;
+                    front.ask_permission(&connection, session_id, request).await;
                 });
             }
         }
@@ -503,19 +502,30 @@ impl Front {
         &self,
         connection: &Connection,
         session_id: String,
-        approval_id: String,
-        call_id: String,
-        summary: String,
+        asked: ApprovalRequest,
     ) {
+        let ApprovalRequest { approval_id, call_id, summary, sandbox, .. } = asked;
+        let mut options = vec![
+            json!({"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"}),
+            json!({"optionId": "allow_always", "name": "Always allow this tool in this session", "kind": "allow_always"}),
+            json!({"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}),
+        ];
+        let title = match &sandbox {
+            // A command: it can also run once outside the sandbox.
+            Some(sandbox) => {
+                options.insert(
+                    1,
+                    json!({"optionId": "allow_unconfined", "name": "Allow once, outside the sandbox", "kind": "allow_once"}),
+                );
+                format!("{summary} (sandbox: {sandbox})")
+            }
+            None => summary,
+        };
         let request = json!({
             "sessionId": session_id,
-            "toolCall": {"toolCallId": call_id, "title": summary},
-            "options": [
-                {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
-                {"optionId": "allow_always", "name": "Always allow this tool in this session", "kind": "allow_always"},
-                {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-            ],
-            "_meta": {"dsh/approvalId": approval_id},
+            "toolCall": {"toolCallId": call_id, "title": title},
+            "options": options,
+            "_meta": {"dsh/approvalId": approval_id, "dsh/sandbox": sandbox},
         });
         let decision = match serde_json::from_value::<schema::RequestPermissionRequest>(request) {
             Ok(request) => {
@@ -570,6 +580,7 @@ fn chosen(response: &schema::RequestPermissionResponse) -> ApprovalChoice {
     match outcome["optionId"].as_str() {
         Some("allow_once") => ApprovalChoice::Allow,
         Some("allow_always") => ApprovalChoice::AllowAlways,
+        Some("allow_unconfined") => ApprovalChoice::AllowUnconfined,
         _ => ApprovalChoice::Deny,
     }
 }

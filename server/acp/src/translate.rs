@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use dsh_protocol::{ChunkDelta, Event, EventData, StopReason, Usage};
+use dsh_protocol::{ApprovalRequest, ChunkDelta, Event, EventData, StopReason, Usage};
 use serde_json::{Value, json};
 
 /// What the fold knows about a session's log so far.
@@ -28,8 +28,8 @@ pub struct Translator {
     streaming_calls: HashMap<u32, (String, String)>,
     /// Tool names and arguments by call id, for the updates that follow the call.
     calls: HashMap<String, (String, Value)>,
-    /// Approvals asked and not yet decided: approval id → (call id, summary).
-    pub pending_approvals: HashMap<String, (String, String)>,
+    /// Approvals asked and not yet decided, by approval id.
+    pub pending_approvals: HashMap<String, ApprovalRequest>,
 }
 
 /// The extension namespace of dsh's `_meta` keys and methods.
@@ -144,10 +144,7 @@ impl Translator {
                 vec![self.usage_update(end.step, &end.usage)]
             }
             EventData::ApprovalRequest(request) => {
-                self.pending_approvals.insert(
-                    request.approval_id.clone(),
-                    (request.call_id.clone(), request.summary.clone()),
-                );
+                self.pending_approvals.insert(request.approval_id.clone(), request.clone());
                 vec![]
             }
             EventData::ApprovalDecision(decision) => {
