@@ -521,12 +521,15 @@ impl Front {
             }
             None => summary,
         };
-        let request = json!({
+        let mut request = json!({
             "sessionId": session_id,
             "toolCall": {"toolCallId": call_id, "title": title},
             "options": options,
-            "_meta": {"dsh/approvalId": approval_id, "dsh/sandbox": sandbox},
+            "_meta": {"dsh/approvalId": approval_id},
         });
+        if let Some(sandbox) = sandbox {
+            request["_meta"]["dsh/sandbox"] = json!(sandbox);
+        }
         let decision = match serde_json::from_value::<schema::RequestPermissionRequest>(request) {
             Ok(request) => {
                 let sent = connection.send_request(request);

@@ -1,5 +1,6 @@
 //! The fold over a small log: one line per update, compared with its expectation
 //! (`UPDATE_EXPECT=1` regenerates).
+#![allow(clippy::unwrap_used)]
 
 use expect_test::expect;
 
