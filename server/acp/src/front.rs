@@ -166,9 +166,17 @@ impl Front {
         match method {
             "initialize" => Ok(initialize()),
             "authenticate" => Ok(json!({})),
-            "session/new" => self.new_session(parse(params)?, connection).await,
-            "session/load" => self.load_session(parse(params)?, connection).await,
-            "session/resume" => self.resume_session(parse(params)?, connection).await,
+            "session/new" => self.new_session(parse(params)?).await,
+            "session/load" => {
+                let request: schema::LoadSessionRequest = parse(params)?;
+                let id = request.session_id.to_string();
+                self.attach(id, &request.cwd, &request.mcp_servers, true, connection).await
+            }
+            "session/resume" => {
+                let request: schema::ResumeSessionRequest = parse(params)?;
+                let id = request.session_id.to_string();
+                self.attach(id, &request.cwd, &request.mcp_servers, false, connection).await
+            }
             "session/list" => self.list_sessions(parse(params)?).await,
             "session/prompt" => self.prompt(parse(params)?).await,
             "_session/steering" => self.steer(parse(params)?).await,
@@ -181,43 +189,31 @@ impl Front {
     async fn new_session(
         self: &Arc<Self>,
         request: schema::NewSessionRequest,
-        connection: &Connection,
     ) -> Result<Value, AcpError> {
         let workspace = checked_cwd(&request.cwd, &request.mcp_servers)?;
         let params = SessionCreateParams { workspace, model: None, config: None };
         let created = self.client.call::<method::SessionCreate>(params).await.map_err(rpc_error)?;
-        self.open(&created.session_id, true, connection).await?;
+        self.open(&created.session_id, true).await?;
         Ok(json!({"sessionId": created.session_id}))
     }
 
-    async fn load_session(
+    /// `session/load` (`replay`: the whole conversation first) and `session/resume`.
+    async fn attach(
         self: &Arc<Self>,
-        request: schema::LoadSessionRequest,
+        session_id: String,
+        cwd: &std::path::Path,
+        mcp_servers: &[schema::McpServer],
+        replay: bool,
         connection: &Connection,
     ) -> Result<Value, AcpError> {
-        checked_cwd(&request.cwd, &request.mcp_servers)?;
-        let session_id = request.session_id.to_string();
+        checked_cwd(cwd, mcp_servers)?;
         let already = lock(&self.sessions).contains_key(&session_id);
-        if already {
+        if !already {
+            self.open(&session_id, replay).await?;
+        } else if replay {
             // Its live subscription goes on; the conversation is replayed from the log with a
             // fold of its own.
             self.replay(&session_id, connection).await?;
-        } else {
-            self.open(&session_id, true, connection).await?;
-        }
-        Ok(json!({}))
-    }
-
-    async fn resume_session(
-        self: &Arc<Self>,
-        request: schema::ResumeSessionRequest,
-        connection: &Connection,
-    ) -> Result<Value, AcpError> {
-        checked_cwd(&request.cwd, &request.mcp_servers)?;
-        let session_id = request.session_id.to_string();
-        let already = lock(&self.sessions).contains_key(&session_id);
-        if !already {
-            self.open(&session_id, false, connection).await?;
         }
         Ok(json!({}))
     }
@@ -225,12 +221,7 @@ impl Front {
     /// Opens `session_id` in this front: subscribes to its log — from the start when
     /// `replay`, which the router forwards as the replayed conversation — and returns once the
     /// events that were logged before are forwarded.
-    async fn open(
-        self: &Arc<Self>,
-        session_id: &str,
-        replay: bool,
-        _connection: &Connection,
-    ) -> Result<(), AcpError> {
+    async fn open(self: &Arc<Self>, session_id: &str, replay: bool) -> Result<(), AcpError> {
         let usage = self
             .client
             .call::<method::SessionUsage>(SessionParams { session_id: session_id.to_owned() })

@@ -24,9 +24,8 @@ pub struct Translator {
     pub last_ended: Option<(u64, StopReason)>,
     /// The finish reason of the last finished step.
     pub last_finish_reason: Option<String>,
-    /// Tool calls of the streaming step by index: (call id, tool name).
-    streaming_calls: HashMap<u32, (String, String)>,
-    /// Tool names and arguments by call id, for the updates that follow the call.
+    /// Tool names and arguments of the calls not answered yet, by call id, for the updates
+    /// that follow the call (dropped at the result: a long session keeps none of them).
     calls: HashMap<String, (String, Value)>,
     /// Approvals asked and not yet decided, by approval id.
     pub pending_approvals: HashMap<String, ApprovalRequest>,
@@ -70,10 +69,6 @@ impl Translator {
                 update["_meta"] = json!({"dsh/steering": true});
                 vec![update]
             }
-            EventData::StepStart(_) => {
-                self.streaming_calls.clear();
-                vec![]
-            }
             EventData::AssistantChunk(chunk_event) => match &chunk_event.delta {
                 // An empty piece (a role frame's) shows nothing.
                 ChunkDelta::Text { text } | ChunkDelta::Reasoning { text } if text.is_empty() => {
@@ -81,8 +76,7 @@ impl Translator {
                 }
                 ChunkDelta::Text { text } => vec![chunk("agent_message_chunk", text)],
                 ChunkDelta::Reasoning { text } => vec![chunk("agent_thought_chunk", text)],
-                ChunkDelta::ToolCall { index, id, name } => {
-                    self.streaming_calls.insert(*index, (id.clone(), name.clone()));
+                ChunkDelta::ToolCall { id, name, .. } => {
                     vec![json!({
                         "sessionUpdate": "tool_call",
                         "toolCallId": id,
@@ -122,9 +116,9 @@ impl Translator {
             })],
             EventData::ToolResult(result) => {
                 let mut content = Vec::new();
-                if let Some((name, input)) = self.calls.get(&result.call_id)
+                if let Some((name, input)) = self.calls.remove(&result.call_id)
                     && !result.is_error
-                    && let Some(diff) = self.diff(name, input)
+                    && let Some(diff) = self.diff(&name, &input)
                 {
                     content.push(diff);
                 }

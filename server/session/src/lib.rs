@@ -31,7 +31,8 @@ pub use event::{
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, SystemDelta, ToolSchema,
-    ToolsDelta, apply_header_delta, diff_header, fold_request_header, plan_header_event,
+    ToolsDelta, apply_header_delta, canonical_json, diff_header, fold_request_header,
+    plan_header_event,
 };
 pub use message::{
     AssistantMessage, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall, derive_event_message,
