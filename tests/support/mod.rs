@@ -82,6 +82,9 @@ impl Env {
             .args(args)
             .current_dir(&self.workspace)
             .env("DEEPSEEK_API_KEY", key)
+            // The user's configuration file is the test's own (absent until a test writes it).
+            .env("DSH_CONFIG", self.user_config())
+            .env_remove("DSH_PROVIDER")
             .env_remove("DSH_HOME")
             .env_remove("DSH_MODEL")
             .env_remove("DEEPSEEK_BASE_URL")
@@ -92,6 +95,11 @@ impl Env {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         command
+    }
+
+    /// The user's configuration file of the commands this environment runs (`$DSH_CONFIG`).
+    pub fn user_config(&self) -> PathBuf {
+        self.root.join("config.toml")
     }
 
     /// Runs `dsh ARGS…` to its end.

@@ -14,11 +14,10 @@ use dsh_protocol::{
     SessionEventsParams, SessionEventsResult, SessionForkParams, SessionIdResult,
     SessionInjectParams, SessionInjectResult, SessionListParams, SessionListResult, SessionParams,
     SessionPromptParams, SessionPromptResult, SessionRequestParams, SessionRequestResult,
-    SessionSummary, SessionUsageResult, UsageEntry, WhenBusy,
+    SessionSummary, SessionUsageResult, WhenBusy,
 };
 use dsh_session::{
     ApprovalVerdict, EVENT_KINDS, Event, EventData, SteeringMessage, reconstruct_step, usage_rows,
-    usage_totals,
 };
 use jsonrpsee::types::Params;
 use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage};
@@ -102,13 +101,26 @@ pub fn session_list(
         steps: 0,
         forked_from: None,
         last_usage: None,
+        profile: None,
+        model: None,
+        cost: None,
         running: false,
         error: Some(error.to_string()),
     });
+    // Prices are the workspace's configuration: resolved once per workspace listed.
+    let mut configs: std::collections::HashMap<String, Option<dsh_config::Config>> =
+        std::collections::HashMap::new();
     let mut sessions: Vec<SessionSummary> = listing
         .sessions
         .into_iter()
         .map(|summary| SessionSummary {
+            cost: configs
+                .entry(summary.workspace.clone())
+                .or_insert_with(|| daemon.config_for(Path::new(&summary.workspace)).ok())
+                .as_ref()
+                .and_then(|config| views::cost_of(config, &summary.usage_by_model)),
+            profile: summary.pinned.as_ref().and_then(|(profile, _)| profile.clone()),
+            model: summary.pinned.as_ref().map(|(_, model)| model.clone()),
             running: running.contains(&summary.id),
             session_id: summary.id,
             workspace: summary.workspace,
@@ -276,19 +288,14 @@ pub async fn session_usage(
     daemon: Arc<Daemon>,
     params: SessionParams,
 ) -> ApiResult<SessionUsageResult> {
-    let (rows, header_model) = with_events(&daemon, &params.session_id, |events| {
-        let model = dsh_session::fold_request_header(events).map(|header| header.config.model);
-        (usage_rows(events), model)
+    let (rows, workspace, call) = with_events(&daemon, &params.session_id, |events| {
+        let call = dsh_session::fold_request_header(events).map(|header| header.config);
+        (usage_rows(events), views::workspace_of(events), call)
     })
     .await?;
-    let totals = usage_totals(&rows);
-    let rows =
-        rows.into_iter().map(|row| UsageEntry { explanation: views::explain(&row), row }).collect();
-    // The window the loop measures context pressure against: the model of the folded header,
-    // else the daemon's default model (a session with no request yet).
-    let model = header_model.unwrap_or_else(|| daemon.config.default_model.clone());
-    let context_window = dsh_agent::ContextConfig::for_model(&model).window_tokens;
-    Ok(SessionUsageResult { rows, totals, context_window })
+    let config = workspace.and_then(|workspace| daemon.config_for(&workspace).ok());
+    let context_window = views::context_window(config.as_ref(), call.as_ref());
+    Ok(views::usage_result(rows, config.as_ref(), context_window))
 }
 
 /// `session/events`: a page of the log's events, bounded in count and in bytes.
@@ -361,12 +368,19 @@ pub async fn approval_respond(
 
 /// `daemon/status`.
 pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResult> {
+    let base = daemon.settings().base_config().ok();
     Ok(DaemonStatusResult {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         pid: std::process::id(),
         protocol_version: PROTOCOL_VERSION,
         home: daemon.home().root().display().to_string(),
-        base_url: daemon.config.base_url.clone(),
+        base_url: base
+            .as_ref()
+            .and_then(|c| c.profiles.get(&c.profile.value))
+            .map_or_else(String::new, |p| p.base_url.value.clone()),
+        profiles: base.as_ref().map(views::profile_statuses).unwrap_or_default(),
+        config_files: daemon.settings().files().iter().map(|f| f.display().to_string()).collect(),
+        config_errors: daemon.settings().errors(),
         sessions: daemon
             .loaded()
             .iter()
@@ -467,6 +481,7 @@ async fn blocking<T: Send + 'static>(
 
 fn default_config() -> SessionConfig {
     SessionConfig {
+        profile: None,
         model: None,
         max_tokens: None,
         thinking: None,
