@@ -195,6 +195,11 @@ async def scenarios(env, recorders):
     step_usage = usage[0]["_meta"]["dsh/usage"]
     check(step_usage["step"] == 1 and step_usage["inputTokens"] > 0 and "cachedReadTokens" in step_usage, usage)
     check(usage[0]["size"] >= usage[0]["used"] > 0, usage)
+    # Prices are known for the default model: each step's cost, and the session's so far.
+    first, second = usage[0], usage[1]
+    check(first["cost"]["amount"] > 0 and first["cost"]["currency"], first)
+    step_cost = second["_meta"]["dsh/usage"]["cost"]["amount"]
+    check(abs(second["cost"]["amount"] - first["cost"]["amount"] - step_cost) < 1e-9, (first, second))
     PASSED.append("prompt with permission, thoughts, text, diff, usage")
 
     # A rejected tool call fails the call, the turn goes on.

@@ -19,7 +19,7 @@ use dsh_daemon::client::event_of;
 use dsh_daemon::{Client, ClientError, Unsolicited};
 use dsh_protocol::method::{self};
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Event, SessionCreateParams,
+    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Cost, Event, SessionCreateParams,
     SessionEvent, SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams,
     SessionParams, SessionPromptParams, SessionRequestParams, SessionSubscribeParams, StopReason,
     decode_event,
@@ -30,7 +30,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
-use crate::translate::Translator;
+use crate::translate::{META_USAGE, Translator};
 
 /// How long a finished prompt waits for its turn's last events to be forwarded.
 const FLUSH_DEADLINE: Duration = Duration::from_secs(30);
@@ -86,6 +86,12 @@ struct Open {
     /// Approvals seen below this seq are replay: asked only once the replay is through (most
     /// are decided further on).
     replay_end: u64,
+    /// Each finished step's cost at the configured prices (`None`: no price for its model), as
+    /// `session/usage` last said.
+    costs: HashMap<u64, Option<Cost>>,
+    /// The session's cost up to the last forwarded step: `None` before any step, `Some(None)`
+    /// once a step had no price (or the currencies differ).
+    spent: Option<Option<Cost>>,
 }
 
 /// How far the router has forwarded a session's events.
@@ -244,6 +250,14 @@ impl Front {
                 return Ok(());
             }
             let translator = Translator::new(workspace, usage.context_window);
+            let costs = usage
+                .rows
+                .iter()
+                .filter(|entry| entry.row.usage.is_some())
+                .map(|entry| (entry.row.step, entry.row.cost.clone()));
+            // Without the replay, the steps before are counted all the same.
+            let finished = usage.rows.iter().any(|entry| entry.row.usage.is_some());
+            let spent = (!replay && finished).then(|| usage.cost.clone());
             sessions.insert(
                 session_id.to_owned(),
                 Open {
@@ -252,6 +266,8 @@ impl Front {
                     asked: HashSet::new(),
                     asking: HashMap::new(),
                     replay_end: length,
+                    costs: costs.collect(),
+                    spent,
                 },
             );
         }
@@ -277,12 +293,20 @@ impl Front {
             window = open.translator.window();
         }
         let mut translator = Translator::new(workspace, window);
+        let params = SessionParams { session_id: session_id.to_owned() };
+        let usage = self.client.call::<method::SessionUsage>(params).await.map_err(rpc_error)?;
+        let costs: HashMap<u64, Option<Cost>> =
+            usage.rows.into_iter().map(|entry| (entry.row.step, entry.row.cost)).collect();
+        let mut spent = None;
         let mut from = 0;
         loop {
             let page = self.events(session_id, from, 1000).await?;
             for event in &page.events {
                 if let Some(event) = log_event(event) {
-                    for update in translator.updates(&event) {
+                    for mut update in translator.updates(&event) {
+                        if let Some(step) = update["_meta"][META_USAGE]["step"].as_u64() {
+                            priced(&mut update, step, &costs, &mut spent);
+                        }
                         send_update(connection, session_id, update);
                     }
                 }
@@ -472,7 +496,10 @@ impl Front {
                 open.progress.send_replace(Progress { next_seq: event.seq + 1, ended_turn });
                 (updates, ask)
             };
-            for update in updates {
+            for mut update in updates {
+                if update["sessionUpdate"] == "usage_update" {
+                    self.attach_cost(&session_id, &mut update).await;
+                }
                 send_update(&connection, &session_id, update);
             }
             for request in ask {
@@ -551,6 +578,33 @@ impl Front {
 }
 
 impl Front {
+    /// Adds the session's cumulative cost to a step's `usage_update` (ACP's `cost`) and the
+    /// step's own cost to its `_meta["dsh/usage"]`, when its model has prices. A step not yet
+    /// priced here is looked up with `session/usage` (once: live steps; a replay's are all
+    /// known from the open).
+    async fn attach_cost(&self, session_id: &str, update: &mut Value) {
+        let Some(step) = update["_meta"][META_USAGE]["step"].as_u64() else { return };
+        let known =
+            lock(&self.sessions).get(session_id).is_some_and(|o| o.costs.contains_key(&step));
+        if !known {
+            let params = SessionParams { session_id: session_id.to_owned() };
+            match self.client.call::<method::SessionUsage>(params).await {
+                Ok(usage) => {
+                    if let Some(open) = lock(&self.sessions).get_mut(session_id) {
+                        // Finished steps only: a step that started since has no usage yet.
+                        for entry in usage.rows.into_iter().filter(|e| e.row.usage.is_some()) {
+                            open.costs.insert(entry.row.step, entry.row.cost);
+                        }
+                    }
+                }
+                Err(error) => tracing::debug!("pricing step {step}: {error}"),
+            }
+        }
+        let mut sessions = lock(&self.sessions);
+        let Some(open) = sessions.get_mut(session_id) else { return };
+        priced(update, step, &open.costs, &mut open.spent);
+    }
+
     /// Remembers an unanswered permission request so the router can withdraw it; withdraws it
     /// at once when its approval was settled while it was being sent.
     fn track_asking(&self, session_id: &str, approval_id: &str, handle: RequestCancellationHandle) {
@@ -561,6 +615,28 @@ impl Front {
         } else {
             let _ = handle.cancel();
         }
+    }
+}
+
+/// Step `step`'s `usage_update` with its cost (`costs`) and the cumulative one (`spent`, which
+/// this step is added to).
+fn priced(
+    update: &mut Value,
+    step: u64,
+    costs: &HashMap<u64, Option<Cost>>,
+    spent: &mut Option<Option<Cost>>,
+) {
+    let cost = costs.get(&step).cloned().flatten();
+    *spent = Some(match (spent.take(), &cost) {
+        (None, Some(cost)) => Some(cost.clone()),
+        (Some(Some(sum)), Some(cost)) => sum.plus(cost),
+        _ => None,
+    });
+    if let Some(cost) = cost {
+        update["_meta"][META_USAGE]["cost"] = json!(cost);
+    }
+    if let Some(Some(spent)) = spent {
+        update["cost"] = json!({"amount": spent.amount, "currency": spent.currency});
     }
 }
 
