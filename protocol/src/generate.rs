@@ -240,6 +240,7 @@ fn declarations() -> Vec<String> {
         LoadedSession::decl(&config),
         SandboxFeature::decl(&config),
         SandboxStatus::decl(&config),
+        DaemonNotice::decl(&config),
         ProfileStatus::decl(&config),
         ModelStatus::decl(&config),
         PriceUsed::decl(&config),

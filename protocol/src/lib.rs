@@ -65,6 +65,17 @@ pub mod method {
     pub const DAEMON_SHUTDOWN: &str = "daemon/shutdown";
     /// Rebuild every step of a session and compare with what was sent.
     pub const SESSION_AUDIT: &str = "session/audit";
+    /// Subscribe to the daemon's notices (a configuration edit that cannot be used, …).
+    pub const DAEMON_SUBSCRIBE: &str = "daemon/subscribe";
+    /// The notification a daemon subscription delivers.
+    pub const DAEMON_NOTICE: &str = "daemon/notice";
+    /// End a daemon subscription.
+    pub const DAEMON_UNSUBSCRIBE: &str = "daemon/unsubscribe";
+
+    /// The methods that open a subscription.
+    pub const SUBSCRIBE: &[&str] = &[SESSION_SUBSCRIBE, DAEMON_SUBSCRIBE];
+    /// The methods that end one.
+    pub const UNSUBSCRIBE: &[&str] = &[SESSION_UNSUBSCRIBE, DAEMON_UNSUBSCRIBE];
 
     /// Every method, in documentation order.
     pub const ALL: &[&str] = &[
@@ -85,6 +96,8 @@ pub mod method {
         APPROVAL_RESPOND,
         DAEMON_STATUS,
         DAEMON_SHUTDOWN,
+        DAEMON_SUBSCRIBE,
+        DAEMON_UNSUBSCRIBE,
     ];
 
     use serde::Serialize;
@@ -126,6 +139,9 @@ pub mod method {
         SessionList = SESSION_LIST (SessionListParams) -> SessionListResult;
         /// `session/subscribe`: the result is the subscription id.
         SessionSubscribe = SESSION_SUBSCRIBE (SessionSubscribeParams) -> serde_json::Value;
+        /// `daemon/subscribe`: the result is the subscription id; notices arrive as
+        /// `daemon/notice`.
+        DaemonSubscribe = DAEMON_SUBSCRIBE (NoParams) -> serde_json::Value;
         /// `session/unsubscribe`: params are `[subscription id]`; true when it was this
         /// connection's subscription.
         SessionUnsubscribe = SESSION_UNSUBSCRIBE ([serde_json::Value; 1]) -> bool;
@@ -768,6 +784,17 @@ api_type! {
         pub warnings: Vec<String>,
         /// The command sandbox.
         pub sandbox: SandboxStatus,
+    }
+}
+
+api_type! {
+    /// A `daemon/notice`: something the user should know now.
+    pub struct DaemonNotice {
+        /// `configError`: a configuration file was edited into one that cannot be used (the
+        /// last good version stays in use).
+        pub kind: String,
+        /// For people: the file, the line and what is wrong.
+        pub message: String,
     }
 }
 

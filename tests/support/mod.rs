@@ -73,12 +73,19 @@ impl Env {
 
     /// Like [`Env::command`] with another API key.
     pub fn command_with_key(&self, key: &str, args: &[&str]) -> tokio::process::Command {
+        let base_url = self.mock.base_url();
+        let mut all = vec!["--base-url", base_url.as_str()];
+        all.extend_from_slice(args);
+        self.command_plain(key, &all)
+    }
+
+    /// `dsh --home H ARGS…` with `key`: no `--base-url`, so the provider profiles of the
+    /// configuration files decide where requests go.
+    pub fn command_plain(&self, key: &str, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
         command
             .arg("--home")
             .arg(&self.home)
-            .arg("--base-url")
-            .arg(self.mock.base_url())
             .args(args)
             .current_dir(&self.workspace)
             .env("DEEPSEEK_API_KEY", key)

@@ -24,6 +24,8 @@ export const Methods = {
   ApprovalRespond: "approval/respond",
   DaemonStatus: "daemon/status",
   DaemonShutdown: "daemon/shutdown",
+  DaemonSubscribe: "daemon/subscribe",
+  DaemonUnsubscribe: "daemon/unsubscribe",
   SessionEvent: "session/event",
 } as const;
 
@@ -644,6 +646,17 @@ approvalRequired: boolean,
  * What is missing and what that means, for people (empty when all is in force).
  */
 warnings: Array<string>, };
+
+export type DaemonNotice = { 
+/**
+ * `configError`: a configuration file was edited into one that cannot be used (the
+ * last good version stays in use).
+ */
+kind: string, 
+/**
+ * For people: the file, the line and what is wrong.
+ */
+message: string, };
 
 export type ProfileStatus = { 
 /**

@@ -74,19 +74,14 @@ impl Settings {
         }
     }
 
-    /// The provider flags, for a daemon this client starts.
+    /// The provider flags for a daemon this client starts: the base URL only. The profile
+    /// and model are this command's choice for its sessions (passed with each
+    /// `session/create`), not defaults for every client of the daemon.
     pub fn provider_args(&self) -> Vec<String> {
-        let mut args = Vec::new();
-        for (flag, value) in [
-            ("--provider", &self.provider),
-            ("--model", &self.model),
-            ("--base-url", &self.base_url),
-        ] {
-            if let Some(value) = value {
-                args.extend([flag.to_owned(), value.value.clone()]);
-            }
+        match &self.base_url {
+            Some(base_url) => vec!["--base-url".to_owned(), base_url.value.clone()],
+            None => Vec::new(),
         }
-        args
     }
 
     /// The sandbox settings as flags, for a daemon this client starts.

@@ -15,7 +15,7 @@ pub fn usage_table(result: &SessionUsageResult) -> String {
         "turn", "step", "prompt", "cached", "new", "out", "hit%", "cost"
     );
     for entry in &result.rows {
-        let _ = writeln!(out, "{}", usage_line(entry));
+        let _ = writeln!(out, "{}", usage_line(entry).trim_end());
     }
     let totals = &result.totals;
     let _ = writeln!(
@@ -121,4 +121,75 @@ pub fn audit_text(audit: &SessionAuditResult) -> String {
         let _ = writeln!(out, "note: {note}");
     }
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use dsh_protocol::{PriceUsed, SessionUsageResult, UsageEntry};
+    use dsh_session::{Cost, Price, Usage, UsageRow};
+    use expect_test::expect;
+
+    use super::{money, usage_table};
+
+    fn row(step: u64, prompt: u64, hit: u64, out: u64, price: &Price) -> UsageEntry {
+        let usage = Usage {
+            prompt_tokens: prompt,
+            cache_hit_tokens: hit,
+            cache_miss_tokens: prompt - hit,
+            completion_tokens: out,
+            reasoning_tokens: 0,
+        };
+        UsageEntry {
+            row: UsageRow {
+                step,
+                turn: 1,
+                seq: step * 10,
+                usage: Some(usage),
+                hit_percent: usage.hit_ratio() * 100.0,
+                dropped: false,
+                causes: Vec::new(),
+                profile: Some("deepseek".to_owned()),
+                model: Some("deepseek-v4-flash".to_owned()),
+                cost: Some(price.cost(&usage)),
+            },
+            explanation: String::new(),
+        }
+    }
+
+    /// Hand-computed at $0.0028 / $0.14 / $0.28 per million: step 1 = (10,000 × 0.14 + 500 ×
+    /// 0.28) / 10⁶ = $0.00154; step 2 = (9,984 × 0.0028 + 516 × 0.14 + 300 × 0.28) / 10⁶ =
+    /// $0.000184; the cache saved (9,984 × (0.14 − 0.0028)) / 10⁶ = $0.00137.
+    #[test]
+    fn the_usage_table_shows_each_steps_cost_and_what_the_cache_saved() {
+        let price =
+            Price { cache_hit: 0.0028, cache_miss: 0.14, output: 0.28, currency: "USD".to_owned() };
+        let rows = vec![row(1, 10_000, 0, 500, &price), row(2, 10_500, 9_984, 300, &price)];
+        let cost =
+            rows.iter().filter_map(|e| e.row.cost.clone()).reduce(|a, b| a.plus(&b).unwrap());
+        let totals =
+            rows.iter().filter_map(|e| e.row.usage).fold(Usage::default(), |a, b| a.add(&b));
+        let result = SessionUsageResult {
+            rows,
+            totals,
+            cost: cost.clone(),
+            prices: vec![PriceUsed {
+                profile: "deepseek".to_owned(),
+                model: "deepseek-v4-flash".to_owned(),
+                price,
+            }],
+        };
+        let cost: Cost = cost.unwrap();
+        assert_eq!(money(cost.amount, "USD"), "$0.001724");
+        assert_eq!(money(cost.saved, "USD"), "$0.00137");
+        expect![[r#"
+            turn  step    prompt    cached       new     out   hit%        cost  cause of a cache drop
+               1     1     10000         0     10000     500   0.0%    $0.00154
+               1     2     10500      9984       516     300  95.1%   $0.000184
+                 total     20500      9984     10516     800  48.7%   $0.001724
+            cost $0.001724 · the cache saved $0.00137 (the same tokens at the cache-miss price: $0.003094)
+            prices of deepseek/deepseek-v4-flash per million tokens: cache hit $0.0028, cache miss $0.14, output $0.28
+        "#]]
+        .assert_eq(&usage_table(&result));
+    }
 }

@@ -34,8 +34,8 @@ const START_DEADLINE: Duration = Duration::from_secs(15);
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// The daemon answered with an error.
-    #[error("{0}")]
+    /// The daemon answered with an error (shown as its message, once: it has no source).
+    #[error(transparent)]
     Rpc(#[from] ErrorObject),
     /// The connection closed before the answer came.
     #[error("the daemon closed the connection")]

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use dsh_protocol::method;
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRespondParams, ApprovalRespondResult, Capabilities,
+    ApprovalChoice, ApprovalRespondParams, ApprovalRespondResult, Capabilities, DaemonNotice,
     DaemonShutdownResult, DaemonStatusResult, InitializeParams, InitializeResult, LoadedSession,
     NoParams, PROTOCOL_VERSION, SandboxFeature, SandboxStatus, ServerInfo, SessionAuditResult,
     SessionCancelResult, SessionCompactResult, SessionConfig, SessionCreateParams, SessionEvent,
@@ -395,6 +395,35 @@ pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResu
         warnings: daemon.warnings(),
         sandbox: sandbox_status(daemon.sandbox.status()),
     })
+}
+
+/// `daemon/subscribe`: the daemon's notices, from now on, until unsubscribed (a subscriber
+/// that falls behind by more than the channel holds misses the oldest; notices are
+/// repeated in `daemon/status` while they hold).
+pub async fn daemon_subscribe(pending: PendingSubscriptionSink, daemon: Arc<Daemon>) {
+    let mut notices = daemon.settings().subscribe();
+    let Ok(sink) = pending.accept().await else { return };
+    let id = sink.subscription_id();
+    loop {
+        // Cancel-safety: `recv` and `closed` are cancel-safe.
+        let notice = tokio::select! {
+            notice = notices.recv() => notice,
+            () = sink.closed() => return,
+        };
+        let notice = match notice {
+            Ok(notice) => notice,
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let notice = DaemonNotice { kind: notice.kind.to_owned(), message: notice.message };
+        let Ok(message) = SubscriptionMessage::new(method::DAEMON_NOTICE, id.clone(), &notice)
+        else {
+            return;
+        };
+        if sink.send(message).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// The sandbox's status in the API's terms.
