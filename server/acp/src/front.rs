@@ -835,3 +835,6 @@ fn iso8601(unix_ms: u64) -> String {
         unix_ms % 1000
     )
 }
+
+#[cfg(test)]
+mod tests;
