@@ -8,7 +8,10 @@
 //! sessions map is a `std::sync::Mutex`, never held across an await.
 
 use std::collections::{HashMap, HashSet};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use agent_client_protocol::v1::{ConnectionTo, Dispatch, schema};
@@ -36,6 +39,10 @@ use crate::translate::{META_USAGE, Translator};
 const FLUSH_DEADLINE: Duration = Duration::from_secs(30);
 /// Sessions per `session/list` page.
 const LIST_PAGE: usize = 50;
+/// Unread bytes past which forwarding waits for the editor to read.
+const BACKLOG_LIMIT: u64 = 16 * 1024 * 1024;
+/// How long an editor may read nothing while past [`BACKLOG_LIMIT`].
+const BACKLOG_STALL: Duration = Duration::from_secs(60);
 
 /// Serves ACP on `input`/`output` for the daemon behind `client` until the editor closes
 /// `input` (or the daemon its connection). `inbox` is what the client's connection delivers
@@ -44,9 +51,12 @@ pub async fn serve(
     client: Arc<Client>,
     inbox: mpsc::UnboundedReceiver<Unsolicited>,
     input: impl AsyncRead + Send + 'static,
-    output: impl AsyncWrite + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> anyhow::Result<()> {
-    let front = Arc::new(Front { client, sessions: Mutex::default() });
+    let backlog = Arc::new(Backlog::default());
+    let front =
+        Arc::new(Front { client, sessions: Mutex::default(), backlog: Arc::clone(&backlog) });
+    let output = Counted { inner: output, backlog };
     let transport = ByteStreams::new(output.compat_write(), input.compat());
     let dispatcher = Arc::clone(&front);
     Agent
@@ -104,6 +114,7 @@ struct Progress {
 struct Front {
     client: Arc<Client>,
     sessions: Mutex<HashMap<String, Open>>,
+    backlog: Arc<Backlog>,
 }
 
 type Connection = ConnectionTo<AcpClient>;
@@ -307,7 +318,10 @@ impl Front {
                         if let Some(step) = update["_meta"][META_USAGE]["step"].as_u64() {
                             priced(&mut update, step, &costs, &mut spent);
                         }
-                        send_update(connection, session_id, update);
+                        if send_update(connection, &self.backlog, session_id, update).await.is_err()
+                        {
+                            return Err(AcpError::new(-32603, "the client stopped reading"));
+                        }
                     }
                 }
             }
@@ -500,7 +514,12 @@ impl Front {
                 if update["sessionUpdate"] == "usage_update" {
                     self.attach_cost(&session_id, &mut update).await;
                 }
-                send_update(&connection, &session_id, update);
+                if send_update(&connection, &self.backlog, &session_id, update).await.is_err() {
+                    tracing::error!(
+                        "the editor has read nothing for {BACKLOG_STALL:?}: ending the front"
+                    );
+                    return;
+                }
             }
             for request in ask {
                 let front = Arc::clone(self);
@@ -655,15 +674,102 @@ fn chosen(response: &schema::RequestPermissionResponse) -> ApprovalChoice {
     }
 }
 
-fn send_update(connection: &Connection, session_id: &str, update: Value) {
+/// Queues one `session/update`, then waits while the editor has more than [`BACKLOG_LIMIT`]
+/// bytes left unread (the SDK's outgoing queue is unbounded). An editor that reads nothing for
+/// [`BACKLOG_STALL`] is given up on: the front ends rather than grow without bound (the turn
+/// goes on in the daemon).
+async fn send_update(
+    connection: &Connection,
+    backlog: &Backlog,
+    session_id: &str,
+    update: Value,
+) -> Result<(), Stalled> {
     let notification = json!({"sessionId": session_id, "update": update});
+    let bytes = notification.to_string().len() as u64 + 1;
     match serde_json::from_value::<schema::SessionNotification>(notification) {
-        Ok(notification) => {
-            if let Err(error) = connection.send_notification(notification) {
-                tracing::debug!("sending an update: {error}");
-            }
-        }
+        Ok(notification) => match connection.send_notification(notification) {
+            Ok(()) => backlog.queued(bytes),
+            Err(error) => tracing::debug!("sending an update: {error}"),
+        },
         Err(error) => tracing::warn!("an update does not fit ACP's types: {error}"),
+    }
+    drain(backlog, BACKLOG_LIMIT, BACKLOG_STALL).await
+}
+
+/// Waits while more than `limit` bytes are unread; [`Stalled`] when the editor read nothing
+/// for `stall`.
+async fn drain(backlog: &Backlog, limit: u64, stall: Duration) -> Result<(), Stalled> {
+    let mut seen = backlog.written();
+    let mut since = tokio::time::Instant::now();
+    while backlog.unread() > limit {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        if backlog.written() != seen {
+            seen = backlog.written();
+            since = tokio::time::Instant::now();
+        } else if since.elapsed() > stall {
+            return Err(Stalled);
+        }
+    }
+    Ok(())
+}
+
+/// The editor stopped reading.
+#[derive(Debug)]
+struct Stalled;
+
+/// Bytes handed to the SDK to send and bytes written to the editor's stdin, so the front knows
+/// how much the editor has not read yet.
+#[derive(Debug, Default)]
+pub(crate) struct Backlog {
+    queued: AtomicU64,
+    written: AtomicU64,
+}
+
+impl Backlog {
+    fn queued(&self, bytes: u64) {
+        self.queued.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    fn unread(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed).saturating_sub(self.written())
+    }
+}
+
+/// The front's output, counting what reaches the editor.
+struct Counted<W> {
+    inner: W,
+    backlog: Arc<Backlog>,
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Counted<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+        buffer: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(context, buffer);
+        if let Poll::Ready(Ok(written)) = &polled {
+            self.backlog.written.fetch_add(*written as u64, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(context)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(context)
     }
 }
 
