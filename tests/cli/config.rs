@@ -367,3 +367,40 @@ async fn bad_profiles_are_refused_before_anything_is_logged_and_a_dead_server_na
     let fine = prompt_new(&env, &[], "Still fine?").await;
     env.assert_audit_ok(&fine).await;
 }
+
+/// A configuration edit that changes what the model sees (a wire option of the profile) is a
+/// logged header change at the next step, which the usage view names and the audit rebuilds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wire_option_edited_in_the_file_is_a_logged_header_change_at_the_next_step() {
+    let env = Env::new().await;
+    let config = two_profiles("http://127.0.0.1:9", &env.mock.base_url());
+    std::fs::write(env.user_config(), &config).unwrap();
+    let session = prompt_new(&env, &["--provider", "b"], "First.").await;
+    let edited = config.replace(
+        "reasoning_passback = true\n",
+        "reasoning_passback = true\nmax_tokens_field = \"max_completion_tokens\"\n",
+    );
+    assert_ne!(edited, config);
+    std::fs::write(env.user_config(), edited).unwrap();
+    dsh_ok(&env, &["prompt", "--yes", "--session", &session, "Second."]).await;
+
+    let bodies = chat_bodies(&env.mock);
+    assert_eq!(bodies.len(), 2);
+    let named = |body: &[u8]| String::from_utf8_lossy(body).contains("\"max_completion_tokens\":");
+    assert!(!named(&bodies[0]) && named(&bodies[1]), "the edit reached the body");
+    let events = env.events(&session);
+    let delta = events
+        .iter()
+        .find_map(|e| match &e.data {
+            dsh_session::EventData::RequestHeaderDelta(delta) => Some((e.seq, delta.clone())),
+            _ => None,
+        })
+        .expect("a header delta");
+    let wire = delta.1.config.and_then(|c| c.wire).expect("the delta carries the call config");
+    assert!(wire.max_completion_tokens && wire.thinking_object && wire.reasoning_passback);
+    let usage = dsh_json(&env, &["usage", &session]).await;
+    let last = usage["rows"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["causes"], json!([{"kind": "configChanged", "seq": delta.0}]), "{last:#}");
+    assert_bodies_rebuilt(&env, &session, &env.mock).await;
+    env.assert_audit_ok(&session).await;
+}

@@ -2,8 +2,8 @@
 //! method's params as the protocol's types and returns its result or an [`ApiError`].
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 
 use dsh_protocol::method;
 use dsh_protocol::{
@@ -273,14 +273,21 @@ pub async fn session_request(
     })
     .await?;
     let rebuilt = rebuilt.map_err(ApiError::from_reconstruct)?;
-    let diff = match previous {
-        Some(previous) => {
-            let previous = previous.map_err(ApiError::from_reconstruct)?;
-            Some(views::diff_text(&previous, &rebuilt))
-        }
-        None => None,
-    };
-    Ok(views::request_result(&rebuilt, diff))
+    let memo = daemon.loaded_session(&params.session_id).map(|live| Arc::clone(&live.wire_memo));
+    // Serializing a long conversation takes a while: not on the runtime's threads.
+    blocking(move || {
+        let diff = match previous {
+            Some(previous) => {
+                let previous = previous.map_err(ApiError::from_reconstruct)?;
+                Some(views::diff_text(&previous, &rebuilt))
+            }
+            None => None,
+        };
+        let mut memo =
+            memo.as_ref().map(|memo| memo.lock().unwrap_or_else(PoisonError::into_inner));
+        Ok(views::request_result(&rebuilt, diff, memo.as_deref_mut()))
+    })
+    .await
 }
 
 /// `session/usage`: per-step usage with the logged cause of every cache drop.

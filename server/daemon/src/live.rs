@@ -55,6 +55,9 @@ pub struct LiveSession {
     pub(crate) agent_config: AgentConfig,
     /// Where its requests go, asked at every step (the configuration as it is then).
     pub(crate) endpoints: Arc<dyn dsh_agent::Endpoints>,
+    /// The wire body `session/request` serialized last, so the next one that extends it (the
+    /// same step again, a later step) serializes only what is new.
+    pub(crate) wire_memo: Arc<Mutex<dsh_provider::WireCache>>,
     pub(crate) toolbox: Arc<Toolbox>,
     state: Arc<Mutex<TurnState>>,
     approval_timeout: Duration,
@@ -111,6 +114,7 @@ impl LiveSession {
             agent: Arc::new(tokio::sync::Mutex::new(None)),
             agent_config,
             endpoints,
+            wire_memo: Arc::default(),
             toolbox: Arc::new(toolbox),
             state: Arc::default(),
             approval_timeout,

@@ -12,7 +12,7 @@ use dsh_protocol::{
     ModelStatus, PriceUsed, ProfileStatus, SeqMessage, SessionAuditResult, SessionRequestResult,
     SessionUsageResult, UsageEntry, WireBody,
 };
-use dsh_provider::{adapter_id, sha256_hex, wire_body};
+use dsh_provider::{WireCache, adapter_id, sha256_hex, wire_body};
 use dsh_session::{
     Cost, Event, EventData, Message, Price, Severity, StepRequest, Usage, UsageRow, check_log,
     reconstruct_step, usage_totals,
@@ -30,9 +30,22 @@ pub fn explain(row: &UsageRow) -> String {
     }
 }
 
-/// "What the model saw" in the API's shape, from a rebuilt step.
-pub fn request_result(rebuilt: &StepRequest, diff: Option<String>) -> SessionRequestResult {
-    let body = wire_body(&rebuilt.request);
+/// "What the model saw" in the API's shape, from a rebuilt step. With `memo` (a loaded
+/// session's), the body of a request that extends the one serialized last is serialized only
+/// for its new messages — the same bytes ([`WireCache`] equals `wire_body` by construction).
+pub fn request_result(
+    rebuilt: &StepRequest,
+    diff: Option<String>,
+    memo: Option<&mut WireCache>,
+) -> SessionRequestResult {
+    let (body, sha256) = match memo {
+        Some(memo) => memo.body(&rebuilt.request),
+        None => {
+            let body = wire_body(&rebuilt.request);
+            let sha256 = sha256_hex(&body);
+            (body, sha256)
+        }
+    };
     SessionRequestResult {
         step: rebuilt.step,
         turn: rebuilt.turn,
@@ -46,7 +59,7 @@ pub fn request_result(rebuilt: &StepRequest, diff: Option<String>) -> SessionReq
             .collect(),
         wire: WireBody {
             adapter: adapter_id(&rebuilt.request.header.config).to_owned(),
-            sha256: sha256_hex(&body),
+            sha256,
             bytes: body.len() as u64,
             body: String::from_utf8_lossy(&body).into_owned(),
         },
@@ -172,8 +185,8 @@ fn message_text(message: &Message, full: bool) -> String {
 
 /// A unified diff of step `step - 1`'s request against step `step`'s, both rebuilt.
 pub fn diff_text(previous: &StepRequest, current: &StepRequest) -> String {
-    let old = request_text(&request_result(previous, None), true);
-    let new = request_text(&request_result(current, None), true);
+    let old = request_text(&request_result(previous, None, None), true);
+    let new = request_text(&request_result(current, None, None), true);
     similar::TextDiff::from_lines(&old, &new)
         .unified_diff()
         .context_radius(3)

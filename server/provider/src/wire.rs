@@ -110,7 +110,7 @@ pub fn wire_body(request: &GenerateRequest) -> Vec<u8> {
 /// `{"model":…,"messages":[` and the system message, when there is one.
 fn put_head(out: &mut Vec<u8>, header: &EpochHeader) {
     out.extend_from_slice(b"{\"model\":");
-    put(out, &header.config.model);
+    put_str(out, &header.config.model);
     out.extend_from_slice(b",\"messages\":[");
     if let Some(system) = &header.system {
         put_text_message(out, "system", system);
@@ -149,7 +149,7 @@ fn put_tail(out: &mut Vec<u8>, header: &EpochHeader) {
     }
     if let Some(effort) = &config.reasoning_effort {
         out.extend_from_slice(b",\"reasoning_effort\":");
-        put(out, effort);
+        put_str(out, effort);
     }
     out.extend_from_slice(if chat.max_completion_tokens {
         b",\"max_completion_tokens\":"
@@ -181,7 +181,7 @@ fn hex(bytes: &[u8]) -> String {
 /// sha256.
 ///
 /// A request whose header equals the previous one and whose messages extend the previous ones
-/// (the same shared `Arc`s, in order) serializes only its new messages and feeds only their bytes
+/// (the same shared `Arc`s, or equal messages, in order) serializes only its new messages and feeds only their bytes
 /// to the running digest: the cost of a step is O(new messages), not O(conversation). Anything
 /// else — a header change, a surface rewrite, another conversation — starts over. The result is
 /// always byte-identical to [`wire_body`]; the loop's invariant check compares the two.
@@ -213,9 +213,15 @@ impl WireCache {
     /// The body of `request` (equal to `wire_body(request)`) and its lowercase hex sha256.
     pub fn body(&mut self, request: &GenerateRequest) -> (Vec<u8>, String) {
         let header = &request.header;
+        // The same shared messages (the loop's steps) or equal ones (a request rebuilt by a
+        // fresh fold: a memcmp, far cheaper than serializing and hashing them again).
         let extends = self.header.as_ref() == Some(header)
             && request.messages.len() >= self.messages.len()
-            && self.messages.iter().zip(&request.messages).all(|(a, b)| Arc::ptr_eq(a, b));
+            && self
+                .messages
+                .iter()
+                .zip(&request.messages)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b);
         if !extends {
             self.header = Some(header.clone());
             self.messages.clear();
@@ -257,9 +263,9 @@ fn put_message(out: &mut Vec<u8>, header: &EpochHeader, message: &Message) {
         Message::Assistant(assistant) => put_assistant(out, header, assistant),
         Message::Tool { call_id, content } => {
             out.extend_from_slice(b"{\"role\":\"tool\",\"tool_call_id\":");
-            put(out, call_id);
+            put_str(out, call_id);
             out.extend_from_slice(b",\"content\":");
-            put(out, if content.is_empty() { EMPTY_TOOL_OUTPUT } else { content });
+            put_str(out, if content.is_empty() { EMPTY_TOOL_OUTPUT } else { content });
             out.push(b'}');
         }
     }
@@ -267,15 +273,15 @@ fn put_message(out: &mut Vec<u8>, header: &EpochHeader, message: &Message) {
 
 fn put_text_message(out: &mut Vec<u8>, role: &str, content: &str) {
     out.extend_from_slice(b"{\"role\":");
-    put(out, role);
+    put_str(out, role);
     out.extend_from_slice(b",\"content\":");
-    put(out, content);
+    put_str(out, content);
     out.push(b'}');
 }
 
 fn put_assistant(out: &mut Vec<u8>, header: &EpochHeader, message: &AssistantMessage) {
     out.extend_from_slice(b"{\"role\":\"assistant\",\"content\":");
-    put(out, &message.content);
+    put_str(out, &message.content);
     let chat = Chat::of(&header.config);
     let thinking = header.config.thinking && chat.reasoning_passback;
     let has_tools = header.tools.as_ref().is_some_and(|tools| !tools.is_empty());
@@ -288,7 +294,7 @@ fn put_assistant(out: &mut Vec<u8>, header: &EpochHeader, message: &AssistantMes
     };
     if let Some(reasoning) = reasoning {
         out.extend_from_slice(b",\"reasoning_content\":");
-        put(out, reasoning);
+        put_str(out, reasoning);
     }
     if !message.tool_calls.is_empty() {
         out.extend_from_slice(b",\"tool_calls\":[");
@@ -297,11 +303,11 @@ fn put_assistant(out: &mut Vec<u8>, header: &EpochHeader, message: &AssistantMes
                 out.push(b',');
             }
             out.extend_from_slice(b"{\"id\":");
-            put(out, &call.id);
+            put_str(out, &call.id);
             out.extend_from_slice(b",\"type\":\"function\",\"function\":{\"name\":");
-            put(out, &call.name);
+            put_str(out, &call.name);
             out.extend_from_slice(b",\"arguments\":");
-            put(out, &call.arguments);
+            put_str(out, &call.arguments);
             out.extend_from_slice(b"}}");
         }
         out.push(b']');
@@ -311,9 +317,9 @@ fn put_assistant(out: &mut Vec<u8>, header: &EpochHeader, message: &AssistantMes
 
 fn put_tool(out: &mut Vec<u8>, tool: &ToolSchema) {
     out.extend_from_slice(b"{\"type\":\"function\",\"function\":{\"name\":");
-    put(out, &tool.name);
+    put_str(out, &tool.name);
     out.extend_from_slice(b",\"description\":");
-    put(out, &tool.description);
+    put_str(out, &tool.description);
     out.extend_from_slice(b",\"parameters\":");
     put_canonical(out, &tool.parameters);
     out.extend_from_slice(b"}}");
@@ -340,17 +346,93 @@ fn put_canonical(out: &mut Vec<u8>, value: &serde_json::Value) {
                 if position > 0 {
                     out.push(b',');
                 }
-                put(out, key);
+                put_str(out, key);
                 out.push(b':');
                 put_canonical(out, item);
             }
             out.push(b'}');
         }
+        serde_json::Value::String(text) => put_str(out, text),
         scalar => put(out, scalar),
     }
 }
 
-/// Appends the compact JSON of a string, number or scalar value.
+/// Appends a string as JSON, byte for byte what `serde_json` writes (`"` and `\\` escaped, the
+/// control characters as `\b \f \n \r \t` or `\u00xx` in lowercase hex, nothing else),
+/// eight bytes at a time where nothing needs escaping: a long conversation's body is mostly
+/// long strings.
+pub(crate) fn put_str(out: &mut Vec<u8>, text: &str) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    /// Whether any byte of `word` is a control character, `"` or `\\`. Exact as an existence
+    /// test; the bytes of such a word go through the table one by one.
+    fn needs_escape(word: u64) -> bool {
+        let below_space = word.wrapping_sub(ONES * 0x20) & !word;
+        let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v;
+        let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
+        let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
+        (below_space | quote | backslash) & HIGHS != 0
+    }
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut run = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        let end = match bytes.get(at..at + 8) {
+            Some(chunk) => {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(chunk);
+                if !needs_escape(u64::from_le_bytes(word)) {
+                    at += 8;
+                    continue;
+                }
+                at + 8
+            }
+            None => bytes.len(),
+        };
+        while at < end {
+            let byte = bytes[at];
+            let escape = ESCAPE[usize::from(byte)];
+            if escape != 0 {
+                out.extend_from_slice(&bytes[run..at]);
+                if escape == b'u' {
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    out.extend_from_slice(b"\\u00");
+                    out.push(HEX[usize::from(byte >> 4)]);
+                    out.push(HEX[usize::from(byte & 0xf)]);
+                } else {
+                    out.extend_from_slice(&[b'\\', escape]);
+                }
+                run = at + 1;
+            }
+            at += 1;
+        }
+    }
+    out.extend_from_slice(&bytes[run..]);
+    out.push(b'"');
+}
+
+/// How each byte is escaped in a JSON string: 0 not at all, `u` as `\\u00xx`, else the letter
+/// after the backslash (serde_json's table).
+static ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = b'u';
+        byte += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
+/// Appends the compact JSON of a number or scalar value.
 fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     // Serializing strings, integers, floats and scalar `Value`s into a `Vec` cannot fail: there
     // is no I/O and there are no map keys. (Non-finite floats become `null`.)

@@ -365,3 +365,26 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The fast string writer is `serde_json`'s, byte for byte: quotes, backslashes, every
+    /// control character, multi-byte characters, at every offset within an eight-byte word.
+    #[test]
+    fn strings_are_written_exactly_as_serde_json_writes_them(
+        pieces in proptest::collection::vec(
+            prop_oneof![
+                "[a-z ]{0,20}",
+                "[\"\\\\/]{1,3}",
+                proptest::char::range('\u{0}', '\u{1f}').prop_map(String::from),
+                Just("\u{7f}\u{80}é€😀\u{2028}".to_owned()),
+                any::<String>(),
+            ],
+            0..12,
+        )
+    ) {
+        let text: String = pieces.concat();
+        let mut ours = Vec::new();
+        super::put_str(&mut ours, &text);
+        prop_assert_eq!(ours, serde_json::to_vec(&text).unwrap());
+    }
+}
