@@ -43,8 +43,18 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     // `dsh config` reads the configuration files itself (no daemon needed).
     (
         "dsh",
-        &["dsh-daemon", "dsh-protocol", "dsh-session", "dsh-mock", "dsh-sandbox", "dsh-config"],
+        &[
+            "dsh-acp",
+            "dsh-daemon",
+            "dsh-protocol",
+            "dsh-session",
+            "dsh-mock",
+            "dsh-sandbox",
+            "dsh-config",
+        ],
     ),
+    // The ACP front: a client of the daemon through its typed client and the protocol.
+    ("dsh-acp", &["dsh-daemon", "dsh-protocol"]),
 ];
 
 #[test]

@@ -16,6 +16,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+/// The log vocabulary, typed, for clients that fold the events they receive (the fronts): an
+/// event as delivered decodes with [`decode_event`] like a log line.
+pub use dsh_session::{ApprovalRequest, ChunkDelta, Event, EventData, decode_event};
 pub use dsh_session::{
     Cost, EpochHeader, ForkOrigin, Message, PrefixCause, Price, ProviderKind, RequestSent,
     StopReason, Usage, UsageRow,
@@ -615,6 +618,9 @@ api_type! {
         /// The prices used, one entry per profile and model the session ran on.
         #[serde(default)]
         pub prices: Vec<PriceUsed>,
+        /// The context window, in tokens, of the model the session's next request uses (what
+        /// a step's prompt and output are measured against).
+        pub context_window: u64,
     }
 }
 

@@ -484,7 +484,12 @@ cost?: Cost,
 /**
  * The prices used, one entry per profile and model the session ran on.
  */
-prices: Array<PriceUsed>, };
+prices: Array<PriceUsed>, 
+/**
+ * The context window, in tokens, of the model the session's next request uses (what
+ * a step's prompt and output are measured against).
+ */
+contextWindow: number, };
 
 export type SessionEventsParams = { 
 /**

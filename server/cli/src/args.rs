@@ -83,6 +83,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Bridge JSON-RPC on stdin/stdout to the daemon (for editors and scripts).
     Stdio(StdioArgs),
+    /// Serve the Agent Client Protocol on stdin/stdout (Zed, JetBrains, Neovim and Emacs ACP
+    /// clients spawn this), as a client of the user's daemon.
+    Acp,
     /// Show the daemon's status.
     Status,
     /// Stop the daemon.

@@ -670,6 +670,14 @@ pub async fn stdio_bridge(settings: &Settings) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `dsh acp`: the ACP front on stdin/stdout, a client of the user's daemon (started on demand).
+/// Closing stdin ends the front; the daemon and its turns go on.
+pub async fn acp(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let (client, inbox) = connect(settings).await?;
+    dsh_acp::serve(client, inbox, tokio::io::stdin(), tokio::io::stdout()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `dsh compact SESSION`.
 pub async fn compact(settings: &Settings, session_id: &str) -> anyhow::Result<ExitCode> {
     call_and_print::<method::SessionCompact>(settings, session(session_id), |result| {

@@ -138,6 +138,9 @@ fn reexec_without_key(handover: bool) -> ExitCode {
 fn default_log_level(command: &Command) -> &'static str {
     match command {
         Command::Serve(_) => "info",
+        // The ACP SDK warns about every error answer it sends (an unknown method, say): the
+        // editor shows our stderr, and those answers are the protocol working.
+        Command::Acp => "warn,agent_client_protocol=error",
         _ => "warn",
     }
 }
@@ -172,6 +175,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compact(args) => commands::compact(&settings, &args.session).await,
         Command::Serve(args) => serve_command(settings, &args).await,
         Command::Stdio(args) => stdio(settings, &args).await,
+        Command::Acp => commands::acp(&settings).await,
         Command::Status => commands::status(&settings).await,
         Command::Shutdown => commands::shutdown(&settings).await,
         Command::Mock(args) => mock(&args).await,

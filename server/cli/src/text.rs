@@ -178,6 +178,7 @@ mod tests {
                 model: "deepseek-v4-flash".to_owned(),
                 price,
             }],
+            context_window: 1_048_576,
         };
         let cost: Cost = cost.unwrap();
         assert_eq!(money(cost.amount, "USD"), "$0.001724");

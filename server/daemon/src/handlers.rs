@@ -295,12 +295,14 @@ pub async fn session_usage(
     daemon: Arc<Daemon>,
     params: SessionParams,
 ) -> ApiResult<SessionUsageResult> {
-    let (rows, workspace) = with_events(&daemon, &params.session_id, |events| {
-        (usage_rows(events), views::workspace_of(events))
+    let (rows, workspace, call) = with_events(&daemon, &params.session_id, |events| {
+        let call = dsh_session::fold_request_header(events).map(|header| header.config);
+        (usage_rows(events), views::workspace_of(events), call)
     })
     .await?;
     let config = workspace.and_then(|workspace| daemon.config_for(&workspace).ok());
-    Ok(views::usage_result(rows, config.as_deref()))
+    let context_window = views::context_window(config.as_deref(), call.as_ref());
+    Ok(views::usage_result(rows, config.as_deref(), context_window))
 }
 
 /// `session/events`: a page of the log's events, bounded in count and in bytes.

@@ -296,8 +296,38 @@ pub fn cost_of(config: &Config, usage: &[(Option<String>, String, Usage)]) -> Op
     total
 }
 
-/// The usage view with each step's cost at the prices `config` gives (none without one).
-pub fn usage_result(mut rows: Vec<UsageRow>, config: Option<&Config>) -> SessionUsageResult {
+/// The context window, in tokens, that a session whose folded call config is `call` is measured
+/// against — as the loop resolves it (`settings.rs`, `endpoint`): the configured window for every
+/// model, else the profile's model's, else the model's known default. A session with no request
+/// yet is measured as its first request will be: the configuration's default profile and model.
+pub fn context_window(config: Option<&Config>, call: Option<&dsh_session::LlmCallConfig>) -> u64 {
+    let picked = match call {
+        Some(call) => Some((
+            call.profile.clone().unwrap_or_else(|| LEGACY_PROFILE.to_owned()),
+            call.model.clone(),
+        )),
+        None => config
+            .and_then(|config| config.pick(None, None).ok())
+            .map(|(profile, model)| (profile.name.clone(), model)),
+    };
+    let (profile, model) = picked
+        .unwrap_or_else(|| (LEGACY_PROFILE.to_owned(), crate::config::DEFAULT_MODEL.to_owned()));
+    let configured = config.and_then(|config| {
+        config.context.window.as_ref().map(|window| window.value).or_else(|| {
+            let settings = config.profiles.get(&profile)?.model_settings(&model)?;
+            settings.context_window.as_ref().map(|window| window.value)
+        })
+    });
+    configured.unwrap_or_else(|| dsh_agent::ContextConfig::for_model(&model).window_tokens)
+}
+
+/// The usage view with each step's cost at the prices `config` gives (none without one), and
+/// the session's context window.
+pub fn usage_result(
+    mut rows: Vec<UsageRow>,
+    config: Option<&Config>,
+    context_window: u64,
+) -> SessionUsageResult {
     let totals = usage_totals(&rows);
     let mut prices: Vec<PriceUsed> = Vec::new();
     let mut cost: Option<Option<Cost>> = None;
@@ -318,7 +348,7 @@ pub fn usage_result(mut rows: Vec<UsageRow>, config: Option<&Config>) -> Session
         });
     }
     let rows = rows.into_iter().map(|row| UsageEntry { explanation: explain(&row), row }).collect();
-    SessionUsageResult { rows, totals, cost: cost.flatten(), prices }
+    SessionUsageResult { rows, totals, cost: cost.flatten(), prices, context_window }
 }
 
 /// The profiles of a configuration, for `daemon/status`.

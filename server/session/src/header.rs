@@ -115,6 +115,22 @@ impl LlmCallConfig {
     }
 }
 
+/// `value` with every object's keys in sorted order, whatever map serde_json was built with: its
+/// `preserve_order` feature (which a dependency may switch on for the whole build) keeps
+/// insertion order, and a tool schema is part of the byte-stable request header.
+pub fn canonical_json(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|(a, _), (b, _)| a.cmp(b));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, canonical_json(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(canonical_json).collect()),
+        other => other,
+    }
+}
+
 /// One tool's schema as the model sees it.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

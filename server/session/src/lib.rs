@@ -32,8 +32,8 @@ pub use event::{
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,
-    SystemDelta, ToolSchema, ToolsDelta, WireFormat, apply_header_delta, diff_header,
-    fold_request_header, plan_header_event,
+    SystemDelta, ToolSchema, ToolsDelta, WireFormat, apply_header_delta, canonical_json,
+    diff_header, fold_request_header, plan_header_event,
 };
 pub use message::{
     AssistantMessage, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall, derive_event_message,

@@ -682,3 +682,17 @@ fn unknown_fields_in_a_surface_payload_are_rejected() {
     let line = r#"{"seq":1,"time":1,"type":"user/message","data":{"text":"hi","hidden":"x"}}"#;
     assert!(matches!(decode_event(line, 2).unwrap_err().kind, DecodeErrorKind::BadData { .. }));
 }
+
+#[test]
+fn canonical_json_sorts_keys_at_every_depth_whatever_the_map_keeps() {
+    // Built in reverse order: a map that keeps insertion order (serde_json's `preserve_order`)
+    // would print it so; canonical_json prints sorted keys either way.
+    let mut inner = serde_json::Map::new();
+    inner.insert("z".to_owned(), serde_json::json!(1));
+    inner.insert("a".to_owned(), serde_json::json!([{"y": 1, "b": 2}]));
+    let mut outer = serde_json::Map::new();
+    outer.insert("type".to_owned(), serde_json::json!("object"));
+    outer.insert("properties".to_owned(), serde_json::Value::Object(inner));
+    let text = serde_json::to_string(&canonical_json(serde_json::Value::Object(outer))).unwrap();
+    assert_eq!(text, r#"{"properties":{"a":[{"b":2,"y":1}],"z":1},"type":"object"}"#);
+}

@@ -446,6 +446,7 @@ M.event_kinds = {
 
 --- `session/usage` result.
 ---@class dsh.SessionUsageResult
+---@field contextWindow integer The context window, in tokens, of the model the session's next request uses (what a step's prompt and output are measured against).
 ---@field cost? dsh.Cost The cost of every finished step and what the cache saved; absent when a step ran on a model without prices or the currencies differ.
 ---@field prices? dsh.PriceUsed[] The prices used, one entry per profile and model the session ran on.
 ---@field rows dsh.UsageEntry[] One row per step; a row's `cost` is at the prices of the profile and model it ran on, as configured now.

@@ -140,12 +140,13 @@ pub(super) fn schema(tool: Tool) -> ToolSchema {
     ToolSchema {
         name: tool.name().to_owned(),
         description: description.to_owned(),
-        parameters: json!({
+        // Keys sorted whatever serde_json's map keeps: these bytes are the request header's.
+        parameters: dsh_session::canonical_json(json!({
             "type": "object",
             "properties": properties,
             "required": required,
             "additionalProperties": false
-        }),
+        })),
     }
 }
 

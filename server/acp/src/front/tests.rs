@@ -1,0 +1,99 @@
+//! The front's pure helpers: prompt blocks as dsh prompt text, timestamps, permission answers.
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+fn blocks(value: Value) -> Vec<schema::ContentBlock> {
+    serde_json::from_value(value).unwrap()
+}
+
+#[test]
+fn prompt_blocks_become_one_text_with_links_and_tagged_context() {
+    let text = prompt_text(&blocks(json!([
+        {"type": "text", "text": "Explain this"},
+        {"type": "resource_link", "uri": "file:///w/src/a.rs", "name": "a.rs"},
+        {"type": "resource", "resource": {"uri": "file:///w/b.md", "text": "# B"}},
+    ])))
+    .unwrap();
+    assert_eq!(
+        text,
+        "Explain this\n[@a.rs](file:///w/src/a.rs)\n<context ref=\"file:///w/b.md\">\n# B\n</context>"
+    );
+}
+
+#[test]
+fn images_and_empty_prompts_are_refused_as_invalid_params() {
+    let image = blocks(json!([{"type": "image", "data": "AAAA", "mimeType": "image/png"}]));
+    let error = prompt_text(&image).unwrap_err();
+    assert_eq!(i32::from(error.code), -32602);
+    assert!(error.message.contains("image"), "{}", error.message);
+    let empty = prompt_text(&blocks(json!([{"type": "text", "text": "  "}]))).unwrap_err();
+    assert!(empty.message.contains("empty"), "{}", empty.message);
+}
+
+#[test]
+fn timestamps_are_rfc3339_utc() {
+    assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+    assert_eq!(iso8601(951_782_400_123), "2000-02-29T00:00:00.123Z");
+    assert_eq!(iso8601(1_796_059_392_438), "2026-11-30T17:23:12.438Z");
+}
+
+#[test]
+fn permission_answers_map_to_dsh_decisions() {
+    let answer = |value: Value| chosen(&serde_json::from_value(value).unwrap());
+    let selected = |id: &str| json!({"outcome": {"outcome": "selected", "optionId": id}});
+    assert_eq!(answer(selected("allow_once")), ApprovalChoice::Allow);
+    assert_eq!(answer(selected("allow_always")), ApprovalChoice::AllowAlways);
+    assert_eq!(answer(selected("allow_unconfined")), ApprovalChoice::AllowUnconfined);
+    assert_eq!(answer(selected("reject_once")), ApprovalChoice::Deny);
+    assert_eq!(answer(selected("something_else")), ApprovalChoice::Deny);
+    assert_eq!(answer(json!({"outcome": {"outcome": "cancelled"}})), ApprovalChoice::Deny);
+}
+
+#[test]
+fn a_relative_cwd_or_mcp_servers_are_refused() {
+    let error = checked_cwd(std::path::Path::new("rel"), &[]).unwrap_err();
+    assert!(error.message.contains("absolute"), "{}", error.message);
+    let servers: Vec<schema::McpServer> = serde_json::from_value(json!([
+        {"name": "x", "command": "/bin/true", "args": [], "env": []}
+    ]))
+    .unwrap();
+    let error = checked_cwd(std::path::Path::new("/w"), &servers).unwrap_err();
+    assert!(error.message.contains("MCP"), "{}", error.message);
+    assert_eq!(checked_cwd(std::path::Path::new("/w"), &[]).unwrap(), "/w");
+}
+
+#[tokio::test]
+async fn the_backlog_counts_what_reaches_the_editor() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let backlog = Arc::new(Backlog::default());
+    let (near, mut far) = tokio::io::duplex(64);
+    let mut output = Counted { inner: near, backlog: Arc::clone(&backlog) };
+    backlog.queued(10);
+    assert_eq!(backlog.unread(), 10);
+    output.write_all(b"0123456789").await.unwrap();
+    let mut read = [0; 10];
+    far.read_exact(&mut read).await.unwrap();
+    assert_eq!(backlog.unread(), 0);
+}
+
+#[tokio::test]
+async fn an_editor_that_reads_nothing_is_given_up_on_and_one_that_reads_is_waited_for() {
+    let stall = Duration::from_millis(200);
+    let backlog = Arc::new(Backlog::default());
+    backlog.queued(1_000 + 500);
+    let started = tokio::time::Instant::now();
+    assert!(drain(&backlog, 1_000, stall).await.is_err());
+    assert!(started.elapsed() >= stall);
+
+    // A slow reader: 100 bytes every 50 ms, well within the stall limit each time.
+    let reader = Arc::clone(&backlog);
+    tokio::spawn(async move {
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            reader.written.fetch_add(100, Ordering::Relaxed);
+        }
+    });
+    assert!(drain(&backlog, 1_000, stall).await.is_ok());
+    assert!(backlog.unread() <= 1_000);
+}

@@ -1,0 +1,20 @@
+//! The ACP front: `dsh acp`, an Agent Client Protocol (v1) agent on stdio for Zed, JetBrains,
+//! Neovim's and Emacs's ACP clients. It is a **client of dsh's own protocol** through the typed
+//! client (`dsh_daemon::Client`): every ACP request becomes calls to the user's daemon, and the
+//! session's log events, received through a subscription, become `session/update`s.
+//!
+//! It holds no session state of its own: what it keeps per session (the [`translate`] fold,
+//! the subscription) is rebuilt from the log whenever a session is opened, so closing the
+//! front (stdin's end) ends the front, never a turn. It does not run the agent, touch a log or
+//! a provider, or speak MCP (a `session/new` with MCP servers is refused). ACP framing,
+//! dispatch and the message types are the `agent-client-protocol` SDK's; stdout carries ACP
+//! only, logs go to stderr.
+//!
+//! Extensions (documented in `docs/acp.md`): `_session/steering` (the shape the Claude Code
+//! and Codex adapters use), `_dsh/fork`, `_dsh/request`, and the per-step usage under
+//! `_meta["dsh/usage"]` of each `usage_update`.
+
+mod front;
+pub mod translate;
+
+pub use front::serve;

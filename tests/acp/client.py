@@ -1,0 +1,380 @@
+"""The ACP front driven by the Python ACP SDK (PyPI `agent-client-protocol`): `dsh acp` spawned
+against the mock provider, every frame it sends validated against the ACP v1 JSON Schema.
+
+    python3 tests/acp/client.py DSH_BIN SCHEMA_JSON [NODE_CLIENT_MJS]
+
+With NODE_CLIENT_MJS, the TypeScript SDK's scenarios (client.mjs) run too, and their frames are
+validated with these.
+
+Scenarios: a prompt whose tool call asks permission (allowed), streamed thoughts and text,
+end_turn; bad input (relative cwd, MCP servers, unknown methods and notifications, a malformed
+frame, an unknown session, a second prompt while one runs); cancel mid-stream; steering mid-turn
+and when idle; list; fork at a step; what the model saw; load after the front exited replays
+what was streamed live; one live session, two fronts (`dsh sessions`, and a second client
+subscribed through `dsh stdio`, sees every event once).
+"""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+
+import acp
+from acp import text_block
+from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+
+from acp_harness import Env, Recorder, spawn_acp, validate_frames, wait_until_async
+
+PASSED = []
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+class Client:
+    """An ACP client that records updates per session and answers permission requests."""
+
+    def __init__(self):
+        self.updates = {}
+        self.permissions = []
+        self.answer = "allow_once"
+
+    async def request_permission(self, session_id, tool_call, options, **kwargs):
+        self.permissions.append((session_id, tool_call, [o.option_id for o in options]))
+        if self.answer == "hold":
+            # Nobody answers here: the front withdraws the request when the turn ends.
+            await asyncio.sleep(3)
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if self.answer is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=self.answer))
+
+    async def session_update(self, session_id, update, **kwargs):
+        self.updates.setdefault(session_id, []).append(update.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+    async def write_text_file(self, *args, **kwargs):
+        raise acp.RequestError.method_not_found("fs/write_text_file")
+
+    async def read_text_file(self, *args, **kwargs):
+        raise acp.RequestError.method_not_found("fs/read_text_file")
+
+
+async def connect(env, recorder, client):
+    proc, to_agent, from_agent = await spawn_acp(env, recorder)
+    conn = acp.connect_to_agent(client, to_agent, from_agent)
+    init = await conn.initialize(protocol_version=1)
+    return proc, conn, init
+
+
+async def close(proc, conn):
+    await conn.close()
+    try:
+        proc.stdin.close()
+    except Exception:
+        pass
+    await asyncio.wait_for(proc.wait(), 10)
+    for pump in proc.pumps:
+        pump.cancel()
+
+
+async def expect_error(awaitable, code=None, contains=None):
+    try:
+        await awaitable
+    except acp.RequestError as error:
+        if code is not None:
+            check(error.code == code, f"error code {error.code}, expected {code}: {error}")
+        if contains is not None:
+            check(contains in str(error) or contains in json.dumps(getattr(error, "data", None) or ""), f"{error} lacks {contains!r}")
+        return error
+    raise AssertionError("expected an error")
+
+
+def kinds(updates):
+    return [u["sessionUpdate"] for u in updates]
+
+
+def text_of(updates, kind):
+    return "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == kind)
+
+
+async def main(dsh, schema, node_client):
+    env = Env(dsh)
+    recorders = []
+    try:
+        await scenarios(env, recorders)
+    finally:
+        env.stop()
+    print(f"python ACP SDK: {len(PASSED)} scenarios passed: {', '.join(PASSED)}")
+    if node_client:
+        recorders.append(run_node_client(dsh, node_client))
+    checked = validate_frames(schema, recorders)
+    print(f"ok: {checked} frames the front sent, in both SDKs' runs, validate against {schema}")
+
+
+def run_node_client(dsh, script):
+    """Runs the TypeScript SDK's scenarios (client.mjs) in an environment of their own and
+    returns what they recorded."""
+    env = Env(dsh)
+    frames = os.path.join(env.root, "frames.jsonl")
+    try:
+        subprocess.run(["node", script, dsh, env.mock.url, env.home, env.ws, frames], env=env.env, check=True)
+    finally:
+        env.stop()
+    recorder = Recorder()
+    with open(frames) as f:
+        for line in f:
+            entry = json.loads(line)
+            (recorder.sent if entry["dir"] == "sent" else recorder.received).append(entry["frame"])
+    check(len(recorder.sent) > 20, f"the node client recorded {len(recorder.sent)} frames")
+    return recorder
+
+
+async def scenarios(env, recorders):
+    recorder = Recorder()
+    recorders.append(recorder)
+    client = Client()
+    proc, conn, init = await connect(env, recorder, client)
+    caps = init.agent_capabilities
+    check(caps.load_session, "loadSession advertised")
+    meta = caps.field_meta or {}
+    check(meta["steering"]["method"] == "_session/steering", meta)
+    check("_dsh/fork" in meta["dsh"]["methods"], meta)
+    check(caps.mcp_capabilities is None or not (caps.mcp_capabilities.http or caps.mcp_capabilities.sse), "no MCP")
+    PASSED.append("initialize")
+
+    # Bad input: the front answers each, and stays up.
+    await expect_error(conn.new_session(cwd="relative/dir", mcp_servers=[]), code=-32602, contains="absolute")
+    from acp.schema import McpServerStdio
+
+    server = McpServerStdio(name="x", command="/bin/true", args=[], env=[])
+    await expect_error(conn.new_session(cwd=env.ws, mcp_servers=[server]), code=-32602, contains="MCP")
+    await expect_error(conn._conn.send_request("_dsh/nope", {}), code=-32601)
+    await expect_error(conn._conn.send_request("session/nope", {}), code=-32601)
+    await conn._conn.send_notification("_dsh/unknown", {"x": 1})
+    await expect_error(conn.prompt(session_id="no-such-session", prompt=[text_block("hi")]), code=-32002)
+    await expect_error(conn.load_session(cwd=env.ws, session_id="no-such-session", mcp_servers=[]), code=-32002)
+    proc.stdin.write(b"{this is not json\n")
+    await proc.stdin.drain()
+    PASSED.append("bad input")
+
+    # A prompt with a tool call that needs permission; thoughts and text stream.
+    session = await conn.new_session(cwd=env.ws, mcp_servers=[])
+    sid = session.session_id
+    env.mock.script(
+        [
+            {
+                "reasoning": "I should write the file.",
+                "content": "Writing it now.",
+                "tool_calls": [{"name": "write_file", "arguments": {"path": "hello.txt", "content": "hello from acp\n"}}],
+            },
+            {"reasoning": "Done, say so.", "content": "The file is written."},
+        ]
+    )
+    result = await conn.prompt(session_id=sid, prompt=[text_block("write hello.txt")])
+    check(result.stop_reason == "end_turn", result)
+    updates = client.updates[sid]
+    check(client.permissions and client.permissions[0][2] == ["allow_once", "allow_always", "reject_once"], client.permissions)
+    check(text_of(updates, "user_message_chunk") == "write hello.txt", updates)
+    check(text_of(updates, "agent_thought_chunk") == "I should write the file.Done, say so.", text_of(updates, "agent_thought_chunk"))
+    check(text_of(updates, "agent_message_chunk") == "Writing it now.The file is written.", text_of(updates, "agent_message_chunk"))
+    calls = [u for u in updates if u["sessionUpdate"] == "tool_call"]
+    check(len(calls) == 1 and calls[0]["kind"] == "edit" and calls[0].get("status", "pending") == "pending", calls)
+    call_id = calls[0]["toolCallId"]
+    statuses = [u.get("status") for u in updates if u["sessionUpdate"] == "tool_call_update" and u["toolCallId"] == call_id]
+    check([s for s in statuses if s] == ["in_progress", "completed"], statuses)
+    final = [u for u in updates if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "completed"][0]
+    diff = [c for c in final["content"] if c["type"] == "diff"][0]
+    check(diff["path"] == os.path.join(env.ws, "hello.txt") and diff["newText"] == "hello from acp\n", diff)
+    check(open(os.path.join(env.ws, "hello.txt")).read() == "hello from acp\n", "the file was written")
+    usage = [u for u in updates if u["sessionUpdate"] == "usage_update"]
+    check(len(usage) == 2, usage)
+    step_usage = usage[0]["_meta"]["dsh/usage"]
+    check(step_usage["step"] == 1 and step_usage["inputTokens"] > 0 and "cachedReadTokens" in step_usage, usage)
+    check(usage[0]["size"] >= usage[0]["used"] > 0, usage)
+    # Prices are known for the default model: each step's cost, and the session's so far.
+    first, second = usage[0], usage[1]
+    check(first["cost"]["amount"] > 0 and first["cost"]["currency"], first)
+    step_cost = second["_meta"]["dsh/usage"]["cost"]["amount"]
+    check(abs(second["cost"]["amount"] - first["cost"]["amount"] - step_cost) < 1e-9, (first, second))
+    PASSED.append("prompt with permission, thoughts, text, diff, usage")
+
+    # A rejected tool call fails the call, the turn goes on.
+    client.answer = "reject_once"
+    env.mock.script(
+        [
+            {"content": "", "tool_calls": [{"name": "run_command", "arguments": {"command": "echo hi"}}]},
+            {"content": "Not allowed, fine."},
+        ]
+    )
+    result = await conn.prompt(session_id=sid, prompt=[text_block("run echo")])
+    check(result.stop_reason == "end_turn", result)
+    failed = [u for u in client.updates[sid] if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "failed"]
+    check(len(failed) == 1, failed)
+    calls = [u for u in client.updates[sid] if u["sessionUpdate"] == "tool_call"]
+    check(calls[-1]["kind"] == "execute", calls)
+    check(client.permissions[-1][2] == ["allow_once", "allow_unconfined", "allow_always", "reject_once"], client.permissions[-1])
+    check("(sandbox: " in client.permissions[-1][1].title, client.permissions[-1][1])
+    client.answer = "allow_once"
+    PASSED.append("reject")
+
+    # Cancel mid-stream; a second prompt while one runs is refused.
+    sent = len(env.mock.requests())
+    env.mock.script([{"content": "This takes a long time.", "delay_ms": 4000}])
+    running = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("take your time")]))
+    await wait_until_async(lambda: len(env.mock.requests()) > sent, what="the request to reach the mock")
+    await expect_error(conn.prompt(session_id=sid, prompt=[text_block("me too")]), code=1002)
+    await conn.cancel(session_id=sid)
+    result = await asyncio.wait_for(running, 15)
+    check(result.stop_reason == "cancelled", result)
+    PASSED.append("cancel, busy")
+
+    # A permission request left unanswered is withdrawn ($/cancel_request) when the turn is
+    # cancelled by another front.
+    client.answer = "hold"
+    asked = len(client.permissions)
+    env.mock.script([{"content": "", "tool_calls": [{"name": "run_command", "arguments": {"command": "echo held"}}]}])
+    running = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("run it, held")]))
+    await wait_until_async(lambda: len(client.permissions) > asked, what="the permission request")
+    await asyncio.to_thread(env.run, "cancel", sid)
+    result = await asyncio.wait_for(running, 15)
+    check(result.stop_reason == "cancelled", result)
+    asks = [f for f in recorder.sent if f.get("method") == "session/request_permission"]
+    withdrawn = [f for f in recorder.sent if f.get("method") == "$/cancel_request"]
+    check(withdrawn and withdrawn[-1]["params"]["requestId"] == asks[-1]["id"], withdrawn)
+    client.answer = "allow_once"
+    PASSED.append("unanswered permission withdrawn when the turn is cancelled elsewhere")
+
+    # Steering: idle, it asks for a prompt; mid-turn it is injected into the next request.
+    idle = await conn._conn.send_request("_session/steering", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]})
+    check(idle == {"outcome": "promptRequired", "reason": "noRunningTurn"}, idle)
+    sent = len(env.mock.requests())
+    env.mock.script(
+        [
+            {"content": "Looking around first.", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}], "delay_ms": 1500},
+            {"content": "Steered."},
+        ]
+    )
+    running = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("look around")]))
+    await wait_until_async(lambda: len(env.mock.requests()) > sent, what="the first request of the turn")
+    steer_text = "use the other API please"
+    steered = await conn._conn.send_request(
+        "_session/steering",
+        {"sessionId": sid, "prompt": [{"type": "text", "text": steer_text}], "_meta": {"steering": {"idleBehavior": "promptRequired"}}},
+    )
+    check(steered["outcome"] == "injected", steered)
+    result = await asyncio.wait_for(running, 20)
+    check(result.stop_reason == "end_turn", result)
+    bodies = [r["body"] for r in env.mock.requests()[sent:]]
+    check(len(bodies) == 2, len(bodies))
+    check(steer_text not in bodies[0] and steer_text in bodies[1], "the steering text joins the next request, not the current one")
+    steering = [u for u in client.updates[sid] if u["sessionUpdate"] == "user_message_chunk" and (u.get("_meta") or {}).get("dsh/steering")]
+    check(steering and steering[0]["content"]["text"] == steer_text, steering)
+    PASSED.append("steering")
+
+    # What the model saw: step N's wire body equals the mock's recorded body.
+    last_step = max(u["_meta"]["dsh/usage"]["step"] for u in client.updates[sid] if u["sessionUpdate"] == "usage_update")
+    saw = await conn._conn.send_request("_dsh/request", {"sessionId": sid, "step": last_step})
+    check(saw["wire"]["body"] == env.mock.requests()[-1]["body"], "what the model saw equals the recorded body")
+    check(saw["sent"]["sha256"] == saw["wire"]["sha256"], saw["sent"])
+    PASSED.append("what the model saw")
+
+    # List, with the cwd filter.
+    listed = await conn.list_sessions(cwd=env.ws)
+    check([s.session_id for s in listed.sessions] == [sid], listed)
+    check(listed.sessions[0].title == "write hello.txt", listed.sessions[0])
+    other = await conn.list_sessions(cwd="/nonexistent-dir")
+    check(other.sessions == [], other)
+    PASSED.append("list")
+
+    # One live session, two fronts: `dsh sessions` shows it, and a second client subscribed
+    # through `dsh stdio` sees the next turn's events once each, in order, none missing.
+    shown = env.run("sessions", "--workspace", env.ws, "--json")
+    check(sid in shown.stdout, shown.stdout)
+    second = subprocess.Popen(env.argv("stdio"), env=env.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    second.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"clientInfo": {"name": "second"}, "protocolVersion": 1}}) + "\n")
+    second.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/subscribe", "params": {"sessionId": sid, "fromSeq": 0}}) + "\n")
+    second.stdin.flush()
+    env.mock.script([{"content": "Seen by both fronts."}])
+    result = await conn.prompt(session_id=sid, prompt=[text_block("two fronts")])
+    check(result.stop_reason == "end_turn", result)
+    length = None
+    seqs = []
+    second.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/events", "params": {"sessionId": sid, "fromSeq": 0, "limit": 0}}) + "\n")
+    second.stdin.flush()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        message = json.loads(second.stdout.readline())
+        if message.get("id") == 3:
+            length = message["result"]["length"]
+        elif message.get("method") == "session/event":
+            seqs.append(message["params"]["result"]["seq"])
+        if length is not None and seqs and seqs[-1] == length - 1:
+            break
+    second.stdin.close()
+    second.wait()
+    check(seqs == list(range(length)), f"the second front saw {len(seqs)} events for a log of {length}")
+    PASSED.append("two fronts")
+
+    # Fork before the last step; the fork is a session of its own.
+    forked = await conn._conn.send_request("_dsh/fork", {"sessionId": sid, "step": last_step})
+    fork_id = forked["sessionId"]
+    check(fork_id != sid, forked)
+    listed = await conn.list_sessions(cwd=env.ws)
+    check(fork_id in [s.session_id for s in listed.sessions], listed)
+    PASSED.append("fork")
+
+    live = list(client.updates[sid])
+    await close(proc, conn)
+
+    # Load after the front exited: the replay equals what was streamed live.
+    recorder = Recorder()
+    recorders.append(recorder)
+    client = Client()
+    proc, conn, _ = await connect(env, recorder, client)
+    await conn.load_session(cwd=env.ws, session_id=sid, mcp_servers=[])
+    replayed = client.updates.get(sid, [])
+    check(kinds(replayed) == kinds(live), f"{len(replayed)} replayed vs {len(live)} live updates")
+    check(replayed == live, "replayed updates equal the live ones")
+    # The fork replays its parent's conversation up to the fork point.
+    await conn.load_session(cwd=env.ws, session_id=fork_id, mcp_servers=[])
+    fork_updates = client.updates[fork_id]
+    check(text_of(fork_updates, "user_message_chunk").startswith("write hello.txt"), "the fork starts with the parent's prompts")
+    check("Seen by both fronts." not in text_of(fork_updates, "agent_message_chunk"), "the fork ends before the cut")
+    # The loaded session takes prompts again.
+    env.mock.script([{"content": "Back again."}])
+    result = await conn.prompt(session_id=sid, prompt=[text_block("again")])
+    check(result.stop_reason == "end_turn", result)
+    PASSED.append("load replays live; fork loads")
+
+    # Closing stdin ends the front, never the turn: a turn started by a closed front finishes.
+    env.mock.script([{"content": "Finished without the front.", "delay_ms": 1000}])
+    sent = len(env.mock.requests())
+    running = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("finish alone")]))
+    await wait_until_async(lambda: len(env.mock.requests()) > sent, what="the request to reach the mock")
+    running.cancel()
+    await close(proc, conn)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        listed = json.loads(env.run("sessions", "--workspace", env.ws, "--json").stdout)
+        entry = [s for s in listed["sessions"] if s["sessionId"] == sid][0] if isinstance(listed, dict) else [s for s in listed if s["sessionId"] == sid][0]
+        if not entry["running"]:
+            break
+        await asyncio.sleep(0.1)
+    events = env.run("usage", sid, "--json")
+    check(events.returncode == 0, events)
+    recorder = Recorder()
+    recorders.append(recorder)
+    client = Client()
+    proc, conn, _ = await connect(env, recorder, client)
+    await conn.load_session(cwd=env.ws, session_id=sid, mcp_servers=[])
+    check("Finished without the front." in text_of(client.updates[sid], "agent_message_chunk"), "the turn finished after its front left")
+    await close(proc, conn)
+    PASSED.append("stdin's end ends the front, not the turn")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None))
