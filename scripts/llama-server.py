@@ -2,6 +2,7 @@
 """llama.cpp's HTTP server (from the xllamacpp wheel) with SmolLM2-135M-Instruct, for tests.
 
     python scripts/llama-server.py [--port N] [--ctx N]
+    python scripts/llama-server.py --check      (exits 0 when both packages and the model are there)
 
 Listens on 127.0.0.1 (port 0: a free port), prints one line `ready http://127.0.0.1:PORT`
 once GET /health answers 200, then serves until its stdin closes (so a test's child never
@@ -44,9 +45,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ctx", type=int, default=4096)
+    parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
 
     import xllamacpp
+
+    if args.check:
+        print(f"xllamacpp {xllamacpp.__version__}, model {model_path()}", file=sys.stderr)
+        return
 
     params = xllamacpp.CommonParams()
     params.model.path = model_path()
