@@ -19,11 +19,8 @@ struct Streamed {
 
 async fn post_streaming(url: String, body: &[u8]) -> Streamed {
     let client = http_client();
-    let send = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .body(body.to_vec())
-        .send();
+    let send =
+        client.post(&url).header("content-type", "application/json").body(body.to_vec()).send();
     let response = tokio::time::timeout(DEADLINE, send).await.unwrap().unwrap();
     let status = response.status();
     let mut stream = response.bytes_stream();
@@ -123,7 +120,8 @@ async fn llama_cpp_reports_cached_prompt_tokens_and_the_proxy_records_exact_bodi
     }))
     .unwrap();
     let start_usage = |streamed: Streamed| {
-        let types: Vec<&str> = streamed.events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        let types: Vec<&str> =
+            streamed.events.iter().map(|e| e["type"].as_str().unwrap()).collect();
         assert_eq!(types.first(), Some(&"message_start"), "{types:?}");
         assert_eq!(types.last(), Some(&"message_stop"), "{types:?}");
         streamed.events[0]["message"]["usage"].clone()
@@ -167,12 +165,9 @@ async fn the_recording_proxy_streams_chunks_as_they_arrive() {
 
     let proxy = RecordingProxy::start(&upstream_url).await;
     let body = b"{\"exact\":  \"bytes\" }".to_vec();
-    let response = http_client()
-        .post(format!("{}/v1/stream?x=1", proxy.base_url()))
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
+    let send = http_client().post(format!("{}/v1/stream?x=1", proxy.base_url())).body(body.clone());
+    let response = tokio::time::timeout(DEADLINE, send.send()).await;
+    let response = response.expect("the proxy held back the answer's head").unwrap();
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let mut stream = response.bytes_stream();
     let mut received = Vec::new();

@@ -35,7 +35,8 @@ const MAX_BODY: usize = 64 << 20;
 /// A running llama.cpp server on loopback.
 pub struct LlamaServer {
     base_url: String,
-    child: Child,
+    // Killed on drop (`kill_on_drop`).
+    _child: Child,
     // Held open: the server exits when it closes.
     _stdin: ChildStdin,
     _stderr: tempfile::NamedTempFile,
@@ -53,7 +54,8 @@ impl LlamaServer {
             );
             return None;
         };
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/llama-server.py");
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/llama-server.py");
         let stderr = tempfile::NamedTempFile::new().unwrap();
         let mut child = tokio::process::Command::new(&python)
             .arg(&script)
@@ -80,7 +82,7 @@ impl LlamaServer {
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             );
         };
-        Some(LlamaServer { base_url, child, _stdin: stdin, _stderr: stderr })
+        Some(LlamaServer { base_url, _child: child, _stdin: stdin, _stderr: stderr })
     }
 
     /// `http://127.0.0.1:PORT`, without a trailing slash.
@@ -89,16 +91,13 @@ impl LlamaServer {
     }
 }
 
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
-}
+/// The requests a proxy forwarded: path (with query) and body bytes, in arrival order.
+type Recorded = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
 /// A reverse proxy on loopback that records each request's path and exact body bytes.
 pub struct RecordingProxy {
     base_url: String,
-    bodies: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    bodies: Recorded,
     task: JoinHandle<()>,
 }
 
@@ -106,7 +105,7 @@ pub struct RecordingProxy {
 struct Forward {
     upstream: String,
     client: reqwest::Client,
-    bodies: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    bodies: Recorded,
 }
 
 impl RecordingProxy {
@@ -152,12 +151,21 @@ pub fn http_client() -> reqwest::Client {
 
 /// Headers that belong to one connection, not to the message (RFC 9110 §7.6.1), and the
 /// framing the other side recomputes.
-fn end_to_end(headers: &HeaderMap) -> impl Iterator<Item = (&header::HeaderName, &header::HeaderValue)> {
+fn end_to_end(
+    headers: &HeaderMap,
+) -> impl Iterator<Item = (&header::HeaderName, &header::HeaderValue)> {
     headers.iter().filter(|(name, _)| {
         !matches!(
             name.as_str(),
-            "host" | "connection" | "keep-alive" | "proxy-connection" | "te" | "trailer"
-                | "transfer-encoding" | "upgrade" | "content-length"
+            "host"
+                | "connection"
+                | "keep-alive"
+                | "proxy-connection"
+                | "te"
+                | "trailer"
+                | "transfer-encoding"
+                | "upgrade"
+                | "content-length"
         )
     })
 }
@@ -167,7 +175,9 @@ async fn proxy(State(forward): State<Forward>, request: Request) -> Response {
     let path = parts.uri.path_and_query().map_or_else(|| "/".to_owned(), |p| p.to_string());
     let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(bytes) => bytes,
-        Err(error) => return failure(StatusCode::BAD_REQUEST, format!("proxy: reading the body: {error}")),
+        Err(error) => {
+            return failure(StatusCode::BAD_REQUEST, format!("proxy: reading the body: {error}"));
+        }
     };
     forward.bodies.lock().unwrap().push((path.clone(), bytes.to_vec()));
     let mut upstream = forward.client.request(parts.method, format!("{}{path}", forward.upstream));
