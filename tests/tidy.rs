@@ -22,14 +22,29 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("dsh-sandbox", &[]),
     ("dsh-agent", &["dsh-session", "dsh-store", "dsh-provider", "dsh-sandbox"]),
     ("dsh-protocol", &["dsh-session"]),
+    // Configuration files: the session crate's vocabulary (provider kinds, wire options,
+    // prices), nothing that runs.
+    ("dsh-config", &["dsh-session"]),
     (
         "dsh-daemon",
-        &["dsh-agent", "dsh-provider", "dsh-store", "dsh-session", "dsh-protocol", "dsh-sandbox"],
+        &[
+            "dsh-agent",
+            "dsh-provider",
+            "dsh-store",
+            "dsh-session",
+            "dsh-protocol",
+            "dsh-sandbox",
+            "dsh-config",
+        ],
     ),
     // The CLI: a client of the daemon through its typed client and the protocol (plus the pure
     // log vocabulary it prints, and the mock for `dsh mock`/`dsh demo`). It reaches no session
     // except through the protocol: no agent, no store, no provider.
-    ("dsh", &["dsh-daemon", "dsh-protocol", "dsh-session", "dsh-mock", "dsh-sandbox"]),
+    // `dsh config` reads the configuration files itself (no daemon needed).
+    (
+        "dsh",
+        &["dsh-daemon", "dsh-protocol", "dsh-session", "dsh-mock", "dsh-sandbox", "dsh-config"],
+    ),
 ];
 
 #[test]

@@ -68,6 +68,8 @@ impl Config {
     fn make(&self) -> LlmCallConfig {
         LlmCallConfig {
             model: MODELS[usize::from(self.model) % MODELS.len()].to_owned(),
+            profile: None,
+            wire: None,
             max_tokens: u32::from(self.max_tokens),
             thinking: self.thinking,
             reasoning_effort: self.effort.map(Text::s),
@@ -288,6 +290,8 @@ impl Op {
                 tokens_before: u64::from(tokens),
             }),
             Op::CompactSummary(text) => EventData::CompactSummary(CompactSummary {
+                profile: None,
+                wire: None,
                 model: "m1".to_owned(),
                 max_tokens: 100,
                 summary: text.s(),

@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 pub use dsh_session::{
-    EpochHeader, ForkOrigin, Message, PrefixCause, RequestSent, StopReason, Usage, UsageRow,
+    Cost, EpochHeader, ForkOrigin, Message, PrefixCause, Price, ProviderKind, RequestSent,
+    StopReason, Usage, UsageRow,
 };
 
 /// The protocol version this build speaks; `initialize` refuses another.
@@ -61,6 +62,17 @@ pub mod method {
     pub const DAEMON_SHUTDOWN: &str = "daemon/shutdown";
     /// Rebuild every step of a session and compare with what was sent.
     pub const SESSION_AUDIT: &str = "session/audit";
+    /// Subscribe to the daemon's notices (a configuration edit that cannot be used, …).
+    pub const DAEMON_SUBSCRIBE: &str = "daemon/subscribe";
+    /// The notification a daemon subscription delivers.
+    pub const DAEMON_NOTICE: &str = "daemon/notice";
+    /// End a daemon subscription.
+    pub const DAEMON_UNSUBSCRIBE: &str = "daemon/unsubscribe";
+
+    /// The methods that open a subscription.
+    pub const SUBSCRIBE: &[&str] = &[SESSION_SUBSCRIBE, DAEMON_SUBSCRIBE];
+    /// The methods that end one.
+    pub const UNSUBSCRIBE: &[&str] = &[SESSION_UNSUBSCRIBE, DAEMON_UNSUBSCRIBE];
 
     /// Every method, in documentation order.
     pub const ALL: &[&str] = &[
@@ -81,6 +93,8 @@ pub mod method {
         APPROVAL_RESPOND,
         DAEMON_STATUS,
         DAEMON_SHUTDOWN,
+        DAEMON_SUBSCRIBE,
+        DAEMON_UNSUBSCRIBE,
     ];
 
     use serde::Serialize;
@@ -122,6 +136,9 @@ pub mod method {
         SessionList = SESSION_LIST (SessionListParams) -> SessionListResult;
         /// `session/subscribe`: the result is the subscription id.
         SessionSubscribe = SESSION_SUBSCRIBE (SessionSubscribeParams) -> serde_json::Value;
+        /// `daemon/subscribe`: the result is the subscription id; notices arrive as
+        /// `daemon/notice`.
+        DaemonSubscribe = DAEMON_SUBSCRIBE (NoParams) -> serde_json::Value;
         /// `session/unsubscribe`: params are `[subscription id]`; true when it was this
         /// connection's subscription.
         SessionUnsubscribe = SESSION_UNSUBSCRIBE ([serde_json::Value; 1]) -> bool;
@@ -178,6 +195,9 @@ pub mod code {
     pub const SHUTTING_DOWN: i32 = 1010;
     /// Reading or writing a log failed.
     pub const STORE: i32 = 1011;
+    /// The configuration cannot be used for this: a file that does not parse, an unknown
+    /// provider profile or model.
+    pub const CONFIG: i32 = 1012;
 }
 
 macro_rules! api_type {
@@ -247,6 +267,11 @@ api_type! {
     /// Call options for a session (`session/create`, `session/fork`): explicit options beat the
     /// logged header on the session's first request.
     pub struct SessionConfig {
+        /// Provider profile (its name in the configuration); default: the configured one. On a
+        /// fork, moves the fork to this profile (a logged, attributed header change).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub profile: Option<String>,
         /// Model id.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
@@ -335,6 +360,20 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub last_usage: Option<Usage>,
+        /// The profile of its latest request (absent before the first request, and for logs
+        /// from before profiles).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub profile: Option<String>,
+        /// The model of its latest request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub model: Option<String>,
+        /// What all its finished steps cost, at the prices configured now; absent when a
+        /// step ran on a model without prices.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub cost: Option<Cost>,
         /// Whether a turn is running now.
         pub running: bool,
         /// Set when the log cannot be read: why (the line and what is wrong with it). Such a
@@ -563,10 +602,19 @@ api_type! {
 api_type! {
     /// `session/usage` result.
     pub struct SessionUsageResult {
-        /// One row per step.
+        /// One row per step; a row's `cost` is at the prices of the profile and model it ran
+        /// on, as configured now.
         pub rows: Vec<UsageEntry>,
         /// Sums over finished steps.
         pub totals: Usage,
+        /// The cost of every finished step and what the cache saved; absent when a step ran on
+        /// a model without prices or the currencies differ.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub cost: Option<Cost>,
+        /// The prices used, one entry per profile and model the session ran on.
+        #[serde(default)]
+        pub prices: Vec<PriceUsed>,
     }
 }
 
@@ -703,8 +751,21 @@ api_type! {
         pub protocol_version: u32,
         /// Its state directory.
         pub home: String,
-        /// The provider base URL its sessions use.
+        /// The base URL of the default provider profile.
         pub base_url: String,
+        /// The provider profiles of the daemon's configuration (built in, the user's file and
+        /// the daemon's flags; a workspace's file may add models or change defaults for its
+        /// sessions). A base URL edited in the configuration shows here: it is not part of
+        /// any log.
+        #[serde(default)]
+        pub profiles: Vec<ProfileStatus>,
+        /// The configuration files in use.
+        #[serde(default)]
+        pub config_files: Vec<String>,
+        /// Configuration files that cannot be used now, with where and why: their last good
+        /// version stays in use.
+        #[serde(default)]
+        pub config_errors: Vec<String>,
         /// Sessions loaded in memory.
         pub sessions: Vec<LoadedSession>,
         /// Connected clients.
@@ -717,6 +778,61 @@ api_type! {
         pub warnings: Vec<String>,
         /// The command sandbox.
         pub sandbox: SandboxStatus,
+    }
+}
+
+api_type! {
+    /// A `daemon/notice`: something the user should know now.
+    pub struct DaemonNotice {
+        /// `configError`: a configuration file was edited into one that cannot be used (the
+        /// last good version stays in use).
+        pub kind: String,
+        /// For people: the file, the line and what is wrong.
+        pub message: String,
+    }
+}
+
+api_type! {
+    /// One provider profile in `daemon/status`.
+    pub struct ProfileStatus {
+        /// Its name.
+        pub name: String,
+        /// The endpoint kind.
+        pub kind: ProviderKind,
+        /// Where its requests go.
+        pub base_url: String,
+        /// Whether new sessions use it by default.
+        pub default: bool,
+        /// The models it lists (with prices where configured).
+        pub models: Vec<ModelStatus>,
+    }
+}
+
+api_type! {
+    /// One model of a profile in `daemon/status`.
+    pub struct ModelStatus {
+        /// The model id.
+        pub id: String,
+        /// Its context window, when configured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub context_window: Option<u64>,
+        /// Its prices, when configured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub price: Option<Price>,
+    }
+}
+
+api_type! {
+    /// The prices a usage view used for one profile and model.
+    pub struct PriceUsed {
+        /// The profile (`deepseek` for logs from before profiles).
+        pub profile: String,
+        /// The model.
+        pub model: String,
+        /// The prices, per million tokens.
+        pub price: Price,
     }
 }
 

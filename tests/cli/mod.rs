@@ -6,6 +6,7 @@
 //! recorded are compared, byte for byte, with what `dsh` rebuilds from its log.
 
 mod compact;
+mod config;
 mod confinement;
 mod faults;
 mod first_use;

@@ -75,15 +75,25 @@ impl Env {
 
     /// Like [`Env::command`] with another API key.
     pub fn command_with_key(&self, key: &str, args: &[&str]) -> tokio::process::Command {
+        let base_url = self.mock.base_url();
+        let mut all = vec!["--base-url", base_url.as_str()];
+        all.extend_from_slice(args);
+        self.command_plain(key, &all)
+    }
+
+    /// `dsh --home H ARGS…` with `key`: no `--base-url`, so the provider profiles of the
+    /// configuration files decide where requests go.
+    pub fn command_plain(&self, key: &str, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
         command
             .arg("--home")
             .arg(&self.home)
-            .arg("--base-url")
-            .arg(self.mock.base_url())
             .args(args)
             .current_dir(&self.workspace)
             .env("DEEPSEEK_API_KEY", key)
+            // The user's configuration file is the test's own (absent until a test writes it).
+            .env("DSH_CONFIG", self.user_config())
+            .env_remove("DSH_PROVIDER")
             .env_remove("DSH_HOME")
             .env_remove("DSH_MODEL")
             .env_remove("DEEPSEEK_BASE_URL")
@@ -94,6 +104,11 @@ impl Env {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         command
+    }
+
+    /// The user's configuration file of the commands this environment runs (`$DSH_CONFIG`).
+    pub fn user_config(&self) -> PathBuf {
+        self.root.join("config.toml")
     }
 
     /// Runs `dsh ARGS…` to its end.

@@ -24,6 +24,8 @@ export const Methods = {
   ApprovalRespond: "approval/respond",
   DaemonStatus: "daemon/status",
   DaemonShutdown: "daemon/shutdown",
+  DaemonSubscribe: "daemon/subscribe",
+  DaemonUnsubscribe: "daemon/unsubscribe",
   SessionEvent: "session/event",
 } as const;
 
@@ -96,6 +98,11 @@ protocolVersion: number,
 capabilities: Capabilities, };
 
 export type SessionConfig = { 
+/**
+ * Provider profile (its name in the configuration); default: the configured one. On a
+ * fork, moves the fork to this profile (a logged, attributed header change).
+ */
+profile?: string, 
 /**
  * Model id.
  */
@@ -184,6 +191,20 @@ forkedFrom?: ForkOrigin,
  * Usage of the last finished step.
  */
 lastUsage?: Usage, 
+/**
+ * The profile of its latest request (absent before the first request, and for logs
+ * from before profiles).
+ */
+profile?: string, 
+/**
+ * The model of its latest request.
+ */
+model?: string, 
+/**
+ * What all its finished steps cost, at the prices configured now; absent when a
+ * step ran on a model without prices.
+ */
+cost?: Cost, 
 /**
  * Whether a turn is running now.
  */
@@ -429,17 +450,41 @@ dropped: boolean,
 /**
  * Logged events since the previous step that changed the prefix.
  */
-causes: Array<PrefixCause>, };
+causes: Array<PrefixCause>, 
+/**
+ * The provider profile the step's request was pinned to (`None`: a log from before
+ * profiles, DeepSeek's).
+ */
+profile?: string, 
+/**
+ * The model the step's request named (`None` when the step logged no header).
+ */
+model?: string, 
+/**
+ * What the step cost at its profile's prices; not part of the fold (prices are
+ * configuration): the views fill it in, `None` when no price is known.
+ */
+cost?: Cost, };
 
 export type SessionUsageResult = { 
 /**
- * One row per step.
+ * One row per step; a row's `cost` is at the prices of the profile and model it ran
+ * on, as configured now.
  */
 rows: Array<UsageEntry>, 
 /**
  * Sums over finished steps.
  */
-totals: Usage, };
+totals: Usage, 
+/**
+ * The cost of every finished step and what the cache saved; absent when a step ran on
+ * a model without prices or the currencies differ.
+ */
+cost?: Cost, 
+/**
+ * The prices used, one entry per profile and model the session ran on.
+ */
+prices: Array<PriceUsed>, };
 
 export type SessionEventsParams = { 
 /**
@@ -597,6 +642,67 @@ approvalRequired: boolean,
  */
 warnings: Array<string>, };
 
+export type DaemonNotice = { 
+/**
+ * `configError`: a configuration file was edited into one that cannot be used (the
+ * last good version stays in use).
+ */
+kind: string, 
+/**
+ * For people: the file, the line and what is wrong.
+ */
+message: string, };
+
+export type ProfileStatus = { 
+/**
+ * Its name.
+ */
+name: string, 
+/**
+ * The endpoint kind.
+ */
+kind: ProviderKind, 
+/**
+ * Where its requests go.
+ */
+baseUrl: string, 
+/**
+ * Whether new sessions use it by default.
+ */
+default: boolean, 
+/**
+ * The models it lists (with prices where configured).
+ */
+models: Array<ModelStatus>, };
+
+export type ModelStatus = { 
+/**
+ * The model id.
+ */
+id: string, 
+/**
+ * Its context window, when configured.
+ */
+contextWindow?: number, 
+/**
+ * Its prices, when configured.
+ */
+price?: Price, };
+
+export type PriceUsed = { 
+/**
+ * The profile (`deepseek` for logs from before profiles).
+ */
+profile: string, 
+/**
+ * The model.
+ */
+model: string, 
+/**
+ * The prices, per million tokens.
+ */
+price: Price, };
+
 export type DaemonStatusResult = { 
 /**
  * The daemon's version.
@@ -615,9 +721,25 @@ protocolVersion: number,
  */
 home: string, 
 /**
- * The provider base URL its sessions use.
+ * The base URL of the default provider profile.
  */
 baseUrl: string, 
+/**
+ * The provider profiles of the daemon's configuration (built in, the user's file and
+ * the daemon's flags; a workspace's file may add models or change defaults for its
+ * sessions). A base URL edited in the configuration shows here: it is not part of
+ * any log.
+ */
+profiles: Array<ProfileStatus>, 
+/**
+ * The configuration files in use.
+ */
+configFiles: Array<string>, 
+/**
+ * Configuration files that cannot be used now, with where and why: their last good
+ * version stays in use.
+ */
+configErrors: Array<string>, 
 /**
  * Sessions loaded in memory.
  */
@@ -695,11 +817,43 @@ sha256: string,
  */
 bytes: number, };
 
+export type ProviderKind = "deepseek" | "openai-compatible" | "anthropic";
+
+export type WireFormat = { 
+/**
+ * The endpoint kind.
+ */
+kind: ProviderKind, 
+/**
+ * OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
+ */
+thinkingObject: boolean, 
+/**
+ * OpenAI-compatible: send each assistant message's stored reasoning back as
+ * `reasoning_content`.
+ */
+reasoningPassback: boolean, 
+/**
+ * OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
+ */
+maxCompletionTokens: boolean, };
+
 export type LlmCallConfig = { 
 /**
  * Provider model id, passed through unchanged.
  */
 model: string, 
+/**
+ * The provider profile the session is pinned to (its name in the configuration); `None` in
+ * logs written before profiles existed, which are DeepSeek's. Never a URL, a key or a header
+ * value: only what names the endpoint's kind and identity for the reader.
+ */
+profile?: string, 
+/**
+ * The wire format the request is written in and its byte-changing options; `None` is
+ * DeepSeek's chat-completions format.
+ */
+wire?: WireFormat, 
 /**
  * Output limit; always sent.
  */
@@ -720,6 +874,39 @@ temperature?: number,
  * Nucleus sampling, when set.
  */
 topP?: number, };
+
+export type Price = { 
+/**
+ * Input tokens served from the provider's prefix cache.
+ */
+cacheHit: number, 
+/**
+ * Input tokens not served from the cache.
+ */
+cacheMiss: number, 
+/**
+ * Output tokens (reasoning included).
+ */
+output: number, 
+/**
+ * The currency, as the provider bills it (`USD`, `CNY`, …).
+ */
+currency: string, };
+
+export type Cost = { 
+/**
+ * What was billed: hits at the hit price, misses at the miss price, output.
+ */
+amount: number, 
+/**
+ * What the cache saved: the same usage with every input token at the miss price, minus
+ * `amount`.
+ */
+saved: number, 
+/**
+ * The currency of both.
+ */
+currency: string, };
 
 export type ToolSchema = { 
 /**
@@ -824,7 +1011,19 @@ seq: number, } | { "kind": "configChanged",
 /**
  * Seq of the delta.
  */
-seq: number, } | { "kind": "compaction", 
+seq: number, } | { "kind": "providerChanged", 
+/**
+ * Seq of the header event.
+ */
+seq: number, 
+/**
+ * The profile and model before (`deepseek/deepseek-v4-flash`).
+ */
+from: string, 
+/**
+ * The profile and model after.
+ */
+to: string, } | { "kind": "compaction", 
 /**
  * Seq of the `surface/replace`.
  */
@@ -862,7 +1061,21 @@ dropped: boolean,
 /**
  * Logged events since the previous step that changed the prefix.
  */
-causes: Array<PrefixCause>, };
+causes: Array<PrefixCause>, 
+/**
+ * The provider profile the step's request was pinned to (`None`: a log from before
+ * profiles, DeepSeek's).
+ */
+profile?: string, 
+/**
+ * The model the step's request named (`None` when the step logged no header).
+ */
+model?: string, 
+/**
+ * What the step cost at its profile's prices; not part of the fold (prices are
+ * configuration): the views fill it in, `None` when no price is known.
+ */
+cost?: Cost, };
 
 export type SessionMeta = { 
 /**
@@ -1183,6 +1396,14 @@ export type CompactSummary = {
  * Model of the summarize one-shot.
  */
 model: string, 
+/**
+ * Its provider profile (absent in logs from before profiles).
+ */
+profile?: string, 
+/**
+ * Its wire format (absent: DeepSeek's).
+ */
+wire?: WireFormat, 
 /**
  * Its output limit.
  */

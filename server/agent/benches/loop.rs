@@ -88,7 +88,13 @@ impl Bench {
         config.max_steps = max_steps;
         let toolbox =
             Arc::new(Toolbox::new(Workspace::new(&self.workspace).unwrap(), ToolConfig::default()));
-        Agent::new(self.provider.clone(), toolbox, Arc::new(DenyAll), config, &self.workspace)
+        Agent::new(
+            Arc::new((*self.provider).clone()),
+            toolbox,
+            Arc::new(DenyAll),
+            config,
+            &self.workspace,
+        )
     }
 
     async fn script(&self, scripts: serde_json::Value) {

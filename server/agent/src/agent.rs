@@ -23,9 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dsh_provider::{
-    DEEPSEEK_ADAPTER, DeepSeek, MessageAssembler, StreamEvent, WireCache, wire_body,
-};
+use dsh_provider::{MessageAssembler, StreamEvent, WireCache, adapter_id, wire_body};
 use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, Closing,
     ContextMessage, EpochHeader, EventData, GenerateRequest, HeaderPlan, LlmCallConfig, LlmRetry,
@@ -36,11 +34,12 @@ use dsh_session::{
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{AllowAlways, ApprovalPolicy, Approver, Policy};
-use crate::compact::{CompactOutcome, ContextConfig, ContextPolicy, relieve_pressure};
+use crate::compact::{CompactOutcome, ContextPolicy, relieve_pressure};
+use crate::endpoint::SharedEndpoints;
 use crate::error::AgentError;
 use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
-use crate::prompt::{date_context, local_date, render_system_prompt};
+use crate::prompt::{INSTRUCTION_FILES, date_context, local_date, render_system_prompt};
 use crate::tools::{Access, RunAs, Toolbox};
 
 /// Explicit call options (from the command line, `session/create`, a fork): on the first request
@@ -57,11 +56,16 @@ pub struct CallOverrides {
     pub reasoning_effort: Option<String>,
     /// Temperature.
     pub temperature: Option<f64>,
+    /// Provider profile.
+    pub profile: Option<String>,
 }
 
 impl CallOverrides {
     /// `base` with every set option applied.
     pub fn apply(&self, mut base: LlmCallConfig) -> LlmCallConfig {
+        if let Some(profile) = &self.profile {
+            base.profile = Some(profile.clone());
+        }
         if let Some(model) = &self.model {
             base.model = model.clone();
         }
@@ -107,6 +111,8 @@ impl AgentConfig {
         AgentConfig {
             default_call: LlmCallConfig {
                 model: model.to_owned(),
+                profile: None,
+                wire: None,
                 max_tokens: 8192,
                 thinking: true,
                 reasoning_effort: None,
@@ -178,7 +184,7 @@ pub type Clock = fn() -> u64;
 
 /// One loop instance bound to one session.
 pub struct Agent {
-    provider: Arc<DeepSeek>,
+    endpoints: SharedEndpoints,
     toolbox: Arc<Toolbox>,
     approver: Arc<dyn Approver>,
     config: AgentConfig,
@@ -211,14 +217,14 @@ enum StepOutcome {
 impl Agent {
     /// A loop instance for the session in `workspace` (its canonical root).
     pub fn new(
-        provider: Arc<DeepSeek>,
+        endpoints: SharedEndpoints,
         toolbox: Arc<Toolbox>,
         approver: Arc<dyn Approver>,
         config: AgentConfig,
         workspace: &Path,
     ) -> Self {
         Agent {
-            provider,
+            endpoints,
             toolbox,
             approver,
             config,
@@ -331,22 +337,37 @@ impl Agent {
         usage_sum: &mut Usage,
         provider_time: &mut Duration,
     ) -> Result<StepOutcome, AgentError> {
-        // 1. Render the assembly, every step; compared by value below.
-        let system = render_system_prompt(&self.workspace, &self.toolbox.sandbox().prompt_text());
-        let tools = self.toolbox.schemas();
+        // 1. Where the request goes: the pinned profile's endpoint, as configured now. A
+        //    profile that cannot be used ends the turn before anything of the step is logged.
+        let folded = session.query(|s| s.header().cloned()).await?;
+        let pinned = self.seed_config(folded.as_ref());
+        let endpoint = match self.endpoints.endpoint(&pinned) {
+            Ok(endpoint) => endpoint,
+            Err(error) => return Ok(StepOutcome::End(StopReason::Error, Some(error))),
+        };
 
         // 2. Pre-step hook: context pressure trims tool results or compacts the surface, by
         //    appending events, before the snapshot (compact.rs).
-        if self.config.context != ContextPolicy::Off {
-            let header = session.query(|s| s.header().cloned()).await?;
-            let model = self.seed_config(header.as_ref()).model;
-            let context = self.config.context.resolve(&model).unwrap_or_else(|| {
-                // Unreachable (the policy is not off); measuring with the model's defaults is
-                // the safe reading anyway.
-                ContextConfig::for_model(&model)
-            });
+        if let Some(approvals) = &endpoint.approvals {
+            self.config.approvals = approvals.clone();
+        }
+        // The assembly, every step; compared by value below.
+        let sandbox = self.toolbox.sandbox().prompt_text();
+        let system = match &endpoint.instruction_files {
+            Some(files) => render_system_prompt(&self.workspace, files, &sandbox),
+            None => render_system_prompt(&self.workspace, INSTRUCTION_FILES, &sandbox),
+        };
+        let tools = self.toolbox.schemas();
+        let context = match &self.config.context {
+            ContextPolicy::Off => None,
+            ContextPolicy::Fixed(context) => Some(context.clone()),
+            ContextPolicy::ModelDefaults => endpoint.context.clone(),
+        };
+        if let Some(context) = context {
+            let mut call = pinned.clone();
+            call.wire.clone_from(&endpoint.wire);
             let relief =
-                relieve_pressure(&self.provider, session, &context, &model, cancel).await?;
+                relieve_pressure(&endpoint.client, session, &context, &call, cancel).await?;
             if matches!(relief, CompactOutcome::Failed { cancelled: true, .. }) {
                 return Ok(StepOutcome::CancelledBeforeStart);
             }
@@ -356,8 +377,9 @@ impl Agent {
         let step = session.query(|s| s.last_step() + 1).await?;
         let snapshot = session.begin_step(step, turn).await?;
 
-        // 4. Seed the call config.
-        let config = self.seed_config(snapshot.header.as_ref());
+        // 4. Seed the call config; the wire format is the profile's, as configured now.
+        let mut config = self.seed_config(snapshot.header.as_ref());
+        config.wire.clone_from(&endpoint.wire);
 
         // 5. Request hooks: a replacement config is all they can return.
         let context = HookContext { session_id: session.session_id().to_owned(), turn, step };
@@ -368,7 +390,7 @@ impl Agent {
         match plan_header_event(snapshot.header.as_ref(), &header, !self.anchored) {
             HeaderPlan::Unchanged => {}
             HeaderPlan::Delta(delta) => {
-                session.append(EventData::RequestHeaderDelta(delta)).await?;
+                session.append(EventData::RequestHeaderDelta(*delta)).await?;
             }
             HeaderPlan::Snapshot(reason) => {
                 let snapshot_event = RequestHeader { reason, header: header.clone() };
@@ -382,8 +404,8 @@ impl Agent {
         // Memoized: only this step's new messages are serialized and hashed (the invariant check
         // below compares with a from-scratch `wire_body` of the rebuilt request).
         let (body, sha256) = self.wire.body(&request);
-        let sent =
-            RequestSent { adapter: DEEPSEEK_ADAPTER.to_owned(), sha256, bytes: body.len() as u64 };
+        let adapter = adapter_id(&request.header.config).to_owned();
+        let sent = RequestSent { adapter, sha256, bytes: body.len() as u64 };
         session.append(EventData::RequestSent(sent)).await?;
         if self.config.check_invariants {
             check_invariant(session, step, &request, &body).await?;
@@ -391,7 +413,7 @@ impl Agent {
 
         // 8. Stream.
         let dispatched = Instant::now();
-        let mut stream = self.provider.stream(Bytes::from(body), cancel.child_token());
+        let mut stream = endpoint.client.stream(Bytes::from(body), cancel.child_token());
         let mut assembler = MessageAssembler::new();
         let finish = loop {
             // Cancel-safety: `stream.next()` is cancel-safe (events are queued in a channel);
@@ -420,7 +442,12 @@ impl Agent {
                 }
                 Some(Err(error)) => {
                     let cancelled = cancel.is_cancelled();
-                    return self.fail_step(session, step, error.to_string(), cancelled).await;
+                    let message = if cancelled {
+                        error.to_string()
+                    } else {
+                        format!("{error} ({})", endpoint.label)
+                    };
+                    return self.fail_step(session, step, message, cancelled).await;
                 }
                 None => {
                     let message = "the provider stream ended without a finish".to_owned();

@@ -502,7 +502,7 @@ pub fn summarize_request(
     session: &Session,
     start: u64,
     end: u64,
-    model: &str,
+    call: &LlmCallConfig,
     max_tokens: u32,
     config: &ContextConfig,
 ) -> Option<GenerateRequest> {
@@ -513,7 +513,9 @@ pub fn summarize_request(
         return None;
     }
     let call = LlmCallConfig {
-        model: model.to_owned(),
+        model: call.model.clone(),
+        profile: call.profile.clone(),
+        wire: call.wire.clone(),
         max_tokens,
         thinking: false,
         reasoning_effort: None,
@@ -566,12 +568,13 @@ pub enum CompactOutcome {
 }
 
 /// The loop's pre-step hook: decides from the log and applies the decision by appending events.
-/// `model` is the model the next request will use (the summarize call uses it too).
+/// `call` is the call config the next request starts from: the summarize call uses its model,
+/// profile and wire format.
 pub async fn relieve_pressure(
     provider: &DeepSeek,
     session: &SessionHandle,
     config: &ContextConfig,
-    model: &str,
+    call: &LlmCallConfig,
     cancel: &CancellationToken,
 ) -> Result<CompactOutcome, AgentError> {
     let for_decision = config.clone();
@@ -580,7 +583,7 @@ pub async fn relieve_pressure(
         Decision::None => Ok(CompactOutcome::Unchanged { reason: "no pressure".to_owned() }),
         Decision::Trim(ids) => trim(session, ids, config).await,
         Decision::Compact { start, end } => {
-            compact_range(provider, session, start, end, "pressure", model, config, cancel).await
+            compact_range(provider, session, start, end, "pressure", call, config, cancel).await
         }
     }
 }
@@ -619,12 +622,12 @@ async fn trim(
 }
 
 /// Compacts the session now, whatever the pressure (`dsh compact`, `session/compact`): the
-/// older surface nodes are replaced by a summary made by `model`.
+/// older surface nodes are replaced by a summary made by `call`'s model (and profile).
 pub async fn compact_now(
     provider: &DeepSeek,
     session: &SessionHandle,
     config: &ContextConfig,
-    model: &str,
+    call: &LlmCallConfig,
     cancel: &CancellationToken,
 ) -> Result<CompactOutcome, AgentError> {
     let for_plan = config.clone();
@@ -633,7 +636,7 @@ pub async fn compact_now(
             reason: "nothing to compact: the surface holds only the turns kept verbatim".to_owned(),
         });
     };
-    compact_range(provider, session, start, end, "manual", model, config, cancel).await
+    compact_range(provider, session, start, end, "manual", call, config, cancel).await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -643,15 +646,15 @@ async fn compact_range(
     start: u64,
     end: u64,
     reason: &str,
-    model: &str,
+    call: &LlmCallConfig,
     config: &ContextConfig,
     cancel: &CancellationToken,
 ) -> Result<CompactOutcome, AgentError> {
     let max_tokens = config.summary_max_tokens;
-    let (model_owned, for_request) = (model.to_owned(), config.clone());
+    let (call_owned, for_request) = (call.clone(), config.clone());
     let (request, tokens_before, nodes) = session
         .query(move |s| {
-            let request = summarize_request(s, start, end, &model_owned, max_tokens, &for_request);
+            let request = summarize_request(s, start, end, &call_owned, max_tokens, &for_request);
             let tokens_before = s
                 .events()
                 .iter()
@@ -693,7 +696,13 @@ async fn compact_range(
         return Ok(CompactOutcome::Failed { start_seq, error, cancelled: false });
     }
     let summary_bytes = summary.len();
-    let logged = CompactSummary { model: model.to_owned(), max_tokens, summary: summary.clone() };
+    let logged = CompactSummary {
+        model: call.model.clone(),
+        profile: call.profile.clone(),
+        wire: call.wire.clone(),
+        max_tokens,
+        summary: summary.clone(),
+    };
     session.append(EventData::CompactSummary(logged)).await?;
     let replace = SurfaceReplace { start, end, node: SurfaceNode::Summary { text: summary } };
     let replace_seq = session.append(EventData::SurfaceReplace(replace)).await?.seq;

@@ -12,6 +12,7 @@
 mod agent;
 pub mod approval;
 pub mod compact;
+mod endpoint;
 mod error;
 mod invariant;
 mod owner;
@@ -23,6 +24,7 @@ pub use agent::{
     TurnOutcome, close_interrupted, close_open_turn,
 };
 pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now};
+pub use endpoint::{Endpoint, Endpoints, SharedEndpoints};
 pub use error::AgentError;
 pub use invariant::first_difference;
 pub use owner::{SessionHandle, StepSnapshot, spawn_owner};

@@ -24,12 +24,13 @@ pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", ".dsh/instructions.md"];
 /// The largest instruction file read; longer files are cut with a note.
 const INSTRUCTION_CAP_BYTES: usize = 64 * 1024;
 
-/// Renders the system prompt for `workspace` (the canonical root), whose commands run as
-/// `sandbox` says (the sandbox's own description: policy, reach, network — part of the header,
-/// so a policy change is a logged header change).
-pub fn render_system_prompt(workspace: &Path, sandbox: &str) -> String {
+/// Renders the system prompt for `workspace` (the canonical root), with its instruction `files`
+/// (relative to the root, in order: [`INSTRUCTION_FILES`] unless configured), whose commands
+/// run as `sandbox` says (the sandbox's own description: policy, reach, network — part of the
+/// header, so a policy change is a logged header change).
+pub fn render_system_prompt<S: AsRef<str>>(workspace: &Path, files: &[S], sandbox: &str) -> String {
     let mut sections = vec![BASE_PROMPT.to_owned()];
-    for name in INSTRUCTION_FILES {
+    for name in files.iter().map(AsRef::as_ref) {
         if let Some(text) = read_instruction_file(workspace, name) {
             sections.push(format!("# Workspace instructions ({name})\n\n{}", text.trim_end()));
         }

@@ -22,12 +22,16 @@ pub struct Global {
     /// State directory (default: $DSH_HOME, else $XDG_STATE_HOME/dsh, else ~/.local/state/dsh).
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// Provider base URL (default: $DEEPSEEK_BASE_URL, else https://api.deepseek.com).
-    #[arg(long, global = true, value_name = "URL")]
-    pub base_url: Option<String>,
-    /// Model id, passed to the provider unchanged (default: $DSH_MODEL, else deepseek-v4-flash).
+    /// Provider profile from the configuration (default: $DSH_PROVIDER, else the configured
+    /// one, else deepseek); see `dsh config`.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// Model id, passed to the provider unchanged (default: $DSH_MODEL, else the profile's).
     #[arg(long, global = true, value_name = "MODEL")]
     pub model: Option<String>,
+    /// Base URL of the default profile, over the configuration's (default: $DEEPSEEK_BASE_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    pub base_url: Option<String>,
     /// Print machine-readable JSON instead of text (read commands).
     #[arg(long, global = true)]
     pub json: bool,
@@ -88,6 +92,9 @@ pub enum Command {
     /// Check this installation: the state directory, the API key, the command sandbox, the
     /// daemon.
     Doctor,
+    /// Show the configuration for a workspace: every value and where it came from (file and
+    /// line, environment, flag, default). Keys and header values are never shown.
+    Config(WorkspaceArgs),
     /// Run a command confined by a sandbox plan (the daemon's command launcher).
     #[command(hide = true)]
     SandboxExec(SandboxExecArgs),

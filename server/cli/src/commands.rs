@@ -36,7 +36,7 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)
     let (reader, writer) = stream.into_split();
     let (client, inbox) = Client::new(reader, writer);
     client.initialize("dsh-cli").await.context("greeting the daemon")?;
-    if settings.base_url_explicit || settings.sandbox_explicit {
+    if settings.base_url.is_some() || settings.sandbox_explicit {
         // A running daemon keeps the provider and the sandbox it was started with: never let a
         // command meant for one provider (the offline mock, say) silently go to another, nor
         // commands meant for one sandbox policy run under another.
@@ -52,15 +52,16 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)
                 status.pid
             );
         }
-        if settings.base_url_explicit
-            && status.base_url.trim_end_matches('/') != settings.base_url.trim_end_matches('/')
+        if let Some(base_url) = &settings.base_url
+            && status.base_url.trim_end_matches('/') != base_url.value.trim_end_matches('/')
         {
             anyhow::bail!(
-                "the dsh daemon for {} (pid {}) uses the provider at {}, not {}: run `dsh shutdown` first to start one with the new base URL",
+                "the dsh daemon for {} (pid {}) sends the default profile's requests to {}, not {} ({}): run `dsh shutdown` first to start one with the new base URL, or name the URL in a provider profile of your configuration file (see `dsh config`)",
                 settings.home.root().display(),
                 status.pid,
                 status.base_url,
-                settings.base_url
+                base_url.value,
+                base_url.source
             );
         }
     }
@@ -69,14 +70,12 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)
 
 /// What a client passes to a daemon it starts.
 pub fn spawn_options(settings: &Settings) -> SpawnOptions {
-    let mut global_args = vec!["--base-url".to_owned(), settings.base_url.clone()];
-    if settings.model_explicit {
-        global_args.extend(["--model".to_owned(), settings.model.clone()]);
-    }
+    let mut global_args = settings.provider_args();
     if settings.sandbox_explicit {
         global_args.extend(settings.sandbox_args());
     }
-    SpawnOptions { global_args }
+    let key_variables = dsh_daemon::config::key_variables(settings.user_config.as_deref());
+    SpawnOptions { global_args, key_variables }
 }
 
 /// How a running daemon's sandbox differs from the one these settings ask for, if it does.
@@ -146,7 +145,8 @@ pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Resu
                 .canonicalize()
                 .with_context(|| format!("workspace {}", options.workspace.display()))?;
             let config = dsh_protocol::SessionConfig {
-                model: settings.model_explicit.then(|| settings.model.clone()),
+                profile: settings.provider.as_ref().map(|p| p.value.clone()),
+                model: settings.model.as_ref().map(|m| m.value.clone()),
                 max_tokens: None,
                 thinking: None,
                 reasoning_effort: None,
@@ -411,7 +411,19 @@ pub async fn fork(
     session_id: &str,
     at: Option<u64>,
 ) -> anyhow::Result<ExitCode> {
-    let params = SessionForkParams { session_id: session_id.to_owned(), at_seq: at, config: None };
+    // `--provider` / `--model` move the fork to another profile or model.
+    let config = (settings.provider.is_some() || settings.model.is_some()).then(|| {
+        dsh_protocol::SessionConfig {
+            profile: settings.provider.as_ref().map(|p| p.value.clone()),
+            model: settings.model.as_ref().map(|m| m.value.clone()),
+            max_tokens: None,
+            thinking: None,
+            reasoning_effort: None,
+            temperature: None,
+            max_steps: None,
+        }
+    });
+    let params = SessionForkParams { session_id: session_id.to_owned(), at_seq: at, config };
     call_and_print::<method::SessionFork>(settings, params, |result| {
         format!("forked {session_id} into {}\n", result.session_id)
     })
@@ -444,8 +456,17 @@ pub async fn sessions(settings: &Settings, workspace: &Path) -> anyhow::Result<E
             .map(|f| format!(" (fork of {} at seq {})", f.session_id, f.seq))
             .unwrap_or_default();
         let running = if summary.running { " [running]" } else { "" };
+        let cost = summary
+            .cost
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |cost| crate::text::money(cost.amount, &cost.currency));
+        let provider = match (&summary.profile, &summary.model) {
+            (Some(profile), Some(model)) => format!("{profile}/{model}"),
+            (None, Some(model)) => model.clone(),
+            _ => "-".to_owned(),
+        };
         println!(
-            "{}  {:>3} turns {:>4} steps  {}{fork}{running}",
+            "{}  {:>3} turns {:>4} steps {cost:>11}  {provider}  {}{fork}{running}",
             summary.session_id,
             summary.turns,
             summary.steps,
@@ -464,7 +485,7 @@ pub async fn sessions(settings: &Settings, workspace: &Path) -> anyhow::Result<E
 /// `dsh usage SESSION`.
 pub async fn usage(settings: &Settings, session_id: &str) -> anyhow::Result<ExitCode> {
     call_and_print::<method::SessionUsage>(settings, session(session_id), |result| {
-        crate::text::usage_table(&result.rows)
+        crate::text::usage_table(result)
     })
     .await
 }

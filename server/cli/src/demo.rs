@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use dsh_daemon::DaemonConfig;
-use dsh_daemon::config::{DEFAULT_MODEL, DshHome};
+use dsh_daemon::config::DshHome;
 use dsh_mock::{MockConfig, MockServer};
 use dsh_protocol::method;
 use dsh_protocol::{SessionCreateParams, SessionParams, SessionRequestParams};
@@ -77,8 +77,7 @@ pub async fn run_demo(
     mock.script(scripts()).context("scripting the mock provider")?;
 
     let mut config =
-        DaemonConfig::new(DshHome::new(&home), mock.base_url(), DEFAULT_MODEL.to_owned())
-            .with_key("sk-test")?;
+        DaemonConfig::builtin(DshHome::new(&home), mock.base_url()).with_key("sk-test")?;
     config.auto_approve = true;
     config.check_invariants = true;
     // The demo's commands run in the sandbox, as a real session's do.
@@ -117,7 +116,7 @@ pub async fn run_demo(
     println!(
         "\n── per-step usage (prompt tokens, cache hits, misses, output; the logged cause of each drop) ──"
     );
-    print!("{}", text::usage_table(&usage.rows));
+    print!("{}", text::usage_table(&usage));
 
     let delta_step = usage
         .rows

@@ -45,7 +45,7 @@ fn check(name: &str, level: Level, detail: impl Into<String>) -> Check {
 
 /// Runs every check and prints the report.
 pub async fn doctor(settings: &Settings) -> anyhow::Result<ExitCode> {
-    let mut checks = vec![state_directory(settings), api_key(settings)];
+    let mut checks = vec![state_directory(settings), configuration(settings), api_key(settings)];
     let config = settings.daemon_config();
     let hidden = config.hidden_paths();
     let sandbox_config = settings.sandbox.clone();
@@ -94,6 +94,23 @@ fn state_directory(settings: &Settings) -> Check {
                 check(name, Level::Ok, format!("{} (mode {mode:o})", home.display()))
             }
         }
+    }
+}
+
+/// The configuration as it resolves for the current directory (`dsh config` shows it whole).
+fn configuration(settings: &Settings) -> Check {
+    let name = "configuration";
+    let workspace = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    match crate::config::resolve(settings, &workspace) {
+        Ok(config) => {
+            let profiles = config.profiles.keys().cloned().collect::<Vec<_>>().join(", ");
+            let default = match config.pick(None, None) {
+                Ok((profile, model)) => format!("{}/{model}", profile.name),
+                Err(error) => error.to_string(),
+            };
+            check(name, Level::Ok, format!("profiles {profiles}; new sessions use {default}"))
+        }
+        Err(error) => check(name, Level::Fail, error.to_string()),
     }
 }
 

@@ -11,6 +11,7 @@
 
 mod args;
 mod commands;
+mod config;
 mod demo;
 mod doctor;
 mod printer;
@@ -82,7 +83,7 @@ fn main() -> ExitCode {
 /// the daemon's process (Landlock also refuses `/proc/PID/environ` of a process outside the
 /// sandbox, for a user other than root). An unconfined run can read it.
 fn key_leaves_the_environment(command: &Command) -> Option<bool> {
-    let key_set = std::env::var_os(dsh_daemon::config::API_KEY_ENV).is_some_and(|k| !k.is_empty());
+    let key_set = !keys_to_hand_over().is_empty();
     match command {
         Command::Serve(args) if key_set && !args.api_key_stdin => Some(true),
         Command::Demo(_) if key_set => Some(false),
@@ -90,27 +91,37 @@ fn key_leaves_the_environment(command: &Command) -> Option<bool> {
     }
 }
 
-/// `exec`s this binary again with the same arguments and without the API key in its
-/// environment; with `handover`, the key waits on a pipe as standard input
+/// The provider keys this process's environment holds, by the variables the configuration
+/// names ([`dsh_daemon::config::key_variables`]).
+fn keys_to_hand_over() -> Vec<(String, String)> {
+    let user_config = dsh_config::user_file(dsh_daemon::config::config_dir().as_deref());
+    let variables = dsh_daemon::config::key_variables(user_config.as_deref());
+    dsh_daemon::config::keys_in_environment(&variables)
+}
+
+/// `exec`s this binary again with the same arguments and without the provider keys in its
+/// environment; with `handover`, the keys wait on a pipe as standard input
 /// (`--api-key-stdin`). Returns only on failure.
 fn reexec_without_key(handover: bool) -> ExitCode {
     use std::io::Write as _;
     use std::os::unix::process::CommandExt as _;
-    let key_variable = dsh_daemon::config::API_KEY_ENV;
+    let keys = keys_to_hand_over();
     let error = (|| -> std::io::Result<std::io::Error> {
         let mut args = std::env::args_os();
         let mut command = std::process::Command::new(settings::SANDBOX_HELPER);
         if let Some(arg0) = args.next() {
             command.arg0(arg0);
         }
-        command.args(args).env_remove(key_variable);
+        command.args(args);
+        for (variable, _) in &keys {
+            command.env_remove(variable);
+        }
         if handover {
             // `dsh serve`: the malloc settings too, so the daemon is not exec'd a second time.
             command.envs(EAGER_PURGE);
-            let key = std::env::var_os(key_variable).unwrap_or_default();
             let (reader, mut writer) = std::io::pipe()?;
-            // A key is far smaller than a pipe's buffer: this never blocks.
-            writer.write_all(key.as_encoded_bytes())?;
+            // Keys are far smaller than a pipe's buffer: this never blocks.
+            writer.write_all(dsh_daemon::config::handover_text(&keys).as_bytes())?;
             drop(writer);
             command.arg("--api-key-stdin").stdin(reader);
         }
@@ -118,7 +129,7 @@ fn reexec_without_key(handover: bool) -> ExitCode {
     })();
     match error {
         Ok(error) | Err(error) => {
-            eprintln!("dsh: starting again without {key_variable} in the environment: {error}");
+            eprintln!("dsh: starting again without the provider keys in the environment: {error}");
         }
     }
     ExitCode::FAILURE
@@ -165,6 +176,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Shutdown => commands::shutdown(&settings).await,
         Command::Mock(args) => mock(&args).await,
         Command::Doctor => doctor::doctor(&settings).await,
+        Command::Config(args) => {
+            config::show(&settings, &workspace_dir(args.workspace.as_deref())?)
+        }
         Command::SandboxExec(_) => anyhow::bail!("dsh sandbox-exec runs before the runtime"),
     }
 }
@@ -182,25 +196,25 @@ async fn serve_command(settings: Settings, args: &ServeArgs) -> anyhow::Result<E
     config.unload_after = Duration::from_secs_f64(args.unload_after * 60.0);
     config.loaded_budget_bytes = args.loaded_budget.saturating_mul(1024 * 1024);
     if args.api_key_stdin {
-        config = config.with_key(&read_key_from_stdin()?)?;
+        config = config.with_keys(read_keys_from_stdin()?)?;
     }
     serve(config, options).await?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// The API key a client (or this binary, `exec`ing itself) handed over on standard input.
-fn read_key_from_stdin() -> anyhow::Result<String> {
+fn read_keys_from_stdin() -> anyhow::Result<Vec<(String, String)>> {
     use std::io::Read as _;
-    let mut key = String::new();
+    let mut text = String::new();
     std::io::stdin()
         .take(64 * 1024)
-        .read_to_string(&mut key)
-        .context("reading the API key from standard input")?;
-    let key = key.trim().to_owned();
-    if key.is_empty() {
+        .read_to_string(&mut text)
+        .context("reading the API keys from standard input")?;
+    let keys = dsh_daemon::config::parse_handover(&text)?;
+    if keys.is_empty() {
         anyhow::bail!("--api-key-stdin: standard input held no API key");
     }
-    Ok(key)
+    Ok(keys)
 }
 
 async fn stdio(settings: Settings, args: &StdioArgs) -> anyhow::Result<ExitCode> {

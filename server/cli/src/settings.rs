@@ -1,14 +1,14 @@
 //! Resolving what a command needs from flags and the environment: the state directory, the
-//! provider's base URL, the model, the command sandbox. The API key is the daemon's business
-//! (`dsh_daemon::config`).
+//! provider profile, model and base URL that beat the configuration files, the user's
+//! configuration file, the command sandbox. Keys are the daemon's business (`dsh_daemon`), read
+//! from where the configuration says.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use dsh_config::{Overrides, Source, Sourced};
 use dsh_daemon::DaemonConfig;
-use dsh_daemon::config::{
-    API_KEY_ENV, DEFAULT_BASE_URL, DEFAULT_MODEL, DshHome, Feature, SandboxConfig, SandboxPolicy,
-};
+use dsh_daemon::config::{API_KEY_ENV, DshHome, Feature, SandboxConfig, SandboxPolicy};
 
 use crate::args::Global;
 
@@ -21,14 +21,14 @@ pub const SANDBOX_HELPER: &str = "/proc/self/exe";
 pub struct Settings {
     /// The state directory.
     pub home: DshHome,
-    /// Provider base URL.
-    pub base_url: String,
-    /// Whether the base URL was given (`--base-url` or `DEEPSEEK_BASE_URL`).
-    pub base_url_explicit: bool,
-    /// Model id.
-    pub model: String,
-    /// Whether `--model` (or `DSH_MODEL`) was given explicitly.
-    pub model_explicit: bool,
+    /// The default profile's base URL, when given (`--base-url`, `DEEPSEEK_BASE_URL`).
+    pub base_url: Option<Sourced<String>>,
+    /// The provider profile, when given (`--provider`, `DSH_PROVIDER`).
+    pub provider: Option<Sourced<String>>,
+    /// The model, when given (`--model`, `DSH_MODEL`).
+    pub model: Option<Sourced<String>>,
+    /// The user's configuration file (`$DSH_CONFIG`, else under the configuration directory).
+    pub user_config: Option<PathBuf>,
     /// JSON output.
     pub json: bool,
     /// The command sandbox.
@@ -42,22 +42,13 @@ impl Settings {
     pub fn resolve(global: &Global) -> anyhow::Result<Settings> {
         let home =
             DshHome::from_env(global.home.as_deref()).context("resolving the state directory")?;
-        let given = global
-            .base_url
-            .clone()
-            .or_else(|| std::env::var("DEEPSEEK_BASE_URL").ok().filter(|v| !v.is_empty()));
-        let base_url_explicit = given.is_some();
-        let base_url = given.unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-        let env_model = std::env::var("DSH_MODEL").ok().filter(|v| !v.is_empty());
-        let model_explicit = global.model.is_some() || env_model.is_some();
-        let model = global.model.clone().or(env_model).unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let (sandbox, sandbox_explicit) = sandbox_config(global)?;
         Ok(Settings {
             home,
-            base_url,
-            base_url_explicit,
-            model,
-            model_explicit,
+            base_url: given(&global.base_url, "--base-url", "DEEPSEEK_BASE_URL"),
+            provider: given(&global.provider, "--provider", "DSH_PROVIDER"),
+            model: given(&global.model, "--model", "DSH_MODEL"),
+            user_config: dsh_config::user_file(dsh_daemon::config::config_dir().as_deref()),
             json: global.json,
             sandbox,
             sandbox_explicit,
@@ -68,10 +59,29 @@ impl Settings {
     /// `dsh serve`): its commands are launched by this binary.
     pub fn daemon_config(&self) -> DaemonConfig {
         let mut config =
-            DaemonConfig::new(self.home.clone(), self.base_url.clone(), self.model.clone());
+            DaemonConfig::new(self.home.clone(), self.user_config.clone(), self.overrides());
         config.sandbox = self.sandbox.clone();
         config.sandbox_helper = Some(PathBuf::from(SANDBOX_HELPER));
         config
+    }
+
+    /// What the flags and the environment say over the configuration files.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            profile: self.provider.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+        }
+    }
+
+    /// The provider flags for a daemon this client starts: the base URL only. The profile
+    /// and model are this command's choice for its sessions (passed with each
+    /// `session/create`), not defaults for every client of the daemon.
+    pub fn provider_args(&self) -> Vec<String> {
+        match &self.base_url {
+            Some(base_url) => vec!["--base-url".to_owned(), base_url.value.clone()],
+            None => Vec::new(),
+        }
     }
 
     /// The sandbox settings as flags, for a daemon this client starts.
@@ -92,6 +102,15 @@ impl Settings {
         }
         args
     }
+}
+
+/// A setting from its flag, else from its environment variable (empty counts as unset).
+fn given(flag: &Option<String>, flag_name: &str, variable: &str) -> Option<Sourced<String>> {
+    if let Some(value) = flag {
+        return Some(Sourced::new(value.clone(), Source::Flag(flag_name.to_owned())));
+    }
+    let value = std::env::var(variable).ok().filter(|value| !value.trim().is_empty())?;
+    Some(Sourced::new(value, Source::Env(variable.to_owned())))
 }
 
 /// The sandbox settings: each from its flag, else from its environment variable

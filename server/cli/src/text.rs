@@ -1,45 +1,89 @@
-//! The CLI's text views of the API's results: the usage table and the audit. ("What the model
+//! The CLI's text views of the API's results: the usage table (with costs) and the audit. ("What the model
 //! saw" renders with `dsh_daemon::views::request_text`, the daemon's own form, since its step
 //! diff is made of it.)
 
 use std::fmt::Write as _;
 
-use dsh_protocol::{SessionAuditResult, UsageEntry};
-use dsh_session::usage_totals;
+use dsh_protocol::{SessionAuditResult, SessionUsageResult, UsageEntry};
 
-/// A usage table as text: one line per step, then the totals.
-pub fn usage_table(entries: &[UsageEntry]) -> String {
+/// A usage table as text: one line per step, then the totals, the cost and the prices used.
+pub fn usage_table(result: &SessionUsageResult) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>4} {:>5} {:>9} {:>9} {:>9} {:>7} {:>6}  cause of a cache drop",
-        "turn", "step", "prompt", "cached", "new", "out", "hit%"
+        "{:>4} {:>5} {:>9} {:>9} {:>9} {:>7} {:>6} {:>11}  cause of a cache drop",
+        "turn", "step", "prompt", "cached", "new", "out", "hit%", "cost"
     );
-    for entry in entries {
-        let _ = writeln!(out, "{}", usage_line(entry));
+    for entry in &result.rows {
+        let _ = writeln!(out, "{}", usage_line(entry).trim_end());
     }
-    let rows: Vec<_> = entries.iter().map(|entry| entry.row.clone()).collect();
-    let totals = usage_totals(&rows);
+    let totals = &result.totals;
     let _ = writeln!(
         out,
-        "{:>10} {:>9} {:>9} {:>9} {:>7} {:>5.1}%",
+        "{:>10} {:>9} {:>9} {:>9} {:>7} {:>5.1}% {:>11}",
         "total",
         totals.prompt_tokens,
         totals.cache_hit_tokens,
         totals.cache_miss_tokens,
         totals.completion_tokens,
-        totals.hit_ratio() * 100.0
+        totals.hit_ratio() * 100.0,
+        result
+            .cost
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |cost| money(cost.amount, &cost.currency)),
     );
+    match &result.cost {
+        Some(cost) => {
+            let _ = writeln!(
+                out,
+                "cost {} · the cache saved {} (the same tokens at the cache-miss price: {})",
+                money(cost.amount, &cost.currency),
+                money(cost.saved, &cost.currency),
+                money(cost.amount + cost.saved, &cost.currency)
+            );
+        }
+        None if result.rows.iter().any(|entry| entry.row.usage.is_some()) => {
+            let _ = writeln!(
+                out,
+                "cost unknown: no price configured for a model of this session (see `dsh config`)"
+            );
+        }
+        None => {}
+    }
+    for used in &result.prices {
+        let price = &used.price;
+        let _ = writeln!(
+            out,
+            "prices of {}/{} per million tokens: cache hit {}, cache miss {}, output {}",
+            used.profile,
+            used.model,
+            money(price.cache_hit, &price.currency),
+            money(price.cache_miss, &price.currency),
+            money(price.output, &price.currency)
+        );
+    }
     out
+}
+
+/// An amount of money for people, to the millionth with trailing zeros cut: `$0.000335`,
+/// `$0.14`, `0.0028 CNY`.
+pub fn money(amount: f64, currency: &str) -> String {
+    let mut digits = format!("{amount:.6}");
+    while digits.ends_with('0') && digits.len() > digits.find('.').map_or(0, |dot| dot + 3) {
+        digits.pop();
+    }
+    if currency == "USD" { format!("${digits}") } else { format!("{digits} {currency}") }
 }
 
 /// One row of the usage table, with the daemon's words for the cause of a drop.
 pub fn usage_line(entry: &UsageEntry) -> String {
     let row = &entry.row;
     let cause = &entry.explanation;
+    let cost =
+        row.cost.as_ref().map_or_else(|| "-".to_owned(), |cost| money(cost.amount, &cost.currency));
     match row.usage {
         Some(usage) => format!(
-            "{:>4} {:>5} {:>9} {:>9} {:>9} {:>7} {:>5.1}%  {cause}",
+            "{:>4} {:>5} {:>9} {:>9} {:>9} {:>7} {:>5.1}% {cost:>11}  {cause}",
             row.turn,
             row.step,
             usage.prompt_tokens,
@@ -77,4 +121,75 @@ pub fn audit_text(audit: &SessionAuditResult) -> String {
         let _ = writeln!(out, "note: {note}");
     }
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use dsh_protocol::{PriceUsed, SessionUsageResult, UsageEntry};
+    use dsh_session::{Cost, Price, Usage, UsageRow};
+    use expect_test::expect;
+
+    use super::{money, usage_table};
+
+    fn row(step: u64, prompt: u64, hit: u64, out: u64, price: &Price) -> UsageEntry {
+        let usage = Usage {
+            prompt_tokens: prompt,
+            cache_hit_tokens: hit,
+            cache_miss_tokens: prompt - hit,
+            completion_tokens: out,
+            reasoning_tokens: 0,
+        };
+        UsageEntry {
+            row: UsageRow {
+                step,
+                turn: 1,
+                seq: step * 10,
+                usage: Some(usage),
+                hit_percent: usage.hit_ratio() * 100.0,
+                dropped: false,
+                causes: Vec::new(),
+                profile: Some("deepseek".to_owned()),
+                model: Some("deepseek-v4-flash".to_owned()),
+                cost: Some(price.cost(&usage)),
+            },
+            explanation: String::new(),
+        }
+    }
+
+    /// Hand-computed at $0.0028 / $0.14 / $0.28 per million: step 1 = (10,000 × 0.14 + 500 ×
+    /// 0.28) / 10⁶ = $0.00154; step 2 = (9,984 × 0.0028 + 516 × 0.14 + 300 × 0.28) / 10⁶ =
+    /// $0.000184; the cache saved (9,984 × (0.14 − 0.0028)) / 10⁶ = $0.00137.
+    #[test]
+    fn the_usage_table_shows_each_steps_cost_and_what_the_cache_saved() {
+        let price =
+            Price { cache_hit: 0.0028, cache_miss: 0.14, output: 0.28, currency: "USD".to_owned() };
+        let rows = vec![row(1, 10_000, 0, 500, &price), row(2, 10_500, 9_984, 300, &price)];
+        let cost =
+            rows.iter().filter_map(|e| e.row.cost.clone()).reduce(|a, b| a.plus(&b).unwrap());
+        let totals =
+            rows.iter().filter_map(|e| e.row.usage).fold(Usage::default(), |a, b| a.add(&b));
+        let result = SessionUsageResult {
+            rows,
+            totals,
+            cost: cost.clone(),
+            prices: vec![PriceUsed {
+                profile: "deepseek".to_owned(),
+                model: "deepseek-v4-flash".to_owned(),
+                price,
+            }],
+        };
+        let cost: Cost = cost.unwrap();
+        assert_eq!(money(cost.amount, "USD"), "$0.001724");
+        assert_eq!(money(cost.saved, "USD"), "$0.00137");
+        expect![[r#"
+            turn  step    prompt    cached       new     out   hit%        cost  cause of a cache drop
+               1     1     10000         0     10000     500   0.0%    $0.00154
+               1     2     10500      9984       516     300  95.1%   $0.000184
+                 total     20500      9984     10516     800  48.7%   $0.001724
+            cost $0.001724 · the cache saved $0.00137 (the same tokens at the cache-miss price: $0.003094)
+            prices of deepseek/deepseek-v4-flash per million tokens: cache hit $0.0028, cache miss $0.14, output $0.28
+        "#]]
+        .assert_eq(&usage_table(&result));
+    }
 }

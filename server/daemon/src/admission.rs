@@ -43,7 +43,8 @@ pub struct Call {
     pub method: String,
     /// The line as received (the method table parses it again, as `jsonrpsee` wants a line).
     pub line: String,
-    /// For `session/unsubscribe`: the subscription it names, as JSON text.
+    /// For `session/unsubscribe` and `daemon/unsubscribe`: the subscription it names, as JSON
+    /// text.
     pub unsubscribe: Option<String>,
 }
 
@@ -88,7 +89,8 @@ pub fn admit(frame: Result<String, BadLine>) -> Admission {
         Ok(request) => request,
         Err(error) => return reject(id, INVALID_REQUEST, format!("invalid request: {error}")),
     };
-    let unsubscribe = (request.method == dsh_protocol::method::SESSION_UNSUBSCRIBE)
+    let unsubscribe = dsh_protocol::method::UNSUBSCRIBE
+        .contains(&request.method.as_str())
         .then(|| subscription_param(object.get("params")))
         .flatten();
     Admission::Call(Call { id: request.id, method: request.method, line, unsubscribe })

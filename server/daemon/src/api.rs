@@ -45,6 +45,13 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     spawned::<method::ApprovalRespond, _>(m, h::approval_respond)?;
     inline::<method::DaemonStatus>(m, h::daemon_status)?;
     inline::<method::DaemonShutdown>(m, h::daemon_shutdown)?;
+    // `daemon/subscribe` and its `daemon/unsubscribe`, delivering `daemon/notice`.
+    m.register_subscription(
+        method::DAEMON_SUBSCRIBE,
+        method::DAEMON_NOTICE,
+        method::DAEMON_UNSUBSCRIBE,
+        |_params, pending, daemon, _| h::daemon_subscribe(pending, daemon),
+    )?;
     Ok(module)
 }
 

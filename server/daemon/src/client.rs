@@ -25,7 +25,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::API_KEY_ENV;
+use crate::config::{API_KEY_ENV, handover_text, keys_in_environment};
 use crate::serve::{LOG_FILE, SOCKET_FILE, prepare_home, private_file};
 
 /// How long a client waits for a daemon it started to listen.
@@ -34,8 +34,8 @@ const START_DEADLINE: Duration = Duration::from_secs(15);
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// The daemon answered with an error.
-    #[error("{0}")]
+    /// The daemon answered with an error (shown as its message, once: it has no source).
+    #[error(transparent)]
     Rpc(#[from] ErrorObject),
     /// The connection closed before the answer came.
     #[error("the daemon closed the connection")]
@@ -269,8 +269,11 @@ pub fn event_of(notification: &Notification) -> Option<(serde_json::Value, Sessi
 /// How to start a daemon when none runs.
 #[derive(Clone, Debug, Default)]
 pub struct SpawnOptions {
-    /// Flags passed before `serve` (`--base-url`, `--model`).
+    /// Flags passed before `serve` (`--provider`, `--model`, `--base-url`, the sandbox's).
     pub global_args: Vec<String>,
+    /// The variables that may hold provider keys ([`crate::config::key_variables`]): removed
+    /// from the daemon's environment and handed over on a pipe.
+    pub key_variables: Vec<String>,
 }
 
 /// Connects to the daemon of `home` if one listens.
@@ -292,26 +295,29 @@ pub async fn connect_or_start(home: &Path, spawn: &SpawnOptions) -> anyhow::Resu
     let idle = std::env::var("DSH_DAEMON_IDLE_EXIT").unwrap_or_else(|_| "30".to_owned());
     // The key never sits in the daemon's environment (a command could read it from
     // /proc/PID/environ): it is removed there and handed over on a pipe instead.
-    let key = std::env::var(API_KEY_ENV).ok().filter(|key| !key.trim().is_empty());
+    let keys = keys_in_environment(&spawn.key_variables);
     let mut command = tokio::process::Command::new(exe);
     command
         .arg("--home")
         .arg(home)
         .args(&spawn.global_args)
         .args(["serve", "--idle-exit", &idle])
-        .env_remove(API_KEY_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
         // Its own process group: a Ctrl-C in the terminal that started it does not stop it.
         .process_group(0)
         .kill_on_drop(false);
-    if key.is_some() {
+    for variable in spawn.key_variables.iter().map(String::as_str).chain([API_KEY_ENV]) {
+        command.env_remove(variable);
+    }
+    if !keys.is_empty() {
         command.arg("--api-key-stdin").stdin(Stdio::piped());
     }
     let mut child = command.spawn().context("starting the dsh daemon")?;
-    if let (Some(key), Some(mut stdin)) = (key, child.stdin.take()) {
-        stdin.write_all(key.as_bytes()).await.context("handing the API key to the daemon")?;
+    if let (false, Some(mut stdin)) = (keys.is_empty(), child.stdin.take()) {
+        let text = handover_text(&keys);
+        stdin.write_all(text.as_bytes()).await.context("handing the API keys to the daemon")?;
         // Closing the pipe is the end of the key.
         drop(stdin);
     }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use dsh_protocol::code::OVERLOADED;
 use dsh_protocol::jsonrpc::{ErrorObject, INVALID_REQUEST, Id, Response, raw};
-use dsh_protocol::method::{SESSION_SUBSCRIBE, SESSION_UNSUBSCRIBE};
+use dsh_protocol::method::{SUBSCRIBE, UNSUBSCRIBE};
 use futures::StreamExt;
 use jsonrpsee::Methods;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -218,12 +218,12 @@ where
 /// connection id): another connection cannot end them, and each connection holds a bounded
 /// number. The answer to send instead of running `call`, if any.
 fn refuse_for_subscriptions(call: &Call, subscriptions: &Subscriptions) -> Option<String> {
-    if call.method == SESSION_UNSUBSCRIBE {
+    if UNSUBSCRIBE.contains(&call.method.as_str()) {
         let owned =
             call.unsubscribe.as_ref().is_some_and(|target| lock(subscriptions).contains(target));
         return (!owned).then(|| Response::result(call.id.clone(), raw(&false)).to_line());
     }
-    if call.method == SESSION_SUBSCRIBE && lock(subscriptions).len() >= MAX_SUBSCRIPTIONS {
+    if SUBSCRIBE.contains(&call.method.as_str()) && lock(subscriptions).len() >= MAX_SUBSCRIPTIONS {
         let message = format!(
             "overloaded, retry later: {MAX_SUBSCRIPTIONS} subscriptions are open on this connection"
         );
@@ -254,9 +254,9 @@ async fn answer(
     if let Ok(Response { result: Some(result), .. }) =
         serde_json::from_str::<Response>(response.get())
     {
-        if call.method == SESSION_SUBSCRIBE {
+        if SUBSCRIBE.contains(&call.method.as_str()) {
             lock(subscriptions).insert(result.get().to_owned());
-        } else if call.method == SESSION_UNSUBSCRIBE
+        } else if UNSUBSCRIBE.contains(&call.method.as_str())
             && let Some(target) = &call.unsubscribe
         {
             lock(subscriptions).remove(target);

@@ -1,5 +1,5 @@
-//! The daemon's state: the live sessions it holds and the shared machinery (the provider, the
-//! shutdown token, the turn tasks).
+//! The daemon's state: the live sessions it holds and the shared machinery (the configuration
+//! with its provider profiles, the shutdown token, the turn tasks).
 //!
 //! Sessions load lazily: the first call that names a session opens its log (lock, torn-tail
 //! recovery, fold) and starts its owner task. A turn runs in a task of its own, supervised: a
@@ -16,20 +16,21 @@ use std::time::Instant;
 
 use dsh_agent::approval::ApprovalPolicy;
 use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
-use dsh_agent::{Agent, AgentConfig, CallOverrides, TurnOutcome, spawn_owner};
+use dsh_agent::{Agent, AgentConfig, CallOverrides, Endpoint, Endpoints, TurnOutcome, spawn_owner};
+use dsh_config::Config;
 use dsh_protocol::{SessionCompactResult, SessionConfig};
-use dsh_provider::DeepSeek;
 use dsh_sandbox::Sandbox;
-use dsh_session::{Event, EventData};
+use dsh_session::{Event, EventData, LlmCallConfig};
 use dsh_store::{DshHome, LiveLog, SessionId, SyncPolicy, fork_log, now_ms, read_log};
 use futures::FutureExt as _;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::DaemonConfig;
+use crate::config::{DEFAULT_MODEL, DaemonConfig};
 use crate::error::{ApiError, ApiResult};
 use crate::live::{LiveSession, QueueSlot, RunningTurn};
+use crate::settings::{Settings, approval_policy};
 
 /// How long a load waits for the same session's unload to finish closing its log.
 const UNLOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -42,7 +43,8 @@ pub struct Daemon {
     pub(crate) config: DaemonConfig,
     /// The command sandbox: what the kernel offers, what confines commands.
     pub(crate) sandbox: Arc<Sandbox>,
-    provider: Mutex<Option<Arc<DeepSeek>>>,
+    /// The configuration files, their last good versions and the provider clients.
+    pub(crate) settings: Arc<Settings>,
     sessions: Mutex<HashMap<String, Arc<LiveSession>>>,
     /// Held while a session is loaded from its log.
     loading: Mutex<()>,
@@ -72,9 +74,16 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Daemon {
-    /// A daemon with no session loaded. Probes what the kernel offers the command sandbox (a
-    /// few milliseconds, blocking) and logs what confines commands — and what is missing.
-    pub fn new(config: DaemonConfig) -> Arc<Daemon> {
+    /// A daemon with no session loaded. Reads the user's configuration file (an unusable one is
+    /// the error), probes what the kernel offers the command sandbox (a few milliseconds,
+    /// blocking) and logs what confines commands — and what is missing.
+    pub fn new(mut config: DaemonConfig) -> anyhow::Result<Arc<Daemon>> {
+        let settings = Settings::new(
+            config.user_config.clone(),
+            config.overrides.clone(),
+            std::mem::take(&mut config.keys),
+            config.home.root().to_path_buf(),
+        )?;
         let sandbox = Sandbox::new(
             config.sandbox.clone(),
             config.sandbox_helper.clone(),
@@ -90,10 +99,10 @@ impl Daemon {
         for warning in &status.warnings {
             tracing::warn!("command sandbox: {warning}");
         }
-        Arc::new(Daemon {
+        Ok(Arc::new(Daemon {
             config,
             sandbox: Arc::new(sandbox),
-            provider: Mutex::new(None),
+            settings: Arc::new(settings),
             sessions: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
             clients: AtomicU64::new(0),
@@ -105,7 +114,7 @@ impl Daemon {
             conditions: Mutex::default(),
             unloading: Mutex::default(),
             loaded_since_check: std::sync::atomic::AtomicBool::new(false),
-        })
+        }))
     }
 
     /// The state directory.
@@ -113,17 +122,14 @@ impl Daemon {
         &self.config.home
     }
 
-    /// The provider client, built on first use (so the daemon starts, and serves every read
-    /// method, without an API key).
-    pub(crate) fn provider(&self) -> ApiResult<Arc<DeepSeek>> {
-        let mut slot = lock(&self.provider);
-        if let Some(provider) = slot.as_ref() {
-            return Ok(Arc::clone(provider));
-        }
-        let provider =
-            (self.config.provider)().map_err(|e| ApiError::provider(format!("{e:#}")))?;
-        *slot = Some(Arc::clone(&provider));
-        Ok(provider)
+    /// The configuration for sessions in `workspace`.
+    pub fn config_for(&self, workspace: &Path) -> ApiResult<Config> {
+        self.settings.config(workspace).map_err(|error| ApiError::config(error.to_string()))
+    }
+
+    /// The configuration files and what is wrong with them.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The live sessions, by id.
@@ -262,8 +268,9 @@ impl Daemon {
         Ok(read_log(&path)?.events)
     }
 
-    /// Creates a session in `workspace`. The provider must be usable first: a session that
-    /// could never run a turn is not logged.
+    /// Creates a session in `workspace`, pinned to the profile and model asked for (or the
+    /// configured ones). An unknown profile or model, or a profile whose key is missing, is an
+    /// error before anything is logged: a session that could never run a turn is not created.
     pub fn create(&self, workspace: &str, config: &SessionConfig) -> ApiResult<Arc<LiveSession>> {
         let path = Path::new(workspace);
         if !path.is_absolute() || !path.is_dir() {
@@ -271,13 +278,14 @@ impl Daemon {
                 "workspace `{workspace}` is not an absolute path to an existing directory"
             )));
         }
-        self.provider()?;
+        let overrides = self.pinned_overrides(path, config, true)?;
         let store = self.config.home.workspace(path)?;
         let log = store.create_new_session(SyncPolicy::Boundaries)?;
-        self.register(log, overrides(config), config.max_steps)
+        self.register(log, overrides, config.max_steps)
     }
 
-    /// Forks session `parent` at `at_seq` into a new live session.
+    /// Forks session `parent` at `at_seq` into a new live session; a profile or model in
+    /// `config` moves the fork there (its first request logs the change).
     pub fn fork(
         &self,
         parent: &str,
@@ -285,9 +293,62 @@ impl Daemon {
         config: &SessionConfig,
     ) -> ApiResult<Arc<LiveSession>> {
         let parent_path = self.session_path(parent)?;
+        let workspace = match read_log(&parent_path)?.events.first().map(|e| &e.data) {
+            Some(EventData::SessionMeta(meta)) => PathBuf::from(&meta.workspace),
+            _ => {
+                return Err(ApiError::store(format!(
+                    "{} has no session/meta",
+                    parent_path.display()
+                )));
+            }
+        };
+        let moves = config.profile.is_some() || config.model.is_some();
+        let overrides = if moves {
+            self.pinned_overrides(&workspace, config, false)?
+        } else {
+            overrides(config)
+        };
         let id = SessionId::generate(now_ms(), &mut fastrand::Rng::new());
         let log = fork_log(&parent_path, at_seq, &id, now_ms(), SyncPolicy::Boundaries)?;
-        self.register(log, overrides(config), config.max_steps)
+        self.register(log, overrides, config.max_steps)
+    }
+
+    /// The call options of a session pinned to the profile and model `config` asks for (the
+    /// configured defaults where it says nothing, when `defaults`), checked against the
+    /// configuration of `workspace` and the profile's key.
+    fn pinned_overrides(
+        &self,
+        workspace: &Path,
+        config: &SessionConfig,
+        defaults: bool,
+    ) -> ApiResult<CallOverrides> {
+        let configured = self.config_for(workspace)?;
+        let (profile, model) = configured
+            .pick(config.profile.as_deref(), config.model.as_deref())
+            .map_err(|error| ApiError::config(error.to_string()))?;
+        let mut overrides = overrides(config);
+        overrides.profile = Some(profile.name.clone());
+        overrides.model = Some(model.clone());
+        let settings = profile.model_settings(&model);
+        if defaults || config.profile.is_some() {
+            if overrides.max_tokens.is_none() {
+                overrides.max_tokens = settings
+                    .and_then(|s| s.max_output.as_ref())
+                    .map(|max| max.value.min(DEFAULT_MAX_TOKENS));
+            }
+            if overrides.thinking.is_none() {
+                overrides.thinking = Some(
+                    settings
+                        .and_then(|s| s.thinking.as_ref())
+                        .map_or(profile.kind.value == dsh_session::ProviderKind::Deepseek, |t| {
+                            t.value
+                        }),
+                );
+            }
+        }
+        let call = CallOverrides::apply(&overrides, AgentConfig::new(&model).default_call);
+        self.settings.endpoint(workspace, &call).map_err(ApiError::provider)?;
+        Ok(overrides)
     }
 
     fn register(
@@ -308,23 +369,32 @@ impl Daemon {
         let command_sandbox = self.sandbox.session(tools.root()).map_err(|error| {
             ApiError::store(format!("creating the session's temporary directory: {error}"))
         })?;
-        let mut config = AgentConfig::new(&self.config.default_model);
+        let mut config = AgentConfig::new(DEFAULT_MODEL);
+        config.default_call = overrides.apply(config.default_call);
         config.overrides = overrides;
         config.check_invariants |= self.config.check_invariants;
         config.approvals = if self.config.auto_approve {
             ApprovalPolicy::allow_all()
         } else {
-            ApprovalPolicy::default()
+            // The workspace's configured policy; a configuration that cannot be read now
+            // leaves the defaults (every step asks the configuration again).
+            self.settings.config(&workspace).map(|c| approval_policy(&c)).unwrap_or_default()
         };
         if let Some(max_steps) = max_steps {
             config.max_steps = max_steps;
         }
+        let endpoints = Arc::new(SessionEndpoints {
+            settings: Arc::clone(&self.settings),
+            workspace: workspace.clone(),
+            auto_approve: self.config.auto_approve,
+        });
         let live = Arc::new(LiveSession::new(
             id.clone(),
             spawn_owner(log),
             path,
             workspace,
             config,
+            endpoints,
             Toolbox::new(tools, ToolConfig::default()).with_sandbox(command_sandbox),
             self.config.approval_timeout,
         ));
@@ -353,8 +423,11 @@ impl Daemon {
         queue: bool,
     ) -> ApiResult<TurnOutcome> {
         self.check_usable(&live)?;
-        // Build the provider now so a missing key is reported before anything is logged.
-        let provider = self.provider()?;
+        // Resolve the endpoint now so a missing key or profile is reported before anything is
+        // logged.
+        let call = self.pinned_call(&live).await?;
+        live.endpoints.endpoint(&call).map_err(ApiError::provider)?;
+        let endpoints: dsh_agent::SharedEndpoints = live.endpoints.clone();
         let slot = if queue {
             let _queued = QueueSlot::take(&live)?;
             Arc::clone(&live.agent).lock_owned().await
@@ -377,7 +450,7 @@ impl Daemon {
             let live = task_live;
             let agent = slot.get_or_insert_with(|| {
                 Agent::new(
-                    provider,
+                    endpoints,
                     Arc::clone(&live.toolbox),
                     live.approver(),
                     live.agent_config.clone(),
@@ -428,24 +501,14 @@ impl Daemon {
     ) -> ApiResult<SessionCompactResult> {
         use dsh_agent::{CompactOutcome, ContextConfig, compact_now};
         self.check_usable(&live)?;
-        let provider = self.provider()?;
+        let call = self.pinned_call(&live).await?;
+        let Endpoint { client, wire, context, .. } =
+            live.endpoints.endpoint(&call).map_err(ApiError::provider)?;
         // Holding the loop slot keeps turns out while the surface is rewritten.
         let slot =
             Arc::clone(&live.agent).try_lock_owned().map_err(|_| ApiError::busy(&live.id))?;
-        let header_model = live
-            .handle
-            .query(|s| s.header().map(|h| h.config.model.clone()))
-            .await
-            .map_err(ApiError::from_agent)?;
-        let config = &live.agent_config;
-        let model = config
-            .overrides
-            .model
-            .clone()
-            .or(header_model)
-            .unwrap_or_else(|| config.default_call.model.clone());
-        let context =
-            config.context.resolve(&model).unwrap_or_else(|| ContextConfig::for_model(&model));
+        let context = context.unwrap_or_else(|| ContextConfig::for_model(&call.model));
+        let call = LlmCallConfig { wire, ..call };
         let cancel = self.shutdown.child_token();
         let running = RunningTurn::start(&live, cancel.clone());
         // Like a turn, the compaction runs to its end in a tracked task, whatever the caller does.
@@ -453,7 +516,7 @@ impl Daemon {
         let task = self.tasks.spawn(async move {
             let _slot = slot;
             let _running = running;
-            compact_now(&provider, &handle, &context, &model, &cancel).await
+            compact_now(&client, &handle, &context, &call, &cancel).await
         });
         let outcome = task.await.map_err(|_| ApiError::store("the compaction task failed"))?;
         let (compacted, seq, message) = match outcome.map_err(ApiError::from_agent)? {
@@ -481,6 +544,16 @@ impl Daemon {
             }
         };
         Ok(SessionCompactResult { compacted, seq, message })
+    }
+
+    /// The call config the next request of `live` starts from: its logged header's (or, before
+    /// the first request, the session's defaults) with the explicit options on top.
+    async fn pinned_call(&self, live: &LiveSession) -> ApiResult<LlmCallConfig> {
+        let header =
+            live.handle.query(|s| s.header().cloned()).await.map_err(ApiError::from_agent)?;
+        let config = &live.agent_config;
+        let base = header.map_or_else(|| config.default_call.clone(), |h| h.config);
+        Ok(config.overrides.apply(base))
     }
 
     /// Adds warnings for `daemon/status`.
@@ -522,5 +595,26 @@ fn overrides(config: &SessionConfig) -> CallOverrides {
         thinking: config.thinking,
         reasoning_effort: config.reasoning_effort.clone(),
         temperature: config.temperature,
+        profile: config.profile.clone(),
+    }
+}
+
+/// The output limit of new sessions (below a model's own maximum).
+const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+/// The endpoints of one session: its workspace's configuration, asked at every step.
+struct SessionEndpoints {
+    settings: Arc<Settings>,
+    workspace: PathBuf,
+    auto_approve: bool,
+}
+
+impl Endpoints for SessionEndpoints {
+    fn endpoint(&self, call: &LlmCallConfig) -> Result<Endpoint, String> {
+        let mut endpoint = self.settings.endpoint(&self.workspace, call)?;
+        if self.auto_approve {
+            endpoint.approvals = None;
+        }
+        Ok(endpoint)
     }
 }

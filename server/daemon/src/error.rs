@@ -62,6 +62,11 @@ impl ApiError {
         Self::new(code::PROVIDER, message)
     }
 
+    /// The configuration cannot be used (a broken file, an unknown profile or model).
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new(code::CONFIG, message)
+    }
+
     /// A step or seq outside the log.
     pub fn out_of_range(message: impl Into<String>) -> Self {
         Self::new(code::OUT_OF_RANGE, message)

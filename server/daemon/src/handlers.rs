@@ -7,18 +7,17 @@ use std::sync::atomic::Ordering;
 
 use dsh_protocol::method;
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRespondParams, ApprovalRespondResult, Capabilities,
+    ApprovalChoice, ApprovalRespondParams, ApprovalRespondResult, Capabilities, DaemonNotice,
     DaemonShutdownResult, DaemonStatusResult, InitializeParams, InitializeResult, LoadedSession,
     NoParams, PROTOCOL_VERSION, SandboxFeature, SandboxStatus, ServerInfo, SessionAuditResult,
     SessionCancelResult, SessionCompactResult, SessionConfig, SessionCreateParams, SessionEvent,
     SessionEventsParams, SessionEventsResult, SessionForkParams, SessionIdResult,
     SessionInjectParams, SessionInjectResult, SessionListParams, SessionListResult, SessionParams,
     SessionPromptParams, SessionPromptResult, SessionRequestParams, SessionRequestResult,
-    SessionSummary, SessionUsageResult, UsageEntry, WhenBusy,
+    SessionSummary, SessionUsageResult, WhenBusy,
 };
 use dsh_session::{
     ApprovalVerdict, EVENT_KINDS, Event, EventData, SteeringMessage, reconstruct_step, usage_rows,
-    usage_totals,
 };
 use jsonrpsee::types::Params;
 use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage};
@@ -102,13 +101,26 @@ pub fn session_list(
         steps: 0,
         forked_from: None,
         last_usage: None,
+        profile: None,
+        model: None,
+        cost: None,
         running: false,
         error: Some(error.to_string()),
     });
+    // Prices are the workspace's configuration: resolved once per workspace listed.
+    let mut configs: std::collections::HashMap<String, Option<dsh_config::Config>> =
+        std::collections::HashMap::new();
     let mut sessions: Vec<SessionSummary> = listing
         .sessions
         .into_iter()
         .map(|summary| SessionSummary {
+            cost: configs
+                .entry(summary.workspace.clone())
+                .or_insert_with(|| daemon.config_for(Path::new(&summary.workspace)).ok())
+                .as_ref()
+                .and_then(|config| views::cost_of(config, &summary.usage_by_model)),
+            profile: summary.pinned.as_ref().and_then(|(profile, _)| profile.clone()),
+            model: summary.pinned.as_ref().map(|(_, model)| model.clone()),
             running: running.contains(&summary.id),
             session_id: summary.id,
             workspace: summary.workspace,
@@ -276,11 +288,12 @@ pub async fn session_usage(
     daemon: Arc<Daemon>,
     params: SessionParams,
 ) -> ApiResult<SessionUsageResult> {
-    let rows = with_events(&daemon, &params.session_id, usage_rows).await?;
-    let totals = usage_totals(&rows);
-    let rows =
-        rows.into_iter().map(|row| UsageEntry { explanation: views::explain(&row), row }).collect();
-    Ok(SessionUsageResult { rows, totals })
+    let (rows, workspace) = with_events(&daemon, &params.session_id, |events| {
+        (usage_rows(events), views::workspace_of(events))
+    })
+    .await?;
+    let config = workspace.and_then(|workspace| daemon.config_for(&workspace).ok());
+    Ok(views::usage_result(rows, config.as_ref()))
 }
 
 /// `session/events`: a page of the log's events, bounded in count and in bytes.
@@ -353,12 +366,19 @@ pub async fn approval_respond(
 
 /// `daemon/status`.
 pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResult> {
+    let base = daemon.settings().base_config().ok();
     Ok(DaemonStatusResult {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         pid: std::process::id(),
         protocol_version: PROTOCOL_VERSION,
         home: daemon.home().root().display().to_string(),
-        base_url: daemon.config.base_url.clone(),
+        base_url: base
+            .as_ref()
+            .and_then(|c| c.profiles.get(&c.profile.value))
+            .map_or_else(String::new, |p| p.base_url.value.clone()),
+        profiles: base.as_ref().map(views::profile_statuses).unwrap_or_default(),
+        config_files: daemon.settings().files().iter().map(|f| f.display().to_string()).collect(),
+        config_errors: daemon.settings().errors(),
         sessions: daemon
             .loaded()
             .iter()
@@ -373,6 +393,35 @@ pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResu
         warnings: daemon.warnings(),
         sandbox: sandbox_status(daemon.sandbox.status()),
     })
+}
+
+/// `daemon/subscribe`: the daemon's notices, from now on, until unsubscribed (a subscriber
+/// that falls behind by more than the channel holds misses the oldest; notices are
+/// repeated in `daemon/status` while they hold).
+pub async fn daemon_subscribe(pending: PendingSubscriptionSink, daemon: Arc<Daemon>) {
+    let mut notices = daemon.settings().subscribe();
+    let Ok(sink) = pending.accept().await else { return };
+    let id = sink.subscription_id();
+    loop {
+        // Cancel-safety: `recv` and `closed` are cancel-safe.
+        let notice = tokio::select! {
+            notice = notices.recv() => notice,
+            () = sink.closed() => return,
+        };
+        let notice = match notice {
+            Ok(notice) => notice,
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let notice = DaemonNotice { kind: notice.kind.to_owned(), message: notice.message };
+        let Ok(message) = SubscriptionMessage::new(method::DAEMON_NOTICE, id.clone(), &notice)
+        else {
+            return;
+        };
+        if sink.send(message).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// The sandbox's status in the API's terms.
@@ -459,6 +508,7 @@ async fn blocking<T: Send + 'static>(
 
 fn default_config() -> SessionConfig {
     SessionConfig {
+        profile: None,
         model: None,
         max_tokens: None,
         thinking: None,

@@ -11,7 +11,8 @@
 //! session: its tasks, its one lock of turn state, approvals), `api.rs` (the method table) and
 //! `handlers.rs` (one handler per method), `views.rs` (what the handlers rebuild from a log),
 //! `error.rs`, `admission.rs` and `connection.rs` (the line transport), `network.rs`
-//! (WebSocket/HTTP with a token), `serve.rs` (lifecycle), `config.rs`, `client.rs`.
+//! (WebSocket/HTTP with a token), `serve.rs` (lifecycle), `config.rs` (what a daemon starts with), `settings.rs` (the
+//! configuration files, live), `client.rs`.
 
 pub mod admission;
 pub mod api;
@@ -24,6 +25,7 @@ mod handlers;
 pub mod live;
 pub mod network;
 pub mod serve;
+pub mod settings;
 pub mod views;
 
 pub use client::{Client, ClientError, Unsolicited};

@@ -53,6 +53,8 @@ pub struct LiveSession {
     /// configured before); locked for the duration of a turn (see the module doc).
     pub(crate) agent: Arc<tokio::sync::Mutex<Option<Agent>>>,
     pub(crate) agent_config: AgentConfig,
+    /// Where its requests go, asked at every step (the configuration as it is then).
+    pub(crate) endpoints: Arc<dyn dsh_agent::Endpoints>,
     pub(crate) toolbox: Arc<Toolbox>,
     state: Arc<Mutex<TurnState>>,
     approval_timeout: Duration,
@@ -89,12 +91,15 @@ fn lock(state: &Mutex<TurnState>) -> MutexGuard<'_, TurnState> {
 
 impl LiveSession {
     /// A live session over a started owner.
+    // Each argument is one of the session's parts; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         id: String,
         handle: SessionHandle,
         path: PathBuf,
         workspace: PathBuf,
         agent_config: AgentConfig,
+        endpoints: Arc<dyn dsh_agent::Endpoints>,
         toolbox: Toolbox,
         approval_timeout: Duration,
     ) -> LiveSession {
@@ -105,6 +110,7 @@ impl LiveSession {
             workspace,
             agent: Arc::new(tokio::sync::Mutex::new(None)),
             agent_config,
+            endpoints,
             toolbox: Arc::new(toolbox),
             state: Arc::default(),
             approval_timeout,

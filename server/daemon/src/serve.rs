@@ -42,6 +42,7 @@ use crate::api;
 use crate::config::DaemonConfig;
 use crate::connection::serve_lines;
 use crate::daemon::Daemon;
+use crate::settings::Settings;
 
 /// The socket's file name under `$DSH_HOME`.
 pub const SOCKET_FILE: &str = "dsh.sock";
@@ -259,8 +260,9 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
         tracing::warn!("{warning}");
     }
     let _lock = lock_instance(&home).await?;
-    let daemon = Daemon::new(config);
+    let daemon = Daemon::new(config)?;
     daemon.add_warnings(warnings);
+    Settings::watch(&daemon.settings);
     let methods: Methods = api::module(Arc::clone(&daemon))?.into();
     // The network front first: if it cannot start, nothing is left behind.
     let network = match options.listen {
@@ -374,8 +376,9 @@ where
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let warnings = prepare_home(config.home.root())?;
-    let daemon = Daemon::new(config);
+    let daemon = Daemon::new(config)?;
     daemon.add_warnings(warnings);
+    Settings::watch(&daemon.settings);
     let methods: Methods = api::module(Arc::clone(&daemon))?.into();
     tokio::spawn(unload_watch(Arc::clone(&daemon)));
     let shutdown = daemon.shutdown.clone();

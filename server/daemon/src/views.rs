@@ -1,13 +1,24 @@
 //! Views the daemon builds from a session log: "what the model saw" (the rebuilt request, its
 //! wire body, and the step diff), the audit, and the words for a cache drop. Every view is
 //! rebuilt from the log, never from memory. The CLI's text rendering of the API's results lives
-//! in the CLI; the request's text form lives here because the step diff is made of it.
+//! in the CLI; the request's text form lives here because the step diff is made of it. Costs are
+//! the one thing not from the log: prices are configuration, and the usage view says which it
+//! used.
 
 use std::fmt::Write as _;
 
-use dsh_protocol::{SeqMessage, SessionAuditResult, SessionRequestResult, WireBody};
-use dsh_provider::{DEEPSEEK_ADAPTER, sha256_hex, wire_body};
-use dsh_session::{Event, Message, Severity, StepRequest, UsageRow, check_log, reconstruct_step};
+use dsh_config::Config;
+use dsh_protocol::{
+    ModelStatus, PriceUsed, ProfileStatus, SeqMessage, SessionAuditResult, SessionRequestResult,
+    SessionUsageResult, UsageEntry, WireBody,
+};
+use dsh_provider::{adapter_id, sha256_hex, wire_body};
+use dsh_session::{
+    Cost, Event, EventData, Message, Price, Severity, StepRequest, Usage, UsageRow, check_log,
+    reconstruct_step, usage_totals,
+};
+
+use crate::settings::LEGACY_PROFILE;
 
 /// Why a step's cache hit looks the way it does, in words.
 pub fn explain(row: &UsageRow) -> String {
@@ -34,7 +45,7 @@ pub fn request_result(rebuilt: &StepRequest, diff: Option<String>) -> SessionReq
             .map(|node| SeqMessage { seq: node.id, message: (*node.message).clone() })
             .collect(),
         wire: WireBody {
-            adapter: DEEPSEEK_ADAPTER.to_owned(),
+            adapter: adapter_id(&rebuilt.request.header.config).to_owned(),
             sha256: sha256_hex(&body),
             bytes: body.len() as u64,
             body: String::from_utf8_lossy(&body).into_owned(),
@@ -207,9 +218,10 @@ pub fn audit(events: &[Event]) -> SessionAuditResult {
         let Some(sent) = &rebuilt.sent else { continue };
         let body = wire_body(&rebuilt.request);
         let sha = sha256_hex(&body);
-        if sent.adapter != DEEPSEEK_ADAPTER {
+        let adapter = adapter_id(&rebuilt.request.header.config);
+        if sent.adapter != adapter {
             result.mismatches.push(format!(
-                "step {step}: sent by adapter {}, this build rebuilds {DEEPSEEK_ADAPTER}",
+                "step {step}: sent by adapter {}, this build rebuilds its call config with {adapter}",
                 sent.adapter
             ));
         } else if sha != sent.sha256 || body.len() as u64 != sent.bytes {
@@ -242,4 +254,79 @@ pub fn audit_file(path: &std::path::Path) -> Result<SessionAuditResult, dsh_stor
         );
     }
     Ok(result)
+}
+
+/// The workspace a log's `session/meta` names.
+pub fn workspace_of(events: &[Event]) -> Option<std::path::PathBuf> {
+    match events.first().map(|event| &event.data) {
+        Some(EventData::SessionMeta(meta)) => Some(std::path::PathBuf::from(&meta.workspace)),
+        _ => None,
+    }
+}
+
+/// The price of a profile's model in `config` (logs from before profiles are DeepSeek's).
+fn price_of<'a>(config: &'a Config, profile: Option<&str>, model: &str) -> Option<&'a Price> {
+    config.profiles.get(profile.unwrap_or(LEGACY_PROFILE))?.price(model)
+}
+
+/// What steps cost at `config`'s prices, summed; `None` when one has no price or the
+/// currencies differ.
+pub fn cost_of(config: &Config, usage: &[(Option<String>, String, Usage)]) -> Option<Cost> {
+    let mut total: Option<Cost> = None;
+    for (profile, model, usage) in usage {
+        let cost = price_of(config, profile.as_deref(), model)?.cost(usage);
+        total = Some(match total {
+            None => cost,
+            Some(sum) => sum.plus(&cost)?,
+        });
+    }
+    total
+}
+
+/// The usage view with each step's cost at the prices `config` gives (none without one).
+pub fn usage_result(mut rows: Vec<UsageRow>, config: Option<&Config>) -> SessionUsageResult {
+    let totals = usage_totals(&rows);
+    let mut prices: Vec<PriceUsed> = Vec::new();
+    let mut cost: Option<Option<Cost>> = None;
+    for row in &mut rows {
+        let (Some(usage), Some(model)) = (row.usage, row.model.clone()) else { continue };
+        let price = config.and_then(|c| price_of(c, row.profile.as_deref(), &model));
+        row.cost = price.map(|price| price.cost(&usage));
+        if let Some(price) = price {
+            let profile = row.profile.clone().unwrap_or_else(|| LEGACY_PROFILE.to_owned());
+            if !prices.iter().any(|p| p.profile == profile && p.model == model) {
+                prices.push(PriceUsed { profile, model, price: price.clone() });
+            }
+        }
+        cost = Some(match (cost, &row.cost) {
+            (None, Some(step)) => Some(step.clone()),
+            (Some(Some(sum)), Some(step)) => sum.plus(step),
+            _ => None,
+        });
+    }
+    let rows = rows.into_iter().map(|row| UsageEntry { explanation: explain(&row), row }).collect();
+    SessionUsageResult { rows, totals, cost: cost.flatten(), prices }
+}
+
+/// The profiles of a configuration, for `daemon/status`.
+pub fn profile_statuses(config: &Config) -> Vec<ProfileStatus> {
+    config
+        .profiles
+        .values()
+        .map(|profile| ProfileStatus {
+            name: profile.name.clone(),
+            kind: profile.kind.value,
+            base_url: profile.base_url.value.clone(),
+            default: profile.name == config.profile.value,
+            models: profile
+                .models
+                .iter()
+                .map(|(id, model)| ModelStatus {
+                    id: id.clone(),
+                    context_window: model.context_window.as_ref().map(|w| w.value),
+                    price: model.price.as_ref().map(|p| p.value.clone()),
+                })
+                .collect(),
+        })
+        .collect()
 }

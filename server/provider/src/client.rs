@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::ApiKey;
 use crate::chunk::{ChunkDecoder, Decoded};
 use crate::error::TimeoutKind;
 use crate::sse::{SseDecoder, SseEvent};
@@ -80,19 +81,27 @@ impl DeepSeek {
         let url = reqwest::Url::parse(&format!("{base}/chat/completions")).map_err(|error| {
             ProviderError::Config(format!("invalid base URL {:?}: {error}", config.base_url))
         })?;
-        let mut authorization =
-            HeaderValue::from_str(&format!("Bearer {}", config.api_key.expose())).map_err(
-                |_| {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &config.api_key {
+            let mut authorization = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+                .map_err(|_| {
                     ProviderError::Config(
                         "the API key contains characters not allowed in a header".to_owned(),
                     )
-                },
-            )?;
-        authorization.set_sensitive(true);
-        let mut headers = HeaderMap::new();
-        headers.insert(AUTHORIZATION, authorization);
+                })?;
+            authorization.set_sensitive(true);
+            headers.insert(AUTHORIZATION, authorization);
+        }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        for (name, value) in &config.headers {
+            let invalid = || ProviderError::Config(format!("extra header `{name}` is not valid"));
+            let name =
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+            let mut value = HeaderValue::from_str(value).map_err(|_| invalid())?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
         let client = reqwest::Client::builder()
             .default_headers(headers)
             .connect_timeout(config.connect_timeout)
@@ -102,6 +111,11 @@ impl DeepSeek {
                 ProviderError::Config(format!("cannot build the HTTP client: {error}"))
             })?;
         Ok(DeepSeek { inner: Arc::new(Inner { client, url, config }) })
+    }
+
+    /// The URL requests are posted to.
+    pub fn url(&self) -> &str {
+        self.inner.url.as_str()
     }
 
     /// Sends `body` (exactly these bytes, on every attempt) and streams normalized events.
@@ -345,7 +359,7 @@ async fn error_message(
 /// Replaces any occurrence of the configured key (the server echoes only a masked form, but a
 /// proxy might not).
 fn scrub(text: String, inner: &Inner) -> String {
-    let key = inner.config.api_key.expose();
+    let Some(key) = inner.config.api_key.as_ref().map(ApiKey::expose) else { return text };
     // A key too short to be real would mangle ordinary words; real keys are long.
     if key.len() >= 8 && text.contains(key) { text.replace(key, "****") } else { text }
 }

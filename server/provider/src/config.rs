@@ -45,6 +45,11 @@ impl ApiKey {
         ApiKey::new(text).map_err(|_| ProviderError::Config(format!("key file {shown} is empty")))
     }
 
+    /// A digest of the key (sha256, hex): tells keys apart without holding them.
+    pub fn digest(&self) -> String {
+        crate::sha256_hex(self.0.as_bytes())
+    }
+
     /// The secret, for the `Authorization` header and for scrubbing error text.
     pub(crate) fn expose(&self) -> &str {
         &self.0
@@ -123,13 +128,14 @@ impl RetryPolicy {
     }
 }
 
-/// Everything the DeepSeek adapter needs.
+/// Everything the chat-completions transport needs (DeepSeek's API and other OpenAI-compatible
+/// servers alike: the body, written by [`crate::wire_body`], is where they differ).
 #[derive(Clone, Debug)]
 pub struct DeepSeekConfig {
     /// `https://api.deepseek.com` or a compatible server; `/chat/completions` is appended.
     pub base_url: String,
-    /// The secret.
-    pub api_key: ApiKey,
+    /// The secret; `None` sends no `Authorization` header (a local server).
+    pub api_key: Option<ApiKey>,
     /// The longest wait for the next SSE *data* frame (keep-alive comments do not count, so a
     /// request queued longer than this fails).
     pub data_timeout: Duration,
@@ -139,22 +145,32 @@ pub struct DeepSeekConfig {
     pub connect_timeout: Duration,
     /// Retries of failed attempts that yielded nothing yet.
     pub retry: RetryPolicy,
+    /// Extra request headers (name, value), from the provider profile. Values are treated as
+    /// secrets: never logged, never in an error message.
+    pub headers: Vec<(String, String)>,
 }
 
 /// DeepSeek's public endpoint.
 pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
 
 impl DeepSeekConfig {
-    /// A config with default timers (data 300 s, overall 30 min, connect 10 s) and retries.
-    pub fn new(base_url: impl Into<String>, api_key: ApiKey) -> DeepSeekConfig {
+    /// A config that sends no key (a local server), with the default timers and retries.
+    pub fn without_key(base_url: impl Into<String>) -> DeepSeekConfig {
         DeepSeekConfig {
             base_url: base_url.into(),
-            api_key,
+            api_key: None,
             data_timeout: Duration::from_secs(300),
             overall_timeout: Duration::from_secs(30 * 60),
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
+            headers: Vec::new(),
         }
+    }
+
+    /// A config with default timers (data 300 s, overall 30 min, connect 10 s) and retries,
+    /// that sends `api_key` with every request.
+    pub fn new(base_url: impl Into<String>, api_key: ApiKey) -> DeepSeekConfig {
+        DeepSeekConfig { api_key: Some(api_key), ..DeepSeekConfig::without_key(base_url) }
     }
 }
 

@@ -25,7 +25,10 @@ pub use assemble::MessageAssembler;
 pub use client::{DeepSeek, EventStream, StreamEvent};
 pub use config::{API_KEY_ENV, ApiKey, DEFAULT_BASE_URL, DeepSeekConfig, RetryPolicy};
 pub use error::{ProviderError, TimeoutKind};
-pub use wire::{DEEPSEEK_ADAPTER, EMPTY_TOOL_OUTPUT, WireCache, sha256_hex, wire_body};
+pub use wire::{
+    DEEPSEEK_ADAPTER, EMPTY_TOOL_OUTPUT, OPENAI_ADAPTER, WireCache, adapter_id, sha256_hex,
+    wire_body,
+};
 
 // The stream decoders, for the fuzz targets in `fuzz/`; not part of the crate's API.
 #[doc(hidden)]

@@ -24,16 +24,69 @@
 //!   present as well, *every* assistant message carries one, `""` when none was stored (the
 //!   API rejects a missing one with 400). Thinking off: never sent;
 //! - empty tool output is sent as `(no output)`, since an empty tool message is rejected.
+//!
+//! Other OpenAI-compatible servers (llama.cpp, vLLM, Ollama: a call config whose `wire` kind is
+//! `openai-compatible`) get the same body with the differences their profile names, all logged
+//! in the call config's `wire` so a rebuild writes the same bytes: no `thinking` object unless
+//! `thinkingObject`; `reasoning_content` only when `reasoningPassback` (and thinking is on), and
+//! only for messages that stored one (DeepSeek's empty-string rule is DeepSeek's);
+//! `max_completion_tokens` instead of `max_tokens` when `maxCompletionTokens`.
 
 use std::sync::Arc;
 
-use dsh_session::{AssistantMessage, EpochHeader, GenerateRequest, Message, ToolSchema};
+use dsh_session::{
+    AssistantMessage, EpochHeader, GenerateRequest, LlmCallConfig, Message, ProviderKind,
+    ToolSchema,
+};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-/// The adapter id logged in `request/sent`. Bump it whenever [`wire_body`]'s bytes change for
-/// the same request.
+/// The adapter id logged in `request/sent` for DeepSeek's format. Bump it whenever
+/// [`wire_body`]'s bytes change for the same request.
 pub const DEEPSEEK_ADAPTER: &str = "deepseek-chat/v1";
+
+/// The adapter id logged in `request/sent` for other OpenAI-compatible servers.
+pub const OPENAI_ADAPTER: &str = "openai-chat/v1";
+
+/// The adapter that writes requests with this call config (logged in `request/sent`).
+pub fn adapter_id(config: &LlmCallConfig) -> &'static str {
+    match config.kind() {
+        ProviderKind::Deepseek => DEEPSEEK_ADAPTER,
+        ProviderKind::OpenaiCompatible => OPENAI_ADAPTER,
+        // Refused where sessions are pinned (a profile of this kind cannot be used yet); an
+        // id that no serializer answers to keeps a hand-edited log from passing an audit.
+        ProviderKind::Anthropic => "anthropic-messages/unsupported",
+    }
+}
+
+/// The byte-changing options of the chat-completions family, from the call config.
+#[derive(Clone, Copy, Debug)]
+struct Chat {
+    /// DeepSeek's rules for `reasoning_content` (every assistant message with tools).
+    deepseek: bool,
+    thinking_object: bool,
+    reasoning_passback: bool,
+    max_completion_tokens: bool,
+}
+
+impl Chat {
+    fn of(config: &LlmCallConfig) -> Chat {
+        match (&config.wire, config.kind()) {
+            (Some(wire), ProviderKind::OpenaiCompatible) => Chat {
+                deepseek: false,
+                thinking_object: wire.thinking_object,
+                reasoning_passback: wire.reasoning_passback,
+                max_completion_tokens: wire.max_completion_tokens,
+            },
+            _ => Chat {
+                deepseek: true,
+                thinking_object: true,
+                reasoning_passback: true,
+                max_completion_tokens: false,
+            },
+        }
+    }
+}
 
 /// What an empty tool result is sent as.
 pub const EMPTY_TOOL_OUTPUT: &str = "(no output)";
@@ -86,16 +139,23 @@ fn put_tail(out: &mut Vec<u8>, header: &EpochHeader) {
         }
         out.push(b']');
     }
-    out.extend_from_slice(if config.thinking {
-        b",\"thinking\":{\"type\":\"enabled\"}"
-    } else {
-        b",\"thinking\":{\"type\":\"disabled\"}"
-    });
+    let chat = Chat::of(config);
+    if chat.thinking_object {
+        out.extend_from_slice(if config.thinking {
+            b",\"thinking\":{\"type\":\"enabled\"}"
+        } else {
+            b",\"thinking\":{\"type\":\"disabled\"}"
+        });
+    }
     if let Some(effort) = &config.reasoning_effort {
         out.extend_from_slice(b",\"reasoning_effort\":");
         put(out, effort);
     }
-    out.extend_from_slice(b",\"max_tokens\":");
+    out.extend_from_slice(if chat.max_completion_tokens {
+        b",\"max_completion_tokens\":"
+    } else {
+        b",\"max_tokens\":"
+    });
     put(out, &config.max_tokens);
     if let Some(temperature) = config.temperature {
         out.extend_from_slice(b",\"temperature\":");
@@ -216,13 +276,15 @@ fn put_text_message(out: &mut Vec<u8>, role: &str, content: &str) {
 fn put_assistant(out: &mut Vec<u8>, header: &EpochHeader, message: &AssistantMessage) {
     out.extend_from_slice(b"{\"role\":\"assistant\",\"content\":");
     put(out, &message.content);
-    let thinking = header.config.thinking;
+    let chat = Chat::of(&header.config);
+    let thinking = header.config.thinking && chat.reasoning_passback;
     let has_tools = header.tools.as_ref().is_some_and(|tools| !tools.is_empty());
     let reasoning = match (&message.reasoning_content, thinking, has_tools) {
         (_, false, _) => None,
         (Some(reasoning), true, _) => Some(reasoning.as_str()),
-        (None, true, true) => Some(""),
-        (None, true, false) => None,
+        // DeepSeek rejects an assistant message without one when tools are present.
+        (None, true, true) if chat.deepseek => Some(""),
+        (None, true, _) => None,
     };
     if let Some(reasoning) = reasoning {
         out.extend_from_slice(b",\"reasoning_content\":");

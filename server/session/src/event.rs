@@ -10,7 +10,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::header::{EpochHeader, HeaderDelta};
+use crate::header::{EpochHeader, HeaderDelta, WireFormat};
 use crate::message::AssistantMessage;
 
 /// The only session log format version this build reads and writes.
@@ -525,6 +525,12 @@ pub struct CompactStart {
 pub struct CompactSummary {
     /// Model of the summarize one-shot.
     pub model: String,
+    /// Its provider profile (absent in logs from before profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Its wire format (absent: DeepSeek's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WireFormat>,
     /// Its output limit.
     pub max_tokens: u32,
     /// The summary text.

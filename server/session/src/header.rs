@@ -17,6 +17,15 @@ use crate::event::{Event, EventData, SnapshotReason};
 pub struct LlmCallConfig {
     /// Provider model id, passed through unchanged.
     pub model: String,
+    /// The provider profile the session is pinned to (its name in the configuration); `None` in
+    /// logs written before profiles existed, which are DeepSeek's. Never a URL, a key or a header
+    /// value: only what names the endpoint's kind and identity for the reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The wire format the request is written in and its byte-changing options; `None` is
+    /// DeepSeek's chat-completions format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WireFormat>,
     /// Output limit; always sent.
     pub max_tokens: u32,
     /// Thinking mode on or off.
@@ -30,6 +39,80 @@ pub struct LlmCallConfig {
     /// Nucleus sampling, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
+}
+
+/// The kind of endpoint a provider profile speaks.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS))]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderKind {
+    /// DeepSeek's chat completions (OpenAI-compatible, with DeepSeek's `thinking` object and
+    /// `reasoning_content`).
+    #[default]
+    Deepseek,
+    /// Another OpenAI-compatible chat-completions server (llama.cpp, vLLM, Ollama, …).
+    OpenaiCompatible,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl ProviderKind {
+    /// The name used in configuration files and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Deepseek => "deepseek",
+            Self::OpenaiCompatible => "openai-compatible",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a request body is written: the endpoint kind and the options of that kind that change
+/// the bytes. Logged in the call config, because the rebuilt body depends on every one of them.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WireFormat {
+    /// The endpoint kind.
+    pub kind: ProviderKind,
+    /// OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub thinking_object: bool,
+    /// OpenAI-compatible: send each assistant message's stored reasoning back as
+    /// `reasoning_content`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reasoning_passback: bool,
+    /// OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub max_completion_tokens: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+impl LlmCallConfig {
+    /// The endpoint kind of this config (`Deepseek` when no wire format is logged).
+    pub fn kind(&self) -> ProviderKind {
+        self.wire.as_ref().map_or(ProviderKind::Deepseek, |wire| wire.kind)
+    }
+
+    /// The profile and model, as a reader names them (`deepseek/deepseek-v4-flash`; logs from
+    /// before profiles name the model alone).
+    pub fn provider_label(&self) -> String {
+        match &self.profile {
+            Some(profile) => format!("{profile}/{}", self.model),
+            None => self.model.clone(),
+        }
+    }
 }
 
 /// One tool's schema as the model sees it.
@@ -299,8 +382,8 @@ fn diff_tools(previous: &[ToolSchema], next: &[ToolSchema]) -> ToolsDelta {
 pub enum HeaderPlan {
     /// Nothing: the header did not change.
     Unchanged,
-    /// A verified delta.
-    Delta(HeaderDelta),
+    /// A verified delta (boxed: a delta carries a whole call config).
+    Delta(Box<HeaderDelta>),
     /// A full snapshot, with its reason.
     Snapshot(SnapshotReason),
 }
@@ -322,7 +405,7 @@ pub fn plan_header_event(
         Some(_) if first_of_instance => HeaderPlan::Snapshot(SnapshotReason::Resume),
         Some(previous) if *previous == next.clone().canonical() => HeaderPlan::Unchanged,
         Some(previous) => match diff_header(previous, next) {
-            Some(delta) => HeaderPlan::Delta(delta),
+            Some(delta) => HeaderPlan::Delta(Box::new(delta)),
             None => HeaderPlan::Snapshot(SnapshotReason::Fallback),
         },
     }

@@ -16,6 +16,7 @@ mod check;
 mod event;
 mod header;
 mod message;
+mod money;
 mod reconstruct;
 mod surface;
 mod usage;
@@ -30,12 +31,14 @@ pub use event::{
     TurnStart, Usage, UserMessage, decode_event, decode_log, encode_event,
 };
 pub use header::{
-    EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, SystemDelta, ToolSchema,
-    ToolsDelta, apply_header_delta, diff_header, fold_request_header, plan_header_event,
+    EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,
+    SystemDelta, ToolSchema, ToolsDelta, WireFormat, apply_header_delta, diff_header,
+    fold_request_header, plan_header_event,
 };
 pub use message::{
     AssistantMessage, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall, derive_event_message,
 };
+pub use money::{Cost, Price};
 pub use reconstruct::{ReconstructError, StepRequest, reconstruct, reconstruct_step};
 pub use surface::{SeqError, Session, StepIndex, SurfaceEntry};
 pub use usage::{DROP_SLACK_TOKENS, PrefixCause, UsageRow, is_drop, usage_rows, usage_totals};

@@ -10,6 +10,8 @@ use crate::*;
 fn config(model: &str) -> LlmCallConfig {
     LlmCallConfig {
         model: model.to_owned(),
+        profile: None,
+        wire: None,
         max_tokens: 4096,
         thinking: true,
         reasoning_effort: None,
@@ -248,6 +250,8 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
                 StepError { step: 1, error, cancelled }
             )),
             (text(), 0u64..9).prop_map(|(summary, n)| EventData::CompactSummary(CompactSummary {
+                profile: None,
+                wire: None,
                 model: "m".into(),
                 max_tokens: n as u32,
                 summary
@@ -301,7 +305,7 @@ proptest! {
         for header in &headers {
             match plan_header_event(previous.as_ref(), header, previous.is_none()) {
                 HeaderPlan::Unchanged => {}
-                HeaderPlan::Delta(delta) => data.push(EventData::RequestHeaderDelta(delta)),
+                HeaderPlan::Delta(delta) => data.push(EventData::RequestHeaderDelta(*delta)),
                 HeaderPlan::Snapshot(reason) => data.push(EventData::RequestHeader(RequestHeader {
                     reason,
                     header: header.clone(),

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventData, SnapshotReason, SurfaceNode, Usage};
 use crate::header::{EpochHeader, fold_header_event};
+use crate::money::Cost;
 
 /// A logged event that changed the request prefix before a step.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
@@ -43,6 +44,16 @@ pub enum PrefixCause {
         /// Seq of the delta.
         seq: u64,
     },
+    /// The session moved to another provider profile or model (a fork onto another profile, a
+    /// config change): the provider's cache does not carry over.
+    ProviderChanged {
+        /// Seq of the header event.
+        seq: u64,
+        /// The profile and model before (`deepseek/deepseek-v4-flash`).
+        from: String,
+        /// The profile and model after.
+        to: String,
+    },
     /// Older messages were replaced by a summary.
     Compaction {
         /// Seq of the `surface/replace`.
@@ -67,6 +78,9 @@ impl std::fmt::Display for PrefixCause {
             Self::SystemChanged { seq } => write!(f, "system prompt changed at seq {seq}"),
             Self::ToolsChanged { seq } => write!(f, "tools changed at seq {seq}"),
             Self::ConfigChanged { seq } => write!(f, "model config changed at seq {seq}"),
+            Self::ProviderChanged { seq, from, to } => {
+                write!(f, "provider changed {from} → {to} at seq {seq}")
+            }
             Self::Compaction { seq } => write!(f, "compaction at seq {seq}"),
             Self::Trim { seq } => write!(f, "tool result trimmed at seq {seq}"),
         }
@@ -92,6 +106,17 @@ pub struct UsageRow {
     pub dropped: bool,
     /// Logged events since the previous step that changed the prefix.
     pub causes: Vec<PrefixCause>,
+    /// The provider profile the step's request was pinned to (`None`: a log from before
+    /// profiles, DeepSeek's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The model the step's request named (`None` when the step logged no header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// What the step cost at its profile's prices; not part of the fold (prices are
+    /// configuration): the views fill it in, `None` when no price is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
 }
 
 /// How far below the previous prompt a hit may fall before it counts as a drop: covers the
@@ -120,6 +145,9 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
                 hit_percent: 0.0,
                 dropped: false,
                 causes: std::mem::take(&mut pending_causes),
+                profile: None,
+                model: None,
+                cost: None,
             }),
             EventData::RequestHeader(snapshot) => {
                 let before = header.clone();
@@ -132,9 +160,24 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
                     SnapshotReason::Fallback => PrefixCause::Fallback { seq: event.seq },
                 };
                 push_cause(&mut rows, &mut pending_causes, cause);
+                let _ = provider_change(
+                    &mut rows,
+                    &mut pending_causes,
+                    before.as_ref(),
+                    &header,
+                    event,
+                );
             }
             EventData::RequestHeaderDelta(delta) => {
+                let before = header.clone();
                 let _ = fold_header_event(&mut header, event);
+                let moved = provider_change(
+                    &mut rows,
+                    &mut pending_causes,
+                    before.as_ref(),
+                    &header,
+                    event,
+                );
                 let seq = event.seq;
                 if delta.system.is_some() {
                     push_cause(&mut rows, &mut pending_causes, PrefixCause::SystemChanged { seq });
@@ -142,7 +185,8 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
                 if delta.tools.is_some() {
                     push_cause(&mut rows, &mut pending_causes, PrefixCause::ToolsChanged { seq });
                 }
-                if delta.config.is_some() {
+                // A move to another profile or model says so instead.
+                if delta.config.is_some() && !moved {
                     push_cause(&mut rows, &mut pending_causes, PrefixCause::ConfigChanged { seq });
                 }
             }
@@ -155,6 +199,10 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
             }
             EventData::StepEnd(end) => {
                 if let Some(row) = rows.iter_mut().rev().find(|row| row.step == end.step) {
+                    if let Some(header) = &header {
+                        row.profile.clone_from(&header.config.profile);
+                        row.model = Some(header.config.model.clone());
+                    }
                     row.usage = Some(end.usage);
                     row.hit_percent = end.usage.hit_ratio() * 100.0;
                     row.dropped = previous_prompt
@@ -166,6 +214,29 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
         }
     }
     rows
+}
+
+/// A header event that moved the session to another profile or model names the move; returns
+/// whether it did.
+fn provider_change(
+    rows: &mut [UsageRow],
+    pending: &mut Vec<PrefixCause>,
+    before: Option<&EpochHeader>,
+    after: &Option<EpochHeader>,
+    event: &Event,
+) -> bool {
+    let (Some(before), Some(after)) = (before, after) else { return false };
+    let (from, to) = (&before.config, &after.config);
+    let moved = from.profile != to.profile || from.model != to.model;
+    if moved {
+        let cause = PrefixCause::ProviderChanged {
+            seq: event.seq,
+            from: from.provider_label(),
+            to: to.provider_label(),
+        };
+        push_cause(rows, pending, cause);
+    }
+    moved
 }
 
 /// Header events sit inside their step: they belong to the row just opened.

@@ -36,6 +36,11 @@ pub struct SessionSummary {
     pub forked_from: Option<ForkOrigin>,
     /// Usage of the last step that ended.
     pub last_usage: Option<Usage>,
+    /// The profile and model of the latest request header (`None` before the first request;
+    /// the profile is `None` in logs from before profiles).
+    pub pinned: Option<(Option<String>, String)>,
+    /// Usage summed per profile and model, over every step that ended.
+    pub usage_by_model: Vec<(Option<String>, String, Usage)>,
     /// A torn tail the log currently has (a crash or a write in progress).
     pub torn: Option<TornTail>,
 }
@@ -68,12 +73,31 @@ pub fn summarize(path: &Path, events: Vec<Event>, torn: Option<TornTail>) -> Ses
         EventData::StepEnd(end) => Some(end.usage),
         _ => None,
     });
-    // Counting is enough here: a full fold would project every message of the log.
+    // Counting is enough here: a full fold would project every message of the log. Only the
+    // call config of the header is followed (who served each step, for its cost).
     let (mut turns, mut steps) = (0, 0);
+    let mut pinned: Option<(Option<String>, String)> = None;
+    let mut usage_by_model: Vec<(Option<String>, String, Usage)> = Vec::new();
     for event in &events {
         match &event.data {
             EventData::TurnStart(start) => turns = turns.max(start.turn),
             EventData::StepStart(start) => steps = steps.max(start.step),
+            EventData::RequestHeader(snapshot) => {
+                let config = &snapshot.header.config;
+                pinned = Some((config.profile.clone(), config.model.clone()));
+            }
+            EventData::RequestHeaderDelta(delta) => {
+                if let Some(config) = &delta.config {
+                    pinned = Some((config.profile.clone(), config.model.clone()));
+                }
+            }
+            EventData::StepEnd(end) => {
+                let Some((profile, model)) = &pinned else { continue };
+                match usage_by_model.iter_mut().find(|(p, m, _)| p == profile && m == model) {
+                    Some((_, _, sum)) => *sum = sum.add(&end.usage),
+                    None => usage_by_model.push((profile.clone(), model.clone(), end.usage)),
+                }
+            }
             _ => {}
         }
     }
@@ -88,6 +112,8 @@ pub fn summarize(path: &Path, events: Vec<Event>, torn: Option<TornTail>) -> Ses
         steps,
         forked_from,
         last_usage,
+        pinned,
+        usage_by_model,
         torn,
     }
 }

@@ -11,6 +11,8 @@ M.methods = {
   ApprovalRespond = "approval/respond",
   DaemonShutdown = "daemon/shutdown",
   DaemonStatus = "daemon/status",
+  DaemonSubscribe = "daemon/subscribe",
+  DaemonUnsubscribe = "daemon/unsubscribe",
   Initialize = "initialize",
   SessionAudit = "session/audit",
   SessionCancel = "session/cancel",
@@ -95,16 +97,25 @@ M.event_kinds = {
 ---@field name string Client name, e.g. `dsh-vscode`.
 ---@field version? string Client version.
 
+--- What a step (or a sum of steps) cost.
+---@class dsh.Cost
+---@field amount number What was billed: hits at the hit price, misses at the miss price, output.
+---@field currency string The currency of both.
+---@field saved number What the cache saved: the same usage with every input token at the miss price, minus `amount`.
+
 --- `daemon/shutdown` result.
 ---@class dsh.DaemonShutdownResult
 ---@field stopping boolean Always true: the daemon cancels running turns, flushes logs, removes its socket and exits after answering.
 
 --- `daemon/status` result.
 ---@class dsh.DaemonStatusResult
----@field baseUrl string The provider base URL its sessions use.
+---@field baseUrl string The base URL of the default provider profile.
 ---@field clients integer Connected clients.
+---@field configErrors? string[] Configuration files that cannot be used now, with where and why: their last good version stays in use.
+---@field configFiles? string[] The configuration files in use.
 ---@field home string Its state directory.
 ---@field pid integer Its process id.
+---@field profiles? dsh.ProfileStatus[] The provider profiles of the daemon's configuration (built in, the user's file and the daemon's flags; a workspace's file may add models or change defaults for its sessions). A base URL edited in the configuration shows here: it is not part of any log.
 ---@field protocolVersion integer Protocol version.
 ---@field sandbox dsh.SandboxStatus The command sandbox.
 ---@field sessions dsh.LoadedSession[] Sessions loaded in memory.
@@ -138,10 +149,12 @@ M.event_kinds = {
 ---@class dsh.LlmCallConfig
 ---@field maxTokens integer Output limit; always sent.
 ---@field model string Provider model id, passed through unchanged.
+---@field profile? string The provider profile the session is pinned to (its name in the configuration); `None` in logs written before profiles existed, which are DeepSeek's. Never a URL, a key or a header value: only what names the endpoint's kind and identity for the reader.
 ---@field reasoningEffort? string Reasoning effort (`high`, `max`), when set.
 ---@field temperature? number Sampling temperature, when set.
 ---@field thinking boolean Thinking mode on or off.
 ---@field topP? number Nucleus sampling, when set.
+---@field wire? dsh.WireFormat The wire format the request is written in and its byte-changing options; `None` is DeepSeek's chat-completions format.
 
 --- A session held in the daemon's memory.
 ---@class dsh.LoadedSession
@@ -175,6 +188,12 @@ M.event_kinds = {
 --- A model-visible message.
 ---@alias dsh.Message dsh.Message.system|dsh.Message.user|dsh.Message.assistant|dsh.Message.tool
 
+--- One model of a profile in `daemon/status`.
+---@class dsh.ModelStatus
+---@field contextWindow? integer Its context window, when configured.
+---@field id string The model id.
+---@field price? dsh.Price Its prices, when configured.
+
 --- The session's first request: nothing could be cached.
 ---@class dsh.PrefixCause.firstRequest
 ---@field kind "firstRequest"
@@ -206,6 +225,13 @@ M.event_kinds = {
 ---@field kind "configChanged"
 ---@field seq integer Seq of the delta.
 
+--- The session moved to another provider profile or model (a fork onto another profile, a config change): the provider's cache does not carry over.
+---@class dsh.PrefixCause.providerChanged
+---@field from string The profile and model before (`deepseek/deepseek-v4-flash`).
+---@field kind "providerChanged"
+---@field seq integer Seq of the header event.
+---@field to string The profile and model after.
+
 --- Older messages were replaced by a summary.
 ---@class dsh.PrefixCause.compaction
 ---@field kind "compaction"
@@ -217,7 +243,31 @@ M.event_kinds = {
 ---@field seq integer Seq of the `surface/replace`.
 
 --- A logged event that changed the request prefix before a step.
----@alias dsh.PrefixCause dsh.PrefixCause.firstRequest|dsh.PrefixCause.resume|dsh.PrefixCause.fallback|dsh.PrefixCause.systemChanged|dsh.PrefixCause.toolsChanged|dsh.PrefixCause.configChanged|dsh.PrefixCause.compaction|dsh.PrefixCause.trim
+---@alias dsh.PrefixCause dsh.PrefixCause.firstRequest|dsh.PrefixCause.resume|dsh.PrefixCause.fallback|dsh.PrefixCause.systemChanged|dsh.PrefixCause.toolsChanged|dsh.PrefixCause.configChanged|dsh.PrefixCause.providerChanged|dsh.PrefixCause.compaction|dsh.PrefixCause.trim
+
+--- A model's prices, per million tokens.
+---@class dsh.Price
+---@field cacheHit number Input tokens served from the provider's prefix cache.
+---@field cacheMiss number Input tokens not served from the cache.
+---@field currency string The currency, as the provider bills it (`USD`, `CNY`, …).
+---@field output number Output tokens (reasoning included).
+
+--- The prices a usage view used for one profile and model.
+---@class dsh.PriceUsed
+---@field model string The model.
+---@field price dsh.Price The prices, per million tokens.
+---@field profile string The profile (`deepseek` for logs from before profiles).
+
+--- One provider profile in `daemon/status`.
+---@class dsh.ProfileStatus
+---@field baseUrl string Where its requests go.
+---@field default boolean Whether new sessions use it by default.
+---@field kind dsh.ProviderKind The endpoint kind.
+---@field models dsh.ModelStatus[] The models it lists (with prices where configured).
+---@field name string Its name.
+
+--- The kind of endpoint a provider profile speaks.
+---@alias dsh.ProviderKind "deepseek"|"openai-compatible"|"anthropic"
 
 --- `request/sent`.
 ---@class dsh.RequestSent
@@ -276,6 +326,7 @@ M.event_kinds = {
 ---@field maxSteps? integer Steps per turn.
 ---@field maxTokens? integer Output limit.
 ---@field model? string Model id.
+---@field profile? string Provider profile (its name in the configuration); default: the configured one. On a fork, moves the fork to this profile (a logged, attributed header change).
 ---@field reasoningEffort? string Reasoning effort (`high`, `max`).
 ---@field temperature? number Sampling temperature.
 ---@field thinking? boolean Thinking on/off.
@@ -378,10 +429,13 @@ M.event_kinds = {
 
 --- One session in a listing.
 ---@class dsh.SessionSummary
+---@field cost? dsh.Cost What all its finished steps cost, at the prices configured now; absent when a step ran on a model without prices.
 ---@field createdMs integer Unix ms of creation.
 ---@field error? string Set when the log cannot be read: why (the line and what is wrong with it). Such a session is still listed — with its id from the file name, its workspace when the listing names one, and zero counts — so no log disappears from a listing.
 ---@field forkedFrom? dsh.ForkOrigin Fork origin.
 ---@field lastUsage? dsh.Usage Usage of the last finished step.
+---@field model? string The model of its latest request.
+---@field profile? string The profile of its latest request (absent before the first request, and for logs from before profiles).
 ---@field running boolean Whether a turn is running now.
 ---@field sessionId string The id.
 ---@field steps integer Steps started.
@@ -392,7 +446,9 @@ M.event_kinds = {
 
 --- `session/usage` result.
 ---@class dsh.SessionUsageResult
----@field rows dsh.UsageEntry[] One row per step.
+---@field cost? dsh.Cost The cost of every finished step and what the cache saved; absent when a step ran on a model without prices or the currencies differ.
+---@field prices? dsh.PriceUsed[] The prices used, one entry per profile and model the session ran on.
+---@field rows dsh.UsageEntry[] One row per step; a row's `cost` is at the prices of the profile and model it ran on, as configured now.
 ---@field totals dsh.Usage Sums over finished steps.
 
 --- Why a turn ended.
@@ -421,9 +477,12 @@ M.event_kinds = {
 --- One row of `session/usage`.
 ---@class dsh.UsageEntry
 ---@field causes dsh.PrefixCause[] Logged events since the previous step that changed the prefix.
+---@field cost? dsh.Cost What the step cost at its profile's prices; not part of the fold (prices are configuration): the views fill it in, `None` when no price is known.
 ---@field dropped boolean Whether the hit fell short of the previous step's prompt: the cache dropped.
 ---@field explanation string The causes in words ("system prompt changed at seq 812"), or why a drop has none.
 ---@field hitPercent number Cache hit ratio in percent (0 when unknown).
+---@field model? string The model the step's request named (`None` when the step logged no header).
+---@field profile? string The provider profile the step's request was pinned to (`None`: a log from before profiles, DeepSeek's).
 ---@field seq integer Seq of its `step/start`.
 ---@field step integer Step number.
 ---@field turn integer Its turn.
@@ -438,6 +497,13 @@ M.event_kinds = {
 ---@field body string The body as UTF-8 text.
 ---@field bytes integer Length in bytes.
 ---@field sha256 string Lowercase hex sha256 of the body.
+
+--- How a request body is written: the endpoint kind and the options of that kind that change the bytes. Logged in the call config, because the rebuilt body depends on every one of them.
+---@class dsh.WireFormat
+---@field kind dsh.ProviderKind The endpoint kind.
+---@field maxCompletionTokens? boolean OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
+---@field reasoningPassback? boolean OpenAI-compatible: send each assistant message's stored reasoning back as `reasoning_content`.
+---@field thinkingObject? boolean OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
 
 -- The log vocabulary (payloads of `SessionEvent.data`).
 
@@ -508,7 +574,9 @@ M.event_kinds = {
 ---@class dsh.CompactSummary
 ---@field maxTokens integer Its output limit.
 ---@field model string Model of the summarize one-shot.
+---@field profile? string Its provider profile (absent in logs from before profiles).
 ---@field summary string The summary text.
+---@field wire? dsh.WireFormat Its wire format (absent: DeepSeek's).
 
 --- `context/message`.
 ---@class dsh.ContextMessage

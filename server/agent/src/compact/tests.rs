@@ -271,7 +271,7 @@ fn the_summarize_request_has_no_tools_thinking_off_and_the_rendered_region() {
         &session,
         surface[0].id,
         surface[2].id,
-        "deepseek-v4-flash",
+        &crate::AgentConfig::new("deepseek-v4-flash").default_call,
         512,
         &config(),
     )

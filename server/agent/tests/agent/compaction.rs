@@ -50,7 +50,13 @@ fn agent(fixture: &Fixture, context: Option<ContextConfig>) -> Agent {
     config.context = context.map_or(ContextPolicy::Off, ContextPolicy::Fixed);
     let toolbox =
         Arc::new(Toolbox::new(Workspace::new(&fixture.workspace).unwrap(), ToolConfig::default()));
-    Agent::new(fixture.provider.clone(), toolbox, Arc::new(DenyAll), config, &fixture.workspace)
+    Agent::new(
+        Arc::new((*fixture.provider).clone()),
+        toolbox,
+        Arc::new(DenyAll),
+        config,
+        &fixture.workspace,
+    )
 }
 
 /// Files to read: `big-N.txt` (`lines` lines, about 50 bytes each) and `small.txt`.
@@ -202,7 +208,15 @@ fn assert_audit(
                 _ => break,
             }
         }
-        let request = summarize_request(&before, start, end, &model, max_tokens, context).unwrap();
+        let request = summarize_request(
+            &before,
+            start,
+            end,
+            &AgentConfig::new(&model).default_call,
+            max_tokens,
+            context,
+        )
+        .unwrap();
         assert!(
             wire_body(&request) == summarize_bodies[summarize_index],
             "summarize call {summarize_index} does not rebuild from the log"
@@ -342,7 +356,7 @@ async fn manual_compaction_replaces_the_older_turns_with_a_summary() {
         &fixture.provider,
         &fixture.session,
         &context,
-        MODEL,
+        &AgentConfig::new(MODEL).default_call,
         &CancellationToken::new(),
     )
     .await
@@ -413,7 +427,7 @@ async fn a_failed_summarize_call_leaves_the_surface_untouched_and_the_session_us
         &fixture.provider,
         &fixture.session,
         &context,
-        MODEL,
+        &AgentConfig::new(MODEL).default_call,
         &CancellationToken::new(),
     )
     .await
@@ -449,8 +463,15 @@ async fn a_cancelled_summarize_call_ends_the_turn_and_leaves_an_auditable_sessio
             cancel.cancel();
         })
     };
-    let outcome =
-        compact_now(&fixture.provider, &fixture.session, &context, MODEL, &cancel).await.unwrap();
+    let outcome = compact_now(
+        &fixture.provider,
+        &fixture.session,
+        &context,
+        &AgentConfig::new(MODEL).default_call,
+        &cancel,
+    )
+    .await
+    .unwrap();
     canceller.await.unwrap();
     assert!(matches!(outcome, CompactOutcome::Failed { cancelled: true, .. }), "{outcome:?}");
     let surface_generation = fixture.session.query(|s| s.surface_generation()).await.unwrap();
@@ -462,7 +483,7 @@ async fn a_cancelled_summarize_call_ends_the_turn_and_leaves_an_auditable_sessio
         &fixture.provider,
         &fixture.session,
         &context,
-        MODEL,
+        &AgentConfig::new(MODEL).default_call,
         &CancellationToken::new(),
     )
     .await

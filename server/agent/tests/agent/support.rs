@@ -53,7 +53,13 @@ impl Fixture {
         config.date_context = false;
         let toolbox =
             Arc::new(Toolbox::new(Workspace::new(&self.workspace).unwrap(), ToolConfig::default()));
-        Agent::new(self.provider.clone(), toolbox, Arc::new(DenyAll), config, &self.workspace)
+        Agent::new(
+            Arc::new((*self.provider).clone()),
+            toolbox,
+            Arc::new(DenyAll),
+            config,
+            &self.workspace,
+        )
     }
 
     /// Queues mock replies (as `POST /_fake/script`).

@@ -11,12 +11,8 @@ use crate::daemon::Daemon;
 #[test]
 fn the_table_answers_exactly_the_protocols_methods() {
     let temp = tempfile::tempdir().unwrap();
-    let config = DaemonConfig::new(
-        DshHome::new(temp.path()),
-        "http://127.0.0.1:9".to_owned(),
-        "model".to_owned(),
-    );
-    let module = super::module(Daemon::new(config)).unwrap();
+    let config = DaemonConfig::builtin(DshHome::new(temp.path()), "http://127.0.0.1:9".to_owned());
+    let module = super::module(Daemon::new(config).unwrap()).unwrap();
     let registered: BTreeSet<&str> = module.method_names().collect();
     let documented: BTreeSet<&str> = method::ALL.iter().copied().collect();
     assert_eq!(registered, documented);

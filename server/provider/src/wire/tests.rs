@@ -17,6 +17,8 @@ use super::wire_body;
 fn config(thinking: bool) -> LlmCallConfig {
     LlmCallConfig {
         model: "deepseek-v4-flash".to_owned(),
+        profile: None,
+        wire: None,
         max_tokens: 4096,
         thinking,
         reasoning_effort: None,

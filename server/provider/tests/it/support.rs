@@ -34,6 +34,8 @@ pub fn client(config: DeepSeekConfig) -> DeepSeek {
 pub fn call_config(model: &str, thinking: bool) -> LlmCallConfig {
     LlmCallConfig {
         model: model.to_owned(),
+        profile: None,
+        wire: None,
         max_tokens: 1024,
         thinking,
         reasoning_effort: None,

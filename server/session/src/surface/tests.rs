@@ -73,6 +73,8 @@ impl Writer {
         if step == 1 {
             let config = LlmCallConfig {
                 model: "m".to_owned(),
+                profile: None,
+                wire: None,
                 max_tokens: 100,
                 thinking: false,
                 reasoning_effort: None,
@@ -169,6 +171,8 @@ impl Writer {
         }
         let summary = format!("summary of {}..={end}", surface[0].id);
         self.push(EventData::CompactSummary(CompactSummary {
+            profile: None,
+            wire: None,
             model: "m".to_owned(),
             max_tokens: 100,
             summary: summary.clone(),
@@ -267,6 +271,8 @@ fn checks_find_a_summary_without_its_compact_events() {
     let node = SurfaceNode::Summary { text: "s".to_owned() };
     writer.push(EventData::SurfaceReplace(SurfaceReplace { start: id, end: id, node }));
     writer.push(EventData::CompactSummary(CompactSummary {
+        profile: None,
+        wire: None,
         model: "m".to_owned(),
         max_tokens: 1,
         summary: "s".to_owned(),

@@ -65,6 +65,8 @@ pub fn header() -> EpochHeader {
     };
     let config = LlmCallConfig {
         model: "deepseek-chat".to_owned(),
+        profile: None,
+        wire: None,
         max_tokens: 8192,
         thinking: false,
         reasoning_effort: None,

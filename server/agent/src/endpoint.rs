@@ -1,0 +1,56 @@
+//! Where a request goes — the client, wire format and context settings of the provider profile
+//! a request is pinned to — and the rest of what the configuration says about a step (approvals,
+//! instruction files). The loop asks again at every step, so a configuration change (a new
+//! base URL, other wire options) reaches the next request of a running session; a change of
+//! what the model sees (the wire format) becomes a logged header change like any other.
+
+use std::sync::Arc;
+
+use dsh_provider::DeepSeek;
+use dsh_session::{LlmCallConfig, WireFormat};
+
+use crate::approval::ApprovalPolicy;
+use crate::compact::ContextConfig;
+
+/// What the configuration says, now, about one profile and model.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// The HTTP client (its base URL, key and headers).
+    pub client: DeepSeek,
+    /// The wire format requests are written in (`None`: DeepSeek's).
+    pub wire: Option<WireFormat>,
+    /// Context-pressure settings for this model (its window, the thresholds); `None` turns
+    /// trimming and compaction off. Used when the loop's policy is `ModelDefaults`.
+    pub context: Option<ContextConfig>,
+    /// The approval policy the configuration gives now; `None` keeps the loop's own.
+    pub approvals: Option<ApprovalPolicy>,
+    /// The instruction files read into the system prompt; `None`: the built-in list.
+    pub instruction_files: Option<Vec<String>>,
+    /// How errors name the endpoint: the profile and the URL (never a key).
+    pub label: String,
+}
+
+/// Resolves the profile and model of a call config to an endpoint.
+pub trait Endpoints: Send + Sync {
+    /// The endpoint for `call`'s profile and model, or why there is none (an unknown profile,
+    /// a missing key), in words that name the profile.
+    fn endpoint(&self, call: &LlmCallConfig) -> Result<Endpoint, String>;
+}
+
+/// One client for every request, DeepSeek's format (tests, benchmarks, the library's simple
+/// use).
+impl Endpoints for DeepSeek {
+    fn endpoint(&self, call: &LlmCallConfig) -> Result<Endpoint, String> {
+        Ok(Endpoint {
+            client: self.clone(),
+            wire: None,
+            context: Some(ContextConfig::for_model(&call.model)),
+            approvals: None,
+            instruction_files: None,
+            label: self.url().to_owned(),
+        })
+    }
+}
+
+/// A shared resolver.
+pub type SharedEndpoints = Arc<dyn Endpoints>;

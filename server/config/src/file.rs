@@ -1,0 +1,201 @@
+//! One configuration file as written: the TOML schema, every value spanned so that the resolved
+//! configuration can say which file and line it came from. Unknown keys are errors.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::{ConfigError, Source};
+
+/// A parsed configuration file (or the built-in layer).
+#[derive(Clone, Debug)]
+pub struct Layer {
+    /// Where it was read from (`None`: built in).
+    pub path: Option<PathBuf>,
+    /// Whether it is a workspace's file (which may not say where requests and keys go).
+    pub workspace: bool,
+    /// Its content.
+    pub(crate) file: FileConfig,
+    /// Byte offsets of line starts, for spans → lines.
+    line_starts: Vec<usize>,
+}
+
+impl Layer {
+    /// Parses `text` as the file at `path` (`None`: built in).
+    pub fn parse(text: &str, path: Option<&Path>, workspace: bool) -> Result<Layer, ConfigError> {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(offset, _)| offset + 1))
+            .collect::<Vec<_>>();
+        let mut layer = Layer {
+            path: path.map(Path::to_path_buf),
+            workspace,
+            file: FileConfig::default(),
+            line_starts,
+        };
+        layer.file = toml::from_str(text).map_err(|error| {
+            let line = error.span().map(|span| layer.line_of(span.start));
+            let message = error.message().trim().to_owned();
+            layer.error(line, message)
+        })?;
+        layer.check()?;
+        Ok(layer)
+    }
+
+    /// Reads the file at `path`; `Ok(None)` when there is none.
+    pub fn read(path: &Path, workspace: bool) -> Result<Option<Layer>, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Layer::parse(&text, Some(path), workspace).map(Some),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(ConfigError {
+                location: path.display().to_string(),
+                message: format!("cannot read: {error}"),
+            }),
+        }
+    }
+
+    /// The 1-based line of a byte offset.
+    fn line_of(&self, offset: usize) -> usize {
+        self.line_starts.partition_point(|start| *start <= offset)
+    }
+
+    /// Where a spanned value sits.
+    pub(crate) fn source<T>(&self, value: &Spanned<T>) -> Source {
+        match &self.path {
+            None => Source::Default,
+            Some(path) => {
+                Source::File { path: path.clone(), line: self.line_of(value.span().start) }
+            }
+        }
+    }
+
+    /// An error at a line of this file.
+    pub(crate) fn error(&self, line: Option<usize>, message: String) -> ConfigError {
+        let file = self.path.as_ref().map_or("(built-in)".to_owned(), |p| p.display().to_string());
+        let location = match line {
+            Some(line) => format!("{file}:{line}"),
+            None => file,
+        };
+        ConfigError { location, message }
+    }
+
+    /// What the schema cannot say: a key written inline, a workspace saying where keys go.
+    fn check(&self) -> Result<(), ConfigError> {
+        for (name, profile) in &self.file.providers {
+            let profile = profile.get_ref();
+            if let Some(key) = &profile.api_key {
+                return Err(self.error(
+                    Some(self.line_of(key.span().start)),
+                    format!(
+                        "provider `{name}`: an API key written in a configuration file is \
+                         refused; name where it is instead: `api_key_env = \"VARIABLE\"` or \
+                         `api_key_file = \"/path/to/key\"` (a file of mode 0600)"
+                    ),
+                ));
+            }
+            if self.workspace {
+                let routed = [
+                    ("base_url", profile.base_url.as_ref().map(Spanned::span)),
+                    ("api_key_env", profile.api_key_env.as_ref().map(Spanned::span)),
+                    ("api_key_file", profile.api_key_file.as_ref().map(Spanned::span)),
+                    ("headers", profile.headers.as_ref().map(Spanned::span)),
+                ];
+                if let Some((key, Some(span))) = routed.into_iter().find(|(_, span)| span.is_some())
+                {
+                    return Err(self.error(
+                        Some(self.line_of(span.start)),
+                        format!(
+                            "provider `{name}`: `{key}` cannot be set in a workspace's \
+                             configuration (a repository must not decide where your requests \
+                             and keys go); set it in your own configuration file"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The file's top level.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileConfig {
+    /// The default profile of new sessions.
+    pub profile: Option<Spanned<String>>,
+    /// The default model of new sessions on the default profile.
+    pub model: Option<Spanned<String>>,
+    /// Provider profiles by name.
+    #[serde(default)]
+    pub providers: BTreeMap<String, Spanned<FileProfile>>,
+    /// Approval policy by tool name or class (`read`, `write`, `command`).
+    #[serde(default)]
+    pub approvals: BTreeMap<String, Spanned<String>>,
+    /// Context settings.
+    #[serde(default)]
+    pub context: FileContext,
+    /// Instruction-file policy.
+    #[serde(default)]
+    pub instructions: FileInstructions,
+}
+
+/// `[providers.NAME]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileProfile {
+    pub kind: Option<Spanned<String>>,
+    pub base_url: Option<Spanned<String>>,
+    pub api_key_env: Option<Spanned<String>>,
+    pub api_key_file: Option<Spanned<String>>,
+    /// Only to refuse it with a clear message.
+    pub api_key: Option<Spanned<toml::Value>>,
+    pub headers: Option<Spanned<BTreeMap<String, String>>>,
+    pub model: Option<Spanned<String>>,
+    pub connect_timeout_secs: Option<Spanned<u64>>,
+    pub data_timeout_secs: Option<Spanned<u64>>,
+    pub overall_timeout_secs: Option<Spanned<u64>>,
+    pub thinking_object: Option<Spanned<bool>>,
+    pub reasoning_passback: Option<Spanned<bool>>,
+    pub max_tokens_field: Option<Spanned<String>>,
+    #[serde(default)]
+    pub models: BTreeMap<String, Spanned<FileModel>>,
+}
+
+/// `[providers.NAME.models.ID]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileModel {
+    pub context_window: Option<Spanned<u64>>,
+    pub max_output: Option<Spanned<u32>>,
+    pub thinking: Option<Spanned<bool>>,
+    pub price: Option<Spanned<FilePrice>>,
+}
+
+/// A model's `price` table.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FilePrice {
+    pub cache_hit: f64,
+    pub cache_miss: f64,
+    pub output: f64,
+    pub currency: String,
+}
+
+/// `[context]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileContext {
+    pub window: Option<Spanned<u64>>,
+    pub trim_at: Option<Spanned<f64>>,
+    pub compact_at: Option<Spanned<f64>>,
+    pub auto: Option<Spanned<bool>>,
+}
+
+/// `[instructions]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileInstructions {
+    pub files: Option<Spanned<Vec<String>>>,
+    pub on_edit: Option<Spanned<String>>,
+}

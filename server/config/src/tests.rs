@@ -1,0 +1,276 @@
+//! Layering, sources and every refusal, on files written by the tests.
+
+use std::path::Path;
+
+use expect_test::expect;
+
+use super::*;
+
+fn layer(text: &str, path: &str, workspace: bool) -> Layer {
+    Layer::parse(text, Some(Path::new(path)), workspace).unwrap()
+}
+
+fn error(text: &str, path: &str, workspace: bool) -> String {
+    Layer::parse(text, Some(Path::new(path)), workspace).unwrap_err().to_string()
+}
+
+fn flag(name: &str, value: &str) -> Option<Sourced<String>> {
+    Some(Sourced::new(value.to_owned(), Source::Flag(name.to_owned())))
+}
+
+fn env(name: &str, value: &str) -> Option<Sourced<String>> {
+    Some(Sourced::new(value.to_owned(), Source::Env(name.to_owned())))
+}
+
+const USER: &str = r#"profile = "local"
+
+[providers.local]
+kind = "openai-compatible"
+base_url = "http://127.0.0.1:8080/v1"
+model = "smollm2"
+
+[providers.local.models.smollm2]
+context_window = 8192
+price = { cache_hit = 0, cache_miss = 0, output = 0, currency = "USD" }
+
+[providers.local.models.qwen]
+context_window = 32768
+"#;
+
+const WORKSPACE: &str = r#"model = "qwen"
+
+[approvals]
+run_command = "deny"
+"#;
+
+#[test]
+fn the_built_in_layer_parses_and_resolves() {
+    let config = resolve(&[&builtin()], &Overrides::default()).unwrap();
+    assert_eq!(config.profile.value, "deepseek");
+    let (profile, model) = config.pick(None, None).unwrap();
+    assert_eq!((profile.name.as_str(), model.as_str()), ("deepseek", "deepseek-v4-flash"));
+    assert!(profile.price("deepseek-v4-flash").is_some());
+    assert_eq!(profile.wire(), None);
+}
+
+/// Which layer wins for the default profile and model, in every combination of the four
+/// sources: later wins, and a value nobody sets stays the built-in one.
+#[test]
+fn precedence_is_default_user_workspace_env_flag() {
+    let (builtin, user, workspace) = (
+        builtin(),
+        layer(USER, "/u/config.toml", false),
+        layer(WORKSPACE, "/w/.dsh/config.toml", true),
+    );
+    let cases: &[(bool, bool, bool, bool, &str, &str)] = &[
+        // user, workspace, env, flag → profile (source), model (source)
+        (false, false, false, false, "deepseek default", "deepseek-v4-flash default"),
+        (true, false, false, false, "local /u/config.toml:1", "smollm2 /u/config.toml:6"),
+        (true, true, false, false, "local /u/config.toml:1", "qwen /w/.dsh/config.toml:1"),
+        (true, true, true, false, "local /u/config.toml:1", "smollm2 env DSH_MODEL"),
+        (true, true, true, true, "local /u/config.toml:1", "qwen flag --model"),
+        (false, false, true, true, "deepseek default", "deepseek-v4-pro flag --model"),
+    ];
+    for &(with_user, with_workspace, with_env, with_flag, want_profile, want_model) in cases {
+        let mut layers = vec![&builtin];
+        if with_user {
+            layers.push(&user);
+        }
+        if with_workspace {
+            layers.push(&workspace);
+        }
+        let (env_model, flag_model) =
+            if with_user { ("smollm2", "qwen") } else { ("deepseek-v4-flash", "deepseek-v4-pro") };
+        let overrides = Overrides {
+            model: if with_flag {
+                flag("--model", flag_model)
+            } else if with_env {
+                env("DSH_MODEL", env_model)
+            } else {
+                None
+            },
+            ..Overrides::default()
+        };
+        let config = resolve(&layers, &overrides).unwrap();
+        let profile = format!("{} {}", config.profile.value, config.profile.source);
+        let (_, model) = config.pick(None, None).unwrap();
+        let model_source = config.model.as_ref().map_or_else(
+            || config.profiles[&config.profile.value].model.as_ref().unwrap().source.to_string(),
+            |m| m.source.to_string(),
+        );
+        assert_eq!(profile, want_profile, "{with_user} {with_workspace} {with_env} {with_flag}");
+        assert_eq!(
+            format!("{model} {model_source}"),
+            want_model,
+            "{with_user} {with_workspace} {with_env} {with_flag}"
+        );
+    }
+}
+
+#[test]
+fn a_flag_beats_an_environment_variable_for_the_profile_and_base_url() {
+    let user = layer(USER, "/u/config.toml", false);
+    let overrides = Overrides {
+        profile: flag("--provider", "deepseek"),
+        base_url: flag("--base-url", "http://127.0.0.1:9/"),
+        ..Overrides::default()
+    };
+    let config = resolve(&[&builtin(), &user], &overrides).unwrap();
+    assert_eq!(config.profile.source, Source::Flag("--provider".to_owned()));
+    let deepseek = &config.profiles["deepseek"];
+    assert_eq!(deepseek.base_url.value, "http://127.0.0.1:9/");
+    // The base URL override applies to the default profile only.
+    assert_eq!(config.profiles["local"].base_url.source.to_string(), "/u/config.toml:5");
+}
+
+#[test]
+fn dsh_config_shows_every_value_with_its_source_and_no_secret() {
+    let user = layer(
+        &format!("{USER}\n[providers.local.headers]\nX-Secret = \"s3cret\"\n"),
+        "/u/config.toml",
+        false,
+    );
+    let workspace = layer(WORKSPACE, "/w/.dsh/config.toml", true);
+    let config = resolve(&[&builtin(), &user, &workspace], &Overrides::default()).unwrap();
+    let text: String = config
+        .entries()
+        .iter()
+        .map(|entry| format!("{} = {}  # {}\n", entry.key, entry.value, entry.source))
+        .collect();
+    assert!(!text.contains("s3cret"), "{text}");
+    expect![[r#"
+        profile = "local"  # /u/config.toml:1
+        model = "qwen"  # /w/.dsh/config.toml:1
+        providers.deepseek.kind = "deepseek"  # default
+        providers.deepseek.base_url = "https://api.deepseek.com"  # default
+        providers.deepseek.api_key_env = "DEEPSEEK_API_KEY"  # default
+        providers.deepseek.model = "deepseek-v4-flash"  # default
+        providers.deepseek.connect_timeout_secs = 10  # default
+        providers.deepseek.data_timeout_secs = 300  # default
+        providers.deepseek.overall_timeout_secs = 1800  # default
+        providers.deepseek.models.deepseek-v4-flash.context_window = 1048576  # default
+        providers.deepseek.models.deepseek-v4-flash.max_output = 393216  # default
+        providers.deepseek.models.deepseek-v4-flash.thinking = true  # default
+        providers.deepseek.models.deepseek-v4-flash.price = { cache_hit = 0.0028, cache_miss = 0.14, output = 0.28, currency = "USD" }  # default
+        providers.deepseek.models.deepseek-v4-pro.context_window = 1048576  # default
+        providers.deepseek.models.deepseek-v4-pro.max_output = 393216  # default
+        providers.deepseek.models.deepseek-v4-pro.thinking = true  # default
+        providers.deepseek.models.deepseek-v4-pro.price = { cache_hit = 0.003625, cache_miss = 0.435, output = 0.87, currency = "USD" }  # default
+        providers.local.kind = "openai-compatible"  # /u/config.toml:4
+        providers.local.base_url = "http://127.0.0.1:8080/v1"  # /u/config.toml:5
+        providers.local.headers.X-Secret = "(hidden)"  # /u/config.toml:15
+        providers.local.model = "smollm2"  # /u/config.toml:6
+        providers.local.connect_timeout_secs = 10  # default
+        providers.local.data_timeout_secs = 300  # default
+        providers.local.overall_timeout_secs = 1800  # default
+        providers.local.thinking_object = false  # default
+        providers.local.reasoning_passback = false  # default
+        providers.local.max_tokens_field = "max_tokens"  # default
+        providers.local.models.qwen.context_window = 32768  # /u/config.toml:13
+        providers.local.models.smollm2.context_window = 8192  # /u/config.toml:9
+        providers.local.models.smollm2.price = { cache_hit = 0, cache_miss = 0, output = 0, currency = "USD" }  # /u/config.toml:10
+        approvals.run_command = "deny"  # /w/.dsh/config.toml:4
+        context.trim_at = 0.6  # default
+        context.compact_at = 0.8  # default
+        context.auto = true  # default
+        instructions.files = ["AGENTS.md", ".dsh/instructions.md"]  # default
+        instructions.on_edit = "rewrite"  # default
+    "#]]
+    .assert_eq(&text);
+}
+
+#[test]
+fn every_refusal_names_the_file_the_line_and_the_key() {
+    let cases = [
+        (
+            "[providers.x]\nkind = \"deepseek\"\nbase_url = \"https://a\"\nbase_ulr = 1\n",
+            false,
+            "/c.toml:4: unknown field `base_ulr`",
+        ),
+        ("profile = \"x\"\nbogus = true\n", false, "/c.toml:2: unknown field `bogus`"),
+        (
+            "[providers.x]\nkind = \"deepseek\"\napi_key = \"sk-123\"\n",
+            false,
+            "/c.toml:3: provider `x`: an API key written in a configuration file is refused",
+        ),
+        (
+            "[providers.deepseek]\nbase_url = \"https://evil.example\"\n",
+            true,
+            "/c.toml:2: provider `deepseek`: `base_url` cannot be set in a workspace's configuration",
+        ),
+        (
+            "[providers.x]\nkind = \"deepseek\"\napi_key_env = \"OTHER\"\n",
+            true,
+            "/c.toml:3: provider `x`: `api_key_env` cannot be set",
+        ),
+        ("profile = [\n", false, "/c.toml:1:"),
+    ];
+    for (text, workspace, want) in cases {
+        let got = error(text, "/c.toml", workspace);
+        assert!(got.starts_with(want), "{got}\n  wanted {want}");
+        assert!(!got.contains("sk-123"), "the key is never repeated: {got}");
+    }
+}
+
+#[test]
+fn merged_refusals_name_where_the_value_was_set() {
+    let cases = [
+        (
+            "[providers.a]\nkind = \"anthropic\"\nbase_url = \"https://a\"\n",
+            "/c.toml:2: provider `a`: kind `anthropic` is not supported",
+        ),
+        (
+            "[providers.a]\nkind = \"ollama\"\nbase_url = \"https://a\"\n",
+            "/c.toml:2: provider `a`: unknown kind `ollama`",
+        ),
+        (
+            "[providers.a]\nkind = \"openai-compatible\"\nbase_url = \"ftp://a\"\n",
+            "/c.toml:3: provider `a`: base_url `ftp://a` is not an http:// or https:// URL",
+        ),
+        ("[providers.a]\nbase_url = \"https://a\"\n", "/c.toml:1: provider `a` has no `kind`"),
+        ("profile = \"nope\"\n", "/c.toml:1: no provider profile `nope`"),
+        ("model = \"deepseek-v5\"\n", "/c.toml:1: profile `deepseek` has no model `deepseek-v5`"),
+        (
+            "[providers.deepseek]\nreasoning_passback = true\n",
+            "/c.toml:2: provider `deepseek`: `reasoning_passback` is an option of kind openai-compatible",
+        ),
+        (
+            "[context]\ntrim_at = 0.9\ncompact_at = 0.5\n",
+            "/c.toml:2: context.trim_at (0.9) is above context.compact_at (0.5)",
+        ),
+        (
+            "[approvals]\nrun_command = \"yes\"\n",
+            "/c.toml:2: approvals.run_command: `yes` is not a policy",
+        ),
+    ];
+    for (text, want) in cases {
+        let file = layer(text, "/c.toml", false);
+        let got = resolve(&[&builtin(), &file], &Overrides::default()).unwrap_err().to_string();
+        assert!(got.starts_with(want), "{got}\n  wanted {want}");
+    }
+}
+
+#[test]
+fn picking_an_unknown_profile_or_model_names_what_exists() {
+    let user = layer(USER, "/u/config.toml", false);
+    let config = resolve(&[&builtin(), &user], &Overrides::default()).unwrap();
+    let error = config.pick(Some("remote"), None).unwrap_err().to_string();
+    assert_eq!(error, "provider: no provider profile `remote` (configured: deepseek, local)");
+    let error = config.pick(Some("local"), Some("llama-70b")).unwrap_err().to_string();
+    assert!(
+        error.contains("profile `local` has no model `llama-70b` (its models: qwen, smollm2)"),
+        "{error}"
+    );
+    let (profile, model) = config.pick(Some("deepseek"), None).unwrap();
+    assert_eq!((profile.name.as_str(), model.as_str()), ("deepseek", "deepseek-v4-flash"));
+}
+
+#[test]
+fn an_openai_compatible_profile_logs_its_wire_options() {
+    let text = "[providers.v]\nkind = \"openai-compatible\"\nbase_url = \"http://h\"\nreasoning_passback = true\nmax_tokens_field = \"max_completion_tokens\"\n";
+    let file = layer(text, "/c.toml", false);
+    let config = resolve(&[&builtin(), &file], &Overrides::default()).unwrap();
+    let wire = config.profiles["v"].wire().unwrap();
+    assert_eq!(wire.kind, dsh_session::ProviderKind::OpenaiCompatible);
+    assert!(wire.reasoning_passback && wire.max_completion_tokens && !wire.thinking_object);
+}

@@ -1,0 +1,425 @@
+//! The configuration files as a running daemon holds them: the user's file and each workspace's,
+//! each with its last good version; resolution per workspace (built in < user < workspace <
+//! the daemon's flags); the endpoint of every profile, with its key; and live reload.
+//!
+//! Reload: a file is re-read whenever it changed (checked by its metadata on every resolution,
+//! so the next request sees an edit even when no watch event came, and by a `notify` watcher
+//! that reports a broken edit at once). A broken file — one that does not parse, or does not
+//! resolve with the others — keeps its last good version; the error goes to `daemon/status`,
+//! the daemon log and `daemon/notice` subscribers. A file that was never good fails what needs
+//! it (creating a session in that workspace) with the error.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use dsh_agent::approval::{ApprovalPolicy, Policy};
+use dsh_agent::{ContextConfig, Endpoint};
+use dsh_config::{Approval, Config, ConfigError, KeySource, Layer, Overrides, Profile};
+use dsh_provider::{ApiKey, DeepSeek, DeepSeekConfig};
+use dsh_session::{LlmCallConfig, ProviderKind};
+use tokio::sync::broadcast;
+
+/// The profile a call config names (logs from before profiles are DeepSeek's).
+pub const LEGACY_PROFILE: &str = "deepseek";
+
+/// The legacy key file under the state directory (mode 0600), for the DeepSeek profile.
+pub const LEGACY_KEY_FILE: &str = "deepseek-api-key";
+
+/// What a file looked like when last read.
+type Stamp = Option<(SystemTime, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    let metadata = std::fs::metadata(path).ok()?;
+    Some((metadata.modified().ok()?, metadata.len()))
+}
+
+/// One configuration file and its last good version.
+#[derive(Debug)]
+struct FileState {
+    path: PathBuf,
+    workspace: bool,
+    /// `None` until first read.
+    stamp: Option<Stamp>,
+    good: Option<Layer>,
+    /// Why the file on disk is not the one in use.
+    error: Option<ConfigError>,
+}
+
+impl FileState {
+    fn new(path: PathBuf, workspace: bool) -> FileState {
+        FileState { path, workspace, stamp: None, good: None, error: None }
+    }
+
+    /// Re-reads the file when it changed; `check` says whether a parsed version resolves.
+    /// Returns the new error, if this read produced one.
+    fn refresh(
+        &mut self,
+        check: impl FnOnce(Option<&Layer>) -> Result<(), ConfigError>,
+    ) -> Option<ConfigError> {
+        let now = stamp(&self.path);
+        if self.stamp == Some(now) {
+            return None;
+        }
+        self.stamp = Some(now);
+        let read = Layer::read(&self.path, self.workspace);
+        match read.and_then(|layer| check(layer.as_ref()).map(|()| layer)) {
+            Ok(layer) => {
+                self.good = layer;
+                self.error = None;
+                None
+            }
+            Err(error) => {
+                self.error = Some(error.clone());
+                Some(error)
+            }
+        }
+    }
+}
+
+/// A notice for `daemon/notice` subscribers.
+#[derive(Clone, Debug)]
+pub struct Notice {
+    /// `configError` or `configApplied`.
+    pub kind: &'static str,
+    /// For people.
+    pub message: String,
+}
+
+/// The daemon's configuration.
+pub struct Settings {
+    builtin: Layer,
+    overrides: Overrides,
+    user: Mutex<Option<FileState>>,
+    workspaces: Mutex<HashMap<PathBuf, FileState>>,
+    /// Keys handed over by the client that started the daemon, by variable name.
+    handed: HashMap<String, ApiKey>,
+    /// The directory of the legacy key file.
+    key_home: PathBuf,
+    /// Built clients, by everything that went into building them.
+    clients: Mutex<HashMap<String, DeepSeek>>,
+    notices: broadcast::Sender<Notice>,
+    /// The watcher of the configuration directories, once started.
+    watcher: Mutex<Option<Watcher>>,
+}
+
+/// The debounced watcher and the directories it watches.
+struct Watcher {
+    debouncer: notify_debouncer_full::Debouncer<
+        notify::RecommendedWatcher,
+        notify_debouncer_full::RecommendedCache,
+    >,
+    dirs: std::collections::HashSet<PathBuf>,
+}
+
+/// How long file events settle before the files are read again.
+const DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings").field("overrides", &self.overrides).finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Settings {
+    /// Settings from the user's file (`None`: built-in defaults only) and the daemon's flags.
+    /// A user file that cannot be used is an error here: the daemon does not start on it.
+    pub fn new(
+        user_file: Option<PathBuf>,
+        overrides: Overrides,
+        handed: HashMap<String, ApiKey>,
+        key_home: PathBuf,
+    ) -> Result<Settings, ConfigError> {
+        let settings = Settings {
+            builtin: dsh_config::builtin(),
+            overrides,
+            user: Mutex::new(user_file.map(|path| FileState::new(path, false))),
+            workspaces: Mutex::new(HashMap::new()),
+            handed,
+            key_home,
+            clients: Mutex::new(HashMap::new()),
+            notices: broadcast::channel(64).0,
+            watcher: Mutex::new(None),
+        };
+        if let Some(error) = settings.refresh_user() {
+            return Err(error);
+        }
+        // The built-in layer with the user's file and the flags must resolve on their own.
+        settings.resolve_layers(None)?;
+        Ok(settings)
+    }
+
+    /// Starts watching the configuration directories (the user's, and each workspace's
+    /// `.dsh` as workspaces are used): an edit is read again at once, and a broken one reported.
+    /// Without a watcher (the system's watch limit reached) the next request still reads an
+    /// edited file, by its metadata.
+    pub fn watch(settings: &Arc<Settings>) {
+        let weak = Arc::downgrade(settings);
+        let handler = move |result: notify_debouncer_full::DebounceEventResult| {
+            if result.is_ok()
+                && let Some(settings) = weak.upgrade()
+            {
+                settings.refresh_all();
+            }
+        };
+        match notify_debouncer_full::new_debouncer(DEBOUNCE, None, handler) {
+            Ok(debouncer) => {
+                *lock(&settings.watcher) =
+                    Some(Watcher { debouncer, dirs: std::collections::HashSet::new() });
+                let user_dir = lock(&settings.user)
+                    .as_ref()
+                    .and_then(|file| file.path.parent().map(Path::to_path_buf));
+                if let Some(dir) = user_dir {
+                    settings.watch_dir(&dir);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(
+                    "configuration files are not watched ({error}); edits apply at the next request"
+                );
+            }
+        }
+    }
+
+    /// Adds a directory to the watch, once; a directory that does not exist is skipped.
+    fn watch_dir(&self, dir: &Path) {
+        let mut watcher = lock(&self.watcher);
+        let Some(watcher) = watcher.as_mut() else { return };
+        if watcher.dirs.contains(dir) || !dir.is_dir() {
+            return;
+        }
+        match watcher.debouncer.watch(dir, notify::RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                watcher.dirs.insert(dir.to_path_buf());
+            }
+            Err(error) => tracing::warn!(
+                "not watching {} ({error}); its configuration applies at the next request",
+                dir.display()
+            ),
+        }
+    }
+
+    /// The configuration without any workspace's file: built in, the user's file, the flags.
+    pub fn base_config(&self) -> Result<Config, ConfigError> {
+        if let Some(error) = self.refresh_user() {
+            self.report(&error);
+        }
+        self.resolve_layers(None)
+    }
+
+    /// The configuration files in use.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = lock(&self.user).iter().map(|f| f.path.clone()).collect();
+        files.extend(lock(&self.workspaces).values().map(|f| f.path.clone()));
+        files
+    }
+
+    /// The errors of files whose last good version is in use (or that have none).
+    pub fn errors(&self) -> Vec<String> {
+        let user = lock(&self.user).iter().filter_map(|f| f.error.clone()).collect::<Vec<_>>();
+        let workspaces = lock(&self.workspaces);
+        let mut errors: Vec<String> = user.iter().map(ToString::to_string).collect();
+        let mut workspace_errors: Vec<String> =
+            workspaces.values().filter_map(|f| f.error.as_ref()).map(ToString::to_string).collect();
+        workspace_errors.sort();
+        errors.extend(workspace_errors);
+        errors
+    }
+
+    /// Notices for `daemon/notice` subscribers.
+    pub fn subscribe(&self) -> broadcast::Receiver<Notice> {
+        self.notices.subscribe()
+    }
+
+    fn report(&self, error: &ConfigError) {
+        tracing::warn!("configuration: {error}; the last good configuration stays in use");
+        let message = format!("{error} (the last good configuration stays in use)");
+        let _ = self.notices.send(Notice { kind: "configError", message });
+    }
+
+    fn refresh_user(&self) -> Option<ConfigError> {
+        let builtin = &self.builtin;
+        let overrides = &self.overrides;
+        let mut user = lock(&self.user);
+        let file = user.as_mut()?;
+        file.refresh(|layer| {
+            let layers: Vec<&Layer> = std::iter::once(builtin).chain(layer).collect();
+            dsh_config::resolve(&layers, overrides).map(drop)
+        })
+    }
+
+    /// Re-reads every file that changed (the watcher calls it); reports new errors.
+    pub fn refresh_all(&self) {
+        if let Some(error) = self.refresh_user() {
+            self.report(&error);
+        }
+        let roots: Vec<PathBuf> = lock(&self.workspaces).keys().cloned().collect();
+        for root in roots {
+            // Errors are reported as they are found; a workspace whose file was never good
+            // has nothing to keep.
+            let _ = self.config(&root);
+        }
+    }
+
+    /// The layers below a workspace's file, resolved with `workspace` on top.
+    fn resolve_layers(&self, workspace: Option<&Layer>) -> Result<Config, ConfigError> {
+        let user = lock(&self.user);
+        let user_layer = user.as_ref().and_then(|f| f.good.as_ref());
+        let layers: Vec<&Layer> =
+            std::iter::once(&self.builtin).chain(user_layer).chain(workspace).collect();
+        dsh_config::resolve(&layers, &self.overrides)
+    }
+
+    /// The configuration for sessions in `workspace`, from the files as they are now (or
+    /// their last good versions).
+    pub fn config(&self, workspace: &Path) -> Result<Config, ConfigError> {
+        if let Some(error) = self.refresh_user() {
+            self.report(&error);
+        }
+        if let Some(dir) = dsh_config::workspace_file(workspace).parent() {
+            self.watch_dir(dir);
+        }
+        let layer = {
+            // Lock order: workspaces, then user (inside `resolve_layers`).
+            let mut workspaces = lock(&self.workspaces);
+            let file = workspaces
+                .entry(workspace.to_path_buf())
+                .or_insert_with(|| FileState::new(dsh_config::workspace_file(workspace), true));
+            if let Some(error) = file.refresh(|layer| self.resolve_layers(layer).map(drop)) {
+                self.report(&error);
+            }
+            match (&file.good, &file.error) {
+                // Never good: what needs it fails with the error.
+                (None, Some(error)) => return Err(error.clone()),
+                (good, _) => good.clone(),
+            }
+        };
+        self.resolve_layers(layer.as_ref())
+    }
+
+    /// The key of a profile, from where its configuration says it is.
+    fn key(&self, profile: &Profile) -> Result<Option<ApiKey>, String> {
+        let name = &profile.name;
+        match profile.key.as_ref().map(|key| &key.value) {
+            None => Ok(None),
+            Some(KeySource::Env(variable)) => {
+                if let Some(key) = self.handed.get(variable) {
+                    return Ok(Some(key.clone()));
+                }
+                if let Some(value) = std::env::var(variable).ok().filter(|v| !v.trim().is_empty()) {
+                    return ApiKey::new(value).map(Some).map_err(|e| e.to_string());
+                }
+                let legacy = self.key_home.join(LEGACY_KEY_FILE);
+                if profile.kind.value == ProviderKind::Deepseek && legacy.exists() {
+                    return ApiKey::from_file(&legacy).map(Some).map_err(|e| e.to_string());
+                }
+                let hint = if profile.kind.value == ProviderKind::Deepseek {
+                    format!(
+                        ", or write the key to {} with mode 0600 (for the offline mock from `dsh \
+                         mock`, use {variable}=sk-test)",
+                        legacy.display()
+                    )
+                } else {
+                    String::new()
+                };
+                Err(format!("no API key for profile `{name}`: set {variable}{hint}"))
+            }
+            Some(KeySource::File(path)) => ApiKey::from_file(path)
+                .map(Some)
+                .map_err(|error| format!("profile `{name}`: {error}")),
+        }
+    }
+
+    /// The endpoint of `call`'s profile and model for a session in `workspace`.
+    pub fn endpoint(&self, workspace: &Path, call: &LlmCallConfig) -> Result<Endpoint, String> {
+        let config = self.config(workspace).map_err(|e| format!("configuration: {e}"))?;
+        let name = call.profile.as_deref().unwrap_or(LEGACY_PROFILE);
+        let Some(profile) = config.profiles.get(name) else {
+            return Err(format!(
+                "the session is pinned to provider profile `{name}`, which the configuration \
+                 no longer has (configured: {})",
+                config.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        };
+        let key = self.key(profile)?;
+        let client = self.client(profile, key)?;
+        let context = config.context.auto.value.then(|| {
+            let window = config.context.window.as_ref().map(|w| w.value).or_else(|| {
+                profile.model_settings(&call.model)?.context_window.as_ref().map(|w| w.value)
+            });
+            let mut context = match window {
+                Some(window) => ContextConfig::with_window(window),
+                None => ContextConfig::for_model(&call.model),
+            };
+            context.trim_at = config.context.trim_at.value;
+            context.compact_at = config.context.compact_at.value;
+            context
+        });
+        Ok(Endpoint {
+            label: format!("profile {name}, {}", client.url()),
+            client,
+            wire: profile.wire(),
+            context,
+            approvals: Some(approval_policy(&config)),
+            instruction_files: Some(config.instructions.files.value.clone()),
+        })
+    }
+
+    /// A client for `profile`, reused while nothing that built it changed.
+    fn client(&self, profile: &Profile, key: Option<ApiKey>) -> Result<DeepSeek, String> {
+        let mut config = DeepSeekConfig::without_key(profile.base_url.value.clone());
+        config.api_key = key;
+        config.connect_timeout = profile.connect_timeout.value;
+        config.data_timeout = profile.data_timeout.value;
+        config.overall_timeout = profile.overall_timeout.value;
+        config.headers = profile
+            .headers
+            .iter()
+            .map(|(name, value)| (name.clone(), value.value.clone()))
+            .collect();
+        // What built the client (the key as a digest); it never leaves this map.
+        let fingerprint = format!(
+            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
+            config.base_url,
+            config.api_key.as_ref().map(ApiKey::digest),
+            config.headers,
+            config.connect_timeout,
+            config.data_timeout,
+            config.overall_timeout,
+        );
+        let mut clients = lock(&self.clients);
+        if let Some(client) = clients.get(&fingerprint) {
+            return Ok(client.clone());
+        }
+        let client = DeepSeek::new(config)
+            .map_err(|error| format!("profile `{}`: {error}", profile.name))?;
+        clients.insert(fingerprint, client.clone());
+        Ok(client)
+    }
+}
+
+/// The approval policy a configuration gives: classes (`read`, `write`, `command`) and tools.
+pub(crate) fn approval_policy(config: &Config) -> ApprovalPolicy {
+    let mut policy = ApprovalPolicy::default();
+    for (name, approval) in &config.approvals {
+        let value = match approval.value {
+            Approval::Auto => Policy::Auto,
+            Approval::Ask => Policy::Ask,
+            Approval::Deny => Policy::Deny,
+        };
+        match name.as_str() {
+            "read" => policy.read = value,
+            "write" => policy.write = value,
+            "command" => policy.command = value,
+            tool => {
+                policy.per_tool.insert(tool.to_owned(), value);
+            }
+        }
+    }
+    policy
+}
