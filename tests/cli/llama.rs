@@ -1,7 +1,9 @@
-//! The llama.cpp test peer and the recording proxy, proven directly (not yet through `dsh`):
-//! prompt caching shows in the usage of both wire formats llama.cpp speaks, and the proxy
-//! records the exact bytes it forwarded and streams answers through unbuffered.
+//! The llama.cpp test peer and the recording proxy: prompt caching shows in the usage of both
+//! wire formats llama.cpp speaks; the proxy records the exact bytes it forwarded and streams
+//! answers through unbuffered; and `dsh` on an `openai-compatible` profile sends llama.cpp what
+//! `dsh saw --wire` rebuilds from its log, and its second turn reads the first from the cache.
 
+use std::process::Output;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -9,8 +11,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use crate::support::DEADLINE;
 use crate::support::llama::{LlamaServer, RecordingProxy, http_client};
+use crate::support::{DEADLINE, Env, assert_append_extension, describe, run, session_id_of};
 
 /// What a streamed answer carried: its `data:` payloads, without `[DONE]`.
 struct Streamed {
@@ -183,4 +185,83 @@ async fn the_recording_proxy_streams_chunks_as_they_arrive() {
     assert_eq!(String::from_utf8(received).unwrap(), "data: first\n\ndata: second\n\n");
     assert_eq!(proxy.bodies(), vec![("/v1/stream?x=1".to_owned(), body)]);
     server.abort();
+}
+
+/// `dsh ARGS…` without `--base-url` (the configuration decides), which must succeed.
+async fn dsh(env: &Env, args: &[&str]) -> Output {
+    let output = run(env.command_plain(&env.key, args)).await;
+    assert!(output.status.success(), "dsh {args:?}: {}", describe(&output));
+    output
+}
+
+/// A user configuration whose default profile is llama.cpp behind `base_url`, with a small
+/// output limit so each step is quick.
+fn local_profile(base_url: &str) -> String {
+    format!(
+        r#"profile = "local"
+
+[providers.local]
+kind = "openai-compatible"
+base_url = "{base_url}/v1"
+model = "smollm2"
+
+[providers.local.models.smollm2]
+context_window = 4096
+max_output = 16
+price = {{ cache_hit = 0, cache_miss = 0, output = 0, currency = "USD" }}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsh_on_llama_cpp_sends_what_it_logs_and_its_second_turn_hits_the_cache() {
+    let Some(llama) = LlamaServer::start().await else { return };
+    let proxy = RecordingProxy::start(llama.base_url()).await;
+    let env = Env::new().await;
+    std::fs::write(env.user_config(), local_profile(proxy.base_url())).unwrap();
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+
+    let started = Instant::now();
+    let first = dsh(&env, &["prompt", "--yes", "--workspace", &workspace, "Name a colour."]).await;
+    let first_took = started.elapsed();
+    let session = session_id_of(&first);
+    let started = Instant::now();
+    dsh(&env, &["prompt", "--yes", "--session", &session, "Name another one."]).await;
+    eprintln!(
+        "dsh on llama.cpp: first turn (daemon start included) {first_took:?}, second {:?}",
+        started.elapsed()
+    );
+
+    let received: Vec<Vec<u8>> = proxy
+        .bodies()
+        .into_iter()
+        .filter(|(path, _)| path == "/v1/chat/completions")
+        .map(|(_, body)| body)
+        .collect();
+    assert_eq!(received.len(), 2, "one step per turn");
+    for (index, body) in received.iter().enumerate() {
+        let step = (index + 1).to_string();
+        let rebuilt = dsh(&env, &["saw", &session, "--step", &step, "--wire"]).await.stdout;
+        assert!(
+            &rebuilt == body,
+            "step {step}: `dsh saw --wire` differs from what llama.cpp received\nrebuilt:  {}\nreceived: {}",
+            String::from_utf8_lossy(&rebuilt),
+            String::from_utf8_lossy(body)
+        );
+    }
+    assert_append_extension(&received[0], &received[1]);
+
+    let usage = dsh(&env, &["--json", "usage", &session]).await;
+    let usage: Value = serde_json::from_slice(&usage.stdout).unwrap();
+    let rows = usage["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{usage:#}");
+    eprintln!("dsh on llama.cpp: {}", serde_json::to_string(rows).unwrap());
+    let hits = |row: &Value| row["usage"]["cacheHitTokens"].as_u64().unwrap();
+    let prompt = |row: &Value| row["usage"]["promptTokens"].as_u64().unwrap();
+    assert_eq!(hits(&rows[0]), 0, "a fresh server has nothing cached: {usage:#}");
+    assert!(
+        hits(&rows[1]) + 1 >= prompt(&rows[0]),
+        "the second turn reads the whole first prompt from the cache: {usage:#}"
+    );
+    env.assert_audit_ok(&session).await;
 }
