@@ -11,6 +11,7 @@ mod confinement;
 mod faults;
 mod first_use;
 mod header;
+mod llama;
 mod resume;
 mod sandbox;
 mod wire;

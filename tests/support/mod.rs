@@ -8,6 +8,8 @@
 //! (a response, an event, a recorded request, a file) against [`DEADLINE`]. Dropping an [`Env`]
 //! stops the daemon its commands started, so no daemon outlives a test.
 
+pub mod llama;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
