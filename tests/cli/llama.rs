@@ -265,3 +265,82 @@ async fn dsh_on_llama_cpp_sends_what_it_logs_and_its_second_turn_hits_the_cache(
     );
     env.assert_audit_ok(&session).await;
 }
+
+/// One daemon, two providers at once: a session on the mock in DeepSeek's format and one on
+/// llama.cpp (OpenAI-compatible), each request rebuilt byte for byte from its log; then a
+/// DeepSeek session forked onto the llama.cpp profile names the move as its cache drop's cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_daemon_serves_deepseek_and_llama_cpp_at_once_and_a_fork_moves_between_them() {
+    let Some(llama) = LlamaServer::start().await else { return };
+    let proxy = RecordingProxy::start(llama.base_url()).await;
+    let env = Env::new().await;
+    let config = local_profile(proxy.base_url()).replace(
+        "profile = \"local\"\n",
+        &format!(
+            "profile = \"deepseek\"\n\n[providers.deepseek]\nbase_url = \"{}\"\n",
+            env.mock.base_url()
+        ),
+    );
+    std::fs::write(env.user_config(), config).unwrap();
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let deepseek_args = ["prompt", "--yes", "--workspace", &workspace, "Hello, DeepSeek."];
+    let local_args =
+        ["--provider", "local", "prompt", "--yes", "--workspace", &workspace, "Name a colour."];
+    // The first command starts the daemon; the second joins it while the first turn runs.
+    let (on_deepseek, on_local) = tokio::join!(dsh(&env, &deepseek_args), async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        dsh(&env, &local_args).await
+    });
+    let (on_deepseek, on_local) = (session_id_of(&on_deepseek), session_id_of(&on_local));
+    dsh(&env, &["prompt", "--yes", "--session", &on_local, "Name another one."]).await;
+
+    let llama_bodies = || -> Vec<Vec<u8>> {
+        proxy
+            .bodies()
+            .into_iter()
+            .filter(|(path, _)| path == "/v1/chat/completions")
+            .map(|(_, body)| body)
+            .collect()
+    };
+    let saw = |session: String, step: u64| {
+        let env = &env;
+        async move {
+            let step = step.to_string();
+            dsh(env, &["saw", &session, "--step", &step, "--wire"]).await.stdout
+        }
+    };
+    assert_eq!(env.requests().len(), 1, "the DeepSeek session's one request went to the mock");
+    assert_eq!(saw(on_deepseek.clone(), 1).await, env.requests()[0].body);
+    let received = llama_bodies();
+    assert_eq!(received.len(), 2, "the local session's two requests went to llama.cpp");
+    assert_eq!(saw(on_local.clone(), 1).await, received[0]);
+    assert_eq!(saw(on_local.clone(), 2).await, received[1]);
+    let usage: Value =
+        serde_json::from_slice(&dsh(&env, &["--json", "usage", &on_local]).await.stdout).unwrap();
+    let second = &usage["rows"][1];
+    assert!(second["usage"]["cacheHitTokens"].as_u64().unwrap() > 0, "{second:#}");
+    assert_eq!(second["profile"], "local");
+    env.assert_audit_ok(&on_deepseek).await;
+    env.assert_audit_ok(&on_local).await;
+
+    // The DeepSeek session, forked onto llama.cpp.
+    let forked = dsh(&env, &["--provider", "local", "fork", &on_deepseek]).await;
+    let fork =
+        String::from_utf8_lossy(&forked.stdout).trim().rsplit(' ').next().unwrap().to_owned();
+    dsh(&env, &["prompt", "--yes", "--session", &fork, "Say it shorter."]).await;
+    let received = llama_bodies();
+    assert_eq!(received.len(), 3, "the fork's request went to llama.cpp");
+    assert_eq!(saw(fork.clone(), 2).await, received[2]);
+    let usage: Value =
+        serde_json::from_slice(&dsh(&env, &["--json", "usage", &fork]).await.stdout).unwrap();
+    let moved = &usage["rows"][1];
+    assert_eq!(moved["dropped"], true, "llama.cpp never saw this prefix: {moved:#}");
+    assert!(
+        moved["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("provider changed deepseek/deepseek-v4-flash → local/smollm2"),
+        "{moved:#}"
+    );
+    env.assert_audit_ok(&fork).await;
+}
