@@ -269,6 +269,7 @@ api_type! {
 api_type! {
     /// Call options for a session (`session/create`, `session/fork`): explicit options beat the
     /// logged header on the session's first request.
+    #[derive(Default)]
     pub struct SessionConfig {
         /// Provider profile (its name in the configuration); default: the configured one. On a
         /// fork, moves the fork to this profile (a logged, attributed header change).

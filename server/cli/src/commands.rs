@@ -144,15 +144,7 @@ pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Resu
                 .workspace
                 .canonicalize()
                 .with_context(|| format!("workspace {}", options.workspace.display()))?;
-            let config = dsh_protocol::SessionConfig {
-                profile: settings.provider.as_ref().map(|p| p.value.clone()),
-                model: settings.model.as_ref().map(|m| m.value.clone()),
-                max_tokens: None,
-                thinking: None,
-                reasoning_effort: None,
-                temperature: None,
-                max_steps: options.max_steps,
-            };
+            let config = settings.session_config(options.max_steps);
             let params = SessionCreateParams {
                 workspace: workspace.display().to_string(),
                 model: None,
@@ -412,17 +404,8 @@ pub async fn fork(
     at: Option<u64>,
 ) -> anyhow::Result<ExitCode> {
     // `--provider` / `--model` move the fork to another profile or model.
-    let config = (settings.provider.is_some() || settings.model.is_some()).then(|| {
-        dsh_protocol::SessionConfig {
-            profile: settings.provider.as_ref().map(|p| p.value.clone()),
-            model: settings.model.as_ref().map(|m| m.value.clone()),
-            max_tokens: None,
-            thinking: None,
-            reasoning_effort: None,
-            temperature: None,
-            max_steps: None,
-        }
-    });
+    let config = (settings.provider.is_some() || settings.model.is_some())
+        .then(|| settings.session_config(None));
     let params = SessionForkParams { session_id: session_id.to_owned(), at_seq: at, config };
     call_and_print::<method::SessionFork>(settings, params, |result| {
         format!("forked {session_id} into {}\n", result.session_id)

@@ -30,7 +30,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::{DEFAULT_MODEL, DaemonConfig};
 use crate::error::{ApiError, ApiResult};
 use crate::live::{LiveSession, QueueSlot, RunningTurn};
-use crate::settings::{Settings, approval_policy};
+use crate::settings::Settings;
 
 /// How long a load waits for the same session's unload to finish closing its log.
 const UNLOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -376,9 +376,8 @@ impl Daemon {
         config.approvals = if self.config.auto_approve {
             ApprovalPolicy::allow_all()
         } else {
-            // The workspace's configured policy; a configuration that cannot be read now
-            // leaves the defaults (every step asks the configuration again).
-            self.settings.config(&workspace).map(|c| approval_policy(&c)).unwrap_or_default()
+            // Each step takes the workspace's configured policy from its endpoint.
+            ApprovalPolicy::default()
         };
         if let Some(max_steps) = max_steps {
             config.max_steps = max_steps;

@@ -10,7 +10,7 @@ use dsh_protocol::{
     ApprovalChoice, ApprovalRespondParams, ApprovalRespondResult, Capabilities, DaemonNotice,
     DaemonShutdownResult, DaemonStatusResult, InitializeParams, InitializeResult, LoadedSession,
     NoParams, PROTOCOL_VERSION, SandboxFeature, SandboxStatus, ServerInfo, SessionAuditResult,
-    SessionCancelResult, SessionCompactResult, SessionConfig, SessionCreateParams, SessionEvent,
+    SessionCancelResult, SessionCompactResult, SessionCreateParams, SessionEvent,
     SessionEventsParams, SessionEventsResult, SessionForkParams, SessionIdResult,
     SessionInjectParams, SessionInjectResult, SessionListParams, SessionListResult, SessionParams,
     SessionPromptParams, SessionPromptResult, SessionRequestParams, SessionRequestResult,
@@ -64,7 +64,7 @@ pub fn session_create(
     daemon: &Arc<Daemon>,
     params: SessionCreateParams,
 ) -> ApiResult<SessionIdResult> {
-    let mut config = params.config.unwrap_or_else(default_config);
+    let mut config = params.config.unwrap_or_default();
     if params.model.is_some() {
         config.model = params.model;
     }
@@ -253,7 +253,7 @@ pub async fn session_cancel(
 
 /// `session/fork`.
 pub fn session_fork(daemon: &Arc<Daemon>, params: SessionForkParams) -> ApiResult<SessionIdResult> {
-    let config = params.config.unwrap_or_else(default_config);
+    let config = params.config.unwrap_or_default();
     let live = daemon.fork(&params.session_id, params.at_seq, &config)?;
     Ok(SessionIdResult { session_id: live.id.clone() })
 }
@@ -513,16 +513,4 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|_| ApiError::store("a blocking task of the daemon panicked"))?
-}
-
-fn default_config() -> SessionConfig {
-    SessionConfig {
-        profile: None,
-        model: None,
-        max_tokens: None,
-        thinking: None,
-        reasoning_effort: None,
-        temperature: None,
-        max_steps: None,
-    }
 }

@@ -425,7 +425,7 @@ impl Settings {
 }
 
 /// The approval policy a configuration gives: classes (`read`, `write`, `command`) and tools.
-pub(crate) fn approval_policy(config: &Config) -> ApprovalPolicy {
+fn approval_policy(config: &Config) -> ApprovalPolicy {
     let mut policy = ApprovalPolicy::default();
     for (name, approval) in &config.approvals {
         let value = match approval.value {
