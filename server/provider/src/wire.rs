@@ -364,49 +364,53 @@ fn put_canonical(out: &mut Vec<u8>, value: &serde_json::Value) {
 pub(crate) fn put_str(out: &mut Vec<u8>, text: &str) {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    /// Whether any byte of `word` is a control character, `"` or `\\`. Exact as an existence
-    /// test; the bytes of such a word go through the table one by one.
-    fn needs_escape(word: u64) -> bool {
+    /// The high bit of each byte of `word` (little-endian) that is a control character, `"` or
+    /// `\\` — exact for the lowest flagged byte: a borrow only carries upward from a byte that is
+    /// itself flagged, so bits above it may be spurious, the lowest never is.
+    fn escape_mask(word: u64) -> u64 {
         let below_space = word.wrapping_sub(ONES * 0x20) & !word;
         let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v;
         let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
         let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
-        (below_space | quote | backslash) & HIGHS != 0
+        (below_space | quote | backslash) & HIGHS
+    }
+    fn put_escape(out: &mut Vec<u8>, byte: u8, escape: u8) {
+        if escape == b'u' {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(byte >> 4)]);
+            out.push(HEX[usize::from(byte & 0xf)]);
+        } else {
+            out.extend_from_slice(&[b'\\', escape]);
+        }
     }
     let bytes = text.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
+    // `run` is where the bytes not yet copied start; `at` where the scan goes on.
     let mut run = 0;
     let mut at = 0;
-    while at < bytes.len() {
-        let end = match bytes.get(at..at + 8) {
-            Some(chunk) => {
-                let mut word = [0u8; 8];
-                word.copy_from_slice(chunk);
-                if !needs_escape(u64::from_le_bytes(word)) {
-                    at += 8;
-                    continue;
-                }
-                at + 8
-            }
-            None => bytes.len(),
-        };
-        while at < end {
-            let byte = bytes[at];
-            let escape = ESCAPE[usize::from(byte)];
-            if escape != 0 {
-                out.extend_from_slice(&bytes[run..at]);
-                if escape == b'u' {
-                    const HEX: &[u8; 16] = b"0123456789abcdef";
-                    out.extend_from_slice(b"\\u00");
-                    out.push(HEX[usize::from(byte >> 4)]);
-                    out.push(HEX[usize::from(byte & 0xf)]);
-                } else {
-                    out.extend_from_slice(&[b'\\', escape]);
-                }
-                run = at + 1;
-            }
-            at += 1;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let mask = escape_mask(u64::from_le_bytes(word));
+        if mask == 0 {
+            at += 8;
+            continue;
+        }
+        // The first byte that needs escaping; scanning resumes right after it.
+        let index = at + (mask.trailing_zeros() / 8) as usize;
+        out.extend_from_slice(&bytes[run..index]);
+        put_escape(out, bytes[index], ESCAPE[usize::from(bytes[index])]);
+        run = index + 1;
+        at = index + 1;
+    }
+    for (index, &byte) in bytes.iter().enumerate().skip(at) {
+        let escape = ESCAPE[usize::from(byte)];
+        if escape != 0 {
+            out.extend_from_slice(&bytes[run..index]);
+            put_escape(out, byte, escape);
+            run = index + 1;
         }
     }
     out.extend_from_slice(&bytes[run..]);
