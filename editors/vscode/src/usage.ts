@@ -182,7 +182,7 @@ export function dropExplanation(row: UsageEntry | undefined): string | undefined
 }
 
 /** Status-bar text: `step 7 · hit 98.8% │ Σ prompt 16.9k · cached 12.2k · out 319 · hit 72.4% ·
- * $0.0021` (the session's cost when its prices are known). */
+ * $0.000777` (the session's cost when its prices are known). */
 export function statusText(current: { step: number; usage?: Usage; running: boolean; state?: string } | undefined, totals: Usage, cost?: Cost): string {
   const parts: string[] = [];
   if (current) {
@@ -204,7 +204,7 @@ export function statusText(current: { step: number; usage?: Usage; running: bool
 }
 
 /**
- * A session in the list: `fork · 3 steps · hit 72.4% · $0.0021 · running · deepseek/deepseek-v4-flash`.
+ * A session in the list: `fork · 7 steps · hit 72.4% · $0.000777 · running · deepseek/deepseek-v4-flash`.
  * `live` is its open transcript, fresher than the listing; the cost is the listing's (every
  * finished step at its profile's prices) unless the transcript has a newer one, and absent when
  * a step ran on a model without prices.

@@ -402,7 +402,7 @@ end
 -- Status line ---------------------------------------------------------------------------------
 
 --- A status line component: the live step and the session totals of the current (or last)
---- transcript, e.g. `dsh · ▶ step 4 · 31k prompt · 28k cached · 812 out · 90% hit · $0.0021`.
+--- transcript, e.g. `dsh · ▶ step 4 · 31k prompt · 28k cached · 812 out · 90% hit · $0.000726`.
 --- Use it as `%{%v:lua.require'dsh'.statusline()%}` or in a status line plugin.
 ---@return string
 function M.statusline()
