@@ -80,7 +80,7 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
             (s.profile || s.model ? `profile \`${s.profile ?? "deepseek"}\` · model \`${s.model ?? "?"}\`  \n` : "") +
             `${s.turns} turns · ${s.steps} steps · updated ${new Date(s.updatedMs).toLocaleString()}` +
             (totals && totals.promptTokens ? `\n\nΣ ${formatUsage(totals)}` : "") +
-            (cost ? `\n\n${formatCostSaved(cost)}` : s.steps > 0 ? "\n\ncost unknown: no price configured for a model of this session" : ""),
+            (cost ? `\n\n${formatCostSaved(cost)}` : s.lastUsage ? "\n\ncost unknown: no price configured for a model of this session" : ""),
         );
         item.iconPath = new vscode.ThemeIcon(running ? "sync~spin" : s.forkedFrom ? "repo-forked" : "comment-discussion");
         item.contextValue = "session";
