@@ -106,7 +106,21 @@ local function turns_ended(t)
   return select(2, text_of(t):gsub("━━ turn %d+ %a+", ""))
 end
 
---- Every step's annotation equals `session/usage` (numbers and the named cause).
+--- A step's cost as docs/config.md defines it, computed here from its usage and the prices the
+--- daemon said it used (`result.prices`): hits, misses and output at their prices per million
+--- tokens. Returns the amount and the currency; nil when no price covers the step.
+local function expected_cost(row, result)
+  for _, used in ipairs(result.prices or {}) do
+    if used.profile == (row.profile or "deepseek") and used.model == row.model then
+      local u, p = row.usage, used.price
+      local amount = (u.cacheHitTokens * p.cacheHit + (u.promptTokens - u.cacheHitTokens) * p.cacheMiss + u.completionTokens * p.output) / 1e6
+      return amount, p.currency
+    end
+  end
+  return nil
+end
+
+--- Every step's annotation equals `session/usage` (numbers, cost and the named cause).
 local function check_usage_matches(t)
   local result = H.truthy(call(methods.SessionUsage, { sessionId = t.session_id }), "session/usage")
   t:apply_usage(result)
@@ -122,6 +136,12 @@ local function check_usage_matches(t)
       local text = H.truthy(marks[st.line], "annotation on step " .. row.step)
       local expected = usage.format(row.usage, row.hitPercent)
       H.eq(expected, text:sub(1, #expected), "step " .. row.step .. " annotation")
+      -- Its cost: the usage at the prices the daemon used, right after the numbers.
+      local amount, currency = expected_cost(row, result)
+      H.truthy(amount, "the prices of step " .. row.step .. " in " .. vim.inspect(result.prices))
+      H.truthy(math.abs(row.cost.amount - amount) < 1e-12, ("step %d: the daemon says %s, the usage at the prices %s"):format(row.step, row.cost.amount, amount))
+      local cost = " · " .. usage.money(amount, currency) .. " cost"
+      H.eq(expected .. cost, text:sub(1, #expected + #cost), "step " .. row.step .. " annotation with its cost")
       if row.dropped and row.explanation ~= "" then
         H.contains(text, row.explanation)
       end
@@ -469,6 +489,137 @@ test("e2e: :checkhealth dsh finds the binary, its version, the daemon and the ke
   H.contains(text, "DEEPSEEK_API_KEY is set")
   H.contains(text, "command sandbox workspace-write")
   H.eq(nil, text:find("ERROR", 1, true), "no error in:\n" .. text)
+end)
+
+--- The rows of `dsh usage`'s text table: step → the cost column; and its other lines.
+local function cli_usage(session_id)
+  local out = vim.system({ bin, "--home", E.home .. "/home", "usage", session_id }, { text = true }):wait()
+  H.eq(0, out.code, "dsh usage: " .. (out.stderr or ""))
+  local costs, lines = {}, vim.split(out.stdout, "\n", { trimempty = true })
+  for _, line in ipairs(lines) do
+    local step, cost = line:match("^%s*%d+%s+(%d+)%s+%d+%s+%d+%s+%d+%s+%d+%s+[%d.]+%%%s+(%S+)")
+    if step then
+      costs[tonumber(step)] = cost
+    end
+  end
+  return costs, lines
+end
+
+test("e2e: cost — annotations, :Dsh usage, :Dsh sessions and the status line show what `dsh usage` prints", function()
+  setup()
+  local id = E.t.session_id
+  vim.cmd("Dsh open " .. id)
+  local t = wait_current(function(c)
+    return c.session_id == id
+  end, "the first session's transcript")
+  local n, result = check_usage_matches(t)
+  H.truthy(n >= 4, "at least 4 finished steps, got " .. n)
+  H.eq(1, #result.prices, "one profile and model: " .. vim.inspect(result.prices))
+  H.eq("deepseek", result.prices[1].profile)
+  H.eq("deepseek-v4-flash", result.prices[1].model)
+  local currency = result.prices[1].price.currency
+  local total, saved = 0, 0
+  for _, row in ipairs(result.rows) do
+    if row.usage then
+      local amount = expected_cost(row, result)
+      total = total + amount
+      local p = result.prices[1].price
+      saved = saved + (row.usage.promptTokens * p.cacheMiss + row.usage.completionTokens * p.output) / 1e6 - amount
+    end
+  end
+  H.truthy(saved > 0, "the cache saved something: " .. saved)
+  local total_text = usage.money(total, currency)
+  -- The status line: the session's totals and their cost.
+  H.contains(dsh.statusline(), " · " .. total_text)
+  -- :Dsh usage: each step's cost, the session's, what the cache saved, the prices.
+  vim.cmd("Dsh usage")
+  local buf = H.wait_for(function()
+    local b = vim.api.nvim_get_current_buf()
+    return vim.api.nvim_buf_get_name(b):find("dsh://usage/", 1, true) and b
+  end, 10000, "the usage view")
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local text = table.concat(lines, "\n")
+  vim.cmd("close")
+  local by_step = {}
+  for _, line in ipairs(lines) do
+    local step = line:match("^step%s+(%d+)")
+    if step then
+      by_step[tonumber(step)] = line
+    end
+  end
+  -- The same figures as `dsh usage` prints, and as the usage at the prices gives.
+  local cli_costs, cli_lines = cli_usage(id)
+  for _, row in ipairs(result.rows) do
+    if row.usage then
+      local want = usage.money(expected_cost(row, result), currency)
+      H.eq(want, cli_costs[row.step], "step " .. row.step .. ": dsh usage's cost")
+      H.contains(H.truthy(by_step[row.step], "step " .. row.step .. " in :Dsh usage"), " · " .. want .. " cost")
+    end
+  end
+  H.contains(text, "\ntotal  " .. usage.format(result.totals) .. " · " .. total_text .. " cost")
+  local p = result.prices[1].price
+  H.contains(text, ("cost %s · the cache saved %s (the same tokens at the cache-miss price: %s)"):format(total_text, usage.money(saved, currency), usage.money(total + saved, currency)))
+  H.contains(text, ("prices of deepseek/deepseek-v4-flash per million tokens: cache hit %s, cache miss %s, output %s"):format(usage.money(p.cacheHit, currency), usage.money(p.cacheMiss, currency), usage.money(p.output, currency)))
+  for _, line in ipairs(cli_lines) do
+    if line:find("^cost ") or line:find("^prices of ") then
+      H.contains(text, line)
+    end
+  end
+  -- :Dsh sessions: each session's total cost and its profile/model.
+  local items
+  local select = vim.ui.select
+  vim.ui.select = function(list, opts, on_choice)
+    items = {}
+    for _, s in ipairs(list) do
+      items[s.sessionId] = opts.format_item(s)
+    end
+    on_choice(nil)
+  end
+  local ok, err = pcall(function()
+    vim.cmd("Dsh sessions")
+    H.wait_for(function()
+      return items
+    end, 10000, "the session list")
+  end)
+  vim.ui.select = select
+  assert(ok, err)
+  H.contains(H.truthy(items[id], "the session in the list"), " · " .. total_text .. " · deepseek/deepseek-v4-flash · ")
+end)
+
+test("e2e: cost — a model without a price shows no cost, never zero", function()
+  setup()
+  -- A workspace whose configuration adds a model the mock serves, without a price.
+  local ws = E.home .. "/unpriced"
+  vim.fn.mkdir(ws .. "/.dsh", "p")
+  vim.fn.writefile({ "[providers.deepseek.models.deepseek-chat]", "context_window = 131072", "thinking = false" }, ws .. "/.dsh/config.toml")
+  ws = vim.fn.resolve(ws)
+  local created = call(methods.SessionCreate, { workspace = ws, model = "deepseek-chat" })
+  vim.cmd("Dsh open " .. created.sessionId)
+  local t = wait_current(function(c)
+    return c.session_id == created.sessionId
+  end, "the unpriced session's transcript")
+  script({ { content = "Hi." } })
+  vim.cmd("Dsh prompt hello")
+  wait_text(t, "━━ turn 1 completed")
+  H.wait_for(function()
+    return t.steps[1] and t.steps[1].row and t.steps[1].row.usage
+  end, 5000, "the session/usage refresh")
+  local result = call(methods.SessionUsage, { sessionId = t.session_id })
+  H.eq(nil, result.cost)
+  H.eq(nil, result.rows[1].cost)
+  local marks = H.usage_marks(t.buf)
+  H.eq(1, #marks)
+  H.eq(usage.format(result.rows[1].usage, result.rows[1].hitPercent), marks[1].text:sub(1, #usage.format(result.rows[1].usage, result.rows[1].hitPercent)))
+  H.eq(nil, marks[1].text:find("cost", 1, true), marks[1].text)
+  H.eq(nil, dsh.statusline():find("$", 1, true), dsh.statusline())
+  local text = table.concat(require("dsh.view").usage_lines(t.session_id, result), "\n")
+  H.contains(text, "cost unknown: no price configured")
+  H.eq(nil, text:find("$", 1, true), text)
+  local listed = call(methods.SessionList, { workspace = ws }).sessions[1]
+  H.eq(nil, listed.cost)
+  local line = require("dsh.view").session_line(listed)
+  H.eq(nil, line:find("$", 1, true), line)
+  H.contains(line, " · deepseek/deepseek-chat · ")
 end)
 
 test("e2e: teardown (daemon shutdown, mock stopped)", function()

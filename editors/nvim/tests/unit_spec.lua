@@ -48,6 +48,67 @@ test("usage: status line shows the live step and totals", function()
   H.eq("dsh · ▶ step 4 · 31k prompt · 28k cached · 812 out · 90% hit", s)
 end)
 
+test("usage: money is rounded to the millionth, trailing zeros cut to two decimals, as `dsh usage` prints it", function()
+  -- The CLI's own examples (server/cli/src/text.rs).
+  H.eq("$0.000335", usage.money(0.0003353, "USD"))
+  H.eq("$0.14", usage.money(0.14, "USD"))
+  H.eq("0.0028 CNY", usage.money(0.0028, "CNY"))
+  H.eq("$0.00", usage.money(0, "USD"))
+  H.eq("12.50 EUR", usage.money(12.5, "EUR"))
+  H.eq("$0.000001", usage.money(0.0000005000001, "USD"))
+  -- An exact tie rounds to the even digit, as Rust's `{:.6}` does.
+  H.eq("$0.007812", usage.money(0.0078125, "USD"))
+  H.eq("$0.023438", usage.money(0.0234375, "USD"))
+  H.eq(nil, usage.cost(nil))
+end)
+
+test("usage: the CLI's hand-computed usage table, in the plugin's figures", function()
+  -- server/cli/src/text.rs: at $0.0028 / $0.14 / $0.28 per million, step 1 = (10,000 × 0.14 +
+  -- 500 × 0.28) / 10⁶ = $0.00154; step 2 = (9,984 × 0.0028 + 516 × 0.14 + 300 × 0.28) / 10⁶ =
+  -- $0.000184; the cache saved 9,984 × (0.14 − 0.0028) / 10⁶ = $0.00137.
+  local price = { cacheHit = 0.0028, cacheMiss = 0.14, output = 0.28, currency = "USD" }
+  local function row(step, prompt, hit, out)
+    local u = { promptTokens = prompt, cacheHitTokens = hit, cacheMissTokens = prompt - hit, completionTokens = out, reasoningTokens = 0 }
+    local amount = (hit * price.cacheHit + (prompt - hit) * price.cacheMiss + out * price.output) / 1e6
+    local saved = (prompt * price.cacheMiss + out * price.output) / 1e6 - amount
+    return { step = step, turn = 1, seq = step * 10, usage = u, hitPercent = usage.hit_percent(u), dropped = false, causes = {}, explanation = "", profile = "deepseek", model = "deepseek-v4-flash", cost = { amount = amount, saved = saved, currency = "USD" } }
+  end
+  local rows = { row(1, 10000, 0, 500), row(2, 10500, 9984, 300) }
+  local cost = { amount = rows[1].cost.amount + rows[2].cost.amount, saved = rows[1].cost.saved + rows[2].cost.saved, currency = "USD" }
+  local result = { rows = rows, totals = { promptTokens = 20500, cacheHitTokens = 9984, cacheMissTokens = 10516, completionTokens = 800, reasoningTokens = 0 }, cost = cost, prices = { { profile = "deepseek", model = "deepseek-v4-flash", price = price } }, contextWindow = 1048576 }
+  local view = require("dsh.view")
+  H.eq({
+    "# Usage — session s1",
+    "",
+    "step   1  turn  1  seq    10  10,000 prompt · 0 cached · 10,000 new · 500 out · 0% hit · $0.00154 cost",
+    "step   2  turn  1  seq    20  10,500 prompt · 9,984 cached · 516 new · 300 out · 95% hit · $0.000184 cost",
+    "",
+    "total  20,500 prompt · 9,984 cached · 10,516 new · 800 out · 49% hit · $0.001724 cost",
+    "cost $0.001724 · the cache saved $0.00137 (the same tokens at the cache-miss price: $0.003094)",
+    "prices of deepseek/deepseek-v4-flash per million tokens: cache hit $0.0028, cache miss $0.14, output $0.28",
+  }, view.usage_lines("s1", result))
+  H.eq("dsh · step 2 · 21k prompt · 10.0k cached · 800 out · 49% hit · $0.001724", usage.statusline({ step = 2, totals = result.totals, cost = cost }))
+  -- Without a price: no cost, never $0.
+  rows[2].cost = nil
+  local lines = view.usage_lines("s1", { rows = rows, totals = result.totals, prices = {} })
+  H.eq("step   2  turn  1  seq    20  10,500 prompt · 9,984 cached · 516 new · 300 out · 95% hit", lines[4])
+  H.eq("total  20,500 prompt · 9,984 cached · 10,516 new · 800 out · 49% hit", lines[6])
+  H.eq("cost unknown: no price configured for a model of this session (see `dsh config`)", lines[7])
+  H.eq(7, #lines)
+  local chunks = usage.virt_text(rows[2].usage, rows[2])
+  H.eq(nil, chunks[1][1]:find("cost", 1, true))
+end)
+
+test("sessions: each session's line shows its total cost and its profile/model", function()
+  local view = require("dsh.view")
+  local s = { sessionId = "ok", workspace = "/w", createdMs = 0, updatedMs = 0, turns = 1, steps = 2, running = false, title = "hello", profile = "deepseek", model = "deepseek-v4-flash", cost = { amount = 0.001724, saved = 0.00137, currency = "USD" } }
+  H.contains(view.session_line(s), " · $0.001724 · deepseek/deepseek-v4-flash · ok")
+  s.cost = nil
+  local line = view.session_line(s)
+  H.eq(nil, line:find("$", 1, true), line)
+  H.contains(line, " · deepseek/deepseek-v4-flash · ok")
+end)
+
 -- A synthetic log, shaped like the daemon's (see protocol.generated.ts `LogEvent`).
 local function events(session)
   local list = {

@@ -4,8 +4,8 @@
 // Chromium, and lets the driver (`DSH_E2E_RESULTS`) drive the extension through the scenario of
 // issue 7 against the real daemon, from outside: its commands and the test API its `activate()`
 // returns. The harness plays the user where a person would click: "Allow" on the approval
-// notification. Then it checks what the page shows (the transcript webview's per-step usage, the
-// status bar), takes a screenshot, prints every check and `N passed, N failed`, and exits non-zero
+// notification. Then it checks what the page shows (the transcript webview's per-step usage and
+// cost, the session's cost, the status bar), takes a screenshot, prints every check and `N passed, N failed`, and exits non-zero
 // on failure.
 //
 // Usage: node e2e/run.mjs --vsix dsh-vscode.vsix --driver e2e/driver/dsh-vscode-e2e-driver.vsix
@@ -200,7 +200,8 @@ async function main() {
   await browser.close();
 }
 
-/** What the user sees: the transcript webview's usage badges and the status bar. */
+/** What the user sees: the transcript webview's usage badges (with each step's cost, computed
+ * here from its usage and the prices the daemon used), the session's cost and the status bar. */
 async function checkPage(page, expect) {
   const frame = await findFrame(page, "#main section.step", 20_000);
   check("the transcript webview renders in the page", frame !== undefined);
@@ -209,10 +210,15 @@ async function checkPage(page, expect) {
   }
   await frame.locator(`[data-usage="${expect.usage.rows.at(-1)?.step ?? 1}"]`).first().waitFor({ timeout: 10_000 }).catch(() => undefined);
   let mismatches = [];
+  let total = 0;
+  const currency = expect.usage.prices[0]?.price.currency ?? "USD";
   for (const row of expect.usage.rows) {
     if (!row.usage) {
       continue;
     }
+    const used = expect.usage.prices.find((p) => p.profile === (row.profile ?? "deepseek") && p.model === row.model);
+    const cost = used ? costOf(row.usage, used.price) : undefined;
+    total += cost ?? 0;
     const badge = frame.locator(`[data-usage="${row.step}"]`).first();
     const text = (await badge.count()) ? (await badge.innerText()).replace(/\s+/g, " ").trim() : "(missing)";
     const want = [
@@ -221,12 +227,16 @@ async function checkPage(page, expect) {
       `${fmt(row.usage.cacheMissTokens)} new`,
       `${fmt(row.usage.completionTokens)} out`,
       `${row.hitPercent.toFixed(1)}% hit`,
+      ...(cost === undefined ? [] : [`${money(cost, used.price.currency)} cost`]),
     ].join(" · ");
     if (text !== want) {
       mismatches.push(`step ${row.step}: page shows "${text}", session/usage says "${want}"`);
     }
   }
-  check("the page shows each step's usage equal to session/usage", mismatches.length === 0, mismatches.join("; ") || `${expect.usage.rows.length} steps`);
+  check("the page shows each step's usage and cost equal to session/usage at its prices", mismatches.length === 0, mismatches.join("; ") || `${expect.usage.rows.length} steps`);
+  const totals = frame.locator("[data-totals]").first();
+  const totalsText = (await totals.count()) ? (await totals.innerText()).replace(/\s+/g, " ").trim() : "(missing)";
+  check("the page shows the session's cost", expect.usage.prices.length > 0 && totalsText.endsWith(`${money(total, currency)} cost`), `${totalsText}; the usage at the prices: ${money(total, currency)}`);
   const dropped = expect.usage.rows.find((r) => r.dropped);
   if (dropped) {
     const body = await frame.locator("#main").innerText();
@@ -363,6 +373,20 @@ async function findFrame(page, selector, ms) {
 
 function fmt(n) {
   return Math.round(n).toLocaleString("en-US");
+}
+
+/** A step's cost (docs/config.md): hits, misses and output at their prices per million tokens. */
+function costOf(usage, price) {
+  return (usage.cacheHitTokens * price.cacheHit + (usage.promptTokens - usage.cacheHitTokens) * price.cacheMiss + usage.completionTokens * price.output) / 1_000_000;
+}
+
+/** Money as `dsh usage` prints it: to the millionth, trailing zeros cut down to two decimals. */
+function money(amount, currency) {
+  let digits = amount.toFixed(6);
+  while (digits.endsWith("0") && digits.length > digits.indexOf(".") + 3) {
+    digits = digits.slice(0, -1);
+  }
+  return currency === "USD" ? `$${digits}` : `${digits} ${currency}`;
 }
 
 function readJson(p) {

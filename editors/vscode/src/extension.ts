@@ -148,7 +148,7 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
       steps.map((st) => ({
         label: `Step ${st.step}`,
         description: `turn ${st.turn} · seq ${st.seq}`,
-        detail: st.usage ? formatUsage(st.usage, st.row?.hitPercent ?? hitPercent(st.usage)) : st.state,
+        detail: st.usage ? formatUsage(st.usage, st.row?.hitPercent ?? hitPercent(st.usage), st.row?.usage ? st.row.cost : undefined) : st.state,
         step: st.step,
       })),
       { placeHolder },

@@ -3,7 +3,7 @@
 // Buttons carry `data-action` and `data-step`; the webview script posts them to the extension.
 
 import type { Entry, StepView, ToolCallView, Transcript } from "./transcript";
-import { dropExplanation, formatTokens, hitClass, hitPercent, usageParts } from "./usage";
+import { dropExplanation, formatMoney, formatTokens, hitClass, hitPercent, usageParts } from "./usage";
 
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
@@ -28,12 +28,20 @@ function renderHeader(t: Transcript): string {
     : "";
   const totals = t.totals;
   const state = t.running ? `<span class="running">● running</span>` : "";
+  const cost = t.sessionCost;
+  // What the cache saved and the prices behind the figures, as `dsh usage` names them.
+  const money = cost
+    ? `<div class="money" data-money>the cache saved <b data-saved>${escapeHtml(formatMoney(cost.saved, cost.currency))}</b>` +
+      t.prices.map((p) => ` · <span class="prices" title="per million tokens: cache hit ${escapeHtml(formatMoney(p.price.cacheHit, p.price.currency))}, cache miss ${escapeHtml(formatMoney(p.price.cacheMiss, p.price.currency))}, output ${escapeHtml(formatMoney(p.price.output, p.price.currency))}">${escapeHtml(`${p.profile}/${p.model}`)} prices (${escapeHtml(p.price.currency)})</span>`).join("") +
+      `</div>`
+    : "";
   return (
     `<header class="session" data-session="${escapeHtml(t.sessionId)}">` +
     `<div class="title">${escapeHtml(t.title ?? "New session")}</div>` +
     `<div class="meta"><code>${escapeHtml(t.sessionId)}</code> ${fork} ${state}</div>` +
     `<div class="totals usage ${hitClass(totals.promptTokens ? totals : undefined)}" data-totals>` +
-    `Σ ${usageBadgeInner(totals, hitPercent(totals))}</div>` +
+    `Σ ${usageBadgeInner(totals, hitPercent(totals), cost)}</div>` +
+    money +
     `</header>`
   );
 }
@@ -78,7 +86,7 @@ export function renderStep(_t: Transcript, s: StepView): string {
   const cls = hitClass(usage, s.row);
   const why = dropExplanation(s.row);
   const badge = usage
-    ? `<span class="usage ${cls}" data-usage="${s.step}" title="${escapeHtml(why ?? "")}">${usageBadgeInner(usage, s.row?.hitPercent ?? hitPercent(usage))}</span>`
+    ? `<span class="usage ${cls}" data-usage="${s.step}" title="${escapeHtml(why ?? "")}">${usageBadgeInner(usage, s.row?.hitPercent ?? hitPercent(usage), s.row?.usage ? s.row.cost : undefined)}</span>`
     : s.state === "running"
       ? `<span class="usage none">streaming…</span>`
       : `<span class="usage none">no usage</span>`;
@@ -118,8 +126,8 @@ export function renderStep(_t: Transcript, s: StepView): string {
   );
 }
 
-function usageBadgeInner(u: import("./protocol.generated").Usage, hit: number): string {
-  return usageParts(u, hit)
+function usageBadgeInner(u: import("./protocol.generated").Usage, hit: number, cost?: import("./protocol.generated").Cost): string {
+  return usageParts(u, hit, cost)
     .map((p) => `<span class="part ${p.label}"><b>${p.value}</b> ${p.label}</span>`)
     .join(`<span class="sep"> · </span>`);
 }

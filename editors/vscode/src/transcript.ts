@@ -11,9 +11,11 @@ import type {
   CompactStart,
   CompactSummary,
   ContextMessage,
+  Cost,
   ForkOrigin,
   HeaderDelta,
   LlmRetry,
+  PriceUsed,
   RequestHeader,
   RequestSent,
   SessionEvent,
@@ -140,6 +142,10 @@ export class Transcript {
   running = false;
   /** Totals from the last `session/usage` (the daemon's sums, for checking). */
   usageTotals?: Usage;
+  /** The session's cost from the last `session/usage` (absent: a step without a known price). */
+  cost?: Cost;
+  /** The prices that cost was computed from, one per profile and model the session ran on. */
+  prices: PriceUsed[] = [];
   private readonly calls = new Map<string, { step: StepView; call: ToolCallView }>();
   private readonly approvals = new Map<string, ApprovalView>();
   private readonly unlandedSteering: Array<Extract<Entry, { kind: "steering" }>> = [];
@@ -166,6 +172,15 @@ export class Transcript {
       }
     }
     return last;
+  }
+
+  /** The session's cost, when the last `session/usage` covered every finished step (a step
+   * that ended since shows no cost until the next answer, rather than a stale sum). */
+  get sessionCost(): Cost | undefined {
+    const t = this.totals;
+    const u = this.usageTotals;
+    const fresh = u !== undefined && u.promptTokens === t.promptTokens && u.cacheHitTokens === t.cacheHitTokens && u.completionTokens === t.completionTokens;
+    return fresh ? this.cost : undefined;
   }
 
   /** Sum of the usage of finished steps (what `session/usage` calls `totals`). */
@@ -487,6 +502,8 @@ export class Transcript {
       }
     }
     this.usageTotals = u.totals;
+    this.cost = u.cost;
+    this.prices = u.prices;
   }
 
   private turnFor(turn: number, seq: number): TurnView {

@@ -9,7 +9,7 @@ import { renderStep, renderTranscript } from "./render";
 import { renderSaw } from "./saw";
 import type { SessionManager } from "./sessions";
 import type { StepView, TurnView } from "./transcript";
-import { dropExplanation, formatPercent, formatTokens, formatUsage, hitClass, hitPercent, statusText, type HitClass } from "./usage";
+import { dropExplanation, formatCost, formatCostSaved, formatPercent, formatTokens, formatUsage, hitClass, hitPercent, sessionDescription, statusText, usageMarkdown, type HitClass } from "./usage";
 import { transcriptPage } from "./webview";
 
 // ---- Sessions tree ---------------------------------------------------------------------------
@@ -70,19 +70,17 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
         const item = new vscode.TreeItem(s.title ?? t?.title ?? s.sessionId, vscode.TreeItemCollapsibleState.Collapsed);
         item.id = `session:${s.sessionId}`;
         const running = t ? t.running : s.running;
-        const steps = t ? t.steps.size : s.steps;
         const totals = t?.totals;
-        item.description =
-          (s.forkedFrom ? "fork · " : "") +
-          `${steps} step${steps === 1 ? "" : "s"}` +
-          (totals && totals.promptTokens ? ` · hit ${formatPercent(hitPercent(totals))}` : s.lastUsage ? ` · last hit ${formatPercent(hitPercent(s.lastUsage))}` : "") +
-          (running ? " · running" : "");
+        item.description = sessionDescription(s, t ? { steps: t.steps.size, totals: t.totals, running: t.running, cost: t.sessionCost } : undefined);
+        const cost = t?.sessionCost ?? s.cost;
         item.tooltip = new vscode.MarkdownString(
           `**${escapeMd(s.title ?? "(no prompt yet)")}**\n\n` +
             `id \`${s.sessionId}\`  \nworkspace \`${s.workspace}\`  \n` +
             (s.forkedFrom ? `forked from \`${s.forkedFrom.sessionId}\` before seq ${s.forkedFrom.seq}  \n` : "") +
+            (s.profile || s.model ? `profile \`${s.profile ?? "deepseek"}\` · model \`${s.model ?? "?"}\`  \n` : "") +
             `${s.turns} turns · ${s.steps} steps · updated ${new Date(s.updatedMs).toLocaleString()}` +
-            (totals && totals.promptTokens ? `\n\nΣ ${formatUsage(totals)}` : ""),
+            (totals && totals.promptTokens ? `\n\nΣ ${formatUsage(totals)}` : "") +
+            (cost ? `\n\n${formatCostSaved(cost)}` : s.lastUsage ? "\n\ncost unknown: no price configured for a model of this session" : ""),
         );
         item.iconPath = new vscode.ThemeIcon(running ? "sync~spin" : s.forkedFrom ? "repo-forked" : "comment-discussion");
         item.contextValue = "session";
@@ -104,13 +102,15 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
         const usage = s.row?.usage ?? s.usage;
         const item = new vscode.TreeItem(`Step ${s.step}`, vscode.TreeItemCollapsibleState.None);
         item.id = `step:${n.sessionId}:${s.step}`;
-        item.description = usage ? formatUsage(usage, s.row?.hitPercent ?? hitPercent(usage)) : s.state === "running" ? "running…" : s.state;
+        const cost = s.row?.usage ? s.row.cost : undefined;
+        item.description = usage ? formatUsage(usage, s.row?.hitPercent ?? hitPercent(usage), cost) : s.state === "running" ? "running…" : s.state;
         const why = dropExplanation(s.row);
         item.tooltip = new vscode.MarkdownString(
           `**Step ${s.step}** (turn ${s.turn}, seq ${s.seq})\n\n` +
             (usage
-              ? `| prompt | cached | new | out | hit |\n|---:|---:|---:|---:|---:|\n| ${formatTokens(usage.promptTokens)} | ${formatTokens(usage.cacheHitTokens)} | ${formatTokens(usage.cacheMissTokens)} | ${formatTokens(usage.completionTokens)} | ${formatPercent(s.row?.hitPercent ?? hitPercent(usage))} |\n\n`
+              ? `| prompt | cached | new | out | hit | cost |\n|---:|---:|---:|---:|---:|---:|\n| ${formatTokens(usage.promptTokens)} | ${formatTokens(usage.cacheHitTokens)} | ${formatTokens(usage.cacheMissTokens)} | ${formatTokens(usage.completionTokens)} | ${formatPercent(s.row?.hitPercent ?? hitPercent(usage))} | ${formatCost(cost) ?? "–"} |\n\n`
               : "") +
+            (cost ? `${formatCostSaved(cost)}${s.row?.model ? ` at the prices of ${escapeMd(`${s.row.profile ?? "deepseek"}/${s.row.model}`)}` : ""}\n\n` : "") +
             (why ? `${s.row?.dropped ? "⚠ " : ""}${escapeMd(why)}\n\n` : "") +
             (s.error ? `${s.state}: ${escapeMd(s.error)}` : ""),
         );
@@ -368,11 +368,14 @@ export class StatusBar implements vscode.Disposable {
     }
     const last = t.lastStep;
     const running = t.running && last?.state === "running";
-    this.item.text = `${running ? "$(sync~spin)" : "$(hubot)"} dsh ${statusText(last ? { step: last.step, usage: last.usage, running, state: last.state } : undefined, t.totals)}`;
+    const cost = t.sessionCost;
+    this.item.text = `${running ? "$(sync~spin)" : "$(hubot)"} dsh ${statusText(last ? { step: last.step, usage: last.usage, running, state: last.state } : undefined, t.totals, cost)}`;
     const md = new vscode.MarkdownString(
       `**${escapeMd(t.title ?? t.sessionId)}**\n\n` +
-        (last?.usage ? `step ${last.step}: ${formatUsage(last.usage, last.row?.hitPercent ?? hitPercent(last.usage))}\n\n` : "") +
-        `Σ ${formatUsage(t.totals)}\n\nClick for the usage table.`,
+        (last?.usage ? `step ${last.step}: ${formatUsage(last.usage, last.row?.hitPercent ?? hitPercent(last.usage), last.row?.usage ? last.row.cost : undefined)}\n\n` : "") +
+        `Σ ${formatUsage(t.totals, hitPercent(t.totals), cost)}\n\n` +
+        (cost ? `${formatCostSaved(cost)}\n\n` : "") +
+        `Click for the usage table.`,
     );
     this.item.tooltip = md;
   }
@@ -403,17 +406,7 @@ export class SawProvider implements vscode.TextDocumentContentProvider {
       const client = await this.conn.get();
       let text: string;
       if (file === "usage.md") {
-        const u = await client.usage(sessionId);
-        const lines = [`# Usage — session ${sessionId}`, "", "| turn | step | prompt | cached | new | out | hit | cause of a cache drop |", "|---:|---:|---:|---:|---:|---:|---:|---|"];
-        for (const r of u.rows) {
-          const x = r.usage;
-          lines.push(
-            `| ${r.turn} | ${r.step} | ${x ? formatTokens(x.promptTokens) : "–"} | ${x ? formatTokens(x.cacheHitTokens) : "–"} | ${x ? formatTokens(x.cacheMissTokens) : "–"} | ${x ? formatTokens(x.completionTokens) : "–"} | ${x ? formatPercent(r.hitPercent) : "–"} | ${r.dropped ? "⚠ " : ""}${r.explanation} |`,
-          );
-        }
-        const t = u.totals;
-        lines.push(`| | **total** | ${formatTokens(t.promptTokens)} | ${formatTokens(t.cacheHitTokens)} | ${formatTokens(t.cacheMissTokens)} | ${formatTokens(t.completionTokens)} | ${formatPercent(hitPercent(t))} | |`, "");
-        text = lines.join("\n");
+        text = usageMarkdown(sessionId, await client.usage(sessionId));
       } else {
         const m = /^step-(\d+)\.md$/.exec(file ?? "");
         if (!m) {

@@ -38,6 +38,8 @@ section.step.cancelled, section.step.error { border-color: var(--hit-low); }
 .usage.high { color: var(--hit-high); } .usage.mid { color: var(--hit-mid); } .usage.low { color: var(--hit-low); }
 .usage.cold { color: var(--hit-cold); } .usage.none { opacity: .6; border-style: dashed; }
 header .totals { display: inline-block; }
+header .money { font-size: .85em; opacity: .8; margin-top: 4px; }
+.usage .part.cost b { font-weight: 700; }
 .actions { margin-left: auto; display: flex; gap: 4px; }
 button { background: var(--vscode-button-secondaryBackground, #3a3d41); color: var(--vscode-button-secondaryForeground, #fff);
   border: none; border-radius: 3px; padding: 1px 8px; cursor: pointer; font-size: .85em; }

@@ -5,7 +5,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { Transform, Writable } from "node:stream";
 import * as path from "node:path";
 import { DshClient, DshStartError, RpcError, describeError } from "../src/daemon";
@@ -14,7 +14,8 @@ import { renderTranscript } from "../src/render";
 import { CONNECTION_CLOSED, RpcClient } from "../src/rpc";
 import { renderSaw } from "../src/saw";
 import { Transcript, approvalChoices } from "../src/transcript";
-import { cleanup, dshBin, hasStdio, makeWorkspace, Mock, tempDir, until } from "./support";
+import { formatMoney, sessionDescription, statusText, stepAnnotation, usageMarkdown } from "../src/usage";
+import { cleanup, dshBin, expectedCost, hasStdio, makeWorkspace, Mock, tempDir, until } from "./support";
 
 const daemon = hasStdio();
 const skip = daemon ? false : `${dshBin()} has no \`stdio\` subcommand yet (the daemon has not landed)`;
@@ -118,6 +119,91 @@ describe("against the daemon and the mock", { skip }, () => {
     assert.equal(mine.steps, 1);
     assert.match(mine.title ?? "", /greet/);
     await s.dispose();
+  });
+
+  test("cost: every view shows each step's and the session's cost as the usage at the profile's prices", async () => {
+    await mock.script([
+      { reasoning: "Read it.", tool_calls: [{ name: "read_file", arguments: { path: "src/greet.sh" } }] },
+      { content: "It prints Helo." },
+    ]);
+    const s = await openSession();
+    const result = await client.prompt(s.id, "What does src/greet.sh print?");
+    assert.equal(result.stopReason, "completed");
+    const usage = await client.usage(s.id);
+    s.t.applyUsage(usage);
+    assert.equal(usage.rows.length, 2);
+    // The session ran on the default profile; the daemon names the prices it used.
+    assert.equal(usage.prices.length, 1);
+    const used = usage.prices[0];
+    assert.deepEqual([used.profile, used.model], ["deepseek", "deepseek-v4-flash"]);
+    const price = used.price;
+    assert.ok(price.cacheHit < price.cacheMiss, `prices ${JSON.stringify(price)}`);
+    const money = (amount: number) => formatMoney(amount, price.currency);
+    const html = renderTranscript(s.t);
+    const table = usageMarkdown(s.id, usage);
+    let amount = 0;
+    let saved = 0;
+    for (const row of usage.rows) {
+      const want = expectedCost(row.usage!, price);
+      amount += want.amount;
+      saved += want.saved;
+      assert.ok(Math.abs(row.cost!.amount - want.amount) < 1e-12, `step ${row.step}: the daemon says ${row.cost!.amount}, the usage at the prices ${want.amount}`);
+      const shown = money(want.amount);
+      // The transcript's step badge, the tree's description (and the step picker), the table.
+      const section = html.slice(html.indexOf(`id="step-${row.step}"`));
+      const badge = section.slice(0, section.indexOf("</section>"));
+      assert.ok(badge.includes(`<b>${shown}</b> cost`), `step ${row.step}: ${shown} not in ${badge}`);
+      assert.ok(stepAnnotation(row.usage, row).includes(` · cost ${shown}`), stepAnnotation(row.usage, row));
+      assert.ok(table.includes(`| ${row.turn} | ${row.step} |`) && table.split("\n").some((l) => l.startsWith(`| ${row.turn} | ${row.step} |`) && l.includes(`| ${shown} |`)), `step ${row.step} in\n${table}`);
+    }
+    // The second step read the first one's prefix from the cache: it saved something.
+    assert.ok(usage.rows[1].usage!.cacheHitTokens > 0 && saved > 0, `saved ${saved}`);
+    assert.ok(Math.abs(usage.cost!.amount - amount) < 1e-12 && Math.abs(usage.cost!.saved - saved) < 1e-12, JSON.stringify(usage.cost));
+    // The session: the transcript's totals, what the cache saved, the prices, the status bar.
+    const header = html.slice(0, html.indexOf("</header>"));
+    assert.ok(header.includes(`<b>${money(amount)}</b> cost`), header);
+    assert.ok(header.includes(`<b data-saved>${money(saved)}</b>`) && header.includes("deepseek/deepseek-v4-flash prices (USD)"), header);
+    assert.ok(table.includes(`cost ${money(amount)} · the cache saved ${money(saved)} (the same tokens at the cache-miss price: ${money(amount + saved)})`), table);
+    assert.ok(table.includes(`prices of deepseek/deepseek-v4-flash per million tokens: cache hit ${money(price.cacheHit)}, cache miss ${money(price.cacheMiss)}, output ${money(price.output)}`), table);
+    assert.ok(statusText(undefined, s.t.totals, s.t.sessionCost).endsWith(` · ${money(amount)}`));
+    // The session list: its total cost and its profile/model.
+    const listed = (await client.listSessions(ws)).sessions.find((x) => x.sessionId === s.id)!;
+    assert.ok(Math.abs(listed.cost!.amount - amount) < 1e-12, JSON.stringify(listed.cost));
+    const description = sessionDescription(listed);
+    assert.ok(description.includes(` · ${money(amount)} · `) && description.endsWith(" · deepseek/deepseek-v4-flash"), description);
+    await s.dispose();
+  });
+
+  test("cost: a model without a price shows no cost anywhere, never zero", async () => {
+    // The workspace's configuration adds a model the mock serves, without a price.
+    const unpriced = makeWorkspace();
+    mkdirSync(path.join(unpriced, ".dsh"));
+    writeFileSync(path.join(unpriced, ".dsh", "config.toml"), "[providers.deepseek.models.deepseek-chat]\ncontext_window = 131072\nthinking = false\n");
+    try {
+      await mock.script([{ content: "Hi." }]);
+      const { sessionId } = await client.createSession(unpriced, "deepseek-chat");
+      const t = new Transcript(sessionId);
+      const sub = await client.subscribe(sessionId, 0, (e) => t.apply(e));
+      assert.equal((await client.prompt(sessionId, "hello")).stopReason, "completed");
+      await until(() => t.turns[0]?.end !== undefined, "turn/end");
+      const usage = await client.usage(sessionId);
+      t.applyUsage(usage);
+      assert.ok(usage.rows[0].usage, "the step has usage");
+      assert.equal(usage.rows[0].cost, undefined);
+      assert.equal(usage.cost, undefined);
+      const html = renderTranscript(t);
+      assert.ok(!html.includes("cost") && !html.includes("$"), html);
+      assert.ok(!stepAnnotation(usage.rows[0].usage, usage.rows[0]).includes("cost"));
+      const table = usageMarkdown(sessionId, usage);
+      assert.ok(table.includes("cost unknown: no price configured") && !table.includes("$"), table);
+      const listed = (await client.listSessions(unpriced)).sessions.find((x) => x.sessionId === sessionId)!;
+      assert.equal(listed.cost, undefined);
+      const description = sessionDescription(listed);
+      assert.ok(!description.includes("$") && description.endsWith(" · deepseek/deepseek-chat"), description);
+      await sub.dispose();
+    } finally {
+      cleanup(unpriced);
+    }
   });
 
   test("a second prompt while a turn runs is refused as busy; steering lands in the next step", async () => {

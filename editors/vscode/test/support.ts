@@ -5,6 +5,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
+import type { Price, Usage } from "../src/protocol.generated";
 
 /** The dsh binary: `$DSH_BIN`, else the workspace's debug build. */
 export function dshBin(): string {
@@ -106,4 +107,18 @@ export async function until(pred: () => boolean, what: string, ms = 15_000): Pro
     }
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/**
+ * A step's cost as docs/config.md defines it, computed here from its usage and the prices the
+ * daemon said it used: cache hits at the hit price, misses at the miss price, output at the
+ * output price, per million tokens; saved is the same step with every input token at the miss
+ * price, minus the cost. The views must show these figures, not merely echo the daemon's.
+ */
+export function expectedCost(u: Usage, p: Price): { amount: number; saved: number } {
+  const miss = u.promptTokens - u.cacheHitTokens;
+  const output = u.completionTokens * p.output;
+  const amount = (u.cacheHitTokens * p.cacheHit + miss * p.cacheMiss + output) / 1_000_000;
+  const uncached = (u.promptTokens * p.cacheMiss + output) / 1_000_000;
+  return { amount, saved: uncached - amount };
 }

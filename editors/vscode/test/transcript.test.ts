@@ -11,8 +11,8 @@ import type { SessionEvent, SessionRequestResult, SessionUsageResult } from "../
 import { renderSaw } from "../src/saw";
 import { renderTranscript } from "../src/render";
 import { Transcript, approvalChoices } from "../src/transcript";
-import { formatUsage } from "../src/usage";
-import { cleanup, dshBin } from "./support";
+import { formatMoney, formatUsage, stepAnnotation, usageMarkdown } from "../src/usage";
+import { cleanup, dshBin, expectedCost } from "./support";
 
 let root = "";
 let home = "";
@@ -141,6 +141,44 @@ test("per-step usage equals the daemon's usage table, with the drop cause named"
   assert.ok(html.includes('class="usage low"'), "the drop is colored low");
   assert.ok(html.includes('class="usage high"'), "cached steps are colored high");
   assert.ok(html.includes('class="usage cold"'), "the first request is cold");
+});
+
+test("every cost the editor shows is the one `dsh usage` prints and the usage at the prices used", () => {
+  const usage = JSON.parse(dsh("--json", "usage", sessionId)) as SessionUsageResult;
+  // The CLI's table: `turn step prompt cached new out hit% cost  cause`.
+  const cli = dsh("usage", sessionId).split("\n");
+  const cliCost = new Map<number, string>();
+  for (const line of cli) {
+    const m = /^\s*\d+\s+(\d+)\s+\d+\s+\d+\s+\d+\s+\d+\s+[\d.]+%\s+(\S+)/.exec(line);
+    if (m) {
+      cliCost.set(Number(m[1]), m[2]);
+    }
+  }
+  assert.equal(cliCost.size, usage.rows.length, cli.join("\n"));
+  const t = new Transcript(sessionId);
+  t.applyAll(events);
+  t.applyUsage(usage);
+  const html = renderTranscript(t);
+  const table = usageMarkdown(sessionId, usage);
+  for (const row of usage.rows) {
+    const used = usage.prices.find((p) => p.profile === (row.profile ?? "deepseek") && p.model === row.model);
+    assert.ok(used, `the prices of step ${row.step}'s ${row.profile}/${row.model}`);
+    const shown = cliCost.get(row.step)!;
+    assert.equal(formatMoney(expectedCost(row.usage!, used.price).amount, used.price.currency), shown, `step ${row.step}`);
+    const section = html.slice(html.indexOf(`id="step-${row.step}"`));
+    assert.ok(section.slice(0, section.indexOf("</section>")).includes(`<b>${shown}</b> cost`), `step ${row.step}: ${shown} in the transcript`);
+    assert.ok(stepAnnotation(row.usage, row).includes(` · cost ${shown}`), stepAnnotation(row.usage, row));
+    assert.ok(table.split("\n").some((l) => l.startsWith(`| ${row.turn} | ${row.step} |`) && l.includes(`| ${shown} |`)), `step ${row.step} in the table`);
+  }
+  // The session's line, word for word as the CLI prints it, and its prices.
+  const costLine = cli.find((l) => l.startsWith("cost "));
+  assert.ok(costLine && table.includes(costLine), `${costLine} in\n${table}`);
+  for (const line of cli.filter((l) => l.startsWith("prices of "))) {
+    assert.ok(table.includes(line), line);
+  }
+  const total = /^\s+total\s+.*%\s+(\S+)$/m.exec(cli.join("\n"))![1];
+  const header = html.slice(0, html.indexOf("</header>"));
+  assert.ok(header.includes(`<b>${total}</b> cost`), `${total} in ${header}`);
 });
 
 test("what the model saw renders header, system prompt, tools, messages with seqs and the wire body", () => {

@@ -402,7 +402,7 @@ end
 -- Status line ---------------------------------------------------------------------------------
 
 --- A status line component: the live step and the session totals of the current (or last)
---- transcript, e.g. `dsh · ▶ step 4 · 31k prompt · 28k cached · 812 out · 90% hit`.
+--- transcript, e.g. `dsh · ▶ step 4 · 31k prompt · 28k cached · 812 out · 90% hit · $0.000726`.
 --- Use it as `%{%v:lua.require'dsh'.statusline()%}` or in a status line plugin.
 ---@return string
 function M.statusline()
@@ -410,7 +410,7 @@ function M.statusline()
   if not t then
     return ""
   end
-  return usage.statusline({ step = t.cur_step, running = t.running, totals = t.totals })
+  return usage.statusline({ step = t.cur_step, running = t.running, totals = t.totals, cost = t.cost })
 end
 
 return M

@@ -35,6 +35,8 @@ M.by_session = {}
 ---@field running boolean
 ---@field turn? integer
 ---@field totals? dsh.Usage
+---@field cost? dsh.Cost what the finished steps cost (nil: a step without a known price)
+---@field prices? dsh.PriceUsed[] the prices that cost was computed from
 ---@field stream? { step: integer, kind: string, index?: integer }
 ---@field tool_lines table<string, integer>
 ---@field chunked table<integer, boolean>
@@ -384,6 +386,8 @@ function Transcript:apply_usage(result)
     end
   end
   self.totals = result.totals
+  self.cost = result.cost
+  self.prices = result.prices
   self:_changed()
 end
 

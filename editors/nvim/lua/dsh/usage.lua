@@ -1,6 +1,74 @@
---- Usage formatting: `prompt · cached · new · out · hit %` for a step, its highlight by hit ratio,
---- the cause of a cache collapse, and the status line summary. Pure functions, no state.
+--- Usage formatting: `prompt · cached · new · out · hit % · cost` for a step, its highlight by hit
+--- ratio, the cause of a cache collapse, money as `dsh usage` prints it, and the status line
+--- summary. Pure functions, no state.
 local M = {}
+
+--- `("%.6f"):format(x)`, except that a value exactly halfway rounds to the even digit, as Rust's
+--- `{:.6}` does, where LuaJIT rounds it away from zero: 0.0078125 is `0.007812`. Without this a
+--- cost on such a tie would read one millionth apart from `dsh usage`.
+---@param x number
+---@return string
+local function fixed6(x)
+  local rounded = ("%.6f"):format(x)
+  -- The exact decimal value of the double (a tie has only seven fractional digits).
+  local exact = ("%.99f"):format(x)
+  local cut = exact:find(".", 1, true) + 6
+  if not exact:sub(cut + 1):match("^50*$") then
+    return rounded
+  end
+  local truncated = exact:sub(1, cut)
+  return tonumber(truncated:sub(-1)) % 2 == 0 and truncated or rounded
+end
+
+--- An amount of money as `dsh usage` prints it (the CLI's `money()`): rounded to the millionth,
+--- trailing zeros cut down to two decimals; dollars with `$` in front, any other currency named
+--- after the number. `$0.000335`, `$0.14`, `0.0028 CNY`.
+---@param amount number
+---@param currency string
+---@return string
+function M.money(amount, currency)
+  local digits = fixed6(amount)
+  local keep = (digits:find(".", 1, true) or #digits) + 2
+  while digits:sub(-1) == "0" and #digits > keep do
+    digits = digits:sub(1, -2)
+  end
+  if currency == "USD" then
+    return "$" .. digits
+  end
+  return digits .. " " .. currency
+end
+
+--- A cost as money, or nil when no price is known (never `$0` for an unknown price).
+---@param cost? dsh.Cost
+---@return string?
+function M.cost(cost)
+  if cost == nil or cost == vim.NIL then
+    return nil
+  end
+  return M.money(cost.amount, cost.currency)
+end
+
+--- `cost $0.001724 · the cache saved $0.00137`.
+---@param cost dsh.Cost
+---@return string
+function M.cost_saved(cost)
+  return ("cost %s · the cache saved %s"):format(M.money(cost.amount, cost.currency), M.money(cost.saved, cost.currency))
+end
+
+--- `prices of deepseek/deepseek-v4-flash per million tokens: cache hit $0.0028, cache miss
+--- $0.14, output $0.28` — the prices a usage view used, as `dsh usage` names them.
+---@param used dsh.PriceUsed
+---@return string
+function M.prices(used)
+  local p = used.price
+  return ("prices of %s/%s per million tokens: cache hit %s, cache miss %s, output %s"):format(
+    used.profile,
+    used.model,
+    M.money(p.cacheHit, p.currency),
+    M.money(p.cacheMiss, p.currency),
+    M.money(p.output, p.currency)
+  )
+end
 
 --- `12345` → `12,345`.
 ---@param n number?
@@ -48,21 +116,27 @@ function M.percent(pct)
   return ("%d%%"):format(math.floor(pct + 0.5))
 end
 
---- The step annotation: `1,234 prompt · 1,024 cached · 210 new · 52 out · 83% hit`.
---- `hit` defaults to the ratio computed from `usage` (what `session/usage` reports as
---- `hitPercent`).
+--- The step annotation: `1,234 prompt · 1,024 cached · 210 new · 52 out · 83% hit`, then
+--- ` · $0.000335 cost` when the step's price is known. `hit` defaults to the ratio computed from
+--- `usage` (what `session/usage` reports as `hitPercent`).
 ---@param usage dsh.Usage
 ---@param hit? number
+---@param cost? dsh.Cost
 ---@return string
-function M.format(usage, hit)
+function M.format(usage, hit, cost)
   hit = hit or M.hit_percent(usage)
-  return ("%s prompt · %s cached · %s new · %s out · %s hit"):format(
+  local text = ("%s prompt · %s cached · %s new · %s out · %s hit"):format(
     M.thousands(usage.promptTokens),
     M.thousands(usage.cacheHitTokens),
     M.thousands(usage.cacheMissTokens),
     M.thousands(usage.completionTokens),
     M.percent(hit)
   )
+  local money = M.cost(cost)
+  if money then
+    text = text .. " · " .. money .. " cost"
+  end
+  return text
 end
 
 --- The highlight group for a hit ratio: good (≥ 80 %), fair (≥ 40 %), poor.
@@ -111,7 +185,7 @@ end
 ---@return string[][]
 function M.virt_text(usage, row)
   local hit = row and row.hitPercent or M.hit_percent(usage)
-  local chunks = { { "  " .. M.format(usage, hit), M.hl_for(hit) } }
+  local chunks = { { "  " .. M.format(usage, hit, row and row.usage and row.cost or nil), M.hl_for(hit) } }
   if row then
     local cause = M.cause(row)
     if row.dropped and cause then
@@ -123,8 +197,8 @@ function M.virt_text(usage, row)
   return chunks
 end
 
---- The status line text for a session: live step and the totals.
----@param state { step?: integer, running?: boolean, totals?: dsh.Usage }
+--- The status line text for a session: live step, the totals and what they cost.
+---@param state { step?: integer, running?: boolean, totals?: dsh.Usage, cost?: dsh.Cost }
 ---@return string
 function M.statusline(state)
   local parts = { "dsh" }
@@ -139,6 +213,10 @@ function M.statusline(state)
       M.short(t.completionTokens),
       M.percent(M.hit_percent(t))
     ))
+    local money = M.cost(state.cost)
+    if money then
+      table.insert(parts, money)
+    end
   end
   return table.concat(parts, " · ")
 end

@@ -181,17 +181,29 @@ function M.session_line(s)
   if s.lastUsage then
     table.insert(parts, usage.percent(usage.hit_percent(s.lastUsage)) .. " hit")
   end
+  -- Its total cost (none when a step ran on a model without a price) and what it runs on.
+  local cost = usage.cost(s.cost)
+  if cost then
+    table.insert(parts, cost)
+  end
+  if s.model then
+    table.insert(parts, (s.profile and (s.profile .. "/") or "") .. s.model)
+  end
   table.insert(parts, s.sessionId)
   return table.concat(parts, " · ")
 end
 
---- `:Dsh usage`: the usage table.
+--- The lines of the usage table: each step's numbers and cost, the totals, the session's cost
+--- and what the cache saved, and the prices used — the figures `dsh usage` prints.
 ---@param session_id string
 ---@param result dsh.SessionUsageResult
-function M.show_usage(session_id, result)
+---@return string[]
+function M.usage_lines(session_id, result)
   local lines = { ("# Usage — session %s"):format(session_id), "" }
+  local any = false
   for _, row in ipairs(result.rows or {}) do
-    local text = row.usage and usage.format(row.usage, row.hitPercent) or "(did not finish)"
+    any = any or row.usage ~= nil
+    local text = row.usage and usage.format(row.usage, row.hitPercent, row.cost) or "(did not finish)"
     local line = ("step %3d  turn %2d  seq %5d  %s"):format(row.step, row.turn, row.seq, text)
     if row.dropped then
       line = line .. "  ▼ " .. (usage.cause(row) or "cache dropped")
@@ -199,7 +211,24 @@ function M.show_usage(session_id, result)
     table.insert(lines, line)
   end
   table.insert(lines, "")
-  table.insert(lines, "total  " .. usage.format(result.totals))
+  table.insert(lines, "total  " .. usage.format(result.totals, nil, result.cost))
+  if result.cost then
+    local c = result.cost
+    table.insert(lines, ("%s (the same tokens at the cache-miss price: %s)"):format(usage.cost_saved(c), usage.money(c.amount + c.saved, c.currency)))
+  elseif any then
+    table.insert(lines, "cost unknown: no price configured for a model of this session (see `dsh config`)")
+  end
+  for _, used in ipairs(result.prices or {}) do
+    table.insert(lines, usage.prices(used))
+  end
+  return lines
+end
+
+--- `:Dsh usage`: the usage table.
+---@param session_id string
+---@param result dsh.SessionUsageResult
+function M.show_usage(session_id, result)
+  local lines = M.usage_lines(session_id, result)
   local buf = M.scratch("dsh://usage/" .. session_id, lines)
   vim.cmd("split")
   vim.api.nvim_win_set_buf(0, buf)

@@ -15,7 +15,7 @@ import * as vscode from "vscode";
 import type { DshTestApi } from "../../../src/extension";
 import type { SessionPromptResult, SessionSummary, SessionUsageResult } from "../../../src/protocol.generated";
 import { Transcript } from "../../../src/transcript";
-import { formatUsage, hitPercent, usageParts } from "../../../src/usage";
+import { formatMoney, formatUsage, hitPercent, usageParts } from "../../../src/usage";
 import type { TreeNode } from "../../../src/views";
 
 type Check = { name: string; ok: boolean; detail: string; ms: number };
@@ -217,21 +217,41 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
     return row.explanation;
   });
 
-  await check("per-step usage in the transcript, the tree and the status bar equals session/usage", async () => {
+  await check("per-step usage and cost in the transcript, the tree and the status bar equal session/usage", async () => {
     usage = await (await api.client()).usage(id);
-    await until(() => [...tr.steps.values()].every((s) => s.row !== undefined), "usage rows", 5000);
+    const u = usage;
+    await until(() => [...tr.steps.values()].every((s) => s.row !== undefined) && tr.sessionCost !== undefined, "usage rows", 5000);
+    // Each step's cost, computed here from its usage and the prices the daemon says it used.
+    const costOf = (row: (typeof u.rows)[number]) => {
+      const used = u.prices.find((p) => p.profile === (row.profile ?? "deepseek") && p.model === row.model);
+      assert(used && row.usage, `no prices for step ${row.step}: ${JSON.stringify(u.prices)}`);
+      const x = row.usage;
+      const p = used.price;
+      const amount = (x.cacheHitTokens * p.cacheHit + (x.promptTokens - x.cacheHitTokens) * p.cacheMiss + x.completionTokens * p.output) / 1_000_000;
+      return { amount, text: formatMoney(amount, p.currency) };
+    };
     const page = html(id);
+    let total = 0;
     for (const row of usage.rows) {
       assert(row.usage, `step ${row.step} has no usage`);
+      const cost = costOf(row);
+      total += cost.amount;
+      assert(row.cost && row.cost.currency === usage.prices[0].price.currency, `step ${row.step} has no cost`);
       const section = page.slice(page.indexOf(`id="step-${row.step}"`));
-      for (const p of usageParts(row.usage, row.hitPercent)) {
+      for (const p of usageParts(row.usage, row.hitPercent, row.cost)) {
         assert(section.includes(`<b>${p.value}</b> ${p.label}`), `step ${row.step}: ${p.label} ${p.value} not in the transcript`);
       }
+      assert(section.includes(`<b>${cost.text}</b> cost`), `step ${row.step}: cost ${cost.text} not in the transcript`);
     }
-    // The tree: session → turn → step, each step's usage as its description.
+    const totalText = formatMoney(total, usage.prices[0].price.currency);
+    assert(page.slice(0, page.indexOf("</header>")).includes(`<b>${totalText}</b> cost`), `the session's cost ${totalText} is not in the transcript's header`);
+    // The tree: session → turn → step, each step's usage and cost as its description; the
+    // session's total cost and its profile/model on the session.
     const roots = await api.tree.getChildren();
     const root = roots.find((n) => n.kind === "session" && n.summary.sessionId === id);
     assert(root, "the session is not in the tree");
+    const rootText = String(api.tree.getTreeItem(root).description);
+    assert(rootText.includes(` · ${totalText}`) && rootText.includes("deepseek/deepseek-v4-flash"), `tree session: ${rootText} lacks ${totalText}`);
     const turns = await api.tree.getChildren(root);
     assert(turns.length === 2, `${turns.length} turns in the tree`);
     let seen = 0;
@@ -239,7 +259,8 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
       for (const stepNode of await api.tree.getChildren(turn)) {
         const item = api.tree.getTreeItem(stepNode);
         const row = usage.rows.find((r) => stepNode.kind === "step" && r.step === stepNode.step.step)!;
-        assert(item.description === formatUsage(row.usage!, row.hitPercent), `tree step ${row.step}: ${String(item.description)}`);
+        const want = `${formatUsage(row.usage!, row.hitPercent)} · cost ${costOf(row).text}`;
+        assert(item.description === want, `tree step ${row.step}: ${String(item.description)}, want ${want}`);
         seen++;
       }
     }
@@ -247,8 +268,15 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
     const st = api.statusText();
     const totalHit = `hit ${hitPercent(usage.totals).toFixed(1)}%`;
     assert(st.includes(totalHit), `status bar ${st} lacks ${totalHit}`);
+    assert(st.endsWith(` · ${totalText}`), `status bar ${st} lacks the cost ${totalText}`);
+    // The usage table document.
+    const doc = await documentText((await vscode.commands.executeCommand<string>("dsh.showUsage", { sessionId: id }))!);
+    for (const row of usage.rows) {
+      assert(doc.split("\n").some((l) => l.startsWith(`| ${row.turn} | ${row.step} |`) && l.includes(`| ${costOf(row).text} |`)), `usage table step ${row.step}`);
+    }
+    assert(doc.includes(`cost ${totalText} · the cache saved `) && doc.includes("prices of deepseek/deepseek-v4-flash per million tokens"), doc);
     results.expect = { sessionId: id, usage, statusText: st };
-    return `${usage.rows.length} steps; status bar: ${st}`;
+    return `${usage.rows.length} steps, ${totalText}; status bar: ${st}`;
   });
 
   await check("cancel a running turn", async () => {
