@@ -269,6 +269,7 @@ fn declarations() -> Vec<String> {
         log::UserMessage::decl(&config),
         log::SteeringMessage::decl(&config),
         log::ContextMessage::decl(&config),
+        log::InstructionFile::decl(&config),
         log::StepStart::decl(&config),
         log::SnapshotReason::decl(&config),
         log::RequestHeader::decl(&config),

@@ -1008,7 +1008,12 @@ seq: number, } | { "kind": "systemChanged",
 /**
  * Seq of the delta.
  */
-seq: number, } | { "kind": "toolsChanged", 
+seq: number, 
+/**
+ * Instruction edits noted in the conversation since the last rewrite were folded into
+ * the system prompt with this change (at no cost of their own).
+ */
+foldedInstructions: boolean, } | { "kind": "toolsChanged", 
 /**
  * Seq of the delta.
  */
@@ -1138,9 +1143,25 @@ export type ContextMessage = {
  */
 text: string, 
 /**
- * What added it (e.g. `date`, `file-watch`), for people reading the log.
+ * What added it (e.g. `date`, `instructions`), for people reading the log.
  */
-source?: string, };
+source?: string, 
+/**
+ * On an `instructions` note: every instruction file as the model knows it once this note
+ * is read (name and text, in order; an absent file is not listed). Not model-visible — the
+ * note's `text` is — but what the next step compares the workspace's files with.
+ */
+instructions?: Array<InstructionFile>, };
+
+export type InstructionFile = { 
+/**
+ * Its path relative to the workspace root (`AGENTS.md`).
+ */
+name: string, 
+/**
+ * Its text.
+ */
+text: string, };
 
 export type StepStart = { 
 /**

@@ -10,7 +10,8 @@
 //! 2. Cache efficiency over a scripted 100-step session (10 turns of 9 tool steps and an
 //!    answer, with an `AGENTS.md` edit before turn 4 and a new loop instance — a resume — at
 //!    turn 7): Σ cache-hit tokens ÷ the theoretical maximum, overall and with the steps whose
-//!    drop the log explains set aside.
+//!    drop the log explains set aside; and the first request after the edit alone, under the
+//!    `append` instruction policy (the edit joins as a note) and under `rewrite`.
 //!
 //! The mock runs on a runtime (a thread) of its own: its per-request work grows with the prompt
 //! and, scheduled among the loop's tasks, it was counted as harness time (the ratio of step
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh_agent::approval::{ApprovalPolicy, DenyAll};
+use dsh_agent::prompt::InstructionPolicy;
 use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
 use dsh_agent::{Agent, AgentConfig, SessionHandle, StepTiming, spawn_owner};
 use dsh_mock::{MockConfig, MockServer, RecordedRequest};
@@ -44,6 +46,7 @@ struct Bench {
     provider: Arc<DeepSeek>,
     home: DshHome,
     workspace: PathBuf,
+    instructions: InstructionPolicy,
     _temp: tempfile::TempDir,
 }
 
@@ -60,7 +63,15 @@ impl Bench {
             DeepSeek::new(DeepSeekConfig::new(mock.base_url(), ApiKey::new("sk-test").unwrap()))
                 .unwrap(),
         );
-        Bench { mock, _mock_stop: mock_stop, provider, home, workspace, _temp: temp }
+        Bench {
+            mock,
+            _mock_stop: mock_stop,
+            provider,
+            home,
+            workspace,
+            instructions: InstructionPolicy::default(),
+            _temp: temp,
+        }
     }
 
     fn session(&self) -> SessionHandle {
@@ -86,6 +97,7 @@ impl Bench {
         config.approvals = ApprovalPolicy::allow_all();
         config.check_invariants = check_invariants;
         config.max_steps = max_steps;
+        config.instructions = self.instructions;
         let toolbox =
             Arc::new(Toolbox::new(Workspace::new(&self.workspace).unwrap(), ToolConfig::default()));
         Agent::new(
@@ -270,10 +282,11 @@ fn tool_step(turn: usize, step: usize) -> serde_json::Value {
     })
 }
 
-async fn cache_efficiency(granularity: u64) {
+async fn cache_efficiency(granularity: u64, instructions: InstructionPolicy) {
     let mut config = MockConfig::default();
     config.cache.granularity = granularity;
-    let bench = Bench::new(config).await;
+    let mut bench = Bench::new(config).await;
+    bench.instructions = instructions;
     std::fs::write(bench.workspace.join("notes.txt"), "one\ntwo\nthree\nfour\n").unwrap();
     std::fs::write(bench.workspace.join("AGENTS.md"), "# Notes\n\nKeep it short.\n").unwrap();
     let session = bench.session();
@@ -284,7 +297,7 @@ async fn cache_efficiency(granularity: u64) {
         scripts.push(json!({ "reasoning": "Enough.", "content": format!("Turn {turn} done: the notes have four lines.") }));
         bench.script(json!(scripts)).await;
         if turn == 4 {
-            // A logged system prompt change (a header delta).
+            // A logged note (`append`) or a system prompt change (`rewrite`: a header delta).
             std::fs::write(
                 bench.workspace.join("AGENTS.md"),
                 "# Notes\n\nKeep it short.\nAnd plain.\n",
@@ -347,8 +360,18 @@ async fn cache_efficiency(granularity: u64) {
             ));
         }
     }
+    // The first request after the AGENTS.md edit: step 31, turn 4's first.
+    let edited = &requests[30];
+    let ceiling = (edited.prompt_tokens - 1) / g * g;
+    let theoretical =
+        ((requests[29].prompt_tokens + requests[29].completion_tokens) / g * g).min(ceiling);
     println!(
-        "cache efficiency, 100 steps, block mode G={g}: overall {:.2}% ({hit_all}/{max_all}), explained drops set aside {:.2}% ({hit_clean}/{max_clean})",
+        "instructions {instructions:?}: the first request after the AGENTS.md edit (step 31) hit {} of its theoretical maximum {theoretical} = {:.1}%",
+        edited.hit,
+        100.0 * edited.hit as f64 / theoretical as f64,
+    );
+    println!(
+        "cache efficiency, 100 steps, block mode G={g}, instructions {instructions:?}: overall {:.2}% ({hit_all}/{max_all}), explained drops set aside {:.2}% ({hit_clean}/{max_clean})",
         100.0 * hit_all as f64 / max_all as f64,
         100.0 * hit_clean as f64 / max_clean as f64,
     );
@@ -372,8 +395,9 @@ fn main() {
             harness_overhead(steps, true, true).await;
         }
         if only != "harness" {
-            cache_efficiency(64).await;
-            cache_efficiency(128).await;
+            cache_efficiency(64, InstructionPolicy::Append).await;
+            cache_efficiency(64, InstructionPolicy::Rewrite).await;
+            cache_efficiency(128, InstructionPolicy::Append).await;
         }
     });
 }

@@ -26,20 +26,23 @@ use bytes::Bytes;
 use dsh_provider::{MessageAssembler, StreamEvent, WireCache, adapter_id, wire_body};
 use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, Closing,
-    ContextMessage, EpochHeader, EventData, GenerateRequest, HeaderPlan, LlmCallConfig, LlmRetry,
-    RequestHeader, RequestSent, Session, StepEnd, StepError, StopReason, ToolCall, ToolCallStarted,
-    ToolResult, TurnEnd, TurnStart, Usage, UserMessage, closing_events, plan_header_event,
-    reconstruct,
+    ContextMessage, EpochHeader, EventData, GenerateRequest, HeaderPlan, INSTRUCTIONS_SOURCE,
+    InstructionFold, LlmCallConfig, LlmRetry, RequestHeader, RequestSent, Session, StepEnd,
+    StepError, StopReason, ToolCall, ToolCallStarted, ToolResult, ToolSchema, TurnEnd, TurnStart,
+    Usage, UserMessage, closing_events, plan_header_event, reconstruct,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{AllowAlways, ApprovalPolicy, Approver, Policy};
 use crate::compact::{CompactOutcome, ContextPolicy, relieve_pressure};
-use crate::endpoint::SharedEndpoints;
+use crate::endpoint::{Endpoint, SharedEndpoints};
 use crate::error::AgentError;
 use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
-use crate::prompt::{INSTRUCTION_FILES, date_context, local_date, render_system_prompt};
+use crate::prompt::{
+    INSTRUCTION_FILES, InstructionPolicy, date_context, instructions_in, instructions_note,
+    local_date, read_instructions, render_system_prompt_with,
+};
 use crate::tools::{Access, RunAs, Toolbox};
 
 /// Explicit call options (from the command line, `session/create`, a fork): on the first request
@@ -102,6 +105,8 @@ pub struct AgentConfig {
     pub date_context: bool,
     /// Context-pressure management (trimming, compaction) before each step.
     pub context: ContextPolicy,
+    /// What an instruction file's edit does, unless the endpoint's configuration says.
+    pub instructions: InstructionPolicy,
 }
 
 impl AgentConfig {
@@ -125,6 +130,7 @@ impl AgentConfig {
             approvals: ApprovalPolicy::default(),
             date_context: true,
             context: ContextPolicy::ModelDefaults,
+            instructions: InstructionPolicy::default(),
         }
     }
 }
@@ -197,6 +203,8 @@ pub struct Agent {
     wire: WireCache,
     /// The `allowAlways` decisions folded from the log so far.
     allow_always: AllowAlways,
+    /// What the model knows of the instruction files, folded from the log step by step.
+    instructions: InstructionFold,
 }
 
 enum StepOutcome {
@@ -234,6 +242,7 @@ impl Agent {
             anchored: false,
             wire: WireCache::new(),
             allow_always: AllowAlways::default(),
+            instructions: InstructionFold::default(),
         }
     }
 
@@ -263,7 +272,11 @@ impl Agent {
         if self.config.date_context {
             let today = date_context(&local_date((self.clock)()));
             if last_date.as_deref() != Some(today.as_str()) {
-                let context = ContextMessage { text: today, source: Some("date".to_owned()) };
+                let context = ContextMessage {
+                    text: today,
+                    source: Some("date".to_owned()),
+                    instructions: None,
+                };
                 session.append(EventData::ContextMessage(context)).await?;
             }
         }
@@ -351,12 +364,6 @@ impl Agent {
         if let Some(approvals) = &endpoint.approvals {
             self.config.approvals = approvals.clone();
         }
-        // The assembly, every step; compared by value below.
-        let sandbox = self.toolbox.sandbox().prompt_text();
-        let system = match &endpoint.instruction_files {
-            Some(files) => render_system_prompt(&self.workspace, files, &sandbox),
-            None => render_system_prompt(&self.workspace, INSTRUCTION_FILES, &sandbox),
-        };
         let tools = self.toolbox.schemas();
         let context = match &self.config.context {
             ContextPolicy::Off => None,
@@ -372,6 +379,10 @@ impl Agent {
                 return Ok(StepOutcome::CancelledBeforeStart);
             }
         }
+
+        // The system prompt, every step; compared by value below. An edited instruction file
+        // either joins as a logged note before the boundary or rewrites the prompt.
+        let system = self.system_prompt(session, &endpoint, &pinned, &tools).await?;
 
         // 3. Snapshot + step/start, atomically.
         let step = session.query(|s| s.last_step() + 1).await?;
@@ -494,6 +505,74 @@ impl Agent {
 
     /// The call config a request starts from: on the first request of this loop instance, the
     /// folded header's config with the explicit options on top; afterwards, the folded header.
+    /// The system prompt of the next request under the instruction policy: rendered with the
+    /// instruction files as they are now, or — when only they changed and nothing rewrites the
+    /// prefix anyway (a compaction since the last step, another header change) — with the files as the
+    /// model knows them, the edit appended first as a logged `instructions` note.
+    async fn system_prompt(
+        &mut self,
+        session: &SessionHandle,
+        endpoint: &Endpoint,
+        pinned: &LlmCallConfig,
+        tools: &[ToolSchema],
+    ) -> Result<String, AgentError> {
+        let sandbox = self.toolbox.sandbox().prompt_text();
+        let files: Vec<String> = match &endpoint.instruction_files {
+            Some(files) => files.clone(),
+            None => INSTRUCTION_FILES.iter().map(|name| (*name).to_owned()).collect(),
+        };
+        let current = read_instructions(&self.workspace, &files);
+        let rewritten = render_system_prompt_with(&self.workspace, &current, &sandbox);
+        let policy = endpoint.instruction_policy.unwrap_or(self.config.instructions);
+        if policy == InstructionPolicy::Rewrite {
+            return Ok(rewritten);
+        }
+        // What the model knows: the last note standing, while it is on the surface (a
+        // compaction may have summarized it away), or else the system prompt itself.
+        let mut fold = std::mem::take(&mut self.instructions);
+        let (fold, note_on_surface) = session
+            .query(move |s| {
+                fold.advance(s.events());
+                let on_surface =
+                    fold.noted().map(|noted| s.surface().iter().any(|entry| entry.id == noted.seq));
+                (fold, on_surface)
+            })
+            .await?;
+        self.instructions = fold;
+        if self.instructions.compacted_since_last_step() {
+            return Ok(rewritten);
+        }
+        let Some(header) = self.instructions.header().cloned() else { return Ok(rewritten) };
+        let Some(system) = header.system.as_deref() else { return Ok(rewritten) };
+        let Some((in_prompt, kept)) = instructions_in(system, &self.workspace, &files, &sandbox)
+        else {
+            return Ok(rewritten);
+        };
+        let known = match (self.instructions.noted(), note_on_surface) {
+            (Some(_), Some(false)) => return Ok(rewritten),
+            (Some(noted), _) => noted.files.clone(),
+            (None, _) => in_prompt,
+        };
+        // A header that changes anyway takes the files as they are: the rewrite costs nothing
+        // more, and every note since is superseded.
+        let mut config = self.seed_config(Some(&header));
+        config.wire.clone_from(&endpoint.wire);
+        debug_assert_eq!(config.profile, pinned.profile);
+        let candidate = EpochHeader::new(config, Some(kept.clone()), tools.to_vec());
+        if !matches!(plan_header_event(Some(&header), &candidate, false), HeaderPlan::Unchanged) {
+            return Ok(rewritten);
+        }
+        if known != current {
+            let note = ContextMessage {
+                text: instructions_note(&known, &current),
+                source: Some(INSTRUCTIONS_SOURCE.to_owned()),
+                instructions: Some(current),
+            };
+            session.append(EventData::ContextMessage(note)).await?;
+        }
+        Ok(kept)
+    }
+
     fn seed_config(&self, header: Option<&EpochHeader>) -> LlmCallConfig {
         if self.anchored {
             match header {

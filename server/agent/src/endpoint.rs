@@ -11,6 +11,7 @@ use dsh_session::{LlmCallConfig, WireFormat};
 
 use crate::approval::ApprovalPolicy;
 use crate::compact::ContextConfig;
+use crate::prompt::InstructionPolicy;
 
 /// What the configuration says, now, about one profile and model.
 #[derive(Clone, Debug)]
@@ -26,6 +27,8 @@ pub struct Endpoint {
     pub approvals: Option<ApprovalPolicy>,
     /// The instruction files read into the system prompt; `None`: the built-in list.
     pub instruction_files: Option<Vec<String>>,
+    /// What an edit of an instruction file does; `None` keeps the loop's own policy.
+    pub instruction_policy: Option<InstructionPolicy>,
     /// How errors name the endpoint: the profile and the URL (never a key).
     pub label: String,
 }
@@ -47,6 +50,7 @@ impl Endpoints for DeepSeek {
             context: Some(ContextConfig::for_model(&call.model)),
             approvals: None,
             instruction_files: None,
+            instruction_policy: None,
             label: self.url().to_owned(),
         })
     }

@@ -10,6 +10,8 @@
 
 use std::path::Path;
 
+use dsh_session::InstructionFile;
+
 /// The built-in base prompt. Changing this text changes every session's cached prefix.
 pub const BASE_PROMPT: &str = "\
 You are dsh, a coding agent working inside one workspace (a directory on the user's machine).
@@ -17,6 +19,19 @@ Use the tools to look before you change anything: read files, list directories, 
 Make focused changes with edit_file (exact replacement) or write_file, and check them with run_command when the workspace has tests or a build.
 Every path is relative to the workspace root; paths outside the workspace are refused.
 When you are done, answer briefly: what you changed and what you verified.";
+
+/// What an edit of an instruction file does to the next request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InstructionPolicy {
+    /// The system prompt keeps the files as they were at its last rewrite; the edit joins the
+    /// conversation as a logged note (a diff), so the cached prefix holds. Any rewrite of the
+    /// prefix that happens anyway (compaction, another header change) folds the files back in.
+    #[default]
+    Append,
+    /// The system prompt is rewritten with the edited file: a logged header delta, and the
+    /// provider's cache from the system prompt on is lost.
+    Rewrite,
+}
 
 /// Instruction files read from the workspace root, in order.
 pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", ".dsh/instructions.md"];
@@ -29,15 +44,130 @@ const INSTRUCTION_CAP_BYTES: usize = 64 * 1024;
 /// run as `sandbox` says (the sandbox's own description: policy, reach, network — part of the
 /// header, so a policy change is a logged header change).
 pub fn render_system_prompt<S: AsRef<str>>(workspace: &Path, files: &[S], sandbox: &str) -> String {
+    render_system_prompt_with(workspace, &read_instructions(workspace, files), sandbox)
+}
+
+/// The instruction `files` present in `workspace`, in order, as the system prompt renders them.
+pub fn read_instructions<S: AsRef<str>>(workspace: &Path, files: &[S]) -> Vec<InstructionFile> {
+    files
+        .iter()
+        .map(AsRef::as_ref)
+        .filter_map(|name| {
+            let text = read_instruction_file(workspace, name)?;
+            // A file that writes a section heading of its own would make the prompt's sections
+            // ambiguous: its heading gets a word joiner, so each prompt splits one way only.
+            let text = text.trim_end().replace(SECTION_HEADING, ESCAPED_HEADING);
+            Some(InstructionFile { name: name.to_owned(), text })
+        })
+        .collect()
+}
+
+/// The system prompt with the given instruction texts.
+pub fn render_system_prompt_with(
+    workspace: &Path,
+    instructions: &[InstructionFile],
+    sandbox: &str,
+) -> String {
     let mut sections = vec![BASE_PROMPT.to_owned()];
-    for name in files.iter().map(AsRef::as_ref) {
-        if let Some(text) = read_instruction_file(workspace, name) {
-            sections.push(format!("# Workspace instructions ({name})\n\n{}", text.trim_end()));
+    for file in instructions {
+        sections.push(format!("{}{}", section_head(&file.name), file.text));
+    }
+    sections.push(configuration_section(workspace, sandbox));
+    sections.join("\n\n")
+}
+
+/// How an instruction file's section starts.
+const SECTION_HEADING: &str = "# Workspace instructions (";
+/// The same inside a file's text (U+2060 WORD JOINER before the parenthesis).
+const ESCAPED_HEADING: &str = "# Workspace instructions\u{2060} (";
+
+fn section_head(name: &str) -> String {
+    format!("{SECTION_HEADING}{name})\n\n")
+}
+
+fn configuration_section(workspace: &Path, sandbox: &str) -> String {
+    format!("# Configuration\n\nWorkspace root: {}\n\n{sandbox}", workspace.display())
+}
+
+/// The instruction texts a rendered `system` prompt holds, for the instruction `files` it was
+/// rendered with, and the prompt rendered again with `sandbox` as it is now. `None` when the
+/// prompt was not rendered from those files (another base prompt, another list of files) or
+/// when its sections cannot be told apart unambiguously: then the caller rewrites the prompt.
+pub fn instructions_in<S: AsRef<str>>(
+    system: &str,
+    workspace: &Path,
+    files: &[S],
+    sandbox: &str,
+) -> Option<(Vec<InstructionFile>, String)> {
+    let rest = system.strip_prefix(BASE_PROMPT)?;
+    let configuration = rest.rfind("\n\n# Configuration\n\n")?;
+    let mut middle = &rest[..configuration];
+    let names: Vec<&str> = files.iter().map(AsRef::as_ref).collect();
+    let heads: Vec<String> =
+        names.iter().map(|name| format!("\n\n{}", section_head(name))).collect();
+    let mut found = Vec::new();
+    for (index, name) in names.iter().enumerate() {
+        let Some(after) = middle.strip_prefix(heads[index].as_str()) else { continue };
+        let end = heads[index + 1..]
+            .iter()
+            .filter_map(|head| after.find(head.as_str()))
+            .min()
+            .unwrap_or(after.len());
+        found.push(InstructionFile { name: (*name).to_owned(), text: after[..end].to_owned() });
+        middle = &after[end..];
+    }
+    // Every byte accounted for; no text holds a heading (a prompt from before headings in files
+    // were escaped could split another way).
+    let ambiguous = found.iter().any(|file| file.text.contains(SECTION_HEADING));
+    if !middle.is_empty() || ambiguous {
+        return None;
+    }
+    let sections: String =
+        found.iter().map(|file| format!("\n\n{}{}", section_head(&file.name), file.text)).collect();
+    if format!("{BASE_PROMPT}{sections}{}", &rest[configuration..]) != system {
+        return None;
+    }
+    let kept = render_system_prompt_with(workspace, &found, sandbox);
+    Some((found, kept))
+}
+
+/// The longest instructions note that shows a diff; past it the note carries the whole text.
+const NOTE_DIFF_CAP_BYTES: usize = 16 * 1024;
+
+/// The model-visible text of the note that tells the model its instruction files changed from
+/// `known` (what it was told: the system prompt or an earlier note) to `current`.
+pub fn instructions_note(known: &[InstructionFile], current: &[InstructionFile]) -> String {
+    let mut out = String::from(
+        "The workspace instructions changed since the system prompt was written. What follows \
+         replaces the system prompt's text for the files named.",
+    );
+    for file in current {
+        match known.iter().find(|old| old.name == file.name) {
+            Some(old) if old.text == file.text => {}
+            Some(old) => {
+                let diff = similar::TextDiff::from_lines(&old.text, &file.text)
+                    .unified_diff()
+                    .context_radius(2)
+                    .header(
+                        &format!("{} (as you were told)", file.name),
+                        &format!("{} (now)", file.name),
+                    )
+                    .to_string();
+                if diff.len() <= NOTE_DIFF_CAP_BYTES && diff.len() < file.text.len() {
+                    out.push_str(&format!("\n\n{} was edited:\n\n{}", file.name, diff.trim_end()));
+                } else {
+                    out.push_str(&format!("\n\n{} now reads:\n\n{}", file.name, file.text));
+                }
+            }
+            None => {
+                out.push_str(&format!("\n\n{} was added; it reads:\n\n{}", file.name, file.text))
+            }
         }
     }
-    sections
-        .push(format!("# Configuration\n\nWorkspace root: {}\n\n{sandbox}", workspace.display()));
-    sections.join("\n\n")
+    for old in known.iter().filter(|old| !current.iter().any(|file| file.name == old.name)) {
+        out.push_str(&format!("\n\n{} was deleted: its instructions no longer apply.", old.name));
+    }
+    out
 }
 
 fn read_instruction_file(workspace: &Path, name: &str) -> Option<String> {

@@ -105,7 +105,8 @@ pub async fn run_demo(
     println!("▶ {TURN_ONE}");
     stream_turn(&client, &mut private.inbox, &id, TURN_ONE.to_owned(), true).await?;
     println!(
-        "\n(the demo appends a line to AGENTS.md: the next request logs a system prompt delta)\n"
+        "\n(the demo appends a line to AGENTS.md: it joins the next request as a logged note, so \
+         the cached prefix holds — the `rewrite` policy would rewrite the system prompt instead)\n"
     );
     std::fs::write(workspace.join("AGENTS.md"), format!("{AGENTS}{AGENTS_EDIT}"))?;
     println!("▶ {TURN_TWO}");
@@ -118,13 +119,23 @@ pub async fn run_demo(
     );
     print!("{}", text::usage_table(&usage));
 
+    // The step the edit reached: the first of turn two (a note under `append`, a system prompt
+    // delta under `rewrite`).
     let delta_step = usage
         .rows
         .iter()
         .find(|entry| {
-            entry.row.causes.iter().any(|c| matches!(c, PrefixCause::SystemChanged { .. }))
+            entry.row.turn == 2
+                || entry.row.causes.iter().any(|c| matches!(c, PrefixCause::SystemChanged { .. }))
         })
         .map_or(1, |entry| entry.row.step);
+    if let Some(entry) = usage.rows.iter().find(|entry| entry.row.step == delta_step) {
+        println!(
+            "\nstep {delta_step}, the first request after the AGENTS.md edit: {:.1}% of its prompt \
+             served from the cache",
+            entry.row.hit_percent
+        );
+    }
     let request = |step: u64| SessionRequestParams { session_id: id.clone(), step, diff: None };
     let saw = client.call::<method::SessionRequest>(request(delta_step)).await?;
     println!("\n── what the model saw at step {delta_step} (rebuilt from the log) ──");

@@ -465,14 +465,14 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
     }
     let instructions = InstructionSettings {
         files: files.unwrap_or_else(|| Sourced::new(Vec::new(), Source::Default)),
-        on_edit: on_edit.unwrap_or_else(|| Sourced::new("rewrite".to_owned(), Source::Default)),
+        on_edit: on_edit.unwrap_or_else(|| Sourced::new("append".to_owned(), Source::Default)),
     };
-    if instructions.on_edit.value != "rewrite" {
+    if !matches!(instructions.on_edit.value.as_str(), "append" | "rewrite") {
         return Err(at(
             &instructions.on_edit.source,
             format!(
-                "instructions.on_edit: `{}` is not supported by this build (only `rewrite`: an \
-                 edit of an instruction file rewrites the system prompt)",
+                "instructions.on_edit: `{}` is not a policy (`append`: an edit of an instruction \
+                 file joins the next request as a note; `rewrite`: it rewrites the system prompt)",
                 instructions.on_edit.value
             ),
         ));

@@ -174,7 +174,7 @@ fn dsh_config_shows_every_value_with_its_source_and_no_secret() {
         context.compact_at = 0.8  # default
         context.auto = true  # default
         instructions.files = ["AGENTS.md", ".dsh/instructions.md"]  # default
-        instructions.on_edit = "rewrite"  # default
+        instructions.on_edit = "append"  # default
     "#]]
     .assert_eq(&text);
 }

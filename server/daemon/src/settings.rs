@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use dsh_agent::approval::{ApprovalPolicy, Policy};
+use dsh_agent::prompt::InstructionPolicy;
 use dsh_agent::{ContextConfig, Endpoint};
 use dsh_config::{Approval, Config, ConfigError, KeySource, Layer, Overrides, Profile};
 use dsh_provider::{ApiKey, DeepSeek, DeepSeekConfig};
@@ -388,6 +389,10 @@ impl Settings {
             context,
             approvals: Some(approval_policy(&config)),
             instruction_files: Some(config.instructions.files.value.clone()),
+            instruction_policy: Some(match config.instructions.on_edit.value.as_str() {
+                "rewrite" => InstructionPolicy::Rewrite,
+                _ => InstructionPolicy::Append,
+            }),
         })
     }
 

@@ -226,9 +226,26 @@ pub struct SteeringMessage {
 pub struct ContextMessage {
     /// The model-visible text.
     pub text: String,
-    /// What added it (e.g. `date`, `file-watch`), for people reading the log.
+    /// What added it (e.g. `date`, `instructions`), for people reading the log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// On an `instructions` note: every instruction file as the model knows it once this note
+    /// is read (name and text, in order; an absent file is not listed). Not model-visible — the
+    /// note's `text` is — but what the next step compares the workspace's files with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<Vec<InstructionFile>>,
+}
+
+/// One instruction file's text as rendered into the system prompt (trailing whitespace trimmed,
+/// long files cut with a note).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstructionFile {
+    /// Its path relative to the workspace root (`AGENTS.md`).
+    pub name: String,
+    /// Its text.
+    pub text: String,
 }
 
 /// `step/start`.

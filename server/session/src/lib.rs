@@ -15,6 +15,7 @@
 mod check;
 mod event;
 mod header;
+mod instructions;
 mod message;
 mod money;
 mod reconstruct;
@@ -25,16 +26,17 @@ pub use check::{Closing, Diagnostic, Severity, check_log, closing_events};
 pub use event::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChunkDelta,
     CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind, EVENT_KINDS,
-    EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, ForkOrigin, LlmRetry, RequestHeader,
-    RequestSent, SessionMeta, SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart,
-    StopReason, SurfaceNode, SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult, TurnEnd,
-    TurnStart, Usage, UserMessage, decode_event, decode_log, encode_event,
+    EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, ForkOrigin, InstructionFile, LlmRetry,
+    RequestHeader, RequestSent, SessionMeta, SnapshotReason, SteeringMessage, StepEnd, StepError,
+    StepStart, StopReason, SurfaceNode, SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult,
+    TurnEnd, TurnStart, Usage, UserMessage, decode_event, decode_log, encode_event,
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,
     SystemDelta, ToolSchema, ToolsDelta, WireFormat, apply_header_delta, canonical_json,
     diff_header, fold_request_header, plan_header_event,
 };
+pub use instructions::{INSTRUCTIONS_SOURCE, InstructionFold, Noted};
 pub use message::{
     AssistantMessage, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall, derive_event_message,
 };

@@ -208,8 +208,9 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
         )),
         text().prop_map(|t| user(&t)),
         text().prop_map(|text| EventData::SteeringMessage(SteeringMessage { text })),
-        (text(), proptest::option::of(text()))
-            .prop_map(|(text, source)| EventData::ContextMessage(ContextMessage { text, source })),
+        (text(), proptest::option::of(text())).prop_map(|(text, source)| {
+            EventData::ContextMessage(ContextMessage { text, source, instructions: None })
+        }),
         (1u64..9, 1u64..9).prop_map(|(step, turn)| EventData::StepStart(StepStart { step, turn })),
         any_header().prop_map(header_event),
         (any_header(), any_header()).prop_filter_map("no delta", |(a, b)| diff_header(&a, &b)

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventData, SnapshotReason, SurfaceNode, Usage};
 use crate::header::{EpochHeader, fold_header_event};
+use crate::instructions::INSTRUCTIONS_SOURCE;
 use crate::money::Cost;
 
 /// A logged event that changed the request prefix before a step.
@@ -33,6 +34,10 @@ pub enum PrefixCause {
     SystemChanged {
         /// Seq of the delta.
         seq: u64,
+        /// Instruction edits noted in the conversation since the last rewrite were folded into
+        /// the system prompt with this change (at no cost of their own).
+        #[serde(default, rename = "foldedInstructions")]
+        folded_instructions: bool,
     },
     /// The tool schemas changed.
     ToolsChanged {
@@ -75,7 +80,12 @@ impl std::fmt::Display for PrefixCause {
             }
             Self::Resume { seq, changed: false } => write!(f, "resume at seq {seq}"),
             Self::Fallback { seq } => write!(f, "header snapshot (fallback) at seq {seq}"),
-            Self::SystemChanged { seq } => write!(f, "system prompt changed at seq {seq}"),
+            Self::SystemChanged { seq, folded_instructions: false } => {
+                write!(f, "system prompt changed at seq {seq}")
+            }
+            Self::SystemChanged { seq, folded_instructions: true } => {
+                write!(f, "system prompt changed at seq {seq} (the instruction notes folded in)")
+            }
             Self::ToolsChanged { seq } => write!(f, "tools changed at seq {seq}"),
             Self::ConfigChanged { seq } => write!(f, "model config changed at seq {seq}"),
             Self::ProviderChanged { seq, from, to } => {
@@ -135,8 +145,15 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
     let mut header: Option<EpochHeader> = None;
     let mut pending_causes: Vec<PrefixCause> = Vec::new();
     let mut previous_prompt: Option<u64> = None;
+    // An instructions note stands until the system prompt is next rewritten.
+    let mut noted_instructions = false;
     for event in events {
         match &event.data {
+            EventData::ContextMessage(context)
+                if context.source.as_deref() == Some(INSTRUCTIONS_SOURCE) =>
+            {
+                noted_instructions = true;
+            }
             EventData::StepStart(start) => rows.push(UsageRow {
                 step: start.step,
                 turn: start.turn,
@@ -152,6 +169,12 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
             EventData::RequestHeader(snapshot) => {
                 let before = header.clone();
                 let _ = fold_header_event(&mut header, event);
+                let system = |header: &Option<EpochHeader>| {
+                    header.as_ref().and_then(|header| header.system.clone())
+                };
+                if system(&before) != system(&header) {
+                    noted_instructions = false;
+                }
                 let cause = match snapshot.reason {
                     SnapshotReason::Initial => PrefixCause::FirstRequest { seq: event.seq },
                     SnapshotReason::Resume => {
@@ -180,7 +203,9 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
                 );
                 let seq = event.seq;
                 if delta.system.is_some() {
-                    push_cause(&mut rows, &mut pending_causes, PrefixCause::SystemChanged { seq });
+                    let folded_instructions = std::mem::take(&mut noted_instructions);
+                    let cause = PrefixCause::SystemChanged { seq, folded_instructions };
+                    push_cause(&mut rows, &mut pending_causes, cause);
                 }
                 if delta.tools.is_some() {
                     push_cause(&mut rows, &mut pending_causes, PrefixCause::ToolsChanged { seq });

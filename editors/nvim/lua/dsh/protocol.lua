@@ -212,6 +212,7 @@ M.event_kinds = {
 
 --- The system prompt changed.
 ---@class dsh.PrefixCause.systemChanged
+---@field foldedInstructions? boolean Instruction edits noted in the conversation since the last rewrite were folded into the system prompt with this change (at no cost of their own).
 ---@field kind "systemChanged"
 ---@field seq integer Seq of the delta.
 
@@ -581,7 +582,8 @@ M.event_kinds = {
 
 --- `context/message`.
 ---@class dsh.ContextMessage
----@field source? string What added it (e.g. `date`, `file-watch`), for people reading the log.
+---@field instructions? dsh.InstructionFile[] On an `instructions` note: every instruction file as the model knows it once this note is read (name and text, in order; an absent file is not listed). Not model-visible — the note's `text` is — but what the next step compares the workspace's files with.
+---@field source? string What added it (e.g. `date`, `instructions`), for people reading the log.
 ---@field text string The model-visible text.
 
 --- An amendment of the folded header (`request/header-delta`).
@@ -589,6 +591,11 @@ M.event_kinds = {
 ---@field config? dsh.LlmCallConfig The config changed; replaced whole.
 ---@field system? dsh.SystemDelta The system prompt changed.
 ---@field tools? dsh.ToolsDelta The tool list changed.
+
+--- One instruction file's text as rendered into the system prompt (trailing whitespace trimmed, long files cut with a note).
+---@class dsh.InstructionFile
+---@field name string Its path relative to the workspace root (`AGENTS.md`).
+---@field text string Its text.
 
 --- `llm/retry`.
 ---@class dsh.LlmRetry
