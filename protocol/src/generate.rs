@@ -270,6 +270,8 @@ fn declarations() -> Vec<String> {
         log::SteeringMessage::decl(&config),
         log::ContextMessage::decl(&config),
         log::InstructionFile::decl(&config),
+        log::FileChange::decl(&config),
+        log::ChangeKind::decl(&config),
         log::StepStart::decl(&config),
         log::SnapshotReason::decl(&config),
         log::RequestHeader::decl(&config),

@@ -1151,7 +1151,13 @@ source?: string,
  * is read (name and text, in order; an absent file is not listed). Not model-visible — the
  * note's `text` is — but what the next step compares the workspace's files with.
  */
-instructions?: Array<InstructionFile>, };
+instructions?: Array<InstructionFile>, 
+/**
+ * On an `instructions` or `workspace` note: the files it is about and what happened to
+ * each (for clients; not model-visible). A `workspace` note's hashes are what the agent
+ * knows of each file from then on.
+ */
+files?: Array<FileChange>, };
 
 export type InstructionFile = { 
 /**
@@ -1162,6 +1168,22 @@ name: string,
  * Its text.
  */
 text: string, };
+
+export type FileChange = { 
+/**
+ * Its path relative to the workspace root.
+ */
+path: string, 
+/**
+ * What happened to it.
+ */
+change: ChangeKind, 
+/**
+ * SHA-256 (hex) of its content now, when it is a readable regular file.
+ */
+sha256?: string, };
+
+export type ChangeKind = "edited" | "added" | "deleted" | "replaced";
 
 export type StepStart = { 
 /**

@@ -276,6 +276,7 @@ impl Agent {
                     text: today,
                     source: Some("date".to_owned()),
                     instructions: None,
+                    files: None,
                 };
                 session.append(EventData::ContextMessage(context)).await?;
             }
@@ -563,10 +564,12 @@ impl Agent {
             return Ok(rewritten);
         }
         if known != current {
+            let (text, files) = instructions_note(&known, &current);
             let note = ContextMessage {
-                text: instructions_note(&known, &current),
+                text,
                 source: Some(INSTRUCTIONS_SOURCE.to_owned()),
                 instructions: Some(current),
+                files: Some(files),
             };
             session.append(EventData::ContextMessage(note)).await?;
         }

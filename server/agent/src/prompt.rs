@@ -8,9 +8,10 @@
 //! What the model should know about time enters the conversation as a logged `context/message`
 //! instead (see [`date_context`]), appended, so it costs only the tail of the prompt cache.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
-use dsh_session::InstructionFile;
+use dsh_session::{ChangeKind, FileChange, InstructionFile};
 
 /// The built-in base prompt. Changing this text changes every session's cached prefix.
 pub const BASE_PROMPT: &str = "\
@@ -135,16 +136,25 @@ pub fn instructions_in<S: AsRef<str>>(
 const NOTE_DIFF_CAP_BYTES: usize = 16 * 1024;
 
 /// The model-visible text of the note that tells the model its instruction files changed from
-/// `known` (what it was told: the system prompt or an earlier note) to `current`.
-pub fn instructions_note(known: &[InstructionFile], current: &[InstructionFile]) -> String {
+/// `known` (what it was told: the system prompt or an earlier note) to `current`, and the files
+/// it is about.
+pub fn instructions_note(
+    known: &[InstructionFile],
+    current: &[InstructionFile],
+) -> (String, Vec<FileChange>) {
     let mut out = String::from(
         "The workspace instructions changed since the system prompt was written. What follows \
          replaces the system prompt's text for the files named.",
     );
+    let mut files = Vec::new();
+    let mut changed = |path: &str, change: ChangeKind| {
+        files.push(FileChange { path: path.to_owned(), change, sha256: None });
+    };
     for file in current {
         match known.iter().find(|old| old.name == file.name) {
             Some(old) if old.text == file.text => {}
             Some(old) => {
+                changed(&file.name, ChangeKind::Edited);
                 let diff = similar::TextDiff::from_lines(&old.text, &file.text)
                     .unified_diff()
                     .context_radius(2)
@@ -154,20 +164,22 @@ pub fn instructions_note(known: &[InstructionFile], current: &[InstructionFile])
                     )
                     .to_string();
                 if diff.len() <= NOTE_DIFF_CAP_BYTES && diff.len() < file.text.len() {
-                    out.push_str(&format!("\n\n{} was edited:\n\n{}", file.name, diff.trim_end()));
+                    let _ = write!(out, "\n\n{} was edited:\n\n{}", file.name, diff.trim_end());
                 } else {
-                    out.push_str(&format!("\n\n{} now reads:\n\n{}", file.name, file.text));
+                    let _ = write!(out, "\n\n{} now reads:\n\n{}", file.name, file.text);
                 }
             }
             None => {
-                out.push_str(&format!("\n\n{} was added; it reads:\n\n{}", file.name, file.text))
+                changed(&file.name, ChangeKind::Added);
+                let _ = write!(out, "\n\n{} was added; it reads:\n\n{}", file.name, file.text);
             }
         }
     }
     for old in known.iter().filter(|old| !current.iter().any(|file| file.name == old.name)) {
-        out.push_str(&format!("\n\n{} was deleted: its instructions no longer apply.", old.name));
+        changed(&old.name, ChangeKind::Deleted);
+        let _ = write!(out, "\n\n{} was deleted: its instructions no longer apply.", old.name);
     }
-    out
+    (out, files)
 }
 
 fn read_instruction_file(workspace: &Path, name: &str) -> Option<String> {

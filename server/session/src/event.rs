@@ -234,6 +234,41 @@ pub struct ContextMessage {
     /// note's `text` is — but what the next step compares the workspace's files with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<Vec<InstructionFile>>,
+    /// On an `instructions` or `workspace` note: the files it is about and what happened to
+    /// each (for clients; not model-visible). A `workspace` note's hashes are what the agent
+    /// knows of each file from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<FileChange>>,
+}
+
+/// A file a note is about.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileChange {
+    /// Its path relative to the workspace root.
+    pub path: String,
+    /// What happened to it.
+    pub change: ChangeKind,
+    /// SHA-256 (hex) of its content now, when it is a readable regular file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// What happened to a file.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ChangeKind {
+    /// Its content changed.
+    Edited,
+    /// It appeared.
+    Added,
+    /// It is gone.
+    Deleted,
+    /// Something other than a regular file stands at its path now (a directory, a symlink out
+    /// of the workspace), or it cannot be read.
+    Replaced,
 }
 
 /// One instruction file's text as rendered into the system prompt (trailing whitespace trimmed,

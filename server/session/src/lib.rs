@@ -24,12 +24,13 @@ mod usage;
 
 pub use check::{Closing, Diagnostic, Severity, check_log, closing_events};
 pub use event::{
-    ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChunkDelta,
-    CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind, EVENT_KINDS,
-    EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, ForkOrigin, InstructionFile, LlmRetry,
-    RequestHeader, RequestSent, SessionMeta, SnapshotReason, SteeringMessage, StepEnd, StepError,
-    StepStart, StopReason, SurfaceNode, SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult,
-    TurnEnd, TurnStart, Usage, UserMessage, decode_event, decode_log, encode_event,
+    ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChangeKind,
+    ChunkDelta, CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind,
+    EVENT_KINDS, EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, FileChange, ForkOrigin,
+    InstructionFile, LlmRetry, RequestHeader, RequestSent, SessionMeta, SnapshotReason,
+    SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace,
+    ToolCallStarted, ToolProgress, ToolResult, TurnEnd, TurnStart, Usage, UserMessage,
+    decode_event, decode_log, encode_event,
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,

@@ -209,7 +209,12 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
         text().prop_map(|t| user(&t)),
         text().prop_map(|text| EventData::SteeringMessage(SteeringMessage { text })),
         (text(), proptest::option::of(text())).prop_map(|(text, source)| {
-            EventData::ContextMessage(ContextMessage { text, source, instructions: None })
+            EventData::ContextMessage(ContextMessage {
+                text,
+                source,
+                instructions: None,
+                files: None,
+            })
         }),
         (1u64..9, 1u64..9).prop_map(|(step, turn)| EventData::StepStart(StepStart { step, turn })),
         any_header().prop_map(header_event),

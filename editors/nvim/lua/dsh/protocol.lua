@@ -541,6 +541,9 @@ M.event_kinds = {
 ---@field message dsh.AssistantMessage The message exactly as assembled from the stream.
 ---@field step integer The step that produced it.
 
+--- What happened to a file.
+---@alias dsh.ChangeKind "edited"|"added"|"deleted"|"replaced"
+
 --- Visible text.
 ---@class dsh.ChunkDelta.text
 ---@field kind "text"
@@ -582,9 +585,16 @@ M.event_kinds = {
 
 --- `context/message`.
 ---@class dsh.ContextMessage
+---@field files? dsh.FileChange[] On an `instructions` or `workspace` note: the files it is about and what happened to each (for clients; not model-visible). A `workspace` note's hashes are what the agent knows of each file from then on.
 ---@field instructions? dsh.InstructionFile[] On an `instructions` note: every instruction file as the model knows it once this note is read (name and text, in order; an absent file is not listed). Not model-visible — the note's `text` is — but what the next step compares the workspace's files with.
 ---@field source? string What added it (e.g. `date`, `instructions`), for people reading the log.
 ---@field text string The model-visible text.
+
+--- A file a note is about.
+---@class dsh.FileChange
+---@field change dsh.ChangeKind What happened to it.
+---@field path string Its path relative to the workspace root.
+---@field sha256? string SHA-256 (hex) of its content now, when it is a readable regular file.
 
 --- An amendment of the folded header (`request/header-delta`).
 ---@class dsh.HeaderDelta
