@@ -271,6 +271,7 @@ fn declarations() -> Vec<String> {
         log::ContextMessage::decl(&config),
         log::InstructionFile::decl(&config),
         log::FileChange::decl(&config),
+        log::FileSeen::decl(&config),
         log::ChangeKind::decl(&config),
         log::StepStart::decl(&config),
         log::SnapshotReason::decl(&config),

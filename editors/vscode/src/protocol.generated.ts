@@ -1183,6 +1183,16 @@ change: ChangeKind,
  */
 sha256?: string, };
 
+export type FileSeen = { 
+/**
+ * Its path relative to the workspace root.
+ */
+path: string, 
+/**
+ * SHA-256 (hex) of its content; absent when no readable regular file stands there.
+ */
+sha256?: string, };
+
 export type ChangeKind = "edited" | "added" | "deleted" | "replaced";
 
 export type StepStart = { 
@@ -1345,7 +1355,12 @@ content: string,
 /**
  * Whether the call failed (refused, errored, denied, cancelled).
  */
-isError?: boolean, };
+isError?: boolean, 
+/**
+ * The workspace files the call read or wrote, as the agent knows them after it (not
+ * model-visible): what a later change on disk is compared with.
+ */
+seen?: Array<FileSeen>, };
 
 export type StepEnd = { 
 /**

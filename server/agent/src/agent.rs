@@ -43,7 +43,8 @@ use crate::prompt::{
     INSTRUCTION_FILES, InstructionPolicy, date_context, instructions_in, instructions_note,
     local_date, read_instructions, render_system_prompt_with,
 };
-use crate::tools::{Access, RunAs, Toolbox};
+use crate::seen::Memory;
+use crate::tools::{Access, RunAs, Toolbox, Workspace};
 
 /// Explicit call options (from the command line, `session/create`, a fork): on the first request
 /// of a loop instance they beat the logged header's config.
@@ -205,6 +206,8 @@ pub struct Agent {
     allow_always: AllowAlways,
     /// What the model knows of the instruction files, folded from the log step by step.
     instructions: InstructionFold,
+    /// What the agent has seen of the files it read and wrote.
+    memory: Option<Memory>,
 }
 
 enum StepOutcome {
@@ -243,6 +246,7 @@ impl Agent {
             wire: WireCache::new(),
             allow_always: AllowAlways::default(),
             instructions: InstructionFold::default(),
+            memory: Some(Memory::default()),
         }
     }
 
@@ -384,6 +388,10 @@ impl Agent {
         // The system prompt, every step; compared by value below. An edited instruction file
         // either joins as a logged note before the boundary or rewrites the prompt.
         let system = self.system_prompt(session, &endpoint, &pinned, &tools).await?;
+        // Files the agent read or wrote that changed on disk since: one logged note.
+        if let Some(note) = self.with_memory(session, Memory::note).await? {
+            session.append(EventData::ContextMessage(note)).await?;
+        }
 
         // 3. Snapshot + step/start, atomically.
         let step = session.query(|s| s.last_step() + 1).await?;
@@ -576,6 +584,34 @@ impl Agent {
         Ok(kept)
     }
 
+    /// Runs `work` on the file memory, advanced over the log first, on the blocking pool (it
+    /// reads and hashes files).
+    async fn with_memory<T: Send + 'static>(
+        &mut self,
+        session: &SessionHandle,
+        work: impl FnOnce(&mut Memory, &Workspace) -> T + Send + 'static,
+    ) -> Result<T, AgentError> {
+        let mut memory = self.memory.take().unwrap_or_default();
+        let mut memory = session
+            .query(move |s| {
+                memory.advance(s.events());
+                memory
+            })
+            .await?;
+        let workspace = self.toolbox.workspace().clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let result = work(&mut memory, &workspace);
+            (memory, result)
+        });
+        match task.await {
+            Ok((memory, result)) => {
+                self.memory = Some(memory);
+                Ok(result)
+            }
+            Err(error) => Err(AgentError::Internal(format!("file memory task failed: {error}"))),
+        }
+    }
+
     fn seed_config(&self, header: Option<&EpochHeader>) -> LlmCallConfig {
         if self.anchored {
             match header {
@@ -617,6 +653,7 @@ impl Agent {
             name: call.name.clone(),
             content,
             is_error: true,
+            seen: None,
         };
         if cancel.is_cancelled() {
             return Ok(refuse("not run: the turn was cancelled".to_owned()));
@@ -701,11 +738,24 @@ impl Agent {
             ToolCallStarted { step, call_id: call.id.clone(), name: call.name.clone(), unconfined };
         session.append(EventData::ToolCall(started)).await?;
         let output = self.toolbox.call_as(&call.name, &call.arguments, cancel, run_as).await;
+        // What the call leaves the agent knowing of the workspace's files: the file it read or
+        // wrote, or what a command changed among those it knew.
+        let seen = match &output.seen {
+            Some(seen) => {
+                let workspace = self.toolbox.workspace().clone();
+                let seen = seen.clone();
+                self.with_memory(session, move |memory, _| vec![memory.record(&workspace, &seen)])
+                    .await?
+            }
+            None if is_command => self.with_memory(session, Memory::after_command).await?,
+            None => Vec::new(),
+        };
         Ok(ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
             content: output.content,
             is_error: output.is_error,
+            seen: (!seen.is_empty()).then_some(seen),
         })
     }
 }

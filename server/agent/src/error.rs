@@ -20,4 +20,7 @@ pub enum AgentError {
         /// The first differing field.
         difference: String,
     },
+    /// A task of the loop's own failed (a panic): a bug.
+    #[error("internal error: {0}")]
+    Internal(String),
 }

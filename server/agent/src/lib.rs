@@ -17,6 +17,7 @@ mod error;
 mod invariant;
 mod owner;
 pub mod prompt;
+mod seen;
 pub mod tools;
 
 pub use agent::{

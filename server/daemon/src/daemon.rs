@@ -469,7 +469,9 @@ impl Daemon {
                 Ok(result) => result.map_err(|error| {
                     if matches!(
                         error,
-                        dsh_agent::AgentError::Store(_) | dsh_agent::AgentError::Invariant { .. }
+                        dsh_agent::AgentError::Store(_)
+                            | dsh_agent::AgentError::Invariant { .. }
+                            | dsh_agent::AgentError::Internal(_)
                     ) {
                         live.set_failed(error.to_string());
                     }

@@ -369,6 +369,7 @@ pub fn closing_events(events: &[Event], closing: Closing<'_>) -> Vec<EventData> 
                 name,
                 content: closing.tool_result.to_owned(),
                 is_error: true,
+                seen: None,
             })
         }));
         out.push(EventData::StepError(StepError {

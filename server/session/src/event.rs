@@ -427,6 +427,22 @@ pub struct ToolResult {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
     pub is_error: bool,
+    /// The workspace files the call read or wrote, as the agent knows them after it (not
+    /// model-visible): what a later change on disk is compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<Vec<FileSeen>>,
+}
+
+/// A workspace file as the agent last saw it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSeen {
+    /// Its path relative to the workspace root.
+    pub path: String,
+    /// SHA-256 (hex) of its content; absent when no readable regular file stands there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// Token usage of one model call, as disjoint-safe counts.

@@ -19,6 +19,7 @@ mod instructions;
 mod message;
 mod money;
 mod reconstruct;
+mod seen;
 mod surface;
 mod usage;
 
@@ -26,8 +27,8 @@ pub use check::{Closing, Diagnostic, Severity, check_log, closing_events};
 pub use event::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChangeKind,
     ChunkDelta, CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind,
-    EVENT_KINDS, EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, FileChange, ForkOrigin,
-    InstructionFile, LlmRetry, RequestHeader, RequestSent, SessionMeta, SnapshotReason,
+    EVENT_KINDS, EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, FileChange, FileSeen,
+    ForkOrigin, InstructionFile, LlmRetry, RequestHeader, RequestSent, SessionMeta, SnapshotReason,
     SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace,
     ToolCallStarted, ToolProgress, ToolResult, TurnEnd, TurnStart, Usage, UserMessage,
     decode_event, decode_log, encode_event,
@@ -43,6 +44,7 @@ pub use message::{
 };
 pub use money::{Cost, Price};
 pub use reconstruct::{ReconstructError, StepRequest, reconstruct, reconstruct_step};
+pub use seen::{SeenFiles, WORKSPACE_SOURCE};
 pub use surface::{SeqError, Session, StepIndex, SurfaceEntry};
 pub use usage::{DROP_SLACK_TOKENS, PrefixCause, UsageRow, is_drop, usage_rows, usage_totals};
 

@@ -69,6 +69,7 @@ fn result(call_id: &str, content: &str) -> EventData {
         name: "read_file".to_owned(),
         content: content.to_owned(),
         is_error: false,
+        seen: None,
     })
 }
 
@@ -226,50 +227,54 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
             bytes
         })),
     ];
-    let b =
-        prop_oneof![
-            (text(), 0u32..3).prop_map(|(fragment, index)| EventData::AssistantChunk(
-                AssistantChunk { step: 1, delta: ChunkDelta::ToolArgs { index, fragment } }
-            )),
-            text().prop_map(|text| EventData::AssistantChunk(AssistantChunk {
-                step: 2,
-                delta: ChunkDelta::Reasoning { text }
-            })),
-            (text(), text(), proptest::option::of(text())).prop_map(
-                |(content, args, reasoning)| {
-                    let mut data = assistant(1, &content, &[("c1", &args)]);
-                    if let EventData::AssistantMessage(turn) = &mut data {
-                        turn.message.reasoning_content = reasoning;
-                    }
-                    data
-                }
-            ),
-            (text(), any::<bool>()).prop_map(|(content, is_error)| EventData::ToolResult(
-                ToolResult { call_id: "c1".into(), name: "t".into(), content, is_error }
-            )),
-            (text(), usage()).prop_map(|(finish_reason, usage)| EventData::StepEnd(StepEnd {
-                step: 1,
-                finish_reason,
-                usage
-            })),
-            (text(), any::<bool>()).prop_map(|(error, cancelled)| EventData::StepError(
-                StepError { step: 1, error, cancelled }
-            )),
-            (text(), 0u64..9).prop_map(|(summary, n)| EventData::CompactSummary(CompactSummary {
-                profile: None,
-                wire: None,
-                model: "m".into(),
-                max_tokens: n as u32,
-                summary
-            })),
-            (0u64..9, 0u64..9, text()).prop_map(|(start, end, text)| EventData::SurfaceReplace(
-                SurfaceReplace { start, end, node: SurfaceNode::Summary { text } }
-            )),
-            Just(EventData::ApprovalDecision(ApprovalDecision {
-                approval_id: "a".into(),
-                decision: ApprovalVerdict::AllowAlways
-            })),
-        ];
+    let b = prop_oneof![
+        (text(), 0u32..3).prop_map(|(fragment, index)| EventData::AssistantChunk(AssistantChunk {
+            step: 1,
+            delta: ChunkDelta::ToolArgs { index, fragment }
+        })),
+        text().prop_map(|text| EventData::AssistantChunk(AssistantChunk {
+            step: 2,
+            delta: ChunkDelta::Reasoning { text }
+        })),
+        (text(), text(), proptest::option::of(text())).prop_map(|(content, args, reasoning)| {
+            let mut data = assistant(1, &content, &[("c1", &args)]);
+            if let EventData::AssistantMessage(turn) = &mut data {
+                turn.message.reasoning_content = reasoning;
+            }
+            data
+        }),
+        (text(), any::<bool>()).prop_map(|(content, is_error)| EventData::ToolResult(ToolResult {
+            call_id: "c1".into(),
+            name: "t".into(),
+            content,
+            is_error,
+            seen: None
+        })),
+        (text(), usage()).prop_map(|(finish_reason, usage)| EventData::StepEnd(StepEnd {
+            step: 1,
+            finish_reason,
+            usage
+        })),
+        (text(), any::<bool>()).prop_map(|(error, cancelled)| EventData::StepError(StepError {
+            step: 1,
+            error,
+            cancelled
+        })),
+        (text(), 0u64..9).prop_map(|(summary, n)| EventData::CompactSummary(CompactSummary {
+            profile: None,
+            wire: None,
+            model: "m".into(),
+            max_tokens: n as u32,
+            summary
+        })),
+        (0u64..9, 0u64..9, text()).prop_map(|(start, end, text)| EventData::SurfaceReplace(
+            SurfaceReplace { start, end, node: SurfaceNode::Summary { text } }
+        )),
+        Just(EventData::ApprovalDecision(ApprovalDecision {
+            approval_id: "a".into(),
+            decision: ApprovalVerdict::AllowAlways
+        })),
+    ];
     prop_oneof![a, b]
 }
 
@@ -486,6 +491,7 @@ proptest! {
                             name: "t".into(),
                             content,
                             is_error: false,
+                            seen: None,
                         }),
                     })
                 }

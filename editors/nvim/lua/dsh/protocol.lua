@@ -596,6 +596,11 @@ M.event_kinds = {
 ---@field path string Its path relative to the workspace root.
 ---@field sha256? string SHA-256 (hex) of its content now, when it is a readable regular file.
 
+--- A workspace file as the agent last saw it.
+---@class dsh.FileSeen
+---@field path string Its path relative to the workspace root.
+---@field sha256? string SHA-256 (hex) of its content; absent when no readable regular file stands there.
+
 --- An amendment of the folded header (`request/header-delta`).
 ---@class dsh.HeaderDelta
 ---@field config? dsh.LlmCallConfig The config changed; replaced whole.
@@ -661,6 +666,7 @@ M.event_kinds = {
 ---@field content string What the model sees.
 ---@field isError? boolean Whether the call failed (refused, errored, denied, cancelled).
 ---@field name string The tool's name, for people reading the log.
+---@field seen? dsh.FileSeen[] The workspace files the call read or wrote, as the agent knows them after it (not model-visible): what a later change on disk is compared with.
 ---@field type "tool/result"
 
 --- The node a `surface/replace` puts in place of the replaced range.
@@ -696,6 +702,7 @@ M.event_kinds = {
 ---@field content string What the model sees.
 ---@field isError? boolean Whether the call failed (refused, errored, denied, cancelled).
 ---@field name string The tool's name, for people reading the log.
+---@field seen? dsh.FileSeen[] The workspace files the call read or wrote, as the agent knows them after it (not model-visible): what a later change on disk is compared with.
 
 --- A name-keyed tool list amendment: remove, replace in place, then append.
 ---@class dsh.ToolsDelta

@@ -71,6 +71,7 @@ impl Log {
                 name: call.name.clone(),
                 content: "x".repeat(*size),
                 is_error: false,
+                seen: None,
             }));
         }
         let usage = Usage { prompt_tokens: prompt, completion_tokens: 10, ..Usage::default() };

@@ -9,9 +9,10 @@ use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
 use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
 
-use super::ToolConfig;
 use super::workspace::{Resolved, Workspace};
+use super::{SEEN_TEXT_CAP_BYTES, Seen, ToolConfig};
 
 /// Longest line `read_file` shows in full, in bytes; longer lines are cut with a note.
 const READ_MAX_LINE_BYTES: usize = 2_000;
@@ -111,7 +112,7 @@ pub(super) fn read_file(
     workspace: &Workspace,
     config: &ToolConfig,
     args: ReadFileArgs,
-) -> Result<String, String> {
+) -> Result<(String, Seen), String> {
     let start = args.start_line.unwrap_or(1);
     if start == 0 {
         return Err("start_line must be at least 1 (lines are numbered from 1)".to_owned());
@@ -128,9 +129,9 @@ pub(super) fn read_file(
     let wanted_end = args.end_line.unwrap_or(u64::MAX);
     let shown_end = wanted_end.min(start.saturating_add(cap - 1));
 
-    // Stream the file: the whole of it is scanned (for the line count and for NUL bytes), but
-    // only the shown lines are kept.
-    let mut reader = BufReader::new(file);
+    // Stream the file: the whole of it is scanned (for the line count, for NUL bytes and for
+    // its hash: what the agent has seen of it), but only the shown lines are kept.
+    let mut reader = BufReader::new(Tee::new(file));
     let mut line = Vec::new();
     let mut total: u64 = 0;
     let mut last_shown: u64 = 0;
@@ -153,9 +154,10 @@ pub(super) fn read_file(
         }
     }
 
+    let seen = reader.into_inner().seen(workspace.display(&resolved.path));
     if total == 0 {
         return if start == 1 {
-            Ok("(empty file)".to_owned())
+            Ok(("(empty file)".to_owned(), seen))
         } else {
             Err(format!("start_line {start} is past the end of the file, which is empty"))
         };
@@ -176,7 +178,47 @@ pub(super) fn read_file(
     } else if start > 1 || last_shown < total {
         let _ = write!(output, "\n[showing lines {start}-{last_shown} of {total}]");
     }
-    Ok(output)
+    Ok((output, seen))
+}
+
+/// A reader that hashes everything read through it and keeps it while it is small: what the
+/// agent has seen of a file.
+struct Tee<R> {
+    inner: R,
+    hasher: Sha256,
+    kept: Option<Vec<u8>>,
+}
+
+impl<R> Tee<R> {
+    fn new(inner: R) -> Self {
+        Tee { inner, hasher: Sha256::new(), kept: Some(Vec::new()) }
+    }
+
+    fn seen(self, path: String) -> Seen {
+        let text = self.kept.and_then(|bytes| String::from_utf8(bytes).ok());
+        Seen { path, sha256: format!("{:x}", self.hasher.finalize()), text }
+    }
+}
+
+impl<R: io::Read> io::Read for Tee<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.hasher.update(&buf[..read]);
+        if let Some(kept) = &mut self.kept {
+            if kept.len() + read > SEEN_TEXT_CAP_BYTES {
+                self.kept = None;
+            } else {
+                kept.extend_from_slice(&buf[..read]);
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// What the agent knows of a file it wrote.
+fn written(path: String, content: &str) -> Seen {
+    let text = (content.len() <= SEEN_TEXT_CAP_BYTES).then(|| content.to_owned());
+    Seen { path, sha256: format!("{:x}", Sha256::digest(content.as_bytes())), text }
 }
 
 /// `line` holds at most [`READ_MAX_LINE_BYTES`] + 1 bytes of a line `line_bytes` long (its
@@ -269,7 +311,10 @@ pub(super) fn capped_lines(
 }
 
 /// `write_file`: creates or replaces a file, creating missing parent directories.
-pub(super) fn write_file(workspace: &Workspace, args: WriteFileArgs) -> Result<String, String> {
+pub(super) fn write_file(
+    workspace: &Workspace,
+    args: WriteFileArgs,
+) -> Result<(String, Seen), String> {
     let resolved = workspace.resolve(&args.path).map_err(|error| error.to_string())?;
     if resolved.path.is_dir() {
         return Err(format!("`{}` is a directory; cannot write it as a file", args.path));
@@ -284,11 +329,16 @@ pub(super) fn write_file(workspace: &Workspace, args: WriteFileArgs) -> Result<S
     fs::write(&resolved.path, &args.content)
         .map_err(|error| io_error("write", &args.path, &error))?;
     let verb = if resolved.exists { "wrote" } else { "created" };
-    Ok(format!("{verb} {} ({} bytes)", workspace.display(&resolved.path), args.content.len()))
+    let path = workspace.display(&resolved.path);
+    let output = format!("{verb} {path} ({} bytes)", args.content.len());
+    Ok((output, written(path, &args.content)))
 }
 
 /// `edit_file`: replaces the single occurrence of `old_string` with `new_string`.
-pub(super) fn edit_file(workspace: &Workspace, args: EditFileArgs) -> Result<String, String> {
+pub(super) fn edit_file(
+    workspace: &Workspace,
+    args: EditFileArgs,
+) -> Result<(String, Seen), String> {
     if args.old_string.is_empty() {
         return Err("old_string is empty; to create or overwrite a file use write_file".to_owned());
     }
@@ -317,9 +367,11 @@ pub(super) fn edit_file(workspace: &Workspace, args: EditFileArgs) -> Result<Str
     edited.push_str(&text[..first]);
     edited.push_str(&args.new_string);
     edited.push_str(&text[first + args.old_string.len()..]);
-    fs::write(&resolved.path, edited).map_err(|error| io_error("write", &args.path, &error))?;
+    fs::write(&resolved.path, &edited).map_err(|error| io_error("write", &args.path, &error))?;
     let line = text[..first].matches('\n').count() + 1;
-    Ok(format!("edited {} (1 replacement at line {line})", workspace.display(&resolved.path)))
+    let path = workspace.display(&resolved.path);
+    let output = format!("edited {path} (1 replacement at line {line})");
+    Ok((output, written(path, &edited)))
 }
 
 fn read_text(path: &Path, argument: &str) -> Result<String, String> {

@@ -51,20 +51,45 @@ pub struct ToolOutput {
     pub content: String,
     /// Whether the call failed (bad arguments, refused path, non-zero exit, timeout, ...).
     pub is_error: bool,
+    /// The file the call read or wrote, as it stands after the call (`read_file`, `write_file`,
+    /// `edit_file` when they succeed).
+    pub seen: Option<Seen>,
 }
+
+/// A file as a call read or wrote it: what the agent knows of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    /// Its path relative to the workspace root.
+    pub path: String,
+    /// SHA-256 (hex) of its whole content.
+    pub sha256: String,
+    /// Its text, when it is UTF-8 and at most [`SEEN_TEXT_CAP_BYTES`]: what a later change is
+    /// diffed against.
+    pub text: Option<String>,
+}
+
+/// The largest file whose text is kept for a later diff.
+pub const SEEN_TEXT_CAP_BYTES: usize = 256 * 1024;
 
 impl ToolOutput {
     fn success(content: String) -> ToolOutput {
-        ToolOutput { content, is_error: false }
+        ToolOutput { content, is_error: false, seen: None }
     }
 
     fn error(content: String) -> ToolOutput {
-        ToolOutput { content, is_error: true }
+        ToolOutput { content, is_error: true, seen: None }
     }
 
     fn from_result(result: Result<String, String>) -> ToolOutput {
         match result {
             Ok(content) => ToolOutput::success(content),
+            Err(content) => ToolOutput::error(content),
+        }
+    }
+
+    fn from_file_result(result: Result<(String, Seen), String>) -> ToolOutput {
+        match result {
+            Ok((content, seen)) => ToolOutput { content, is_error: false, seen: Some(seen) },
             Err(content) => ToolOutput::error(content),
         }
     }
@@ -268,7 +293,10 @@ fn run_blocking(
     cancel: &CancellationToken,
 ) -> ToolOutput {
     let result = match tool {
-        Tool::EditFile => parse(tool, arguments).and_then(|args| files::edit_file(workspace, args)),
+        Tool::EditFile => {
+            let result = parse(tool, arguments).and_then(|args| files::edit_file(workspace, args));
+            return ToolOutput::from_file_result(result);
+        }
         Tool::Glob => {
             parse(tool, arguments).and_then(|args| search::glob(workspace, config, args, cancel))
         }
@@ -279,10 +307,13 @@ fn run_blocking(
             parse(tool, arguments).and_then(|args| files::list_dir(workspace, config, args))
         }
         Tool::ReadFile => {
-            parse(tool, arguments).and_then(|args| files::read_file(workspace, config, args))
+            let result =
+                parse(tool, arguments).and_then(|args| files::read_file(workspace, config, args));
+            return ToolOutput::from_file_result(result);
         }
         Tool::WriteFile => {
-            parse(tool, arguments).and_then(|args| files::write_file(workspace, args))
+            let result = parse(tool, arguments).and_then(|args| files::write_file(workspace, args));
+            return ToolOutput::from_file_result(result);
         }
         Tool::RunCommand => Err("run_command cannot run on the blocking pool".to_owned()),
     };

@@ -104,6 +104,7 @@ impl Writer {
                 name: call.name,
                 content: format!("{text}{text}{text}"),
                 is_error: false,
+                seen: None,
             }));
         }
         let end = StepEnd { step, finish_reason: "stop".to_owned(), usage: Usage::default() };
@@ -297,6 +298,7 @@ fn checks_find_a_trim_under_another_call_id() {
         name: "read_file".to_owned(),
         content: "x".to_owned(),
         is_error: false,
+        seen: None,
     };
     let node = SurfaceNode::ToolResult(wrong.clone());
     let (start, end) = (tool_ids[0], tool_ids[0]);

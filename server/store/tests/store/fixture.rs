@@ -159,6 +159,7 @@ pub fn session_events(shape: Shape) -> Vec<EventData> {
                     name: "read".into(),
                     content: filler(step + 7, shape.tool_result_bytes),
                     is_error: false,
+                    seen: None,
                 }));
             }
             events.push(EventData::StepEnd(StepEnd {

@@ -447,6 +447,7 @@ fn a_fork_with_an_assistant_message_whose_calls_are_partly_answered_answers_the_
                 name: "read".into(),
                 content: "ok".into(),
                 is_error: false,
+                seen: None,
             }),
         },
     ];

@@ -1,0 +1,267 @@
+//! What the agent has seen of the workspace's files, and the note that tells it when one of them
+//! changed on disk under its feet (an editor save, a `git checkout`).
+//!
+//! The log holds the hashes ([`SeenFiles`]: `tool/result.seen`, `workspace` notes); this memory
+//! adds what is not model-visible and need not be logged: each file's metadata at its last
+//! check (so an unchanged file is not hashed again) and the texts of small files (so a change is
+//! shown as a diff). Both start empty in a new loop instance — every file the session read or
+//! wrote is hashed at its first step, so changes made while the daemon was down are noticed; a
+//! diff then needs the text, which a restart loses (the note says to read the file again).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::fs;
+use std::time::SystemTime;
+
+use dsh_session::{ChangeKind, ContextMessage, FileChange, FileSeen, SeenFiles, WORKSPACE_SOURCE};
+use sha2::{Digest as _, Sha256};
+
+use crate::tools::{SEEN_TEXT_CAP_BYTES, Seen, Workspace};
+
+/// The most text kept for diffs, over all files.
+const TEXTS_CAP_BYTES: usize = 16 * 1024 * 1024;
+/// The longest diff a note shows for one file.
+const NOTE_DIFF_CAP_BYTES: usize = 8 * 1024;
+
+/// What identifies a file's content cheaply: checked before hashing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stat {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+/// One file's state on disk now.
+enum OnDisk {
+    File {
+        stat: Stat,
+        sha256: String,
+        text: Option<String>,
+        bytes: u64,
+    },
+    Missing,
+    /// Not a readable regular file inside the workspace; why, in words.
+    Other(String),
+}
+
+/// The loop's memory of the files it read and wrote.
+#[derive(Default)]
+pub(crate) struct Memory {
+    fold: SeenFiles,
+    stats: HashMap<String, Stat>,
+    /// Path → (sha256, text) of small text files, oldest first in `order`.
+    texts: HashMap<String, (String, String)>,
+    order: VecDeque<String>,
+    text_bytes: usize,
+}
+
+impl Memory {
+    /// Folds the log's events not seen yet.
+    pub(crate) fn advance(&mut self, events: &[dsh_session::Event]) {
+        self.fold.advance(events);
+    }
+
+    /// Records what a call read or wrote; returns it as the tool result logs it.
+    pub(crate) fn record(&mut self, workspace: &Workspace, seen: &Seen) -> FileSeen {
+        if let Some(text) = &seen.text {
+            self.keep_text(&seen.path, &seen.sha256, text);
+        }
+        if let Some(stat) = workspace.resolve(&seen.path).ok().and_then(|r| stat(&r.path)) {
+            self.stats.insert(seen.path.clone(), stat);
+        }
+        FileSeen { path: seen.path.clone(), sha256: Some(seen.sha256.clone()) }
+    }
+
+    /// After a command ran: the files it changed among those the agent knows, as the agent's
+    /// own doing (logged with the command's result, never reported back to it as a change).
+    pub(crate) fn after_command(&mut self, workspace: &Workspace) -> Vec<FileSeen> {
+        self.changed_on_disk(workspace)
+            .into_iter()
+            .map(|(path, disk)| match disk {
+                OnDisk::File { sha256, text, stat, .. } => {
+                    if let Some(text) = text {
+                        self.keep_text(&path, &sha256, &text);
+                    }
+                    self.stats.insert(path.clone(), stat);
+                    FileSeen { path, sha256: Some(sha256) }
+                }
+                OnDisk::Missing | OnDisk::Other(_) => {
+                    self.stats.remove(&path);
+                    FileSeen { path, sha256: None }
+                }
+            })
+            .collect()
+    }
+
+    /// The note for the files that changed on disk since the agent last saw them, if any: one
+    /// note for every change since the last step.
+    pub(crate) fn note(&mut self, workspace: &Workspace) -> Option<ContextMessage> {
+        let changed = self.changed_on_disk(workspace);
+        if changed.is_empty() {
+            return None;
+        }
+        let mut text = String::from(
+            "Files you read or wrote changed on disk since you last saw them (not by you):",
+        );
+        let mut files = Vec::new();
+        for (path, disk) in changed {
+            let before = self.fold.files().get(&path).cloned().flatten();
+            let old_text = before.as_ref().and_then(|sha| {
+                self.texts.get(&path).filter(|(kept, _)| kept == sha).map(|(_, t)| t.clone())
+            });
+            match disk {
+                OnDisk::File { stat, sha256, text: new_text, bytes } => {
+                    let change =
+                        if before.is_some() { ChangeKind::Edited } else { ChangeKind::Added };
+                    let _ = write!(
+                        text,
+                        "\n\n{}",
+                        describe_change(
+                            &path,
+                            change,
+                            old_text.as_deref(),
+                            new_text.as_deref(),
+                            bytes
+                        )
+                    );
+                    if let Some(new_text) = &new_text {
+                        self.keep_text(&path, &sha256, new_text);
+                    }
+                    self.stats.insert(path.clone(), stat);
+                    files.push(FileChange { path, change, sha256: Some(sha256) });
+                }
+                OnDisk::Missing => {
+                    let _ = write!(text, "\n\n{path} was deleted.");
+                    self.stats.remove(&path);
+                    files.push(FileChange { path, change: ChangeKind::Deleted, sha256: None });
+                }
+                OnDisk::Other(why) => {
+                    let _ = write!(text, "\n\n{path} {why}; its content is not shown.");
+                    self.stats.remove(&path);
+                    files.push(FileChange { path, change: ChangeKind::Replaced, sha256: None });
+                }
+            }
+        }
+        Some(ContextMessage {
+            text,
+            source: Some(WORKSPACE_SOURCE.to_owned()),
+            instructions: None,
+            files: Some(files),
+        })
+    }
+
+    /// The known files whose state on disk differs from what the agent last saw.
+    fn changed_on_disk(&mut self, workspace: &Workspace) -> BTreeMap<String, OnDisk> {
+        let mut changed = BTreeMap::new();
+        let known: Vec<(String, Option<String>)> =
+            self.fold.files().iter().map(|(path, sha)| (path.clone(), sha.clone())).collect();
+        for (path, known_sha) in known {
+            let disk = read_on_disk(workspace, &path, self.stats.get(&path).copied());
+            let differs = match (&disk, &known_sha) {
+                // Unchanged metadata: the content is what it was at the last check.
+                (None, _) => false,
+                (Some(OnDisk::File { sha256, stat, .. }), Some(known)) if sha256 == known => {
+                    self.stats.insert(path.clone(), *stat);
+                    false
+                }
+                (Some(OnDisk::Missing | OnDisk::Other(_)), None) => false,
+                (Some(_), _) => true,
+            };
+            if differs && let Some(disk) = disk {
+                changed.insert(path, disk);
+            }
+        }
+        changed
+    }
+
+    fn keep_text(&mut self, path: &str, sha256: &str, text: &str) {
+        if let Some((_, old)) = self.texts.remove(path) {
+            self.text_bytes -= old.len();
+            self.order.retain(|kept| kept != path);
+        }
+        self.texts.insert(path.to_owned(), (sha256.to_owned(), text.to_owned()));
+        self.order.push_back(path.to_owned());
+        self.text_bytes += text.len();
+        while self.text_bytes > TEXTS_CAP_BYTES {
+            let Some(oldest) = self.order.pop_front() else { break };
+            if let Some((_, old)) = self.texts.remove(&oldest) {
+                self.text_bytes -= old.len();
+            }
+        }
+    }
+}
+
+fn stat(path: &std::path::Path) -> Option<Stat> {
+    let metadata = fs::metadata(path).ok()?;
+    Some(Stat { len: metadata.len(), modified: metadata.modified().ok() })
+}
+
+/// The file's state now; `None` when its metadata equals `last` (not read again).
+fn read_on_disk(workspace: &Workspace, path: &str, last: Option<Stat>) -> Option<OnDisk> {
+    let resolved = match workspace.resolve(path) {
+        Ok(resolved) => resolved,
+        Err(_) => return Some(OnDisk::Other("now resolves outside the workspace".to_owned())),
+    };
+    let metadata = match fs::metadata(&resolved.path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Some(OnDisk::Missing),
+        Err(error) => {
+            return Some(OnDisk::Other(format!("can no longer be read ({})", error.kind())));
+        }
+    };
+    if metadata.is_dir() {
+        return Some(OnDisk::Other("was replaced by a directory".to_owned()));
+    }
+    if !metadata.is_file() {
+        return Some(OnDisk::Other("is no longer a regular file".to_owned()));
+    }
+    let now = Stat { len: metadata.len(), modified: metadata.modified().ok() };
+    if last == Some(now) {
+        return None;
+    }
+    match fs::read(&resolved.path) {
+        Ok(bytes) => {
+            let sha256 = format!("{:x}", Sha256::digest(&bytes));
+            let text = (bytes.len() <= SEEN_TEXT_CAP_BYTES && !bytes.contains(&0))
+                .then(|| String::from_utf8(bytes.clone()).ok())
+                .flatten();
+            Some(OnDisk::File { stat: now, sha256, text, bytes: bytes.len() as u64 })
+        }
+        Err(error) => Some(OnDisk::Other(format!("can no longer be read ({})", error.kind()))),
+    }
+}
+
+/// One file's paragraph of the note.
+fn describe_change(
+    path: &str,
+    change: ChangeKind,
+    old: Option<&str>,
+    new: Option<&str>,
+    bytes: u64,
+) -> String {
+    match (change, old, new) {
+        (ChangeKind::Added, _, Some(_)) => {
+            format!("{path} was created again ({bytes} bytes); read it before relying on it.")
+        }
+        (_, Some(old), Some(new)) => {
+            let diff = similar::TextDiff::from_lines(old, new)
+                .unified_diff()
+                .context_radius(2)
+                .header(&format!("{path} (as you last saw it)"), &format!("{path} (now)"))
+                .to_string();
+            if diff.len() <= NOTE_DIFF_CAP_BYTES {
+                format!("{path} was edited:\n\n{}", diff.trim_end())
+            } else {
+                format!(
+                    "{path} was edited (a diff of {} bytes, too long to show here); read it again \
+                     before relying on it.",
+                    diff.len()
+                )
+            }
+        }
+        (_, _, None) => format!("{path} changed ({bytes} bytes now, not shown: binary or large)."),
+        (_, None, Some(_)) => format!(
+            "{path} changed ({bytes} bytes now); the version you saw is not at hand to compare, \
+             so read it again before relying on it."
+        ),
+    }
+}
