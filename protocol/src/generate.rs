@@ -241,6 +241,7 @@ fn declarations() -> Vec<String> {
         SandboxFeature::decl(&config),
         SandboxStatus::decl(&config),
         DaemonNotice::decl(&config),
+        WorkspaceChanged::decl(&config),
         ProfileStatus::decl(&config),
         ModelStatus::decl(&config),
         PriceUsed::decl(&config),

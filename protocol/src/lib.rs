@@ -69,6 +69,8 @@ pub mod method {
     pub const DAEMON_SUBSCRIBE: &str = "daemon/subscribe";
     /// The notification a daemon subscription delivers.
     pub const DAEMON_NOTICE: &str = "daemon/notice";
+    /// The notification a daemon subscription delivers when a watched file changes.
+    pub const WORKSPACE_CHANGED: &str = "workspace/changed";
     /// End a daemon subscription.
     pub const DAEMON_UNSUBSCRIBE: &str = "daemon/unsubscribe";
 
@@ -796,6 +798,19 @@ api_type! {
         pub kind: String,
         /// For people: the file, the line and what is wrong.
         pub message: String,
+    }
+}
+
+api_type! {
+    /// A `workspace/changed`: files a loaded session of the workspace depends on changed on disk
+    /// (its instruction files, its configuration file, files an agent read or wrote) — not by an
+    /// agent's own write. What the model is told is logged separately, as a note in the next
+    /// request.
+    pub struct WorkspaceChanged {
+        /// The workspace root.
+        pub workspace: String,
+        /// The files, relative to the root, with what happened to each.
+        pub files: Vec<dsh_session::FileChange>,
     }
 }
 

@@ -178,3 +178,107 @@ async fn changes_made_while_the_daemon_was_down_are_noted_after_the_restart() {
     assert!(!note.text.contains("SECRET"), "{}", note.text);
     env.assert_audit_ok(&session).await;
 }
+
+/// The `workspace/changed` notices a connection received so far: (path, change) pairs.
+fn announced(other: &[Value]) -> Vec<(String, String)> {
+    other
+        .iter()
+        .filter(|message| message["method"] == "workspace/changed")
+        .flat_map(|message| {
+            message["params"]["result"]["files"].as_array().cloned().unwrap_or_default()
+        })
+        .map(|file| {
+            (file["path"].as_str().unwrap().to_owned(), file["change"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// A `daemon/subscribe` client hears at once of a file the agent read that the user changed,
+/// and of an instruction file — never of the agent's own writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_hear_of_a_changed_file_at_once_but_not_of_the_agents_own_writes() {
+    let env = Env::new().await;
+    write(&env.workspace, "notes.txt", "one\n");
+    write(&env.workspace, "own.txt", "alpha\n");
+    write(&env.workspace, "AGENTS.md", "# Notes\n");
+    env.script(
+        json!([read("notes.txt"), read("own.txt"), { "reasoning": "Done.", "content": "Read." }]),
+    )
+    .await;
+    let (session, output) = env.prompt_new("Read the notes.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let client = env.client().await;
+    client.ok("daemon/subscribe", json!({})).await;
+
+    // The agent edits own.txt itself — and its turn goes on a while after: no notice.
+    env.script(json!([
+        tool_reply("Edit.", "edit_file", json!({ "path": "own.txt", "old_string": "alpha", "new_string": "beta" })),
+        { "reasoning": "Done.", "content": "Edited.", "delay_ms": 1000 },
+    ]))
+    .await;
+    let output = env.prompt_in(&session, "Edit own.txt.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    // The user edits notes.txt, then AGENTS.md, then deletes notes.txt.
+    write(&env.workspace, "notes.txt", "one, edited\n");
+    client
+        .wait_until("notes.txt announced", |inbox| {
+            announced(&inbox.other).contains(&("notes.txt".to_owned(), "edited".to_owned()))
+        })
+        .await;
+    write(&env.workspace, "AGENTS.md", "# Notes\n\nNew rule.\n");
+    client
+        .wait_until("AGENTS.md announced", |inbox| {
+            announced(&inbox.other).contains(&("AGENTS.md".to_owned(), "edited".to_owned()))
+        })
+        .await;
+    std::fs::remove_file(env.workspace.join("notes.txt")).unwrap();
+    client
+        .wait_until("the deletion announced", |inbox| {
+            announced(&inbox.other).contains(&("notes.txt".to_owned(), "deleted".to_owned()))
+        })
+        .await;
+    let all = announced(&client.other());
+    assert!(all.iter().all(|(path, _)| path != "own.txt"), "the agent's own write: {all:?}");
+    let notice = client
+        .other()
+        .into_iter()
+        .find(|message| message["method"] == "workspace/changed")
+        .unwrap();
+    let root = env.workspace.canonicalize().unwrap();
+    assert_eq!(notice["params"]["result"]["workspace"], root.to_str().unwrap());
+    // What the model is told is the logged note of the next request.
+    let output = env.prompt_in(&session, "Anything new?").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let notes = workspace_notes(&env.events(&session));
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    assert!(notes[0].1.text.contains("notes.txt was deleted."), "{}", notes[0].1.text);
+}
+
+/// With the system's watch limit reached, `daemon/status` says so and the model is still told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_limit_is_a_warning_and_the_next_request_still_notes_the_change() {
+    let env = Env::new().await;
+    write(&env.workspace, "notes.txt", "one\n");
+    env.script(json!([read("notes.txt"), { "reasoning": "Done.", "content": "Read." }])).await;
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let child = env
+        .command(&["prompt", "--yes", "--workspace", &workspace, "Read the notes."])
+        .env("DSH_DEBUG_WATCH_LIMIT", "0")
+        .spawn()
+        .unwrap();
+    let output = crate::support::run_child(child).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let session = crate::support::session_id_of(&output);
+    let status = env.dsh_json(&["status"]).await;
+    let warnings = status["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w.as_str().unwrap().contains("file watching is degraded")),
+        "{status:#}"
+    );
+    write(&env.workspace, "notes.txt", "two\n");
+    let output = env.prompt_in(&session, "Again.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let notes = workspace_notes(&env.events(&session));
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    assert!(notes[0].1.text.contains("-one\n+two"), "{}", notes[0].1.text);
+}

@@ -658,6 +658,16 @@ kind: string,
  */
 message: string, };
 
+export type WorkspaceChanged = { 
+/**
+ * The workspace root.
+ */
+workspace: string, 
+/**
+ * The files, relative to the root, with what happened to each.
+ */
+files: Array<FileChange>, };
+
 export type ProfileStatus = { 
 /**
  * Its name.

@@ -15,12 +15,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use dsh_agent::approval::ApprovalPolicy;
+use dsh_agent::prompt::INSTRUCTION_FILES;
 use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
 use dsh_agent::{Agent, AgentConfig, CallOverrides, Endpoint, Endpoints, TurnOutcome, spawn_owner};
 use dsh_config::Config;
 use dsh_protocol::{SessionCompactResult, SessionConfig};
 use dsh_sandbox::Sandbox;
-use dsh_session::{Event, EventData, LlmCallConfig};
+use dsh_session::{Event, EventData, LlmCallConfig, SeenFiles};
 use dsh_store::{DshHome, LiveLog, SessionId, SyncPolicy, fork_log, now_ms, read_log};
 use futures::FutureExt as _;
 use tokio::sync::oneshot;
@@ -31,6 +32,7 @@ use crate::config::{DEFAULT_MODEL, DaemonConfig};
 use crate::error::{ApiError, ApiResult};
 use crate::live::{LiveSession, QueueSlot, RunningTurn};
 use crate::settings::Settings;
+use crate::watch::{FileWatch, Interest};
 
 /// How long a load waits for the same session's unload to finish closing its log.
 const UNLOAD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -65,6 +67,8 @@ pub struct Daemon {
     unloading: Mutex<std::collections::HashSet<String>>,
     /// Warnings that hold while a condition lasts (descriptors exhausted, …), by name.
     conditions: Mutex<std::collections::BTreeMap<&'static str, String>>,
+    /// The files the loaded sessions depend on, watched for `workspace/changed`.
+    pub(crate) watch: Arc<FileWatch>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -112,6 +116,7 @@ impl Daemon {
             started: Instant::now(),
             warnings: Mutex::new(Vec::new()),
             conditions: Mutex::default(),
+            watch: FileWatch::start(),
             unloading: Mutex::default(),
             loaded_since_check: std::sync::atomic::AtomicBool::new(false),
         }))
@@ -436,13 +441,18 @@ impl Daemon {
         // The wait may have been long: the turn before may have failed the session, or the
         // daemon may be stopping.
         self.check_usable(&live)?;
+        let root = live.toolbox.workspace().root().to_path_buf();
+        self.watch_workspace(&root).await;
         let cancel = self.shutdown.child_token();
         let running = RunningTurn::start(&live, cancel.clone());
         let (done, outcome) = oneshot::channel();
         let task_live = Arc::clone(&live);
+        let daemon = Arc::clone(self);
         // The turn runs in a task of its own: a client that goes away does not stop it. The task
         // holds the loop slot until everything — a panic's cleanup included — is logged, so a
         // queued prompt never starts before the session's state is settled.
+        // What the agent reads and writes during the turn is its own and watched at once.
+        let follower = self.follow_files(&live, &root).await;
         self.tasks.spawn(async move {
             let mut slot = slot;
             let _running = running;
@@ -486,6 +496,10 @@ impl Daemon {
                     Err(ApiError::unavailable(format!("session {} failed: {reason}", live.id)))
                 }
             };
+            if let Some(follower) = follower {
+                follower.abort();
+            }
+            daemon.watch_workspace(&root).await;
             let _ = done.send(result);
         });
         outcome.await.unwrap_or_else(|_| {
@@ -575,7 +589,78 @@ impl Daemon {
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = lock(&self.warnings).clone();
         warnings.extend(lock(&self.conditions).values().cloned());
+        warnings.extend(self.watch.degraded());
         warnings
+    }
+
+    /// A task that tells the file watch what `live`'s agent reads and writes, as it is logged.
+    async fn follow_files(
+        &self,
+        live: &LiveSession,
+        root: &Path,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let next = live.handle.query(|s| s.next_seq()).await.ok()?;
+        let (stored, mut receiver) = live.handle.subscribe(next).await.ok()?;
+        let watch = Arc::clone(&self.watch);
+        let root = root.to_path_buf();
+        Some(tokio::spawn(async move {
+            let saw = |event: &Event| {
+                if let EventData::ToolResult(result) = &event.data {
+                    for file in result.seen.iter().flatten() {
+                        watch.saw(&root, &file.path, file.sha256.clone());
+                    }
+                }
+            };
+            stored.iter().for_each(saw);
+            loop {
+                match receiver.recv().await {
+                    Ok(event) => saw(&event),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        }))
+    }
+
+    /// Watches what the loaded sessions of `root` (a canonical workspace root) depend on: its
+    /// instruction files, its configuration file, and every file their agents read or wrote.
+    pub(crate) async fn watch_workspace(&self, root: &Path) {
+        let sessions: Vec<Arc<LiveSession>> = lock(&self.sessions)
+            .values()
+            .filter(|live| live.toolbox.workspace().root() == root)
+            .cloned()
+            .collect();
+        let mut files: HashMap<PathBuf, Interest> = HashMap::new();
+        let interest = |relative: &str| Interest {
+            workspace: root.to_path_buf(),
+            relative: relative.to_owned(),
+            known: Vec::new(),
+        };
+        for live in sessions {
+            let seen = live
+                .handle
+                .query(|s| {
+                    let mut fold = SeenFiles::default();
+                    fold.advance(s.events());
+                    fold.files().clone()
+                })
+                .await;
+            for (relative, sha256) in seen.into_iter().flatten() {
+                files
+                    .entry(root.join(&relative))
+                    .or_insert_with(|| interest(&relative))
+                    .known
+                    .push(sha256);
+            }
+        }
+        let instruction_files = match self.config_for(root) {
+            Ok(config) => config.instructions.files.value.clone(),
+            Err(_) => INSTRUCTION_FILES.iter().map(|name| (*name).to_owned()).collect(),
+        };
+        for name in instruction_files.iter().map(String::as_str).chain([".dsh/config.toml"]) {
+            files.entry(root.join(name)).or_insert_with(|| interest(name));
+        }
+        self.watch.set_workspace(root, files);
     }
 
     /// Asks the daemon to stop (as `daemon/shutdown`, a signal or the idle timer do).

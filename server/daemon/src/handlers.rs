@@ -404,29 +404,33 @@ pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResu
     })
 }
 
-/// `daemon/subscribe`: the daemon's notices, from now on, until unsubscribed (a subscriber
-/// that falls behind by more than the channel holds misses the oldest; notices are
-/// repeated in `daemon/status` while they hold).
+/// `daemon/subscribe`: the daemon's notices and `workspace/changed`, from now on, until
+/// unsubscribed (a subscriber that falls behind by more than the channel holds misses the
+/// oldest; notices are repeated in `daemon/status` while they hold).
 pub async fn daemon_subscribe(pending: PendingSubscriptionSink, daemon: Arc<Daemon>) {
     let mut notices = daemon.settings().subscribe();
+    let mut changes = daemon.watch.subscribe();
     let Ok(sink) = pending.accept().await else { return };
     let id = sink.subscription_id();
     loop {
         // Cancel-safety: `recv` and `closed` are cancel-safe.
-        let notice = tokio::select! {
-            notice = notices.recv() => notice,
+        let message = tokio::select! {
+            notice = notices.recv() => match notice {
+                Ok(notice) => {
+                    let notice = DaemonNotice { kind: notice.kind.to_owned(), message: notice.message };
+                    SubscriptionMessage::new(method::DAEMON_NOTICE, id.clone(), &notice)
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            changed = changes.recv() => match changed {
+                Ok(changed) => SubscriptionMessage::new(method::WORKSPACE_CHANGED, id.clone(), &changed),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
             () = sink.closed() => return,
         };
-        let notice = match notice {
-            Ok(notice) => notice,
-            Err(broadcast::error::RecvError::Lagged(_)) => continue,
-            Err(broadcast::error::RecvError::Closed) => return,
-        };
-        let notice = DaemonNotice { kind: notice.kind.to_owned(), message: notice.message };
-        let Ok(message) = SubscriptionMessage::new(method::DAEMON_NOTICE, id.clone(), &notice)
-        else {
-            return;
-        };
+        let Ok(message) = message else { return };
         if sink.send(message).await.is_err() {
             return;
         }

@@ -27,6 +27,7 @@ pub mod network;
 pub mod serve;
 pub mod settings;
 pub mod views;
+mod watch;
 
 pub use client::{Client, ClientError, Unsolicited};
 pub use config::DaemonConfig;
