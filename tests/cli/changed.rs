@@ -131,18 +131,19 @@ async fn changes_during_a_turn_are_one_note_in_its_next_request() {
     env.assert_audit_ok(&session).await;
 }
 
-/// While the daemon was down the user edited one file, deleted another and turned a third into a
-/// link out of the workspace: the first turn after the restart says so, never showing what the
-/// link points to.
+/// While the daemon was down the user edited one file, deleted another, turned a third into a
+/// link out of the workspace and a fourth into binary data: the first turn after the restart
+/// says so, never showing what the link points to or the binary content.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_made_while_the_daemon_was_down_are_noted_after_the_restart() {
     let env = Env::new().await;
     write(&env.workspace, "kept.txt", "kept\n");
     write(&env.workspace, "gone.txt", "gone\n");
     write(&env.workspace, "link.txt", "plain\n");
+    write(&env.workspace, "data.txt", "text for now\n");
     let secret = env.workspace.parent().unwrap().join("secret.txt");
     std::fs::write(&secret, "TOP SECRET\n").unwrap();
-    env.script(json!([read("kept.txt"), read("gone.txt"), read("link.txt"),
+    env.script(json!([read("kept.txt"), read("gone.txt"), read("link.txt"), read("data.txt"),
         { "reasoning": "Done.", "content": "Read." }]))
         .await;
     let (session, output) = env.prompt_new("Read the three files.").await;
@@ -152,6 +153,7 @@ async fn changes_made_while_the_daemon_was_down_are_noted_after_the_restart() {
     std::fs::remove_file(env.workspace.join("gone.txt")).unwrap();
     std::fs::remove_file(env.workspace.join("link.txt")).unwrap();
     std::os::unix::fs::symlink(&secret, env.workspace.join("link.txt")).unwrap();
+    std::fs::write(env.workspace.join("data.txt"), b"SECRET\0binary\0").unwrap();
     let output = env.prompt_in(&session, "Anything new?").await;
     assert!(output.status.success(), "{}", describe(&output));
     // And nothing is noted twice.
@@ -167,12 +169,18 @@ async fn changes_made_while_the_daemon_was_down_are_noted_after_the_restart() {
     assert_eq!(
         changes,
         [
+            ("data.txt", ChangeKind::Edited),
             ("gone.txt", ChangeKind::Deleted),
             ("kept.txt", ChangeKind::Edited),
             ("link.txt", ChangeKind::Replaced)
         ]
     );
     assert!(note.text.contains("gone.txt was deleted."), "{}", note.text);
+    assert!(
+        note.text.contains("data.txt changed (14 bytes now, not shown: binary"),
+        "{}",
+        note.text
+    );
     assert!(note.text.contains("kept.txt changed"), "{}", note.text);
     assert!(note.text.contains("link.txt now resolves outside the workspace"), "{}", note.text);
     assert!(!note.text.contains("SECRET"), "{}", note.text);

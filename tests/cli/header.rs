@@ -340,3 +340,31 @@ async fn a_compaction_folds_the_noted_instructions_into_the_system_prompt() {
     );
     env.assert_audit_ok(&session).await;
 }
+
+/// Under `append`, an edit made while the daemon was down: the resumed loop's snapshot repeats
+/// the header unchanged (the cache holds) and the edit joins as a note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_md_edited_while_the_daemon_was_down_joins_as_a_note_after_an_unchanged_resume() {
+    let env = Env::new().await;
+    write(&env.workspace, "AGENTS.md", &agents_md("Scripts use /bin/sh."));
+    env.script(json!([tool_reply("Check.", "list_dir", json!({}))])).await;
+    let (session, output) = env.prompt_new("List the workspace.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    env.dsh_ok(&["shutdown"]).await;
+    write(&env.workspace, "AGENTS.md", &agents_md("Scripts use /bin/sh, never bash."));
+    let output = env.prompt_in(&session, "Again, please.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+
+    let events = env.events(&session);
+    assert_eq!(instruction_notes(&events).len(), 1);
+    let usage = env.dsh_json(&["usage", &session]).await;
+    let row = usage_row(&usage, 3);
+    assert_eq!(row["dropped"], false, "{row:#}");
+    let causes = row["causes"].as_array().unwrap();
+    assert_eq!(causes.len(), 1, "{row:#}");
+    assert_eq!(causes[0]["kind"], "resume");
+    assert_eq!(causes[0]["changed"], false, "the header is the same: {row:#}");
+    let requests = env.requests();
+    assert_cache_held(&requests[1], &requests[2]);
+    env.assert_audit_ok(&session).await;
+}
