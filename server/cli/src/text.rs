@@ -139,6 +139,7 @@ mod tests {
             cache_miss_tokens: prompt - hit,
             completion_tokens: out,
             reasoning_tokens: 0,
+            cache_write_tokens: 0,
         };
         UsageEntry {
             row: UsageRow {

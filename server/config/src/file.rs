@@ -158,6 +158,8 @@ pub(crate) struct FileProfile {
     pub thinking_object: Option<Spanned<bool>>,
     pub reasoning_passback: Option<Spanned<bool>>,
     pub max_tokens_field: Option<Spanned<String>>,
+    pub cache_control: Option<Spanned<bool>>,
+    pub thinking_budget: Option<Spanned<u32>>,
     #[serde(default)]
     pub models: BTreeMap<String, Spanned<FileModel>>,
 }

@@ -10,6 +10,9 @@ use dsh_session::{AssistantMessage, ChunkDelta, ToolCall};
 /// keyed by their stream `index` and come out in index order; a fragment for an index whose
 /// header has not arrived still lands in that call.
 ///
+/// A signature (Anthropic's `signature_delta`) is concatenated like text; redacted reasoning
+/// blocks are kept whole, in order.
+///
 /// `reasoning_content` is `Some` iff at least one reasoning delta was seen, **including an empty
 /// one**: DeepSeek's thinking mode opens with `reasoning_content: ""`, so a thinking turn that
 /// said nothing stores `Some("")`, while a non-thinking turn stores `None`. The wire serializer
@@ -18,6 +21,8 @@ use dsh_session::{AssistantMessage, ChunkDelta, ToolCall};
 pub struct MessageAssembler {
     content: String,
     reasoning: Option<String>,
+    signature: Option<String>,
+    redacted: Vec<String>,
     calls: BTreeMap<u32, ToolCall>,
 }
 
@@ -34,6 +39,10 @@ impl MessageAssembler {
             ChunkDelta::Reasoning { text } => {
                 self.reasoning.get_or_insert_with(String::new).push_str(text);
             }
+            ChunkDelta::ReasoningSignature { signature } => {
+                self.signature.get_or_insert_with(String::new).push_str(signature);
+            }
+            ChunkDelta::RedactedReasoning { data } => self.redacted.push(data.clone()),
             ChunkDelta::ToolCall { index, id, name } => {
                 let call = self.call(*index);
                 // A repeated header only fills what is still missing; it never renames a call.
@@ -55,6 +64,8 @@ impl MessageAssembler {
         AssistantMessage {
             content: self.content,
             reasoning_content: self.reasoning,
+            reasoning_signature: self.signature,
+            redacted_reasoning: self.redacted,
             tool_calls: self.calls.into_values().collect(),
         }
     }

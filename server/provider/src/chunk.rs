@@ -228,6 +228,7 @@ impl WireUsage {
             cache_miss_tokens,
             completion_tokens: self.completion_tokens,
             reasoning_tokens,
+            cache_write_tokens: 0,
         }
     }
 }

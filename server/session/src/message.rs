@@ -31,6 +31,15 @@ pub struct AssistantMessage {
     /// empty one. Kept as received so it can be passed back unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// The signature of the reasoning (Anthropic's `thinking` block), exactly as streamed:
+    /// model-visible, since it is sent back with the reasoning it signs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_signature: Option<String>,
+    /// Reasoning the provider sent encrypted (Anthropic's `redacted_thinking` blocks), opaque,
+    /// in stream order; sent back unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
+    pub redacted_reasoning: Vec<String>,
     /// Tool calls, in the order the model emitted them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ToolCall>>", optional))]

@@ -71,6 +71,7 @@ mod tests {
             cache_miss_tokens: prompt - hit,
             completion_tokens: completion,
             reasoning_tokens: 0,
+            cache_write_tokens: 0,
         }
     }
 

@@ -51,6 +51,8 @@ fn assistant(step: u64, content: &str, calls: &[(&str, &str)]) -> EventData {
         message: AssistantMessage {
             content: content.to_owned(),
             reasoning_content: Some(String::new()),
+            reasoning_signature: None,
+            redacted_reasoning: Vec::new(),
             tool_calls: calls
                 .iter()
                 .map(|(id, args)| ToolCall {
@@ -173,6 +175,7 @@ fn usage() -> impl Strategy<Value = Usage> {
             cache_miss_tokens: miss,
             completion_tokens: out + reasoning,
             reasoning_tokens: reasoning,
+            cache_write_tokens: 0,
         }
     })
 }
