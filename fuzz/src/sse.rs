@@ -60,6 +60,7 @@ pub fn check(data: &[u8]) {
         match chunks.decode(data) {
             Ok(Decoded::Deltas(deltas)) => deltas.iter().for_each(|delta| assembler.push(delta)),
             Ok(Decoded::Done(_finish)) => break,
+            Ok(Decoded::Ping) => {}
             Err(_) => break,
         }
     }

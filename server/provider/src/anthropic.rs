@@ -377,5 +377,7 @@ pub(crate) fn check(request: &GenerateRequest) -> Result<(), String> {
     Ok(())
 }
 
+pub(crate) mod stream;
+
 #[cfg(test)]
 mod tests;

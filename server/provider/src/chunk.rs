@@ -25,8 +25,10 @@ pub struct Finish {
 pub enum Decoded {
     /// Zero or more deltas, in the order they appeared in the chunk.
     Deltas(Vec<ChunkDelta>),
-    /// `[DONE]`: the stream finished.
+    /// `[DONE]` (Anthropic: `message_stop`): the stream finished.
     Done(Finish),
+    /// A keep-alive event (Anthropic's `ping`): no progress.
+    Ping,
 }
 
 /// Finish reasons that mean the response failed even though the stream ended normally.

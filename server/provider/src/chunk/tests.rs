@@ -41,14 +41,14 @@ const EXPECTED_USAGE: Usage = Usage {
 fn deltas(decoder: &mut ChunkDecoder, data: &str) -> Vec<ChunkDelta> {
     match decoder.decode(data).unwrap() {
         Decoded::Deltas(deltas) => deltas,
-        Decoded::Done(finish) => panic!("unexpected finish {finish:?}"),
+        other => panic!("unexpected {other:?}"),
     }
 }
 
 fn done(decoder: &mut ChunkDecoder) -> Finish {
     match decoder.decode("[DONE]").unwrap() {
         Decoded::Done(finish) => finish,
-        Decoded::Deltas(deltas) => panic!("unexpected deltas {deltas:?}"),
+        other => panic!("unexpected {other:?}"),
     }
 }
 
