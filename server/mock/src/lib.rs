@@ -23,6 +23,7 @@ mod cache;
 mod config;
 mod error;
 mod fault;
+mod messages;
 mod render;
 mod request;
 mod response;
