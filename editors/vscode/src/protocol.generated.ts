@@ -794,7 +794,12 @@ completionTokens: number,
 /**
  * The reasoning part of `completion_tokens`.
  */
-reasoningTokens: number, };
+reasoningTokens: number, 
+/**
+ * The part of `cache_miss_tokens` the provider wrote to its cache (Anthropic's
+ * `cache_creation_input_tokens`, billed apart); 0 where providers cache by themselves.
+ */
+cacheWriteTokens?: number, };
 
 export type StopReason = "completed" | "cancelled" | "error" | "maxSteps";
 
@@ -841,7 +846,17 @@ reasoningPassback: boolean,
 /**
  * OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
  */
-maxCompletionTokens: boolean, };
+maxCompletionTokens: boolean, 
+/**
+ * Anthropic: no `cache_control` breakpoints (for endpoints that ignore them, such as
+ * DeepSeek's `/anthropic`).
+ */
+noCacheControl: boolean, 
+/**
+ * Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None`
+ * derives it from `max_tokens` (docs/providers.md).
+ */
+thinkingBudget?: number, };
 
 export type LlmCallConfig = { 
 /**
@@ -965,6 +980,16 @@ content: string,
  * empty one. Kept as received so it can be passed back unchanged.
  */
 reasoningContent?: string, 
+/**
+ * The signature of the reasoning (Anthropic's `thinking` block), exactly as streamed:
+ * model-visible, since it is sent back with the reasoning it signs.
+ */
+reasoningSignature?: string, 
+/**
+ * Reasoning the provider sent encrypted (Anthropic's `redacted_thinking` blocks), opaque,
+ * in stream order; sent back unchanged.
+ */
+redactedReasoning?: Array<string>, 
 /**
  * Tool calls, in the order the model emitted them.
  */
@@ -1214,7 +1239,15 @@ text: string, } | { "kind": "reasoning",
 /**
  * The piece.
  */
-text: string, } | { "kind": "toolCall", 
+text: string, } | { "kind": "reasoningSignature", 
+/**
+ * The piece, verbatim.
+ */
+signature: string, } | { "kind": "redactedReasoning", 
+/**
+ * The block's `data`, verbatim.
+ */
+data: string, } | { "kind": "toolCall", 
 /**
  * Position of the call in the message.
  */

@@ -359,7 +359,7 @@ fn parse_tools(
     Ok(out)
 }
 
-fn block_text<'a>(block: &'a Value, index: usize, position: usize) -> Result<&'a str, ApiError> {
+fn block_text(block: &Value, index: usize, position: usize) -> Result<&str, ApiError> {
     let text = block.get("text").and_then(Value::as_str).unwrap_or_default();
     if text.is_empty() {
         return Err(invalid(format!(

@@ -984,35 +984,34 @@ impl Producer {
     async fn stream(&mut self) -> Result<(), Stop> {
         self.before_first_frame().await?;
         let config = self.shared.config.stream.clone();
-        let (frames, last): (Vec<(Option<&str>, String)>, Option<(Option<&str>, String)>) =
-            match self.admitted.surface {
-                Surface::Chat => {
-                    let frames = self
-                        .admitted
-                        .output
-                        .stream_frames(&config, self.admitted.request.include_usage);
-                    let frames = frames.into_iter().map(|frame| (None, frame)).collect();
-                    (frames, Some((None, "[DONE]".to_owned())))
-                }
-                Surface::Messages(flavor) => {
-                    let mut frames: Vec<(Option<&str>, String)> = messages::frames(
-                        &self.admitted.output,
-                        self.admitted.messages_usage,
-                        flavor,
-                        &config,
-                    )
-                    .into_iter()
-                    .map(|(name, json)| (Some(name), json))
-                    .collect();
-                    // `message_stop` ends the stream like `[DONE]`; a stream that ends in an
-                    // `error` event has no such end.
-                    let last = match frames.last() {
-                        Some((Some("message_stop"), _)) => frames.pop(),
-                        _ => None,
-                    };
-                    (frames, last)
-                }
-            };
+        let (frames, last): (Vec<Frame>, Option<Frame>) = match self.admitted.surface {
+            Surface::Chat => {
+                let frames = self
+                    .admitted
+                    .output
+                    .stream_frames(&config, self.admitted.request.include_usage);
+                let frames = frames.into_iter().map(|frame| (None, frame)).collect();
+                (frames, Some((None, "[DONE]".to_owned())))
+            }
+            Surface::Messages(flavor) => {
+                let mut frames: Vec<Frame> = messages::frames(
+                    &self.admitted.output,
+                    self.admitted.messages_usage,
+                    flavor,
+                    &config,
+                )
+                .into_iter()
+                .map(|(name, json)| (Some(name), json))
+                .collect();
+                // `message_stop` ends the stream like `[DONE]`; a stream that ends in an
+                // `error` event has no such end.
+                let last = match frames.last() {
+                    Some((Some("message_stop"), _)) => frames.pop(),
+                    _ => None,
+                };
+                (frames, last)
+            }
+        };
         let end = self.line_end();
         let mut number = 0;
         for (name, frame) in frames {
@@ -1079,6 +1078,9 @@ impl Producer {
         self.write(body).await
     }
 }
+
+/// A frame to send: its event name (Messages only) and its data.
+type Frame = (Option<&'static str>, String);
 
 /// One SSE frame: `event: NAME` (Messages) and `data: JSON`, then a blank line.
 fn sse_frame(name: Option<&str>, json: &str, end: &str) -> String {

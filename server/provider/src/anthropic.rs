@@ -335,7 +335,7 @@ pub(crate) fn check(request: &GenerateRequest) -> Result<(), String> {
         let mut answered = Vec::new();
         for block in &turn.blocks {
             match block {
-                Block::Text(text) if text.is_empty() => {
+                Block::Text("") => {
                     return Err(format!("turn {number} has an empty text block"));
                 }
                 Block::Text(_) => after_text = true,

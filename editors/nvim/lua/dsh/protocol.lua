@@ -176,6 +176,8 @@ M.event_kinds = {
 ---@class dsh.Message.assistant
 ---@field content string Visible text (possibly empty).
 ---@field reasoningContent? string Reasoning text; `None` when the provider sent none at all, `Some("")` when it sent an empty one. Kept as received so it can be passed back unchanged.
+---@field reasoningSignature? string The signature of the reasoning (Anthropic's `thinking` block), exactly as streamed: model-visible, since it is sent back with the reasoning it signs.
+---@field redactedReasoning? string[] Reasoning the provider sent encrypted (Anthropic's `redacted_thinking` blocks), opaque, in stream order; sent back unchanged.
 ---@field role "assistant"
 ---@field toolCalls? dsh.ToolCall[] Tool calls, in the order the model emitted them.
 
@@ -471,6 +473,7 @@ M.event_kinds = {
 ---@class dsh.Usage
 ---@field cacheHitTokens integer Prompt tokens served from the provider's prefix cache.
 ---@field cacheMissTokens integer Prompt tokens not served from the cache.
+---@field cacheWriteTokens? integer The part of `cache_miss_tokens` the provider wrote to its cache (Anthropic's `cache_creation_input_tokens`, billed apart); 0 where providers cache by themselves.
 ---@field completionTokens integer Output tokens, reasoning included.
 ---@field promptTokens integer All prompt tokens (`cache_hit + cache_miss`).
 ---@field reasoningTokens integer The reasoning part of `completion_tokens`.
@@ -503,7 +506,9 @@ M.event_kinds = {
 ---@class dsh.WireFormat
 ---@field kind dsh.ProviderKind The endpoint kind.
 ---@field maxCompletionTokens? boolean OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
+---@field noCacheControl? boolean Anthropic: no `cache_control` breakpoints (for endpoints that ignore them, such as DeepSeek's `/anthropic`).
 ---@field reasoningPassback? boolean OpenAI-compatible: send each assistant message's stored reasoning back as `reasoning_content`.
+---@field thinkingBudget? integer Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None` derives it from `max_tokens` (docs/providers.md).
 ---@field thinkingObject? boolean OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
 
 -- The log vocabulary (payloads of `SessionEvent.data`).
@@ -533,6 +538,8 @@ M.event_kinds = {
 ---@class dsh.AssistantMessage
 ---@field content string Visible text (possibly empty).
 ---@field reasoningContent? string Reasoning text; `None` when the provider sent none at all, `Some("")` when it sent an empty one. Kept as received so it can be passed back unchanged.
+---@field reasoningSignature? string The signature of the reasoning (Anthropic's `thinking` block), exactly as streamed: model-visible, since it is sent back with the reasoning it signs.
+---@field redactedReasoning? string[] Reasoning the provider sent encrypted (Anthropic's `redacted_thinking` blocks), opaque, in stream order; sent back unchanged.
 ---@field toolCalls? dsh.ToolCall[] Tool calls, in the order the model emitted them.
 
 --- `assistant/message`.
@@ -550,6 +557,16 @@ M.event_kinds = {
 ---@field kind "reasoning"
 ---@field text string The piece.
 
+--- (A piece of) the signature of the reasoning so far (Anthropic's `signature_delta`).
+---@class dsh.ChunkDelta.reasoningSignature
+---@field kind "reasoningSignature"
+---@field signature string The piece, verbatim.
+
+--- One block of encrypted reasoning (Anthropic's `redacted_thinking`), opaque.
+---@class dsh.ChunkDelta.redactedReasoning
+---@field data string The block's `data`, verbatim.
+---@field kind "redactedReasoning"
+
 --- A tool call begins.
 ---@class dsh.ChunkDelta.toolCall
 ---@field id string Provider-assigned call id.
@@ -564,7 +581,7 @@ M.event_kinds = {
 ---@field kind "toolArgs"
 
 --- One streamed delta, normalized across providers but otherwise as received.
----@alias dsh.ChunkDelta dsh.ChunkDelta.text|dsh.ChunkDelta.reasoning|dsh.ChunkDelta.toolCall|dsh.ChunkDelta.toolArgs
+---@alias dsh.ChunkDelta dsh.ChunkDelta.text|dsh.ChunkDelta.reasoning|dsh.ChunkDelta.reasoningSignature|dsh.ChunkDelta.redactedReasoning|dsh.ChunkDelta.toolCall|dsh.ChunkDelta.toolArgs
 
 --- `compact/start`.
 ---@class dsh.CompactStart
