@@ -26,7 +26,7 @@ model = "{model}"
 context_window = 1048576
 max_output = 8192
 thinking = true
-price = {{ cache_hit = 0.3, cache_miss = 3, output = 15, currency = "USD" }}
+price = {{ cache_hit = 0.3, cache_miss = 3, output = 15, cache_write = 3.75, currency = "USD" }}
 "#
     )
 }
@@ -116,6 +116,15 @@ async fn a_coding_turn_on_anthropic_messages_is_rebuilt_byte_for_byte_and_reads_
     for row in &rows[1..] {
         assert!(row["usage"]["cacheHitTokens"].as_u64().unwrap() > 0, "{row:#}");
     }
+    // Cache writes are billed at their own price.
+    let first = &rows[0]["usage"];
+    let figure = |name: &str| first[name].as_f64().unwrap();
+    let expected = (figure("cacheWriteTokens") * 3.75
+        + (figure("cacheMissTokens") - figure("cacheWriteTokens")) * 3.0
+        + figure("completionTokens") * 15.0)
+        / 1e6;
+    let billed = rows[0]["cost"]["amount"].as_f64().unwrap();
+    assert!((billed - expected).abs() < 1e-12, "billed {billed}, expected {expected}: {usage:#}");
     let saw = dsh(&env, &["saw", &session, "--step", "2"]).await;
     assert!(stdout(&saw).contains("anthropic-messages/v1"), "{}", describe(&saw));
     env.assert_audit_ok(&session).await;

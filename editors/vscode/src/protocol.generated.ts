@@ -909,13 +909,19 @@ cacheMiss: number,
  */
 output: number, 
 /**
+ * Input tokens written to the cache on request (Anthropic's cache writes, billed above the
+ * miss price); `None`: they cost the miss price.
+ */
+cacheWrite?: number, 
+/**
  * The currency, as the provider bills it (`USD`, `CNY`, …).
  */
 currency: string, };
 
 export type Cost = { 
 /**
- * What was billed: hits at the hit price, misses at the miss price, output.
+ * What was billed: hits at the hit price, cache writes at the write price, the other
+ * misses at the miss price, output.
  */
 amount: number, 
 /**

@@ -163,8 +163,13 @@ mod tests {
     /// $0.000184; the cache saved (9,984 × (0.14 − 0.0028)) / 10⁶ = $0.00137.
     #[test]
     fn the_usage_table_shows_each_steps_cost_and_what_the_cache_saved() {
-        let price =
-            Price { cache_hit: 0.0028, cache_miss: 0.14, output: 0.28, currency: "USD".to_owned() };
+        let price = Price {
+            cache_hit: 0.0028,
+            cache_miss: 0.14,
+            output: 0.28,
+            cache_write: None,
+            currency: "USD".to_owned(),
+        };
         let rows = vec![row(1, 10_000, 0, 500, &price), row(2, 10_500, 9_984, 300, &price)];
         let cost =
             rows.iter().filter_map(|e| e.row.cost.clone()).reduce(|a, b| a.plus(&b).unwrap());

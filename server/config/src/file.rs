@@ -181,6 +181,7 @@ pub(crate) struct FilePrice {
     pub cache_hit: f64,
     pub cache_miss: f64,
     pub output: f64,
+    pub cache_write: Option<f64>,
     pub currency: String,
 }
 

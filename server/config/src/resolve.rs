@@ -291,8 +291,12 @@ impl Config {
                     put(at("thinking"), value.value.to_string(), &value.source);
                 }
                 if let Some(Sourced { value: price, source }) = &model.price {
+                    let write = match price.cache_write {
+                        Some(write) => format!(", cache_write = {write}"),
+                        None => String::new(),
+                    };
                     let text = format!(
-                        "{{ cache_hit = {}, cache_miss = {}, output = {}, currency = {} }}",
+                        "{{ cache_hit = {}, cache_miss = {}, output = {}{write}, currency = {} }}",
                         price.cache_hit,
                         price.cache_miss,
                         price.output,
@@ -664,7 +668,8 @@ fn check_price(
     price: &Spanned<crate::file::FilePrice>,
 ) -> Result<Price, ConfigError> {
     let value = price.get_ref();
-    let amounts = [value.cache_hit, value.cache_miss, value.output];
+    let amounts =
+        [value.cache_hit, value.cache_miss, value.output, value.cache_write.unwrap_or(0.0)];
     if amounts.iter().any(|amount| !amount.is_finite() || *amount < 0.0) {
         return Err(layer.error(
             source_line(&layer.source(price)),
@@ -680,6 +685,7 @@ fn check_price(
         cache_hit: value.cache_hit,
         cache_miss: value.cache_miss,
         output: value.output,
+        cache_write: value.cache_write,
         currency: value.currency.clone(),
     })
 }

@@ -99,7 +99,7 @@ M.event_kinds = {
 
 --- What a step (or a sum of steps) cost.
 ---@class dsh.Cost
----@field amount number What was billed: hits at the hit price, misses at the miss price, output.
+---@field amount number What was billed: hits at the hit price, cache writes at the write price, the other misses at the miss price, output.
 ---@field currency string The currency of both.
 ---@field saved number What the cache saved: the same usage with every input token at the miss price, minus `amount`.
 
@@ -251,6 +251,7 @@ M.event_kinds = {
 ---@class dsh.Price
 ---@field cacheHit number Input tokens served from the provider's prefix cache.
 ---@field cacheMiss number Input tokens not served from the cache.
+---@field cacheWrite? number Input tokens written to the cache on request (Anthropic's cache writes, billed above the miss price); `None`: they cost the miss price.
 ---@field currency string The currency, as the provider bills it (`USD`, `CNY`, …).
 ---@field output number Output tokens (reasoning included).
 

@@ -107,7 +107,9 @@ fn a_minimal_request_has_every_fixed_field_in_order() {
     };
     golden(
         &request,
-        expect![[r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],"thinking":{"type":"disabled"},"stream":true}"#]],
+        expect![[
+            r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],"thinking":{"type":"disabled"},"stream":true}"#
+        ]],
     );
 }
 
@@ -140,7 +142,9 @@ fn a_thinking_tool_turn_replays_signed_thinking_and_binds_results_to_their_calls
     );
     golden(
         &request,
-        expect![[r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"system":[{"type":"text","text":"You are dsh.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"look at a.rs and b.rs","cache_control":{"type":"ephemeral"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"I should read a.rs and b.rs.","signature":"sig-1=="},{"type":"redacted_thinking","data":"EncryptedBlob+/="},{"type":"text","text":"Reading both."},{"type":"tool_use","id":"toolu_01","name":"read","input":{"path": "a.rs"}},{"type":"tool_use","id":"toolu_02","name":"read","input":{"path":"b.rs"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"fn a() {}"},{"type":"tool_result","tool_use_id":"toolu_02","content":"(no output)"},{"type":"text","text":"(steering) only a.rs matters","cache_control":{"type":"ephemeral"}}]}],"tools":[{"name":"edit","description":"edit things","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"}},{"name":"read","description":"read things","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"},"cache_control":{"type":"ephemeral"}}],"thinking":{"type":"enabled","budget_tokens":4096},"output_config":{"effort":"high"},"temperature":1.0,"stream":true}"#]],
+        expect![[
+            r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"system":[{"type":"text","text":"You are dsh.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"look at a.rs and b.rs","cache_control":{"type":"ephemeral"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"I should read a.rs and b.rs.","signature":"sig-1=="},{"type":"redacted_thinking","data":"EncryptedBlob+/="},{"type":"text","text":"Reading both."},{"type":"tool_use","id":"toolu_01","name":"read","input":{"path": "a.rs"}},{"type":"tool_use","id":"toolu_02","name":"read","input":{"path":"b.rs"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"fn a() {}"},{"type":"tool_result","tool_use_id":"toolu_02","content":"(no output)"},{"type":"text","text":"(steering) only a.rs matters","cache_control":{"type":"ephemeral"}}]}],"tools":[{"name":"edit","description":"edit things","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"}},{"name":"read","description":"read things","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"},"cache_control":{"type":"ephemeral"}}],"thinking":{"type":"enabled","budget_tokens":4096},"output_config":{"effort":"high"},"temperature":1.0,"stream":true}"#
+        ]],
     );
     assert_eq!(check(&request), Ok(()));
 }
@@ -162,7 +166,9 @@ fn thinking_off_sends_no_thinking_blocks_and_no_markers_when_the_profile_turns_t
     );
     golden(
         &request,
-        expect![[r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"system":[{"type":"text","text":"sys"}],"messages":[{"role":"user","content":[{"type":"text","text":"q"}]},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"read","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"out"}]}],"tools":[{"name":"edit","description":"edit things","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"}},{"name":"read","description":"read things","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"}}],"thinking":{"type":"disabled"},"stream":true}"#]],
+        expect![[
+            r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"system":[{"type":"text","text":"sys"}],"messages":[{"role":"user","content":[{"type":"text","text":"q"}]},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"read","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"out"}]}],"tools":[{"name":"edit","description":"edit things","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"}},{"name":"read","description":"read things","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"}}],"thinking":{"type":"disabled"},"stream":true}"#
+        ]],
     );
 }
 
