@@ -228,3 +228,49 @@ async fn dsh_on_llama_cpp_s_messages_endpoint_sends_what_it_logs_and_reads_the_c
     );
     env.assert_audit_ok(&session).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_killed_mid_turn_on_anthropic_messages_resumes_on_the_cached_prefix() {
+    let env = Env::new().await;
+    let profile = anthropic_profile(&env.mock.base_url(), "deepseek-v4-flash", "");
+    std::fs::write(env.user_config(), profile).unwrap();
+    write(&env.workspace, "notes.txt", "the build uses make\n");
+    env.script(json!([
+        tool_reply("Read the notes.", "read_file", json!({ "path": "notes.txt" })),
+        // Step 2 never answers in time: the daemon running the turn is killed while it waits.
+        { "reasoning": "Thinking hard.", "content": "never seen", "delay_ms": 600_000 },
+    ]))
+    .await;
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let child = env
+        .command_plain(
+            &env.key,
+            &["prompt", "--yes", "--workspace", &workspace, "How is it built?"],
+        )
+        .spawn()
+        .unwrap();
+    env.wait_for_requests(2).await;
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &env.daemon_pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let client = crate::support::run_child(child).await;
+    assert!(!client.status.success(), "the client sees its daemon die: {}", describe(&client));
+    let session = session_id_of(&client);
+
+    env.script(json!([{ "reasoning": "From the notes.", "content": "With make." }])).await;
+    dsh(&env, &["prompt", "--yes", "--session", &session, "Go on."]).await;
+    let requests = env.requests();
+    assert_eq!(requests.len(), 3, "step 1, the killed step 2, the resumed step 3");
+    assert_eq!(requests[2].outcome, "ok", "the resumed request is valid: {}", requests[2].status);
+    // The tool result and the new prompt make one user turn after the signed tool turn.
+    let body: Value = serde_json::from_slice(&requests[2].body).unwrap();
+    let turns = body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = turns.iter().map(|turn| turn["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{body}");
+    assert_eq!(turns[1]["content"][0]["type"], "thinking");
+    assert!(requests[2].hit > 0, "the resumed request reads the first one's breakpoint");
+    assert_same_body(3, &saw_wire(&env, &session, 3).await, &requests[2].body);
+    env.assert_audit_ok(&session).await;
+}
