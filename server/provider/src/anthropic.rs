@@ -44,9 +44,15 @@
 //! `thinkingBudget`, else `max(1024, max_tokens / 2)`. Off: `{"type":"disabled"}` (sent, not
 //! left out: DeepSeek's `/anthropic` thinks by default).
 
-use dsh_session::{AssistantMessage, GenerateRequest, Message, ToolCall, ToolSchema};
+use std::ops::Range;
+use std::sync::Arc;
 
-use crate::wire::{EMPTY_TOOL_OUTPUT, put, put_canonical, put_str, sorted_tools};
+use dsh_session::{
+    AssistantMessage, EpochHeader, GenerateRequest, LlmCallConfig, Message, ToolCall, ToolSchema,
+};
+use sha2::{Digest, Sha256};
+
+use crate::wire::{EMPTY_TOOL_OUTPUT, hex, put, put_canonical, put_str, sorted_tools};
 
 /// The adapter id logged in `request/sent` for Anthropic Messages bodies. Bump it whenever
 /// [`body`]'s bytes change for the same request.
@@ -78,6 +84,8 @@ impl Block<'_> {
 #[derive(Debug)]
 struct Turn<'a> {
     assistant: bool,
+    /// The index of its first message in the request.
+    first_message: usize,
     blocks: Vec<Block<'a>>,
 }
 
@@ -85,10 +93,10 @@ struct Turn<'a> {
 fn turns(request: &GenerateRequest) -> Vec<Turn<'_>> {
     let thinking = request.header.config.thinking;
     let mut turns: Vec<Turn<'_>> = Vec::with_capacity(request.messages.len());
-    for message in &request.messages {
+    for (index, message) in request.messages.iter().enumerate() {
         let assistant = matches!(**message, Message::Assistant(_));
         if turns.last().is_none_or(|turn| turn.assistant != assistant) {
-            turns.push(Turn { assistant, blocks: Vec::new() });
+            turns.push(Turn { assistant, first_message: index, blocks: Vec::new() });
         }
         let Some(turn) = turns.last_mut() else { continue };
         match &**message {
@@ -130,37 +138,48 @@ fn last_cacheable(turn: &Turn<'_>) -> Option<usize> {
 /// Pure and deterministic: same request, same bytes.
 pub(crate) fn body(request: &GenerateRequest) -> Vec<u8> {
     let header = &request.header;
-    let config = &header.config;
-    let cache = config.wire.as_ref().is_none_or(|wire| !wire.no_cache_control);
     let turns = turns(request);
     let mut out = Vec::with_capacity(4096);
+    put_head(&mut out, header);
+    put_turns(&mut out, &turns, 0..turns.len(), cache_on(header));
+    put_tail(&mut out, header);
+    out
+}
+
+/// Whether breakpoints are placed.
+fn cache_on(header: &EpochHeader) -> bool {
+    header.config.wire.as_ref().is_none_or(|wire| !wire.no_cache_control)
+}
+
+/// Everything before the first turn: model, limit, system, `"messages":[`.
+fn put_head(out: &mut Vec<u8>, header: &EpochHeader) {
+    let config = &header.config;
     out.extend_from_slice(b"{\"model\":");
-    put_str(&mut out, &config.model);
+    put_str(out, &config.model);
     out.extend_from_slice(b",\"max_tokens\":");
-    put(&mut out, &config.max_tokens);
+    put(out, &config.max_tokens);
     if let Some(system) = header.system.as_deref().filter(|system| !system.is_empty()) {
         out.extend_from_slice(b",\"system\":[{\"type\":\"text\",\"text\":");
-        put_str(&mut out, system);
-        if cache {
+        put_str(out, system);
+        if cache_on(header) {
             out.extend_from_slice(CACHE_CONTROL);
         }
         out.extend_from_slice(b"}]");
     }
-    // Breakpoints 3 and 4: (turn, block) positions.
-    let marked: Vec<(usize, usize)> = if cache {
-        [turns.len().checked_sub(1), turns.len().checked_sub(3)]
-            .into_iter()
-            .flatten()
-            .filter_map(|turn| Some((turn, last_cacheable(&turns[turn])?)))
-            .collect()
-    } else {
-        Vec::new()
-    };
     out.extend_from_slice(b",\"messages\":[");
-    for (turn_index, turn) in turns.iter().enumerate() {
+}
+
+/// The turns in `range` of all `turns`, each with its separator; breakpoints 3 and 4 on the
+/// last and the third-to-last turn.
+fn put_turns(out: &mut Vec<u8>, turns: &[Turn<'_>], range: Range<usize>, cache: bool) {
+    let count = turns.len();
+    for turn_index in range {
+        let turn = &turns[turn_index];
         if turn_index > 0 {
             out.push(b',');
         }
+        let marked_turn = cache && (turn_index + 1 == count || turn_index + 3 == count);
+        let marked = if marked_turn { last_cacheable(turn) } else { None };
         out.extend_from_slice(if turn.assistant {
             b"{\"role\":\"assistant\",\"content\":["
         } else {
@@ -170,10 +189,15 @@ pub(crate) fn body(request: &GenerateRequest) -> Vec<u8> {
             if block_index > 0 {
                 out.push(b',');
             }
-            put_block(&mut out, *block, marked.contains(&(turn_index, block_index)));
+            put_block(out, *block, marked == Some(block_index));
         }
         out.extend_from_slice(b"]}");
     }
+}
+
+/// Everything after the last turn: `]`, tools, thinking, effort, sampling, `stream`, `}`.
+fn put_tail(out: &mut Vec<u8>, header: &EpochHeader) {
+    let config = &header.config;
     out.push(b']');
     if let Some(tools) = &header.tools {
         out.extend_from_slice(b",\"tools\":[");
@@ -182,37 +206,95 @@ pub(crate) fn body(request: &GenerateRequest) -> Vec<u8> {
             if position > 0 {
                 out.push(b',');
             }
-            put_tool(&mut out, tool, cache && position + 1 == sorted.len());
+            put_tool(out, tool, cache_on(header) && position + 1 == sorted.len());
         }
         out.push(b']');
     }
     if config.thinking {
         out.extend_from_slice(b",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":");
-        put(&mut out, &thinking_budget(request));
+        put(out, &thinking_budget(config));
         out.push(b'}');
     } else {
         out.extend_from_slice(b",\"thinking\":{\"type\":\"disabled\"}");
     }
     if let Some(effort) = &config.reasoning_effort {
         out.extend_from_slice(b",\"output_config\":{\"effort\":");
-        put_str(&mut out, effort);
+        put_str(out, effort);
         out.push(b'}');
     }
     if let Some(temperature) = config.temperature {
         out.extend_from_slice(b",\"temperature\":");
-        put(&mut out, &temperature);
+        put(out, &temperature);
     }
     if let Some(top_p) = config.top_p {
         out.extend_from_slice(b",\"top_p\":");
-        put(&mut out, &top_p);
+        put(out, &top_p);
     }
     out.extend_from_slice(b",\"stream\":true}");
-    out
+}
+
+/// [`body`] memoized across the steps of one conversation (`crate::WireCache` for Messages
+/// bodies): the head and every turn before the third-to-last are serialized and hashed once.
+/// Those turns can never change while the header stays the same and the messages only grow:
+/// a turn is closed once a turn of the other role follows it, and breakpoints sit only on the
+/// last turn and the third-to-last.
+#[derive(Clone, Default)]
+pub(crate) struct Memo {
+    header: Option<EpochHeader>,
+    /// The messages of the memoized turns, and the first message of the turn after them.
+    messages: Vec<Arc<Message>>,
+    /// How many turns `prefix` holds.
+    turns: usize,
+    /// The head and the memoized turns.
+    prefix: Vec<u8>,
+    /// The digest of `prefix`.
+    digest: Sha256,
+}
+
+impl Memo {
+    /// The body of `request` (equal to `body(request)`) and its lowercase hex sha256.
+    pub(crate) fn body(&mut self, request: &GenerateRequest) -> (Vec<u8>, String) {
+        let header = &request.header;
+        let turns = turns(request);
+        let keep = turns.len().saturating_sub(3);
+        let extends = self.header.as_ref() == Some(header)
+            && self.turns <= keep
+            && request.messages.len() >= self.messages.len()
+            && self
+                .messages
+                .iter()
+                .zip(&request.messages)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b);
+        if !extends {
+            *self = Memo { header: Some(header.clone()), ..Memo::default() };
+            put_head(&mut self.prefix, header);
+            self.digest.update(&self.prefix);
+        }
+        let cache = cache_on(header);
+        if keep > self.turns {
+            let start = self.prefix.len();
+            put_turns(&mut self.prefix, &turns, self.turns..keep, cache);
+            self.digest.update(&self.prefix[start..]);
+            self.turns = keep;
+            // `keep < turns.len()`: the turn after the memoized ones exists.
+            let through = turns[keep].first_message;
+            let known = self.messages.len();
+            self.messages.extend(request.messages[known..=through].iter().cloned());
+        }
+        let mut rest = Vec::with_capacity(4096);
+        put_turns(&mut rest, &turns, self.turns..turns.len(), cache);
+        put_tail(&mut rest, header);
+        let mut digest = self.digest.clone();
+        digest.update(&rest);
+        let mut body = Vec::with_capacity(self.prefix.len() + rest.len());
+        body.extend_from_slice(&self.prefix);
+        body.extend_from_slice(&rest);
+        (body, hex(&digest.finalize()))
+    }
 }
 
 /// The thinking budget of a request with thinking on.
-fn thinking_budget(request: &GenerateRequest) -> u32 {
-    let config = &request.header.config;
+fn thinking_budget(config: &LlmCallConfig) -> u32 {
     match config.wire.as_ref().and_then(|wire| wire.thinking_budget) {
         Some(budget) => budget,
         None => (config.max_tokens / 2).max(MIN_THINKING_BUDGET),
@@ -291,7 +373,7 @@ pub(crate) fn tool_input(arguments: &str) -> Result<&str, String> {
 pub(crate) fn check(request: &GenerateRequest) -> Result<(), String> {
     let config = &request.header.config;
     if config.thinking {
-        let budget = thinking_budget(request);
+        let budget = thinking_budget(config);
         if budget >= config.max_tokens {
             return Err(format!(
                 "the thinking budget ({budget} tokens) must be below max_tokens ({}); raise the \

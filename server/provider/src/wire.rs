@@ -198,7 +198,7 @@ pub fn sha256_hex(body: &[u8]) -> String {
     hex(&Sha256::digest(body))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
@@ -218,6 +218,8 @@ pub struct WireCache {
     prefix: Vec<u8>,
     /// The digest of `prefix`.
     digest: Sha256,
+    /// The same for Anthropic Messages bodies.
+    messages_memo: crate::anthropic::Memo,
 }
 
 impl std::fmt::Debug for WireCache {
@@ -239,12 +241,7 @@ impl WireCache {
     pub fn body(&mut self, request: &GenerateRequest) -> (Vec<u8>, String) {
         let header = &request.header;
         if header.config.kind() == ProviderKind::Anthropic {
-            // Merged turns and the breakpoint on the last turn make a Messages body depend on
-            // its neighbours: it is written whole (docs/providers.md).
-            *self = WireCache::default();
-            let body = crate::anthropic::body(request);
-            let sha256 = sha256_hex(&body);
-            return (body, sha256);
+            return self.messages_memo.body(request);
         }
         // The same shared messages (the loop's steps) or equal ones (a request rebuilt by a
         // fresh fold: a memcmp, far cheaper than serializing and hashing them again).

@@ -441,4 +441,44 @@ proptest! {
         let after = cache_prefix(&wire_body(&after));
         prop_assert_eq!(&after[..before.len()], &before[..]);
     }
+
+    #[test]
+    fn the_memoized_body_always_equals_the_body(
+        messages in conversation(),
+        steps in proptest::collection::vec((any::<prop::sample::Index>(), 0u8..8), 1..16),
+    ) {
+        use sha2::Digest as _;
+        // Requests over growing, sometimes shrinking or rewritten prefixes of one conversation,
+        // with the header sometimes changed: the memo must never differ from a fresh body.
+        let mut cache = WireCache::new();
+        let mut length = 1;
+        let mut header = request(config(true), Some("sys"), Vec::new()).header;
+        for (at, action) in steps {
+            let mut current: Vec<Arc<Message>> = messages[..length].to_vec();
+            match action {
+                0 => length = at.index(messages.len()) + 1,
+                1 => header.config.thinking = !header.config.thinking,
+                2 => {
+                    if let Some(wire) = &mut header.config.wire {
+                        wire.no_cache_control = !wire.no_cache_control;
+                    }
+                }
+                3 => {
+                    let position = at.index(current.len());
+                    current[position] = user("rewritten");
+                }
+                _ => length = (length + 1 + at.index(3)).min(messages.len()),
+            }
+            if action != 3 {
+                current = messages[..length].to_vec();
+            }
+            let request = GenerateRequest { header: header.clone(), messages: current };
+            let (memoized, sha) = cache.body(&request);
+            let fresh = wire_body(&request);
+            prop_assert_eq!(&memoized, &fresh);
+            let digest: String =
+                sha2::Sha256::digest(&fresh).iter().map(|b| format!("{b:02x}")).collect();
+            prop_assert_eq!(sha, digest);
+        }
+    }
 }
