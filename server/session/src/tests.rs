@@ -168,16 +168,17 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 fn usage() -> impl Strategy<Value = Usage> {
-    (0u64..10_000, 0u64..10_000, 0u64..5000, 0u64..1000).prop_map(|(hit, miss, out, reasoning)| {
-        Usage {
+    (0u64..10_000, 0u64..10_000, 0u64..5000, 0u64..1000, any::<bool>()).prop_map(
+        |(hit, miss, out, reasoning, writes)| Usage {
             prompt_tokens: hit + miss,
             cache_hit_tokens: hit,
             cache_miss_tokens: miss,
             completion_tokens: out + reasoning,
             reasoning_tokens: reasoning,
-            cache_write_tokens: 0,
-        }
-    })
+            // Anthropic's writes are part of the miss.
+            cache_write_tokens: if writes { miss / 2 } else { 0 },
+        },
+    )
 }
 
 fn any_header() -> impl Strategy<Value = EpochHeader> {
@@ -228,19 +229,30 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
             (text(), 0u32..3).prop_map(|(fragment, index)| EventData::AssistantChunk(
                 AssistantChunk { step: 1, delta: ChunkDelta::ToolArgs { index, fragment } }
             )),
-            text().prop_map(|text| EventData::AssistantChunk(AssistantChunk {
+            (text(), 0u8..3).prop_map(|(text, kind)| EventData::AssistantChunk(AssistantChunk {
                 step: 2,
-                delta: ChunkDelta::Reasoning { text }
+                delta: match kind {
+                    0 => ChunkDelta::Reasoning { text },
+                    1 => ChunkDelta::ReasoningSignature { signature: text },
+                    _ => ChunkDelta::RedactedReasoning { data: text },
+                }
             })),
-            (text(), text(), proptest::option::of(text())).prop_map(
-                |(content, args, reasoning)| {
+            (
+                text(),
+                text(),
+                proptest::option::of(text()),
+                proptest::option::of(text()),
+                proptest::collection::vec(text(), 0..3)
+            )
+                .prop_map(|(content, args, reasoning, signature, redacted)| {
                     let mut data = assistant(1, &content, &[("c1", &args)]);
                     if let EventData::AssistantMessage(turn) = &mut data {
                         turn.message.reasoning_content = reasoning;
+                        turn.message.reasoning_signature = signature;
+                        turn.message.redacted_reasoning = redacted;
                     }
                     data
-                }
-            ),
+                }),
             (text(), any::<bool>()).prop_map(|(content, is_error)| EventData::ToolResult(
                 ToolResult { call_id: "c1".into(), name: "t".into(), content, is_error }
             )),
