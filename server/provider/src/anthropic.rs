@@ -459,7 +459,7 @@ pub(crate) fn check(request: &GenerateRequest) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) mod stream;
+pub mod stream;
 
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,8 @@ pub use wire::{
 
 // The stream decoders, for the fuzz targets in `fuzz/`; not part of the crate's API.
 #[doc(hidden)]
+pub use anthropic::stream::MessagesDecoder;
+#[doc(hidden)]
 pub use chunk::{ChunkDecoder, Decoded, Finish};
 #[doc(hidden)]
 pub use sse::{SseDecoder, SseEvent};
