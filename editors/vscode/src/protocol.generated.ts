@@ -987,15 +987,13 @@ content: string,
  */
 reasoningContent?: string, 
 /**
- * The signature of the reasoning (Anthropic's `thinking` block), exactly as streamed:
- * model-visible, since it is sent back with the reasoning it signs.
+ * The message's blocks in the order the model produced them, when it produced thinking
+ * blocks (Anthropic Messages): each thinking block's share of `reasoning_content` and its
+ * signature, encrypted blocks, each text block's share of `content`, each tool call.
+ * Model-visible: the format requires thinking blocks back, signed and unchanged. Empty
+ * for every other message.
  */
-reasoningSignature?: string, 
-/**
- * Reasoning the provider sent encrypted (Anthropic's `redacted_thinking` blocks), opaque,
- * in stream order; sent back unchanged.
- */
-redactedReasoning?: Array<string>, 
+blocks?: Array<ContentBlock>, 
 /**
  * Tool calls, in the order the model emitted them.
  */
@@ -1247,7 +1245,7 @@ text: string, } | { "kind": "reasoning",
  */
 text: string, } | { "kind": "reasoningSignature", 
 /**
- * The piece, verbatim.
+ * The signature.
  */
 signature: string, } | { "kind": "redactedReasoning", 
 /**

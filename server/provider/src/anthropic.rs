@@ -48,7 +48,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use dsh_session::{
-    AssistantMessage, EpochHeader, GenerateRequest, LlmCallConfig, Message, ToolCall, ToolSchema,
+    AssistantMessage, ContentBlock, EpochHeader, GenerateRequest, LlmCallConfig, Message, ToolCall,
+    ToolSchema,
 };
 use sha2::{Digest, Sha256};
 
@@ -114,18 +115,56 @@ fn turns(request: &GenerateRequest) -> Vec<Turn<'_>> {
 }
 
 fn assistant_blocks<'a>(message: &'a AssistantMessage, thinking: bool, out: &mut Vec<Block<'a>>) {
-    if thinking {
-        if let (Some(text), Some(signature)) =
-            (&message.reasoning_content, &message.reasoning_signature)
-        {
-            out.push(Block::Thinking { thinking: text, signature });
-        }
-        out.extend(message.redacted_reasoning.iter().map(|data| Block::Redacted(data)));
+    if let Some(blocks) = layout(message) {
+        let thinking_block =
+            |block: &Block<'_>| matches!(block, Block::Thinking { .. } | Block::Redacted(_));
+        out.extend(blocks.into_iter().filter(|block| thinking || !thinking_block(block)));
+        return;
     }
+    // No thinking blocks (or a layout that does not fit, which `check` refuses): text, then
+    // the calls. Reasoning without a block is another format's, unsigned: never sent.
     if !message.content.is_empty() {
         out.push(Block::Text(&message.content));
     }
     out.extend(message.tool_calls.iter().map(Block::ToolUse));
+}
+
+/// The blocks of a message in the order the model produced them, from its logged layout;
+/// `None` when it has none, or when the layout does not fit the message's texts and calls.
+fn layout(message: &AssistantMessage) -> Option<Vec<Block<'_>>> {
+    if message.blocks.is_empty() {
+        return None;
+    }
+    let reasoning = message.reasoning_content.as_deref().unwrap_or("");
+    let (mut in_reasoning, mut in_content) = (0usize, 0usize);
+    let mut calls = message.tool_calls.iter();
+    let mut out = Vec::with_capacity(message.blocks.len());
+    let take = |text: &'_ str, at: &mut usize, bytes: u64| -> Option<usize> {
+        let end = at.checked_add(usize::try_from(bytes).ok()?)?;
+        text.get(*at..end)?;
+        Some(std::mem::replace(at, end))
+    };
+    for block in &message.blocks {
+        match block {
+            ContentBlock::Thinking { bytes, signature } => {
+                let start = take(reasoning, &mut in_reasoning, *bytes)?;
+                out.push(Block::Thinking { thinking: &reasoning[start..in_reasoning], signature });
+            }
+            ContentBlock::RedactedThinking { data } => out.push(Block::Redacted(data)),
+            ContentBlock::Text { bytes } => {
+                let start = take(&message.content, &mut in_content, *bytes)?;
+                // An empty text block is refused by the format; it says nothing anyway.
+                if in_content > start {
+                    out.push(Block::Text(&message.content[start..in_content]));
+                }
+            }
+            ContentBlock::ToolUse => out.push(Block::ToolUse(calls.next()?)),
+        }
+    }
+    let whole = in_reasoning == reasoning.len()
+        && in_content == message.content.len()
+        && calls.next().is_none();
+    whole.then_some(out)
 }
 
 /// The index of the last cacheable block of a turn.
@@ -385,15 +424,30 @@ pub(crate) fn check(request: &GenerateRequest) -> Result<(), String> {
             Message::Assistant(assistant) => Some(assistant),
             _ => None,
         });
+        let thinking_block = |block: &ContentBlock| {
+            matches!(block, ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. })
+        };
         if let Some(assistant) = last_assistant
             && !assistant.tool_calls.is_empty()
             && assistant.reasoning_content.as_deref().is_some_and(|text| !text.is_empty())
-            && assistant.reasoning_signature.is_none()
+            && !assistant.blocks.iter().any(thinking_block)
         {
             return Err("the last assistant message calls tools after reasoning that has no \
                         signature; the format requires its thinking block signed (was the \
                         session moved from another provider mid-turn?)"
                 .to_owned());
+        }
+    }
+    for (index, message) in request.messages.iter().enumerate() {
+        if let Message::Assistant(assistant) = &**message
+            && !assistant.blocks.is_empty()
+            && layout(assistant).is_none()
+        {
+            return Err(format!(
+                "message {} has a block layout that does not fit its text, reasoning and tool \
+                 calls (an edited log?)",
+                index + 1
+            ));
         }
     }
     let turns = turns(request);

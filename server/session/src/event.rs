@@ -291,9 +291,11 @@ pub enum ChunkDelta {
         /// The piece.
         text: String,
     },
-    /// (A piece of) the signature of the reasoning so far (Anthropic's `signature_delta`).
+    /// A thinking block ended (Anthropic Messages): its signature, verbatim (the block's
+    /// `signature_delta`s joined; empty when the server sent none). The reasoning since the
+    /// previous block's end is that block's.
     ReasoningSignature {
-        /// The piece, verbatim.
+        /// The signature.
         signature: String,
     },
     /// One block of encrypted reasoning (Anthropic's `redacted_thinking`), opaque.

@@ -36,7 +36,8 @@ pub use header::{
     diff_header, fold_request_header, plan_header_event,
 };
 pub use message::{
-    AssistantMessage, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall, derive_event_message,
+    AssistantMessage, ContentBlock, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall,
+    derive_event_message,
 };
 pub use money::{Cost, Price};
 pub use reconstruct::{ReconstructError, StepRequest, reconstruct, reconstruct_step};

@@ -51,8 +51,7 @@ fn assistant(step: u64, content: &str, calls: &[(&str, &str)]) -> EventData {
         message: AssistantMessage {
             content: content.to_owned(),
             reasoning_content: Some(String::new()),
-            reasoning_signature: None,
-            redacted_reasoning: Vec::new(),
+            blocks: Vec::new(),
             tool_calls: calls
                 .iter()
                 .map(|(id, args)| ToolCall {
@@ -242,14 +241,23 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
                 text(),
                 proptest::option::of(text()),
                 proptest::option::of(text()),
-                proptest::collection::vec(text(), 0..3)
+                proptest::option::of(text())
             )
                 .prop_map(|(content, args, reasoning, signature, redacted)| {
                     let mut data = assistant(1, &content, &[("c1", &args)]);
                     if let EventData::AssistantMessage(turn) = &mut data {
+                        if let Some(signature) = signature {
+                            let bytes = reasoning.as_ref().map_or(0, |text| text.len() as u64);
+                            turn.message.blocks.push(ContentBlock::Thinking { bytes, signature });
+                        }
+                        if let Some(data) = redacted {
+                            turn.message.blocks.push(ContentBlock::RedactedThinking { data });
+                        }
+                        turn.message
+                            .blocks
+                            .push(ContentBlock::Text { bytes: content.len() as u64 });
+                        turn.message.blocks.push(ContentBlock::ToolUse);
                         turn.message.reasoning_content = reasoning;
-                        turn.message.reasoning_signature = signature;
-                        turn.message.redacted_reasoning = redacted;
                     }
                     data
                 }),

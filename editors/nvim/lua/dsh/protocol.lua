@@ -97,6 +97,29 @@ M.event_kinds = {
 ---@field name string Client name, e.g. `dsh-vscode`.
 ---@field version? string Client version.
 
+--- A thinking block: the next `bytes` bytes of `reasoningContent`, and its signature as streamed (empty when the server sent none).
+---@class dsh.ContentBlock.thinking
+---@field bytes integer Its length in UTF-8 bytes.
+---@field signature string Its signature.
+---@field type "thinking"
+
+--- An encrypted thinking block, opaque.
+---@class dsh.ContentBlock.redactedThinking
+---@field data string The block's `data`.
+---@field type "redactedThinking"
+
+--- A text block: the next `bytes` bytes of `content`.
+---@class dsh.ContentBlock.text
+---@field bytes integer Its length in UTF-8 bytes.
+---@field type "text"
+
+--- The next tool call of `toolCalls`.
+---@class dsh.ContentBlock.toolUse
+---@field type "toolUse"
+
+--- One block of an assistant message, in the order the model produced it (Anthropic Messages). Texts are not repeated here: a block names how many bytes of the message's `reasoningContent` or `content` it holds, in order.
+---@alias dsh.ContentBlock dsh.ContentBlock.thinking|dsh.ContentBlock.redactedThinking|dsh.ContentBlock.text|dsh.ContentBlock.toolUse
+
 --- What a step (or a sum of steps) cost.
 ---@class dsh.Cost
 ---@field amount number What was billed: hits at the hit price, cache writes at the write price, the other misses at the miss price, output.
@@ -174,10 +197,9 @@ M.event_kinds = {
 
 --- An assistant message.
 ---@class dsh.Message.assistant
+---@field blocks? dsh.ContentBlock[] The message's blocks in the order the model produced them, when it produced thinking blocks (Anthropic Messages): each thinking block's share of `reasoning_content` and its signature, encrypted blocks, each text block's share of `content`, each tool call. Model-visible: the format requires thinking blocks back, signed and unchanged. Empty for every other message.
 ---@field content string Visible text (possibly empty).
 ---@field reasoningContent? string Reasoning text; `None` when the provider sent none at all, `Some("")` when it sent an empty one. Kept as received so it can be passed back unchanged.
----@field reasoningSignature? string The signature of the reasoning (Anthropic's `thinking` block), exactly as streamed: model-visible, since it is sent back with the reasoning it signs.
----@field redactedReasoning? string[] Reasoning the provider sent encrypted (Anthropic's `redacted_thinking` blocks), opaque, in stream order; sent back unchanged.
 ---@field role "assistant"
 ---@field toolCalls? dsh.ToolCall[] Tool calls, in the order the model emitted them.
 
@@ -537,10 +559,9 @@ M.event_kinds = {
 
 --- An assistant message exactly as assembled from the stream.
 ---@class dsh.AssistantMessage
+---@field blocks? dsh.ContentBlock[] The message's blocks in the order the model produced them, when it produced thinking blocks (Anthropic Messages): each thinking block's share of `reasoning_content` and its signature, encrypted blocks, each text block's share of `content`, each tool call. Model-visible: the format requires thinking blocks back, signed and unchanged. Empty for every other message.
 ---@field content string Visible text (possibly empty).
 ---@field reasoningContent? string Reasoning text; `None` when the provider sent none at all, `Some("")` when it sent an empty one. Kept as received so it can be passed back unchanged.
----@field reasoningSignature? string The signature of the reasoning (Anthropic's `thinking` block), exactly as streamed: model-visible, since it is sent back with the reasoning it signs.
----@field redactedReasoning? string[] Reasoning the provider sent encrypted (Anthropic's `redacted_thinking` blocks), opaque, in stream order; sent back unchanged.
 ---@field toolCalls? dsh.ToolCall[] Tool calls, in the order the model emitted them.
 
 --- `assistant/message`.
@@ -558,10 +579,10 @@ M.event_kinds = {
 ---@field kind "reasoning"
 ---@field text string The piece.
 
---- (A piece of) the signature of the reasoning so far (Anthropic's `signature_delta`).
+--- A thinking block ended (Anthropic Messages): its signature, verbatim (the block's `signature_delta`s joined; empty when the server sent none). The reasoning since the previous block's end is that block's.
 ---@class dsh.ChunkDelta.reasoningSignature
 ---@field kind "reasoningSignature"
----@field signature string The piece, verbatim.
+---@field signature string The signature.
 
 --- One block of encrypted reasoning (Anthropic's `redacted_thinking`), opaque.
 ---@class dsh.ChunkDelta.redactedReasoning

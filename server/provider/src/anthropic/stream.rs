@@ -8,8 +8,9 @@
 //! been before streaming began). Unknown event types are skipped, as the format asks.
 //!
 //! Blocks map onto [`ChunkDelta`]s: `text` → `Text`; `thinking` → `Reasoning` (an empty one at
-//! its start, so a thinking turn that said nothing still stores `Some("")`), its
-//! `signature_delta` → `ReasoningSignature`; `redacted_thinking` → `RedactedReasoning`;
+//! its start, so a thinking turn that said nothing still stores `Some("")`), and at its end one
+//! `ReasoningSignature` with its `signature_delta`s joined (empty when none came), which closes
+//! the block for the assembler; `redacted_thinking` → `RedactedReasoning`;
 //! `tool_use` → `ToolCall` (numbered in order of the tool blocks) and its `input_json_delta`
 //! pieces → `ToolArgs`, verbatim. A `tool_use` whose input came whole in its start event and
 //! never in pieces gets that input as one fragment, written compactly. A block of another type
@@ -33,8 +34,13 @@ use crate::chunk::{Decoded, Finish};
 #[derive(Clone, Debug)]
 enum Open {
     Text,
-    Thinking,
+    /// A thinking block and its signature so far.
+    Thinking {
+        signature: String,
+    },
     Redacted,
+    /// A thinking block that stopped (its signature went out).
+    Closed,
     /// A tool call: its position among the message's calls, and the input its start event
     /// carried until a piece arrives (then `None`).
     ToolUse {
@@ -99,13 +105,20 @@ impl MessagesDecoder {
                 };
                 push_delta(open, delta, &mut deltas)?;
             }
-            Event::ContentBlockStop { index } => {
-                if let Some(Open::ToolUse { call, start_input }) = self.blocks.get_mut(&index)
-                    && let Some(fragment) = start_input.take()
-                {
-                    deltas.push(ChunkDelta::ToolArgs { index: *call, fragment });
+            Event::ContentBlockStop { index } => match self.blocks.get_mut(&index) {
+                Some(Open::ToolUse { call, start_input }) => {
+                    if let Some(fragment) = start_input.take() {
+                        deltas.push(ChunkDelta::ToolArgs { index: *call, fragment });
+                    }
                 }
-            }
+                Some(Open::Thinking { signature }) => {
+                    let signature = std::mem::take(signature);
+                    deltas.push(ChunkDelta::ReasoningSignature { signature });
+                    // Stopped: a second stop must not close it again.
+                    self.blocks.insert(index, Open::Closed);
+                }
+                _ => {}
+            },
             Event::MessageDelta { delta, usage } => {
                 if let Some(reason) = delta.stop_reason {
                     self.stop_reason = Some(reason);
@@ -145,10 +158,7 @@ impl MessagesDecoder {
             }
             StartBlock::Thinking { thinking, signature } => {
                 deltas.push(ChunkDelta::Reasoning { text: thinking });
-                if let Some(signature) = signature.filter(|signature| !signature.is_empty()) {
-                    deltas.push(ChunkDelta::ReasoningSignature { signature });
-                }
-                Open::Thinking
+                Open::Thinking { signature: signature.unwrap_or_default() }
             }
             StartBlock::RedactedThinking { data } => {
                 deltas.push(ChunkDelta::RedactedReasoning { data });
@@ -222,20 +232,18 @@ fn push_delta(
             }
         }
         WireDelta::ThinkingDelta { thinking } => {
-            if !matches!(open, Open::Thinking) {
+            if !matches!(open, Open::Thinking { .. }) {
                 return Err(mismatch("thinking_delta"));
             }
             if !thinking.is_empty() {
                 deltas.push(ChunkDelta::Reasoning { text: thinking });
             }
         }
-        WireDelta::SignatureDelta { signature } => {
-            if !matches!(open, Open::Thinking) {
+        WireDelta::SignatureDelta { signature: piece } => {
+            let Open::Thinking { signature } = open else {
                 return Err(mismatch("signature_delta"));
-            }
-            if !signature.is_empty() {
-                deltas.push(ChunkDelta::ReasoningSignature { signature });
-            }
+            };
+            signature.push_str(&piece);
         }
         WireDelta::InputJsonDelta { partial_json } => {
             let Open::ToolUse { call, start_input } = open else {

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use dsh_session::{
-    AssistantMessage, EpochHeader, GenerateRequest, LlmCallConfig, Message, ProviderKind, ToolCall,
-    ToolSchema, WireFormat,
+    AssistantMessage, ContentBlock, EpochHeader, GenerateRequest, LlmCallConfig, Message,
+    ProviderKind, ToolCall, ToolSchema, WireFormat,
 };
 use expect_test::{Expect, expect};
 use proptest::prelude::*;
@@ -47,11 +47,23 @@ fn assistant(
     reasoning: Option<(&str, Option<&str>)>,
     calls: &[(&str, &str, &str)],
 ) -> Arc<Message> {
+    // Signed reasoning comes from a Messages stream: the layout the assembler records for one
+    // thinking block, the text, then the calls.
+    let mut blocks = Vec::new();
+    if let Some((text, Some(signature))) = reasoning {
+        blocks.push(ContentBlock::Thinking {
+            bytes: text.len() as u64,
+            signature: signature.to_owned(),
+        });
+        if !content.is_empty() {
+            blocks.push(ContentBlock::Text { bytes: content.len() as u64 });
+        }
+        blocks.extend(calls.iter().map(|_| ContentBlock::ToolUse));
+    }
     Arc::new(Message::Assistant(AssistantMessage {
         content: content.to_owned(),
         reasoning_content: reasoning.map(|(text, _)| text.to_owned()),
-        reasoning_signature: reasoning.and_then(|(_, signature)| signature.map(str::to_owned)),
-        redacted_reasoning: Vec::new(),
+        blocks,
         tool_calls: calls
             .iter()
             .map(|(id, name, arguments)| ToolCall {
@@ -127,7 +139,8 @@ fn a_thinking_tool_turn_replays_signed_thinking_and_binds_results_to_their_calls
         ],
     );
     if let Message::Assistant(message) = Arc::make_mut(&mut first) {
-        message.redacted_reasoning.push("EncryptedBlob+/=".to_owned());
+        let data = "EncryptedBlob+/=".to_owned();
+        message.blocks.insert(1, ContentBlock::RedactedThinking { data });
     }
     let request = request(
         config,
@@ -299,6 +312,65 @@ fn requests_the_format_rejects_are_refused_before_dispatch() {
     );
     assert_eq!(check(&earlier), Ok(()));
     assert!(!String::from_utf8(body(&earlier)).unwrap().contains("unsigned"));
+}
+
+#[test]
+fn interleaved_thinking_is_replayed_in_the_order_the_model_produced_it() {
+    let message = AssistantMessage {
+        content: "Reading.".to_owned(),
+        reasoning_content: Some("First a.rs.Then b.rs.".to_owned()),
+        blocks: vec![
+            ContentBlock::Thinking { bytes: 11, signature: "s1".to_owned() },
+            ContentBlock::Text { bytes: 8 },
+            ContentBlock::ToolUse,
+            ContentBlock::Thinking { bytes: 10, signature: "s2".to_owned() },
+            ContentBlock::ToolUse,
+        ],
+        tool_calls: vec![
+            ToolCall { id: "t1".to_owned(), name: "read".to_owned(), arguments: "{}".to_owned() },
+            ToolCall { id: "t2".to_owned(), name: "read".to_owned(), arguments: String::new() },
+        ],
+    };
+    let messages = vec![
+        user("q"),
+        Arc::new(Message::Assistant(message.clone())),
+        tool_result("t1", "a"),
+        tool_result("t2", "b"),
+    ];
+    let on = request(config(true), None, messages.clone());
+    assert_eq!(check(&on), Ok(()));
+    let body: Value = serde_json::from_slice(&wire_body(&on)).unwrap();
+    let kinds: Vec<String> = body["messages"][1]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|block| match block["type"].as_str().unwrap() {
+            "thinking" => format!("thinking {} {}", block["thinking"], block["signature"]),
+            "tool_use" => format!("tool_use {}", block["id"]),
+            other => format!("{other} {}", block["text"]),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            r#"thinking "First a.rs." "s1""#,
+            r#"text "Reading.""#,
+            r#"tool_use "t1""#,
+            r#"thinking "Then b.rs." "s2""#,
+            r#"tool_use "t2""#,
+        ]
+    );
+    // Thinking off: the order of text and calls stays, the thinking blocks go.
+    let off = request(config(false), None, messages.clone());
+    let body: Value = serde_json::from_slice(&wire_body(&off)).unwrap();
+    assert_eq!(body["messages"][1]["content"].as_array().unwrap().len(), 3);
+    // A layout that does not fit the message (an edited log) is refused, naming the message.
+    let mut broken = message;
+    broken.blocks[3] = ContentBlock::Thinking { bytes: 99, signature: "s2".to_owned() };
+    let mut messages = messages;
+    messages[1] = Arc::new(Message::Assistant(broken));
+    let error = check(&request(config(true), None, messages)).unwrap_err();
+    assert!(error.starts_with("message 2 has a block layout that does not fit"), "{error}");
 }
 
 // --- Laws -----------------------------------------------------------------------------------

@@ -39,8 +39,7 @@ fn text_and_reasoning_concatenate_exactly_as_received() {
         AssistantMessage {
             content: "x \ny".to_owned(),
             reasoning_content: Some("a  b".to_owned()),
-            reasoning_signature: None,
-            redacted_reasoning: Vec::new(),
+            blocks: Vec::new(),
             tool_calls: vec![]
         }
     );

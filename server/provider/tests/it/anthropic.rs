@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use dsh_mock::{MockConfig, MockServer};
 use dsh_provider::{ApiKey, DeepSeek, DeepSeekConfig, ProviderError, check_request, wire_body};
-use dsh_session::{LlmCallConfig, Message, ProviderKind, WireFormat};
+use dsh_session::{ContentBlock, LlmCallConfig, Message, ProviderKind, WireFormat};
 use serde_json::{Value, json};
 
 use crate::support::{body, collect, request, test_config, tool, user};
@@ -71,7 +71,13 @@ async fn a_thinking_tool_turn_round_trips_byte_exact_and_the_second_request_read
     assert_eq!(reason, "tool_use");
     let message = outcome.message();
     assert_eq!(message.reasoning_content.as_deref(), Some("I should read the file first."));
-    assert!(message.reasoning_signature.as_deref().is_some_and(|s| s.starts_with("mock-sig-")));
+    let signed = match message.blocks.first() {
+        Some(ContentBlock::Thinking { bytes, signature }) => {
+            *bytes == 29 && signature.starts_with("mock-sig-")
+        }
+        _ => false,
+    };
+    assert!(signed, "{:?}", message.blocks);
     assert_eq!(message.tool_calls.len(), 1);
     assert_eq!(message.tool_calls[0].arguments, "{\"path\": \"src/main.rs\"}");
     assert!(message.tool_calls[0].id.starts_with("toolu_"));

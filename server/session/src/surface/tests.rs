@@ -98,8 +98,7 @@ impl Writer {
         let message = AssistantMessage {
             content,
             reasoning_content: None,
-            reasoning_signature: None,
-            redacted_reasoning: Vec::new(),
+            blocks: Vec::new(),
             tool_calls: tool_calls.clone(),
         };
         self.push(EventData::AssistantMessage(AssistantTurn { step, message }));

@@ -144,8 +144,7 @@ pub fn session_events(shape: Shape) -> Vec<EventData> {
                 message: AssistantMessage {
                     content,
                     reasoning_content: None,
-                    reasoning_signature: None,
-                    redacted_reasoning: Vec::new(),
+                    blocks: Vec::new(),
                     tool_calls,
                 },
             }));

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dsh_session::{AssistantMessage, ChunkDelta, ToolCall, Usage};
+use dsh_session::{AssistantMessage, ChunkDelta, ContentBlock, ToolCall, Usage};
 use proptest::prelude::*;
 
 use super::MessagesDecoder;
@@ -13,8 +13,9 @@ use crate::sse::{SseDecoder, SseEvent};
 use crate::{MessageAssembler, ProviderError};
 
 /// A streamed tool-use turn with thinking, as Anthropic documents it (ids shortened); the
-/// `input_json_delta` pieces cut `"path"` and the value mid-token, and `ping`s come before,
-/// between and inside blocks.
+/// `input_json_delta` pieces cut `"path"` and the value mid-token, `ping`s come before,
+/// between and inside blocks, and a second thinking block (interleaved thinking, its signature
+/// in two pieces) comes between the two tool calls.
 const STREAM: &str = r#"event: message_start
 data: {"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":2048,"output_tokens":1}}}
 
@@ -73,10 +74,25 @@ event: content_block_stop
 data: {"type":"content_block_stop","index":3}
 
 event: content_block_start
-data: {"type":"content_block_start","index":4,"content_block":{"type":"tool_use","id":"toolu_02","name":"list","input":{}}}
+data: {"type":"content_block_start","index":4,"content_block":{"type":"thinking","thinking":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":4,"delta":{"type":"thinking_delta","thinking":"Also list."}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":4,"delta":{"type":"signature_delta","signature":"Eq"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":4,"delta":{"type":"signature_delta","signature":"Zz=="}}
 
 event: content_block_stop
 data: {"type":"content_block_stop","index":4}
+
+event: content_block_start
+data: {"type":"content_block_start","index":5,"content_block":{"type":"tool_use","id":"toolu_02","name":"list","input":{}}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":5}
 
 event: message_delta
 data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":89}}
@@ -148,9 +164,18 @@ fn a_thinking_tool_turn_assembles_signature_redacted_block_and_verbatim_input() 
         assembler.finish(),
         AssistantMessage {
             content: "Reading it. ✓".to_owned(),
-            reasoning_content: Some("I need a.rs.".to_owned()),
-            reasoning_signature: Some("EqQBCgIYAhIM1gbcDa9GJwZA2b3h".to_owned()),
-            redacted_reasoning: vec!["EmwKAhgBEgy3va3pzix/LafPsn4a".to_owned()],
+            reasoning_content: Some("I need a.rs.Also list.".to_owned()),
+            blocks: vec![
+                ContentBlock::Thinking {
+                    bytes: 12,
+                    signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3h".to_owned()
+                },
+                ContentBlock::RedactedThinking { data: "EmwKAhgBEgy3va3pzix/LafPsn4a".to_owned() },
+                ContentBlock::Text { bytes: "Reading it. ✓".len() as u64 },
+                ContentBlock::ToolUse,
+                ContentBlock::Thinking { bytes: 10, signature: "EqZz==".to_owned() },
+                ContentBlock::ToolUse,
+            ],
             tool_calls: vec![
                 ToolCall {
                     id: "toolu_01".to_owned(),
