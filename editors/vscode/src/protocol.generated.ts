@@ -856,7 +856,12 @@ noCacheControl: boolean,
  * Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None`
  * derives it from `max_tokens` (docs/providers.md).
  */
-thinkingBudget?: number, };
+thinkingBudget?: number, 
+/**
+ * Anthropic: thinking on is `{"type":"adaptive"}` (the model decides how much to think;
+ * Claude 4.7 and later refuse a budget) instead of `{"type":"enabled","budget_tokens"}`.
+ */
+adaptiveThinking: boolean, };
 
 export type LlmCallConfig = { 
 /**

@@ -160,6 +160,7 @@ pub(crate) struct FileProfile {
     pub max_tokens_field: Option<Spanned<String>>,
     pub cache_control: Option<Spanned<bool>>,
     pub thinking_budget: Option<Spanned<u32>>,
+    pub adaptive_thinking: Option<Spanned<bool>>,
     #[serde(default)]
     pub models: BTreeMap<String, Spanned<FileModel>>,
 }

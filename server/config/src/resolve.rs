@@ -97,6 +97,8 @@ pub struct Profile {
     pub cache_control: Sourced<bool>,
     /// Anthropic: the thinking budget, when set (else derived from `max_tokens`).
     pub thinking_budget: Option<Sourced<u32>>,
+    /// Anthropic: adaptive thinking (`{"type":"adaptive"}`) instead of a budget.
+    pub adaptive_thinking: Sourced<bool>,
     /// Its models by id.
     pub models: BTreeMap<String, Model>,
 }
@@ -114,6 +116,7 @@ impl Profile {
                 max_completion_tokens: self.max_completion_tokens.value,
                 no_cache_control: kind == ProviderKind::Anthropic && !self.cache_control.value,
                 thinking_budget: self.thinking_budget.as_ref().map(|budget| budget.value),
+                adaptive_thinking: kind == ProviderKind::Anthropic && self.adaptive_thinking.value,
             }),
         }
     }
@@ -278,6 +281,8 @@ impl Config {
                 if let Some(budget) = &profile.thinking_budget {
                     put(at("thinking_budget"), budget.value.to_string(), &budget.source);
                 }
+                let adaptive = &profile.adaptive_thinking;
+                put(at("adaptive_thinking"), adaptive.value.to_string(), &adaptive.source);
             }
             for (id, model) in &profile.models {
                 let at = |field: &str| format!("providers.{name}.models.{id}.{field}");
@@ -360,6 +365,7 @@ struct Partial {
     max_tokens_field: Option<Sourced<String>>,
     cache_control: Option<Sourced<bool>>,
     thinking_budget: Option<Sourced<u32>>,
+    adaptive_thinking: Option<Sourced<bool>>,
     models: BTreeMap<String, Model>,
     /// Where the profile was first named, for errors about it as a whole.
     named_at: Option<Source>,
@@ -414,6 +420,7 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
             take(&mut entry.max_tokens_field, layer, &given.max_tokens_field);
             take(&mut entry.cache_control, layer, &given.cache_control);
             take(&mut entry.thinking_budget, layer, &given.thinking_budget);
+            take(&mut entry.adaptive_thinking, layer, &given.adaptive_thinking);
             for (id, spanned_model) in &given.models {
                 let target = entry.models.entry(id.clone()).or_default();
                 let given = spanned_model.get_ref();
@@ -581,6 +588,7 @@ fn finish_profile(name: String, partial: Partial) -> Result<Profile, ConfigError
         let options = [
             ("cache_control", partial.cache_control.as_ref().map(|v| &v.source)),
             ("thinking_budget", partial.thinking_budget.as_ref().map(|v| &v.source)),
+            ("adaptive_thinking", partial.adaptive_thinking.as_ref().map(|v| &v.source)),
         ];
         if let Some((field, Some(source))) = options.into_iter().find(|(_, s)| s.is_some()) {
             return Err(at(
@@ -604,6 +612,14 @@ fn finish_profile(name: String, partial: Partial) -> Result<Profile, ConfigError
                 format!("provider `{name}`: `{field}` is an option of kind openai-compatible"),
             ));
         }
+    }
+    if let (Some(budget), Some(adaptive)) = (&partial.thinking_budget, &partial.adaptive_thinking)
+        && adaptive.value
+    {
+        return Err(at(
+            &budget.source,
+            format!("provider `{name}`: thinking_budget has no use with adaptive_thinking"),
+        ));
     }
     if let Some(budget) = &partial.thinking_budget
         && budget.value < 1024
@@ -646,6 +662,7 @@ fn finish_profile(name: String, partial: Partial) -> Result<Profile, ConfigError
         max_completion_tokens,
         cache_control: partial.cache_control.unwrap_or_else(|| Sourced::new(true, Source::Default)),
         thinking_budget: partial.thinking_budget,
+        adaptive_thinking: flag(partial.adaptive_thinking),
         models: partial.models,
     })
 }

@@ -228,6 +228,10 @@ fn merged_refusals_name_where_the_value_was_set() {
             "/c.toml:4: provider `a`: `cache_control` is an option of kind anthropic",
         ),
         (
+            "[providers.a]\nkind = \"anthropic\"\nbase_url = \"https://a\"\nadaptive_thinking = true\nthinking_budget = 2048\n",
+            "/c.toml:5: provider `a`: thinking_budget has no use with adaptive_thinking",
+        ),
+        (
             "[providers.a]\nkind = \"ollama\"\nbase_url = \"https://a\"\n",
             "/c.toml:2: provider `a`: unknown kind `ollama`",
         ),
@@ -294,7 +298,7 @@ fn an_anthropic_profile_logs_its_wire_options() {
     assert_eq!(claude.kind, dsh_session::ProviderKind::Anthropic);
     assert!(!claude.no_cache_control && claude.thinking_budget.is_none());
     let deepseek = config.profiles["ds"].wire().unwrap();
-    assert!(deepseek.no_cache_control);
+    assert!(deepseek.no_cache_control && !deepseek.adaptive_thinking);
     assert_eq!(deepseek.thinking_budget, Some(2048));
     let entries = config.entries();
     let shown: Vec<String> = entries.iter().map(|entry| format!("{entry:?}")).collect();

@@ -130,9 +130,11 @@ pub(crate) fn parse(
                 }
                 true
             }
+            // The model decides how much to think (Claude 4.6 and later).
+            Some("adaptive") if flavor == Flavor::Anthropic => true,
             _ => {
                 return Err(invalid(
-                    "thinking: Input tag does not match any of the expected tags: 'enabled', 'disabled'",
+                    "thinking: Input tag does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'",
                 ));
             }
         },

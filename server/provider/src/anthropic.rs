@@ -41,8 +41,9 @@
 //!    back even past the format's lookback of about twenty blocks).
 //!
 //! **Thinking.** On: `{"type":"enabled","budget_tokens":B}` with `B` the wire format's
-//! `thinkingBudget`, else `max(1024, max_tokens / 2)`. Off: `{"type":"disabled"}` (sent, not
-//! left out: DeepSeek's `/anthropic` thinks by default).
+//! `thinkingBudget`, else `max(1024, max_tokens / 2)`; or `{"type":"adaptive"}` when the wire
+//! format says `adaptiveThinking`. Off: `{"type":"disabled"}` (sent, not left out: DeepSeek's
+//! `/anthropic` thinks by default).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -249,7 +250,9 @@ fn put_tail(out: &mut Vec<u8>, header: &EpochHeader) {
         }
         out.push(b']');
     }
-    if config.thinking {
+    if config.thinking && adaptive(config) {
+        out.extend_from_slice(b",\"thinking\":{\"type\":\"adaptive\"}");
+    } else if config.thinking {
         out.extend_from_slice(b",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":");
         put(out, &thinking_budget(config));
         out.push(b'}');
@@ -332,6 +335,11 @@ impl Memo {
     }
 }
 
+/// Whether thinking on is adaptive (no budget).
+fn adaptive(config: &LlmCallConfig) -> bool {
+    config.wire.as_ref().is_some_and(|wire| wire.adaptive_thinking)
+}
+
 /// The thinking budget of a request with thinking on.
 fn thinking_budget(config: &LlmCallConfig) -> u32 {
     match config.wire.as_ref().and_then(|wire| wire.thinking_budget) {
@@ -411,7 +419,7 @@ pub(crate) fn tool_input(arguments: &str) -> Result<&str, String> {
 /// tool-use loop with thinking on, a thinking budget not below `max_tokens`.
 pub(crate) fn check(request: &GenerateRequest) -> Result<(), String> {
     let config = &request.header.config;
-    if config.thinking {
+    if config.thinking && !adaptive(config) {
         let budget = thinking_budget(config);
         if budget >= config.max_tokens {
             return Err(format!(
@@ -420,6 +428,8 @@ pub(crate) fn check(request: &GenerateRequest) -> Result<(), String> {
                 config.max_tokens
             ));
         }
+    }
+    if config.thinking {
         let last_assistant = request.messages.iter().rev().find_map(|message| match &**message {
             Message::Assistant(assistant) => Some(assistant),
             _ => None,

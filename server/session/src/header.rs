@@ -101,6 +101,10 @@ pub struct WireFormat {
     /// derives it from `max_tokens` (docs/providers.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
+    /// Anthropic: thinking on is `{"type":"adaptive"}` (the model decides how much to think;
+    /// Claude 4.7 and later refuse a budget) instead of `{"type":"enabled","budget_tokens"}`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub adaptive_thinking: bool,
 }
 
 fn is_false(value: &bool) -> bool {

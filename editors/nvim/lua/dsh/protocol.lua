@@ -527,6 +527,7 @@ M.event_kinds = {
 
 --- How a request body is written: the endpoint kind and the options of that kind that change the bytes. Logged in the call config, because the rebuilt body depends on every one of them.
 ---@class dsh.WireFormat
+---@field adaptiveThinking? boolean Anthropic: thinking on is `{"type":"adaptive"}` (the model decides how much to think; Claude 4.7 and later refuse a budget) instead of `{"type":"enabled","budget_tokens"}`.
 ---@field kind dsh.ProviderKind The endpoint kind.
 ---@field maxCompletionTokens? boolean OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
 ---@field noCacheControl? boolean Anthropic: no `cache_control` breakpoints (for endpoints that ignore them, such as DeepSeek's `/anthropic`).

@@ -315,6 +315,26 @@ fn requests_the_format_rejects_are_refused_before_dispatch() {
 }
 
 #[test]
+fn adaptive_thinking_sends_no_budget_and_needs_none() {
+    let mut config = config(true);
+    config.max_tokens = 1024;
+    if let Some(wire) = &mut config.wire {
+        wire.adaptive_thinking = true;
+    }
+    let request = GenerateRequest {
+        header: EpochHeader { config, system: None, tools: None },
+        messages: vec![user("hi")],
+    };
+    golden(
+        &request,
+        expect![[
+            r#"{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],"thinking":{"type":"adaptive"},"stream":true}"#
+        ]],
+    );
+    assert_eq!(check(&request), Ok(()));
+}
+
+#[test]
 fn interleaved_thinking_is_replayed_in_the_order_the_model_produced_it() {
     let message = AssistantMessage {
         content: "Reading.".to_owned(),

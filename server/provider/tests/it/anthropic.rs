@@ -113,6 +113,23 @@ async fn a_thinking_tool_turn_round_trips_byte_exact_and_the_second_request_read
 }
 
 #[tokio::test]
+async fn adaptive_thinking_streams_signed_thinking_from_the_mock() {
+    let server = mock().await;
+    control(&server, "/_fake/script", json!([{"reasoning": "Short.", "content": "Hi."}])).await;
+    let mut config = anthropic_config(true, true);
+    config.wire.as_mut().unwrap().adaptive_thinking = true;
+    let request = request(config, vec![], vec![user("hello")]);
+    let outcome = collect(&messages_client(&server.base_url()), body(&request)).await;
+    outcome.expect_success();
+    let message = outcome.message();
+    assert_eq!(message.reasoning_content.as_deref(), Some("Short."));
+    assert!(matches!(message.blocks.first(), Some(ContentBlock::Thinking { bytes: 6, .. })));
+    let recorded = String::from_utf8(server.requests()[0].body.clone()).unwrap();
+    assert!(recorded.contains(r#""thinking":{"type":"adaptive"}"#), "{recorded}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn deepseek_s_endpoint_caches_by_prefix_without_markers() {
     let server = mock().await;
     let client = messages_client(&format!("{}/anthropic", server.base_url()));
