@@ -14,11 +14,13 @@
 //! messages that map to the same role are merged into one turn, in order. User, tool and
 //! (conversation) system messages are `user` turns: a tool result is a `tool_result` block bound
 //! to its `tool_use` id, a user or system text a `text` block. Every `content` is an array of
-//! blocks. An assistant message is, in this order: its `thinking` block (the stored reasoning
-//! with its signature, verbatim) and its `redacted_thinking` blocks (opaque `data`) — both only
-//! when thinking is on, and the thinking block only when a signature was stored, since the
-//! format refuses an unsigned one — then a `text` block (when its text is not empty), then one
-//! `tool_use` block per call in the order the model emitted them.
+//! blocks. An assistant message that came from a Messages stream with thinking carries its
+//! block layout (`AssistantMessage::blocks`): its `thinking` blocks (their share of the
+//! reasoning and their signatures, verbatim), `redacted_thinking` blocks (opaque `data`), `text`
+//! blocks and `tool_use` blocks are written in that order — thinking interleaved between tool
+//! calls stays where the model put it — and the thinking ones only when thinking is on. Any other
+//! assistant message is a `text` block (when its text is not empty), then one `tool_use` block
+//! per call in the model's order; its reasoning (another format's, unsigned) is not sent.
 //!
 //! **Tool input.** The format forces `input` to be a JSON object, where the log keeps the text
 //! the model streamed (`input_json_delta` pieces, concatenated). The text is replayed
