@@ -9,9 +9,11 @@
 //! decode to the same events and the same partial state, or all fail, in which case what each
 //! run returned before failing is a prefix of the byte-at-a-time events. The data events then
 //! go through the chunk decoder, and its deltas through the assembler, up to `[DONE]` or the
-//! first error.
+//! first error; and the same through the Anthropic Messages decoder, up to `message_stop`.
 
-use dsh_provider::{ChunkDecoder, Decoded, MessageAssembler, SseDecoder, SseEvent};
+use dsh_provider::{
+    ChunkDecoder, Decoded, MessageAssembler, MessagesDecoder, SseDecoder, SseEvent,
+};
 
 /// The events of `bytes` fed in the pieces `cuts` (ascending offsets) make, whether the
 /// decoder failed, and whether it holds a partial event at the end.
@@ -60,7 +62,20 @@ pub fn check(data: &[u8]) {
         match chunks.decode(data) {
             Ok(Decoded::Deltas(deltas)) => deltas.iter().for_each(|delta| assembler.push(delta)),
             Ok(Decoded::Done(_finish)) => break,
+            Ok(Decoded::Ping) => {}
             Err(_) => break,
+        }
+    }
+    let _message = assembler.finish();
+
+    let mut messages = MessagesDecoder::new();
+    let mut assembler = MessageAssembler::new();
+    for event in &bytewise.0 {
+        let SseEvent::Data(data) = event else { continue };
+        match messages.decode(data) {
+            Ok(Decoded::Deltas(deltas)) => deltas.iter().for_each(|delta| assembler.push(delta)),
+            Ok(Decoded::Ping) => {}
+            Ok(Decoded::Done(_)) | Err(_) => break,
         }
     }
     let _message = assembler.finish();

@@ -126,9 +126,40 @@ async fn inject_into_and_cancel_a_turn_another_client_started() {
 #[tokio::test(flavor = "multi_thread")]
 async fn steering_while_a_tool_call_waits_joins_a_valid_next_request() {
     let env = Env::new().await;
+    let second = steering_while_a_tool_call_waits(&env).await;
+    let second = String::from_utf8_lossy(&second);
+    assert!(second.contains("STEER-DURING-TOOL"), "steering missing from step 2: {second}");
+}
+
+/// The same on an Anthropic Messages profile: the tool result and the steering make one user
+/// turn, results first (the mock refuses turns that do not alternate and results after text).
+#[tokio::test(flavor = "multi_thread")]
+async fn steering_on_anthropic_messages_joins_the_tool_results_turn() {
+    let env = Env::new().await;
+    std::fs::write(
+        env.user_config(),
+        "profile = \"claude\"\n\n[providers.claude]\nkind = \"anthropic\"\n\
+         base_url = \"http://127.0.0.1:1\"\napi_key_env = \"DEEPSEEK_API_KEY\"\n\
+         model = \"deepseek-v4-flash\"\n\n[providers.claude.models.deepseek-v4-flash]\n\
+         max_output = 8192\nthinking = true\n",
+    )
+    .unwrap();
+    let second = steering_while_a_tool_call_waits(&env).await;
+    let second: Value = serde_json::from_slice(&second).unwrap();
+    let last = second["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "user", "{last}");
+    let kinds: Vec<&str> =
+        last["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["tool_result", "text"], "{last}");
+    assert_eq!(last["content"][1]["text"], "STEER-DURING-TOOL");
+    assert_eq!(second["messages"][1]["content"][0]["type"], "thinking", "{second}");
+}
+
+/// Runs the scenario; returns the body of the request after the steering.
+async fn steering_while_a_tool_call_waits(env: &Env) -> Vec<u8> {
     let served = env.serve(&[]).await;
     let (starter, steerer) = (env.client().await, env.client().await);
-    let session = new_session(&env, &starter).await;
+    let session = new_session(env, &starter).await;
     let sub = steerer.subscribe(&session, None).await;
     let turn = spawn_prompt(&starter, json!({"sessionId": session, "text": write_prompt("a.txt")}));
     let asked = steerer.wait_event(&sub, "approval/request", |_| true).await;
@@ -146,10 +177,9 @@ async fn steering_while_a_tool_call_waits_joins_a_valid_next_request() {
     assert_eq!(answer["result"]["stopReason"], "completed", "{answer}");
     let requests = env.requests();
     assert_eq!(requests.len(), 2);
-    let second = String::from_utf8_lossy(&requests[1].body);
-    assert!(second.contains("STEER-DURING-TOOL"), "steering missing from step 2: {second}");
     env.assert_audit_ok(&session).await;
     served.shutdown().await;
+    requests[1].body.clone()
 }
 
 #[tokio::test(flavor = "multi_thread")]

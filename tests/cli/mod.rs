@@ -5,6 +5,7 @@
 //! starts the daemon for that home; dropping the fixture shuts it down). Requests the mock
 //! recorded are compared, byte for byte, with what `dsh` rebuilds from its log.
 
+mod anthropic;
 mod changed;
 mod compact;
 mod config;

@@ -196,9 +196,11 @@ impl Env {
         self.mock.fault(fault).unwrap();
     }
 
-    /// The chat requests the mock recorded.
+    /// The model requests the mock recorded (chat completions and Anthropic Messages).
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.mock.requests().into_iter().filter(|r| r.path.ends_with("/chat/completions")).collect()
+        let model_request =
+            |path: &str| path.ends_with("/chat/completions") || path.ends_with("/v1/messages");
+        self.mock.requests().into_iter().filter(|r| model_request(&r.path)).collect()
     }
 
     /// The path of a session's log.

@@ -804,7 +804,12 @@ completionTokens: number,
 /**
  * The reasoning part of `completion_tokens`.
  */
-reasoningTokens: number, };
+reasoningTokens: number, 
+/**
+ * The part of `cache_miss_tokens` the provider wrote to its cache (Anthropic's
+ * `cache_creation_input_tokens`, billed apart); 0 where providers cache by themselves.
+ */
+cacheWriteTokens?: number, };
 
 export type StopReason = "completed" | "cancelled" | "error" | "maxSteps";
 
@@ -851,7 +856,22 @@ reasoningPassback: boolean,
 /**
  * OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
  */
-maxCompletionTokens: boolean, };
+maxCompletionTokens: boolean, 
+/**
+ * Anthropic: no `cache_control` breakpoints (for endpoints that ignore them, such as
+ * DeepSeek's `/anthropic`).
+ */
+noCacheControl: boolean, 
+/**
+ * Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None`
+ * derives it from `max_tokens` (docs/providers.md).
+ */
+thinkingBudget?: number, 
+/**
+ * Anthropic: thinking on is `{"type":"adaptive"}` (the model decides how much to think;
+ * Claude 4.7 and later refuse a budget) instead of `{"type":"enabled","budget_tokens"}`.
+ */
+adaptiveThinking: boolean, };
 
 export type LlmCallConfig = { 
 /**
@@ -904,13 +924,19 @@ cacheMiss: number,
  */
 output: number, 
 /**
+ * Input tokens written to the cache on request (Anthropic's cache writes, billed above the
+ * miss price); `None`: they cost the miss price.
+ */
+cacheWrite?: number, 
+/**
  * The currency, as the provider bills it (`USD`, `CNY`, …).
  */
 currency: string, };
 
 export type Cost = { 
 /**
- * What was billed: hits at the hit price, misses at the miss price, output.
+ * What was billed: hits at the hit price, cache writes at the write price, the other
+ * misses at the miss price, output.
  */
 amount: number, 
 /**
@@ -975,6 +1001,14 @@ content: string,
  * empty one. Kept as received so it can be passed back unchanged.
  */
 reasoningContent?: string, 
+/**
+ * The message's blocks in the order the model produced them, when it produced thinking
+ * blocks (Anthropic Messages): each thinking block's share of `reasoning_content` and its
+ * signature, encrypted blocks, each text block's share of `content`, each tool call.
+ * Model-visible: the format requires thinking blocks back, signed and unchanged. Empty
+ * for every other message.
+ */
+blocks?: Array<ContentBlock>, 
 /**
  * Tool calls, in the order the model emitted them.
  */
@@ -1277,7 +1311,15 @@ text: string, } | { "kind": "reasoning",
 /**
  * The piece.
  */
-text: string, } | { "kind": "toolCall", 
+text: string, } | { "kind": "reasoningSignature", 
+/**
+ * The signature.
+ */
+signature: string, } | { "kind": "redactedReasoning", 
+/**
+ * The block's `data`, verbatim.
+ */
+data: string, } | { "kind": "toolCall", 
 /**
  * Position of the call in the message.
  */

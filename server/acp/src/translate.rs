@@ -85,7 +85,10 @@ impl Translator {
                         "status": "pending",
                     })]
                 }
-                ChunkDelta::ToolArgs { .. } => vec![],
+                // Opaque to people: a signature or encrypted reasoning shows nothing.
+                ChunkDelta::ToolArgs { .. }
+                | ChunkDelta::ReasoningSignature { .. }
+                | ChunkDelta::RedactedReasoning { .. } => vec![],
             },
             EventData::AssistantMessage(turn) => {
                 let mut updates = Vec::new();

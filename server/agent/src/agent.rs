@@ -23,7 +23,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dsh_provider::{MessageAssembler, StreamEvent, WireCache, adapter_id, wire_body};
+use dsh_provider::{
+    MessageAssembler, StreamEvent, WireCache, adapter_id, check_request, check_tool_arguments,
+    wire_body,
+};
 use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, Closing,
     ContextMessage, EpochHeader, EventData, GenerateRequest, HeaderPlan, INSTRUCTIONS_SOURCE,
@@ -421,6 +424,13 @@ impl Agent {
 
         // 7. Build, record, check, dispatch.
         let request = GenerateRequest { header, messages: snapshot.messages };
+        // A request its format would reject (a tool result without its call, unsigned
+        // reasoning in an Anthropic tool-use turn, …) is never sent: the step fails here, with
+        // the reason, instead of as a 400 after the fact.
+        if let Err(problem) = check_request(&request) {
+            let error = format!("the request cannot be sent ({}): {problem}", endpoint.label);
+            return self.fail_step(session, step, error, false).await;
+        }
         // Memoized: only this step's new messages are serialized and hashed (the invariant check
         // below compares with a from-scratch `wire_body` of the rebuilt request).
         let (body, sha256) = self.wire.body(&request);
@@ -487,7 +497,7 @@ impl Agent {
             let error = "the model returned an empty message".to_owned();
             return Ok(StepOutcome::End(StopReason::Error, Some(error)));
         }
-        if let Some(problem) = invalid_tool_calls(&message.tool_calls) {
+        if let Some(problem) = invalid_tool_calls(&message.tool_calls, &request.header.config) {
             // Logged, such a message would be sent back in every later request and rejected
             // every time: it never reaches the surface.
             let error = format!("the model returned an invalid tool call: {problem}");
@@ -795,9 +805,13 @@ fn last_date_context(session: &Session) -> Option<String> {
 
 /// What is wrong with a message's tool calls, if anything: every call needs a non-empty id and
 /// name, and ids must be unique.
-fn invalid_tool_calls(calls: &[ToolCall]) -> Option<String> {
+fn invalid_tool_calls(calls: &[ToolCall], config: &LlmCallConfig) -> Option<String> {
     let mut seen = std::collections::BTreeSet::new();
     for (index, call) in calls.iter().enumerate() {
+        // Anthropic's `input` must be an object: any other text could never be sent back.
+        if let Err(problem) = check_tool_arguments(config, &call.arguments) {
+            return Some(format!("call {index} ({}): {problem}", call.id));
+        }
         if call.id.is_empty() {
             return Some(format!("call {index} has no id"));
         }

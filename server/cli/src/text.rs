@@ -32,6 +32,13 @@ pub fn usage_table(result: &SessionUsageResult) -> String {
             .as_ref()
             .map_or_else(|| "-".to_owned(), |cost| money(cost.amount, &cost.currency)),
     );
+    if totals.cache_write_tokens > 0 {
+        let _ = writeln!(
+            out,
+            "{} of the new input tokens were written to the provider's cache on request",
+            totals.cache_write_tokens
+        );
+    }
     match &result.cost {
         Some(cost) => {
             let _ = writeln!(
@@ -52,9 +59,12 @@ pub fn usage_table(result: &SessionUsageResult) -> String {
     }
     for used in &result.prices {
         let price = &used.price;
+        let write = price.cache_write.map_or_else(String::new, |write| {
+            format!(", cache write {}", money(write, &price.currency))
+        });
         let _ = writeln!(
             out,
-            "prices of {}/{} per million tokens: cache hit {}, cache miss {}, output {}",
+            "prices of {}/{} per million tokens: cache hit {}, cache miss {}{write}, output {}",
             used.profile,
             used.model,
             money(price.cache_hit, &price.currency),
@@ -133,12 +143,24 @@ mod tests {
     use super::{money, usage_table};
 
     fn row(step: u64, prompt: u64, hit: u64, out: u64, price: &Price) -> UsageEntry {
+        row_writing(step, prompt, hit, 0, out, price)
+    }
+
+    fn row_writing(
+        step: u64,
+        prompt: u64,
+        hit: u64,
+        written: u64,
+        out: u64,
+        price: &Price,
+    ) -> UsageEntry {
         let usage = Usage {
             prompt_tokens: prompt,
             cache_hit_tokens: hit,
             cache_miss_tokens: prompt - hit,
             completion_tokens: out,
             reasoning_tokens: 0,
+            cache_write_tokens: written,
         };
         UsageEntry {
             row: UsageRow {
@@ -162,8 +184,13 @@ mod tests {
     /// $0.000184; the cache saved (9,984 × (0.14 − 0.0028)) / 10⁶ = $0.00137.
     #[test]
     fn the_usage_table_shows_each_steps_cost_and_what_the_cache_saved() {
-        let price =
-            Price { cache_hit: 0.0028, cache_miss: 0.14, output: 0.28, currency: "USD".to_owned() };
+        let price = Price {
+            cache_hit: 0.0028,
+            cache_miss: 0.14,
+            output: 0.28,
+            cache_write: None,
+            currency: "USD".to_owned(),
+        };
         let rows = vec![row(1, 10_000, 0, 500, &price), row(2, 10_500, 9_984, 300, &price)];
         let cost =
             rows.iter().filter_map(|e| e.row.cost.clone()).reduce(|a, b| a.plus(&b).unwrap());
@@ -192,5 +219,47 @@ mod tests {
             prices of deepseek/deepseek-v4-flash per million tokens: cache hit $0.0028, cache miss $0.14, output $0.28
         "#]]
         .assert_eq(&usage_table(&result));
+    }
+
+    /// Anthropic-style: writes billed at $3.75, reads at $0.30, input $3, output $15 per
+    /// million. Step 1 = (2,000 × 3.75 + 100 × 3 + 50 × 15) / 10⁶ = $0.00855; step 2 = (2,000 ×
+    /// 0.3 + 300 × 3.75 + 20 × 3 + 40 × 15) / 10⁶ = $0.002385.
+    #[test]
+    fn cache_writes_are_counted_and_priced_on_their_own() {
+        let price = Price {
+            cache_hit: 0.3,
+            cache_miss: 3.0,
+            output: 15.0,
+            cache_write: Some(3.75),
+            currency: "USD".to_owned(),
+        };
+        let rows = vec![
+            row_writing(1, 2_100, 0, 2_000, 50, &price),
+            row_writing(2, 2_320, 2_000, 300, 40, &price),
+        ];
+        let cost =
+            rows.iter().filter_map(|e| e.row.cost.clone()).reduce(|a, b| a.plus(&b).unwrap());
+        let totals =
+            rows.iter().filter_map(|e| e.row.usage).fold(Usage::default(), |a, b| a.add(&b));
+        let result = SessionUsageResult {
+            rows,
+            totals,
+            cost,
+            prices: vec![PriceUsed {
+                profile: "claude".to_owned(),
+                model: "claude-sonnet-4-5".to_owned(),
+                price,
+            }],
+            context_window: 200_000,
+        };
+        expect![[r#"
+            turn  step    prompt    cached       new     out   hit%        cost  cause of a cache drop
+               1     1      2100         0      2100      50   0.0%    $0.00855
+               1     2      2320      2000       320      40  86.2%   $0.002385
+                 total      4420      2000      2420      90  45.2%   $0.010935
+            2300 of the new input tokens were written to the provider's cache on request
+            cost $0.010935 · the cache saved $0.003675 (the same tokens at the cache-miss price: $0.01461)
+            prices of claude/claude-sonnet-4-5 per million tokens: cache hit $0.30, cache miss $3.00, cache write $3.75, output $15.00
+        "#]].assert_eq(&usage_table(&result));
     }
 }

@@ -158,6 +158,9 @@ pub(crate) struct FileProfile {
     pub thinking_object: Option<Spanned<bool>>,
     pub reasoning_passback: Option<Spanned<bool>>,
     pub max_tokens_field: Option<Spanned<String>>,
+    pub cache_control: Option<Spanned<bool>>,
+    pub thinking_budget: Option<Spanned<u32>>,
+    pub adaptive_thinking: Option<Spanned<bool>>,
     #[serde(default)]
     pub models: BTreeMap<String, Spanned<FileModel>>,
 }
@@ -179,6 +182,7 @@ pub(crate) struct FilePrice {
     pub cache_hit: f64,
     pub cache_miss: f64,
     pub output: f64,
+    pub cache_write: Option<f64>,
     pub currency: String,
 }
 

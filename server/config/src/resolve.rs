@@ -93,6 +93,12 @@ pub struct Profile {
     pub reasoning_passback: Sourced<bool>,
     /// OpenAI-compatible: `max_completion_tokens` instead of `max_tokens`.
     pub max_completion_tokens: Sourced<bool>,
+    /// Anthropic: place `cache_control` breakpoints (on by default).
+    pub cache_control: Sourced<bool>,
+    /// Anthropic: the thinking budget, when set (else derived from `max_tokens`).
+    pub thinking_budget: Option<Sourced<u32>>,
+    /// Anthropic: adaptive thinking (`{"type":"adaptive"}`) instead of a budget.
+    pub adaptive_thinking: Sourced<bool>,
     /// Its models by id.
     pub models: BTreeMap<String, Model>,
 }
@@ -108,6 +114,9 @@ impl Profile {
                 thinking_object: self.thinking_object.value,
                 reasoning_passback: self.reasoning_passback.value,
                 max_completion_tokens: self.max_completion_tokens.value,
+                no_cache_control: kind == ProviderKind::Anthropic && !self.cache_control.value,
+                thinking_budget: self.thinking_budget.as_ref().map(|budget| budget.value),
+                adaptive_thinking: kind == ProviderKind::Anthropic && self.adaptive_thinking.value,
             }),
         }
     }
@@ -266,6 +275,15 @@ impl Config {
                 };
                 put(at("max_tokens_field"), quoted(field), &profile.max_completion_tokens.source);
             }
+            if profile.kind.value == ProviderKind::Anthropic {
+                let cache_control = &profile.cache_control;
+                put(at("cache_control"), cache_control.value.to_string(), &cache_control.source);
+                if let Some(budget) = &profile.thinking_budget {
+                    put(at("thinking_budget"), budget.value.to_string(), &budget.source);
+                }
+                let adaptive = &profile.adaptive_thinking;
+                put(at("adaptive_thinking"), adaptive.value.to_string(), &adaptive.source);
+            }
             for (id, model) in &profile.models {
                 let at = |field: &str| format!("providers.{name}.models.{id}.{field}");
                 if let Some(value) = &model.context_window {
@@ -278,8 +296,12 @@ impl Config {
                     put(at("thinking"), value.value.to_string(), &value.source);
                 }
                 if let Some(Sourced { value: price, source }) = &model.price {
+                    let write = match price.cache_write {
+                        Some(write) => format!(", cache_write = {write}"),
+                        None => String::new(),
+                    };
                     let text = format!(
-                        "{{ cache_hit = {}, cache_miss = {}, output = {}, currency = {} }}",
+                        "{{ cache_hit = {}, cache_miss = {}, output = {}{write}, currency = {} }}",
                         price.cache_hit,
                         price.cache_miss,
                         price.output,
@@ -341,6 +363,9 @@ struct Partial {
     thinking_object: Option<Sourced<bool>>,
     reasoning_passback: Option<Sourced<bool>>,
     max_tokens_field: Option<Sourced<String>>,
+    cache_control: Option<Sourced<bool>>,
+    thinking_budget: Option<Sourced<u32>>,
+    adaptive_thinking: Option<Sourced<bool>>,
     models: BTreeMap<String, Model>,
     /// Where the profile was first named, for errors about it as a whole.
     named_at: Option<Source>,
@@ -393,6 +418,9 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
             take(&mut entry.thinking_object, layer, &given.thinking_object);
             take(&mut entry.reasoning_passback, layer, &given.reasoning_passback);
             take(&mut entry.max_tokens_field, layer, &given.max_tokens_field);
+            take(&mut entry.cache_control, layer, &given.cache_control);
+            take(&mut entry.thinking_budget, layer, &given.thinking_budget);
+            take(&mut entry.adaptive_thinking, layer, &given.adaptive_thinking);
             for (id, spanned_model) in &given.models {
                 let target = entry.models.entry(id.clone()).or_default();
                 let given = spanned_model.get_ref();
@@ -512,15 +540,7 @@ fn finish_profile(name: String, partial: Partial) -> Result<Profile, ConfigError
     let kind_value = match kind.value.as_str() {
         "deepseek" => ProviderKind::Deepseek,
         "openai-compatible" => ProviderKind::OpenaiCompatible,
-        "anthropic" => {
-            return Err(at(
-                &kind.source,
-                format!(
-                    "provider `{name}`: kind `anthropic` is not supported by this build yet; \
-                     use `deepseek` or `openai-compatible`"
-                ),
-            ));
-        }
+        "anthropic" => ProviderKind::Anthropic,
         other => {
             return Err(at(
                 &kind.source,
@@ -564,7 +584,20 @@ fn finish_profile(name: String, partial: Partial) -> Result<Profile, ConfigError
             }
         },
     };
-    if kind_value == ProviderKind::Deepseek {
+    if kind_value != ProviderKind::Anthropic {
+        let options = [
+            ("cache_control", partial.cache_control.as_ref().map(|v| &v.source)),
+            ("thinking_budget", partial.thinking_budget.as_ref().map(|v| &v.source)),
+            ("adaptive_thinking", partial.adaptive_thinking.as_ref().map(|v| &v.source)),
+        ];
+        if let Some((field, Some(source))) = options.into_iter().find(|(_, s)| s.is_some()) {
+            return Err(at(
+                source,
+                format!("provider `{name}`: `{field}` is an option of kind anthropic"),
+            ));
+        }
+    }
+    if kind_value != ProviderKind::OpenaiCompatible {
         let options = [
             ("thinking_object", partial.thinking_object.as_ref().map(|v| &v.source)),
             ("reasoning_passback", partial.reasoning_passback.as_ref().map(|v| &v.source)),
@@ -576,12 +609,28 @@ fn finish_profile(name: String, partial: Partial) -> Result<Profile, ConfigError
         if let Some((field, Some(source))) = options.into_iter().find(|(_, s)| s.is_some()) {
             return Err(at(
                 source,
-                format!(
-                    "provider `{name}`: `{field}` is an option of kind openai-compatible; \
-                     DeepSeek's format is fixed"
-                ),
+                format!("provider `{name}`: `{field}` is an option of kind openai-compatible"),
             ));
         }
+    }
+    if let (Some(budget), Some(adaptive)) = (&partial.thinking_budget, &partial.adaptive_thinking)
+        && adaptive.value
+    {
+        return Err(at(
+            &budget.source,
+            format!("provider `{name}`: thinking_budget has no use with adaptive_thinking"),
+        ));
+    }
+    if let Some(budget) = &partial.thinking_budget
+        && budget.value < 1024
+    {
+        return Err(at(
+            &budget.source,
+            format!(
+                "provider `{name}`: thinking_budget ({}) is below Anthropic's minimum of 1024",
+                budget.value
+            ),
+        ));
     }
     for (id, model) in &partial.models {
         if let Some(window) = &model.context_window
@@ -611,6 +660,9 @@ fn finish_profile(name: String, partial: Partial) -> Result<Profile, ConfigError
         thinking_object: flag(partial.thinking_object),
         reasoning_passback: flag(partial.reasoning_passback),
         max_completion_tokens,
+        cache_control: partial.cache_control.unwrap_or_else(|| Sourced::new(true, Source::Default)),
+        thinking_budget: partial.thinking_budget,
+        adaptive_thinking: flag(partial.adaptive_thinking),
         models: partial.models,
     })
 }
@@ -633,7 +685,8 @@ fn check_price(
     price: &Spanned<crate::file::FilePrice>,
 ) -> Result<Price, ConfigError> {
     let value = price.get_ref();
-    let amounts = [value.cache_hit, value.cache_miss, value.output];
+    let amounts =
+        [value.cache_hit, value.cache_miss, value.output, value.cache_write.unwrap_or(0.0)];
     if amounts.iter().any(|amount| !amount.is_finite() || *amount < 0.0) {
         return Err(layer.error(
             source_line(&layer.source(price)),
@@ -649,6 +702,7 @@ fn check_price(
         cache_hit: value.cache_hit,
         cache_miss: value.cache_miss,
         output: value.output,
+        cache_write: value.cache_write,
         currency: value.currency.clone(),
     })
 }

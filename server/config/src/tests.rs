@@ -216,8 +216,20 @@ fn every_refusal_names_the_file_the_line_and_the_key() {
 fn merged_refusals_name_where_the_value_was_set() {
     let cases = [
         (
-            "[providers.a]\nkind = \"anthropic\"\nbase_url = \"https://a\"\n",
-            "/c.toml:2: provider `a`: kind `anthropic` is not supported",
+            "[providers.a]\nkind = \"anthropic\"\nbase_url = \"https://a\"\nthinking_budget = 500\n",
+            "/c.toml:4: provider `a`: thinking_budget (500) is below Anthropic's minimum of 1024",
+        ),
+        (
+            "[providers.a]\nkind = \"anthropic\"\nbase_url = \"https://a\"\nreasoning_passback = true\n",
+            "/c.toml:4: provider `a`: `reasoning_passback` is an option of kind openai-compatible",
+        ),
+        (
+            "[providers.a]\nkind = \"openai-compatible\"\nbase_url = \"https://a\"\ncache_control = false\n",
+            "/c.toml:4: provider `a`: `cache_control` is an option of kind anthropic",
+        ),
+        (
+            "[providers.a]\nkind = \"anthropic\"\nbase_url = \"https://a\"\nadaptive_thinking = true\nthinking_budget = 2048\n",
+            "/c.toml:5: provider `a`: thinking_budget has no use with adaptive_thinking",
         ),
         (
             "[providers.a]\nkind = \"ollama\"\nbase_url = \"https://a\"\n",
@@ -273,4 +285,22 @@ fn an_openai_compatible_profile_logs_its_wire_options() {
     let wire = config.profiles["v"].wire().unwrap();
     assert_eq!(wire.kind, dsh_session::ProviderKind::OpenaiCompatible);
     assert!(wire.reasoning_passback && wire.max_completion_tokens && !wire.thinking_object);
+}
+
+#[test]
+fn an_anthropic_profile_logs_its_wire_options() {
+    let text = "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com\"\n\
+                [providers.ds]\nkind = \"anthropic\"\nbase_url = \"https://api.deepseek.com/anthropic\"\n\
+                cache_control = false\nthinking_budget = 2048\n";
+    let file = layer(text, "/c.toml", false);
+    let config = resolve(&[&builtin(), &file], &Overrides::default()).unwrap();
+    let claude = config.profiles["claude"].wire().unwrap();
+    assert_eq!(claude.kind, dsh_session::ProviderKind::Anthropic);
+    assert!(!claude.no_cache_control && claude.thinking_budget.is_none());
+    let deepseek = config.profiles["ds"].wire().unwrap();
+    assert!(deepseek.no_cache_control && !deepseek.adaptive_thinking);
+    assert_eq!(deepseek.thinking_budget, Some(2048));
+    let entries = config.entries();
+    let shown: Vec<String> = entries.iter().map(|entry| format!("{entry:?}")).collect();
+    assert!(shown.iter().any(|e| e.contains("providers.ds.cache_control")), "{shown:?}");
 }

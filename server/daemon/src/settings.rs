@@ -400,6 +400,7 @@ impl Settings {
     fn client(&self, profile: &Profile, key: Option<ApiKey>) -> Result<DeepSeek, String> {
         let mut config = DeepSeekConfig::without_key(profile.base_url.value.clone());
         config.api_key = key;
+        config.kind = profile.kind.value;
         config.connect_timeout = profile.connect_timeout.value;
         config.data_timeout = profile.data_timeout.value;
         config.overall_timeout = profile.overall_timeout.value;
@@ -410,7 +411,8 @@ impl Settings {
             .collect();
         // What built the client (the key as a digest); it never leaves this map.
         let fingerprint = format!(
-            "{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
+            "{}\u{0}{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
+            config.kind,
             config.base_url,
             config.api_key.as_ref().map(ApiKey::digest),
             config.headers,

@@ -27,6 +27,7 @@ pub(crate) enum Origin {
     Output,
     Lcp,
     Interval,
+    Breakpoint,
 }
 
 impl Origin {
@@ -37,6 +38,7 @@ impl Origin {
             Origin::Output => "output",
             Origin::Lcp => "lcp",
             Origin::Interval => "interval",
+            Origin::Breakpoint => "breakpoint",
         }
     }
 }
@@ -124,6 +126,61 @@ impl Cache {
     }
 
     /// Stores the input units of a prompt whose response has started.
+    /// Anthropic's lookup: the longest visible unit no longer than `limit` (the last
+    /// breakpoint), exact to the token — no granularity, nothing withheld; `miss-next` applies.
+    pub fn breakpoint_hit(
+        &mut self,
+        config: &CacheConfig,
+        namespace: &Namespace,
+        tokens: &[Token],
+        limit: u64,
+        now: Instant,
+    ) -> u64 {
+        let hashes = prefix_hashes(tokens);
+        let limit = limit.min(tokens.len() as u64);
+        let mut best = 0;
+        if let Some(space) = self.spaces.get_mut(namespace) {
+            expire(space, config, now);
+            let mut best_key = None;
+            for ((unit_length, hash), unit) in &space.units {
+                let matches = *unit_length <= limit
+                    && *unit_length > best
+                    && unit.visible_at <= now
+                    && hashes.get(*unit_length as usize) == Some(hash);
+                if matches {
+                    best = *unit_length;
+                    best_key = Some((*unit_length, *hash));
+                }
+            }
+            if let Some(unit) = best_key.and_then(|key| space.units.get_mut(&key)) {
+                unit.last_used = now;
+            }
+        }
+        if self.miss_next > 0 {
+            self.miss_next -= 1;
+            return 0;
+        }
+        best
+    }
+
+    /// Anthropic's write: a unit at each breakpoint position of the prompt.
+    pub fn persist_breakpoints(
+        &mut self,
+        namespace: &Namespace,
+        prompt: &[Token],
+        positions: &[u64],
+        now: Instant,
+        delay: Duration,
+    ) {
+        let hashes = prefix_hashes(prompt);
+        let space = self.spaces.entry(namespace.clone()).or_default();
+        for &position in positions {
+            if position > 0 && position <= prompt.len() as u64 {
+                insert(space, &hashes, position, Origin::Breakpoint, now + delay, now);
+            }
+        }
+    }
+
     pub fn persist_input(
         &mut self,
         config: &CacheConfig,

@@ -1,6 +1,8 @@
 //! `dsh-mock`: a deterministic DeepSeek-compatible mock HTTP server.
 //!
-//! It serves the chat-completion API (streaming and not), `/models` and `/user/balance` the way
+//! It serves the chat-completion API (streaming and not), the Anthropic Messages API (as
+//! Anthropic's `/v1/messages` and DeepSeek's `/anthropic/v1/messages`), `/models` and
+//! `/user/balance` the way
 //! docs/mock.md describes, with a V4-like rendering, an approximate tokenizer, prefix-cache
 //! accounting in `block` and `units` modes, scripted or directive-driven answers, injectable
 //! faults, and a record of every request's exact bytes under `/_fake/requests`. Tests, `dsh mock`
@@ -8,7 +10,7 @@
 //!
 //! It deliberately does **not** depend on any other dsh crate, never reads the wall clock into a
 //! response (the `created` field comes from the config), binds only to 127.0.0.1, and does not
-//! implement the optional Anthropic surface or the `hf:` tokenizer.
+//! implement the `hf:` tokenizer.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -23,6 +25,7 @@ mod cache;
 mod config;
 mod error;
 mod fault;
+mod messages;
 mod render;
 mod request;
 mod response;
@@ -189,7 +192,12 @@ pub async fn serve_forever(config: MockConfig, port: u16) -> std::io::Result<()>
     // The one line a user of `dsh mock` needs: this is a CLI's output, not logging.
     #[allow(clippy::print_stdout)]
     {
-        println!("dsh mock listening on {} (api key: {key})", server.base_url());
+        let url = server.base_url();
+        println!("dsh mock listening on {url} (api key: {key})");
+        println!(
+            "  chat completions: {url}/chat/completions; Anthropic Messages: {url}/v1/messages \
+             (profile base_url {url}), DeepSeek-style: {url}/anthropic/v1/messages"
+        );
     }
     let result = tokio::signal::ctrl_c().await;
     server.shutdown().await;

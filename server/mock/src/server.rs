@@ -25,6 +25,7 @@ use crate::cache::Namespace;
 use crate::config::MockConfig;
 use crate::error::ApiError;
 use crate::fault::Fault;
+use crate::messages::{self, Flavor, MessagesUsage};
 use crate::render;
 use crate::request::{self, ChatRequest, Message, Role, ToolCall};
 use crate::response::{OutCall, Output, Usage, truncate_pieces};
@@ -43,12 +44,14 @@ pub(crate) struct Shared {
 /// The largest accepted request body.
 const BODY_LIMIT: usize = 256 * 1024 * 1024;
 
-/// Builds the router with every endpoint (docs/mock.md, "Endpoints"; no Anthropic surface).
+/// Builds the router with every endpoint (docs/mock.md, "Endpoints").
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/chat/completions", post(chat))
         .route("/v1/chat/completions", post(chat))
         .route("/beta/chat/completions", post(chat))
+        .route("/v1/messages", post(messages_anthropic))
+        .route("/anthropic/v1/messages", post(messages_deepseek))
         .route("/models", get(models))
         .route("/v1/models", get(models))
         .route("/user/balance", get(balance))
@@ -96,6 +99,49 @@ fn authenticate<'a>(shared: &Shared, headers: &'a HeaderMap) -> Result<&'a str, 
     } else {
         Err(ApiError::unauthorized(key))
     }
+}
+
+/// The `x-api-key` of a Messages request (DeepSeek's endpoint also takes a bearer token).
+fn messages_key(headers: &HeaderMap, flavor: Flavor) -> &str {
+    match headers.get("x-api-key").and_then(|value| value.to_str().ok()) {
+        Some(key) => key.trim(),
+        None if flavor == Flavor::DeepSeek => bearer(headers),
+        None => "",
+    }
+}
+
+/// Step 1 for a Messages request: the key, then (Anthropic's endpoint) the version header.
+fn authenticate_messages<'a>(
+    shared: &Shared,
+    headers: &'a HeaderMap,
+    flavor: Flavor,
+) -> Result<&'a str, ApiError> {
+    let key = messages_key(headers, flavor);
+    if !shared.config.keys.iter().any(|configured| configured.key == key) {
+        return Err(ApiError::new(401, "invalid x-api-key", "authentication_error", None));
+    }
+    if flavor == Flavor::Anthropic {
+        match headers.get("anthropic-version").and_then(|value| value.to_str().ok()) {
+            None => {
+                return Err(ApiError::new(
+                    400,
+                    "anthropic-version: header is required",
+                    "invalid_request_error",
+                    None,
+                ));
+            }
+            Some(version) if version != messages::VERSION => {
+                return Err(ApiError::new(
+                    400,
+                    format!("anthropic-version: unsupported version {version:?}"),
+                    "invalid_request_error",
+                    None,
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(key)
 }
 
 fn redact(key: &str) -> String {
@@ -248,6 +294,11 @@ impl Drop for InflightGuard {
 
 /// An admitted request: everything the producer needs.
 struct Admitted {
+    surface: Surface,
+    /// The Messages usage (Messages surfaces only).
+    messages_usage: MessagesUsage,
+    /// The breakpoints' token positions (Anthropic's Messages endpoint only).
+    breakpoints: Vec<u64>,
     request: ChatRequest,
     fault: Fault,
     plan: Plan,
@@ -259,6 +310,15 @@ struct Admitted {
     guard: InflightGuard,
 }
 
+/// The API a request came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Surface {
+    /// Chat completions.
+    Chat,
+    /// Anthropic Messages, on Anthropic's or DeepSeek's endpoint.
+    Messages(Flavor),
+}
+
 async fn chat(
     State(shared): State<Arc<Shared>>,
     method: Method,
@@ -266,8 +326,39 @@ async fn chat(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let seq = record_arrival(&shared, &method, &uri, &headers, &body);
-    match admit(&shared, seq, &headers, &body) {
+    serve(shared, &method, &uri, &headers, &body, Surface::Chat)
+}
+
+async fn messages_anthropic(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    serve(shared, &method, &uri, &headers, &body, Surface::Messages(Flavor::Anthropic))
+}
+
+async fn messages_deepseek(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    serve(shared, &method, &uri, &headers, &body, Surface::Messages(Flavor::DeepSeek))
+}
+
+fn serve(
+    shared: Arc<Shared>,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+    surface: Surface,
+) -> Response {
+    let seq = record_arrival(&shared, method, uri, headers, body);
+    match admit(&shared, seq, headers, body, surface) {
         Ok(admitted) => respond(shared, seq, admitted),
         Err((error, outcome)) => {
             let mut state = lock(&shared.state);
@@ -276,7 +367,20 @@ async fn chat(
                 record.outcome = outcome.to_owned();
             }
             drop(state);
-            error.into_response()
+            match surface {
+                Surface::Chat => error.into_response(),
+                Surface::Messages(_) => {
+                    let status = StatusCode::from_u16(error.status)
+                        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                    let mut response = json_response(status, &messages::error_body(&error));
+                    if let Some(seconds) = error.retry_after {
+                        response
+                            .headers_mut()
+                            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+                    }
+                    response
+                }
+            }
         }
     }
 }
@@ -293,6 +397,8 @@ fn record_arrival(
         .map(|(name, value)| {
             let value = if *name == header::AUTHORIZATION {
                 format!("Bearer {}", redact(bearer(headers)))
+            } else if name.as_str() == "x-api-key" {
+                redact(&String::from_utf8_lossy(value.as_bytes()))
             } else {
                 String::from_utf8_lossy(value.as_bytes()).into_owned()
             };
@@ -334,7 +440,11 @@ pub(crate) struct Validated {
 /// Validation steps 2–5 (docs/mock.md, "Validation"): syntax, types, semantics, then the
 /// rendered prompt against the model's context and maximum output. Touches no state.
 pub(crate) fn validate(body: &[u8], config: &MockConfig) -> Result<Validated, ApiError> {
-    let request = request::parse(body, config)?;
+    validate_context(request::parse(body, config)?)
+}
+
+/// Validation step 5: the rendered prompt against the model's context and maximum output.
+fn validate_context(request: ChatRequest) -> Result<Validated, ApiError> {
     let segments = render::render(&request);
     let prompt = tokenizer::tokenize(&segments);
     let prompt_tokens = prompt.len() as u64;
@@ -378,11 +488,22 @@ fn admit(
     seq: u64,
     headers: &HeaderMap,
     body: &[u8],
+    surface: Surface,
 ) -> Result<Admitted, (ApiError, &'static str)> {
     let config = &shared.config;
     let rejected = |error| (error, "rejected");
-    let key = authenticate(shared, headers).map_err(rejected)?.to_owned();
-    let Validated { request, segments, prompt } = validate(body, config).map_err(rejected)?;
+    let (key, Validated { request, segments, prompt }, breakpoints) = match surface {
+        Surface::Chat => {
+            let key = authenticate(shared, headers).map_err(rejected)?.to_owned();
+            (key, validate(body, config).map_err(rejected)?, Vec::new())
+        }
+        Surface::Messages(flavor) => {
+            let key = authenticate_messages(shared, headers, flavor).map_err(rejected)?.to_owned();
+            let parsed = messages::parse(body, config, flavor).map_err(rejected)?;
+            let validated = validate_context(parsed.chat).map_err(rejected)?;
+            (key, validated, parsed.breakpoints)
+        }
+    };
     let prompt_tokens = prompt.len() as u64;
     let key_config = config.keys.iter().find(|configured| configured.key == key);
     let limit = key_config.map_or(0, |configured| configured.concurrency);
@@ -438,11 +559,32 @@ fn admit(
         Some(index) => Plan::from_script(state.scripts.remove(index), &request),
         None => Plan::from_request(&request),
     };
-    let (output, completion_tokens, reasoning_tokens) =
+    let (mut output, completion_tokens, reasoning_tokens) =
         generate(&request, &plan, &fault, &mut state.ids, config.created);
     let namespace = namespace_of(config, &key, &request);
-    let hit = state.cache.hit(&config.cache, &namespace, &prompt, Instant::now());
+    let now = Instant::now();
+    // Anthropic's endpoint reads the longest cached prefix up to its last breakpoint and writes
+    // the rest up to there; the others read whole blocks of any earlier prefix (docs/mock.md).
+    let (hit, cache_creation) = match surface {
+        Surface::Messages(Flavor::Anthropic) => {
+            let last = breakpoints.last().copied().unwrap_or(0);
+            let read = state.cache.breakpoint_hit(&config.cache, &namespace, &prompt, last, now);
+            (read, last.saturating_sub(read))
+        }
+        _ => (state.cache.hit(&config.cache, &namespace, &prompt, now), 0),
+    };
     let miss = prompt_tokens - hit;
+    if let Surface::Messages(_) = surface {
+        for call in &mut output.tool_calls {
+            call.id = call.id.replacen("call_", "toolu_", 1);
+        }
+    }
+    let messages_usage = MessagesUsage {
+        input: miss.saturating_sub(cache_creation),
+        cache_creation,
+        cache_read: hit,
+        output: completion_tokens,
+    };
     let usage = Usage::new(hit, miss, completion_tokens, reasoning_tokens);
     let cost = shared.rates.cost(hit, miss, completion_tokens);
     let output = Output { usage: usage.to_value(plan.usage_override.as_ref()), ..output };
@@ -456,7 +598,20 @@ fn admit(
 
     let mut completed = prompt.clone();
     completed.extend(tokenizer::tokenize(&output_segments(&request, &output)));
-    Ok(Admitted { request, fault, plan, output, namespace, prompt, completed, cost, guard })
+    Ok(Admitted {
+        surface,
+        messages_usage,
+        breakpoints,
+        request,
+        fault,
+        plan,
+        output,
+        namespace,
+        prompt,
+        completed,
+        cost,
+        guard,
+    })
 }
 
 /// The configured namespace components of a request.
@@ -745,6 +900,16 @@ impl Producer {
     fn persist_input(&self) {
         let config = &self.shared.config.cache;
         let mut state = lock(&self.shared.state);
+        if self.admitted.surface == Surface::Messages(Flavor::Anthropic) {
+            state.cache.persist_breakpoints(
+                &self.admitted.namespace,
+                &self.admitted.prompt,
+                &self.admitted.breakpoints,
+                Instant::now(),
+                self.persist_delay,
+            );
+            return;
+        }
         state.cache.persist_input(
             config,
             &self.admitted.namespace,
@@ -759,7 +924,10 @@ impl Producer {
     fn complete(&self) {
         let config = &self.shared.config.cache;
         let mut state = lock(&self.shared.state);
-        if !self.malformed {
+        // Anthropic's cache holds only what a breakpoint marked: an answer is cached when the
+        // next request marks it.
+        let anthropic = self.admitted.surface == Surface::Messages(Flavor::Anthropic);
+        if !self.malformed && !anthropic {
             state.cache.persist_output(
                 config,
                 &self.admitted.namespace,
@@ -816,11 +984,37 @@ impl Producer {
     async fn stream(&mut self) -> Result<(), Stop> {
         self.before_first_frame().await?;
         let config = self.shared.config.stream.clone();
-        let frames =
-            self.admitted.output.stream_frames(&config, self.admitted.request.include_usage);
+        let (frames, last): (Vec<Frame>, Option<Frame>) = match self.admitted.surface {
+            Surface::Chat => {
+                let frames = self
+                    .admitted
+                    .output
+                    .stream_frames(&config, self.admitted.request.include_usage);
+                let frames = frames.into_iter().map(|frame| (None, frame)).collect();
+                (frames, Some((None, "[DONE]".to_owned())))
+            }
+            Surface::Messages(flavor) => {
+                let mut frames: Vec<Frame> = messages::frames(
+                    &self.admitted.output,
+                    self.admitted.messages_usage,
+                    flavor,
+                    &config,
+                )
+                .into_iter()
+                .map(|(name, json)| (Some(name), json))
+                .collect();
+                // `message_stop` ends the stream like `[DONE]`; a stream that ends in an
+                // `error` event has no such end.
+                let last = match frames.last() {
+                    Some((Some("message_stop"), _)) => frames.pop(),
+                    _ => None,
+                };
+                (frames, last)
+            }
+        };
         let end = self.line_end();
         let mut number = 0;
-        for frame in frames {
+        for (name, frame) in frames {
             number += 1;
             if self.frame_faults(number).await? {
                 return Ok(());
@@ -834,15 +1028,20 @@ impl Producer {
             } else {
                 frame
             };
-            self.write(format!("data: {json}{end}{end}")).await?;
+            self.write(sse_frame(name, &json, end)).await?;
             self.pause(config.inter_chunk_delay_ms).await?;
         }
+        let Some((name, last)) = last else {
+            // Ended by an error event: the input stays cached, nothing else happens.
+            self.set_outcome("error_event");
+            return Ok(());
+        };
         number += 1;
         if self.frame_faults(number).await? {
             return Ok(());
         }
         self.complete();
-        self.write(format!("data: [DONE]{end}{end}")).await
+        self.write(sse_frame(name, &last, end)).await
     }
 
     /// A non-streaming answer is one "frame": `drop_after_frames: 0` aborts before it, any other
@@ -850,7 +1049,12 @@ impl Producer {
     async fn whole(&mut self) -> Result<(), Stop> {
         self.before_first_frame().await?;
         let fault = self.admitted.fault.clone();
-        let body = self.admitted.output.completion_body();
+        let body = match self.admitted.surface {
+            Surface::Chat => self.admitted.output.completion_body(),
+            Surface::Messages(flavor) => {
+                messages::message_body(&self.admitted.output, self.admitted.messages_usage, flavor)
+            }
+        };
         if fault.drop_after_frames == Some(0) {
             return self.abort("dropped").await;
         }
@@ -872,6 +1076,17 @@ impl Producer {
         };
         self.complete();
         self.write(body).await
+    }
+}
+
+/// A frame to send: its event name (Messages only) and its data.
+type Frame = (Option<&'static str>, String);
+
+/// One SSE frame: `event: NAME` (Messages) and `data: JSON`, then a blank line.
+fn sse_frame(name: Option<&str>, json: &str, end: &str) -> String {
+    match name {
+        Some(name) => format!("event: {name}{end}data: {json}{end}{end}"),
+        None => format!("data: {json}{end}{end}"),
     }
 }
 

@@ -25,8 +25,10 @@ pub struct Finish {
 pub enum Decoded {
     /// Zero or more deltas, in the order they appeared in the chunk.
     Deltas(Vec<ChunkDelta>),
-    /// `[DONE]`: the stream finished.
+    /// `[DONE]` (Anthropic: `message_stop`): the stream finished.
     Done(Finish),
+    /// A keep-alive event (Anthropic's `ping`): no progress.
+    Ping,
 }
 
 /// Finish reasons that mean the response failed even though the stream ended normally.
@@ -228,6 +230,7 @@ impl WireUsage {
             cache_miss_tokens,
             completion_tokens: self.completion_tokens,
             reasoning_tokens,
+            cache_write_tokens: 0,
         }
     }
 }

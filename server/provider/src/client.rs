@@ -15,13 +15,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use dsh_session::ProviderKind;
 use dsh_session::{ChunkDelta, Usage};
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::ApiKey;
+use crate::anthropic::stream::MessagesDecoder;
 use crate::chunk::{ChunkDecoder, Decoded};
 use crate::error::TimeoutKind;
 use crate::sse::{SseDecoder, SseEvent};
@@ -51,6 +53,33 @@ pub enum StreamEvent {
     },
 }
 
+/// The `anthropic-version` header sent to Messages endpoints.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The decoder of one attempt's data events, by the API the server speaks.
+enum Decoder {
+    Chat(ChunkDecoder),
+    Messages(MessagesDecoder),
+}
+
+impl Decoder {
+    fn new(kind: ProviderKind) -> Decoder {
+        match kind {
+            ProviderKind::Anthropic => Decoder::Messages(MessagesDecoder::new()),
+            ProviderKind::Deepseek | ProviderKind::OpenaiCompatible => {
+                Decoder::Chat(ChunkDecoder::new())
+            }
+        }
+    }
+
+    fn decode(&mut self, data: &str) -> Result<Decoded, ProviderError> {
+        match self {
+            Decoder::Chat(decoder) => decoder.decode(data),
+            Decoder::Messages(decoder) => decoder.decode(data),
+        }
+    }
+}
+
 /// How many events may wait between the network task and the reader.
 const CHANNEL_CAPACITY: usize = 64;
 
@@ -77,20 +106,33 @@ impl DeepSeek {
         // process. An error only means a provider is already installed, which is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
 
+        let messages = config.kind == ProviderKind::Anthropic;
         let base = config.base_url.trim_end_matches('/');
-        let url = reqwest::Url::parse(&format!("{base}/chat/completions")).map_err(|error| {
+        let path = if messages { "v1/messages" } else { "chat/completions" };
+        let url = reqwest::Url::parse(&format!("{base}/{path}")).map_err(|error| {
             ProviderError::Config(format!("invalid base URL {:?}: {error}", config.base_url))
         })?;
         let mut headers = HeaderMap::new();
         if let Some(key) = &config.api_key {
-            let mut authorization = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-                .map_err(|_| {
-                    ProviderError::Config(
-                        "the API key contains characters not allowed in a header".to_owned(),
-                    )
-                })?;
-            authorization.set_sensitive(true);
-            headers.insert(AUTHORIZATION, authorization);
+            let (name, value) = if messages {
+                (HeaderName::from_static("x-api-key"), key.expose().to_owned())
+            } else {
+                (AUTHORIZATION, format!("Bearer {}", key.expose()))
+            };
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                ProviderError::Config(
+                    "the API key contains characters not allowed in a header".to_owned(),
+                )
+            })?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        if messages {
+            // The version the decoder and serializer follow; a profile header may pin another.
+            headers.insert(
+                HeaderName::from_static("anthropic-version"),
+                HeaderValue::from_static(ANTHROPIC_VERSION),
+            );
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -237,7 +279,7 @@ async fn run_attempt(inner: &Inner, body: Bytes, sender: &Sender) -> Result<(), 
     }
 
     let mut sse = SseDecoder::new();
-    let mut chunks = ChunkDecoder::new();
+    let mut chunks = Decoder::new(config.kind);
     let mut yielded = false;
     loop {
         let bytes = match timeout_at(data_deadline.min(overall_deadline), response.chunk()).await {
@@ -249,9 +291,9 @@ async fn run_attempt(inner: &Inner, body: Bytes, sender: &Sender) -> Result<(), 
             }
             Ok(Ok(None)) => {
                 let message = if sse.has_partial() {
-                    "the connection closed in the middle of an event, before `data: [DONE]`"
+                    "the connection closed in the middle of an event, before the end of the stream"
                 } else {
-                    "the connection closed before `data: [DONE]`"
+                    "the connection closed before the end of the stream"
                 };
                 let message = message.to_owned();
                 return Err(failed(ProviderError::StreamCut(message), yielded));
@@ -278,6 +320,8 @@ async fn run_attempt(inner: &Inner, body: Bytes, sender: &Sender) -> Result<(), 
                     // handed over, so a slow reader never counts against the server.
                     data_deadline = Instant::now() + config.data_timeout;
                 }
+                // A `ping` proves the connection lives, like a comment: not progress.
+                Decoded::Ping => {}
                 Decoded::Done(finish) => {
                     let event = StreamEvent::Finish {
                         finish_reason: finish.finish_reason,

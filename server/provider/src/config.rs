@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use dsh_session::ProviderKind;
+
 use crate::ProviderError;
 
 /// The environment variable [`ApiKey::from_env`] reads.
@@ -132,7 +134,8 @@ impl RetryPolicy {
 /// servers alike: the body, written by [`crate::wire_body`], is where they differ).
 #[derive(Clone, Debug)]
 pub struct DeepSeekConfig {
-    /// `https://api.deepseek.com` or a compatible server; `/chat/completions` is appended.
+    /// `https://api.deepseek.com` or a compatible server; `/chat/completions` (or, for
+    /// Anthropic Messages, `/v1/messages`) is appended.
     pub base_url: String,
     /// The secret; `None` sends no `Authorization` header (a local server).
     pub api_key: Option<ApiKey>,
@@ -148,6 +151,11 @@ pub struct DeepSeekConfig {
     /// Extra request headers (name, value), from the provider profile. Values are treated as
     /// secrets: never logged, never in an error message.
     pub headers: Vec<(String, String)>,
+    /// The API the server speaks: chat completions (`deepseek`, `openai-compatible`: the path
+    /// `/chat/completions`, `Authorization: Bearer`) or Anthropic Messages (`anthropic`: the path
+    /// `/v1/messages`, `x-api-key`, `anthropic-version: 2023-06-01` unless a header overrides
+    /// it).
+    pub kind: ProviderKind,
 }
 
 /// DeepSeek's public endpoint.
@@ -164,6 +172,7 @@ impl DeepSeekConfig {
             connect_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             headers: Vec::new(),
+            kind: ProviderKind::Deepseek,
         }
     }
 

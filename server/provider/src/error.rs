@@ -34,10 +34,18 @@ pub enum ProviderError {
     /// The request could not be sent (connection refused, DNS, TLS, reset before a response).
     #[error("could not reach the provider: {0}")]
     Connect(String),
+    /// The server reported an error inside the stream (Anthropic's `error` event).
+    #[error("the provider reported an error mid-stream: {error_type}: {message}")]
+    StreamError {
+        /// The error's type (`overloaded_error`, `api_error`, `invalid_request_error`, …).
+        error_type: String,
+        /// The server's message.
+        message: String,
+    },
     /// The model finished with an error-class finish reason.
     #[error("the provider stopped the response: finish reason `{reason}`")]
     FinishError {
-        /// `insufficient_system_resource` or `content_filter`.
+        /// `insufficient_system_resource`, `content_filter` or (Anthropic) `refusal`.
         reason: String,
     },
     /// The caller cancelled the request.
@@ -73,7 +81,14 @@ impl ProviderError {
     /// already yielded deltas.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ProviderError::Http { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 504),
+            ProviderError::Http { status, .. } => {
+                matches!(status, 429 | 500 | 502 | 503 | 504 | 529)
+            }
+            // What the same error would have been as a status before streaming began.
+            ProviderError::StreamError { error_type, .. } => matches!(
+                error_type.as_str(),
+                "overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error"
+            ),
             ProviderError::Timeout { .. }
             | ProviderError::StreamCut(_)
             | ProviderError::Connect(_) => true,

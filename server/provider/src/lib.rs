@@ -1,4 +1,5 @@
-//! Provider adapters for dsh: today, DeepSeek's OpenAI-compatible chat-completions API.
+//! Provider adapters for dsh: DeepSeek's OpenAI-compatible chat-completions API (and other
+//! OpenAI-compatible servers), and Anthropic Messages.
 //!
 //! Two halves, kept apart on purpose:
 //! - a **pure** half: [`wire_body`] turns a [`dsh_session::GenerateRequest`] into the exact
@@ -13,6 +14,7 @@
 //! It deliberately does **not** build requests from the log, log anything, or decide what a
 //! failed step means; that is the agent loop's job. It never prints the API key.
 
+mod anthropic;
 mod assemble;
 mod chunk;
 mod client;
@@ -21,16 +23,19 @@ mod error;
 mod sse;
 mod wire;
 
+pub use anthropic::ANTHROPIC_ADAPTER;
 pub use assemble::MessageAssembler;
 pub use client::{DeepSeek, EventStream, StreamEvent};
 pub use config::{API_KEY_ENV, ApiKey, DEFAULT_BASE_URL, DeepSeekConfig, RetryPolicy};
 pub use error::{ProviderError, TimeoutKind};
 pub use wire::{
-    DEEPSEEK_ADAPTER, EMPTY_TOOL_OUTPUT, OPENAI_ADAPTER, WireCache, adapter_id, sha256_hex,
-    wire_body,
+    DEEPSEEK_ADAPTER, EMPTY_TOOL_OUTPUT, OPENAI_ADAPTER, WireCache, adapter_id, check_request,
+    check_tool_arguments, sha256_hex, wire_body,
 };
 
 // The stream decoders, for the fuzz targets in `fuzz/`; not part of the crate's API.
+#[doc(hidden)]
+pub use anthropic::stream::MessagesDecoder;
 #[doc(hidden)]
 pub use chunk::{ChunkDecoder, Decoded, Finish};
 #[doc(hidden)]

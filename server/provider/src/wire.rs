@@ -31,6 +31,9 @@
 //! `thinkingObject`; `reasoning_content` only when `reasoningPassback` (and thinking is on), and
 //! only for messages that stored one (DeepSeek's empty-string rule is DeepSeek's);
 //! `max_completion_tokens` instead of `max_tokens` when `maxCompletionTokens`.
+//!
+//! A call config of kind `anthropic` is written by `crate::anthropic` instead (Anthropic
+//! Messages); [`wire_body`], [`WireCache`] and [`adapter_id`] dispatch on the kind.
 
 use std::sync::Arc;
 
@@ -39,6 +42,8 @@ use dsh_session::{
     ToolSchema,
 };
 use serde::Serialize;
+
+use crate::anthropic::ANTHROPIC_ADAPTER;
 use sha2::{Digest, Sha256};
 
 /// The adapter id logged in `request/sent` for DeepSeek's format. Bump it whenever
@@ -53,9 +58,26 @@ pub fn adapter_id(config: &LlmCallConfig) -> &'static str {
     match config.kind() {
         ProviderKind::Deepseek => DEEPSEEK_ADAPTER,
         ProviderKind::OpenaiCompatible => OPENAI_ADAPTER,
-        // Refused where sessions are pinned (a profile of this kind cannot be used yet); an
-        // id that no serializer answers to keeps a hand-edited log from passing an audit.
-        ProviderKind::Anthropic => "anthropic-messages/unsupported",
+        ProviderKind::Anthropic => ANTHROPIC_ADAPTER,
+    }
+}
+
+/// Refuses, before it is sent, a request its format would reject (the Anthropic Messages
+/// checks: a tool result without its `tool_use`, an empty text block, unsigned reasoning in a
+/// tool-use turn, …); the chat-completions formats have nothing to check here.
+pub fn check_request(request: &GenerateRequest) -> Result<(), String> {
+    match request.header.config.kind() {
+        ProviderKind::Anthropic => crate::anthropic::check(request),
+        ProviderKind::Deepseek | ProviderKind::OpenaiCompatible => Ok(()),
+    }
+}
+
+/// Whether `arguments`, the streamed text of a tool call, can be sent back in the format of
+/// `config` (Anthropic's `input` must be a JSON object; chat completions send any string).
+pub fn check_tool_arguments(config: &LlmCallConfig, arguments: &str) -> Result<(), String> {
+    match config.kind() {
+        ProviderKind::Anthropic => crate::anthropic::tool_input(arguments).map(drop),
+        ProviderKind::Deepseek | ProviderKind::OpenaiCompatible => Ok(()),
     }
 }
 
@@ -96,6 +118,9 @@ pub const EMPTY_TOOL_OUTPUT: &str = "(no output)";
 /// Pure and deterministic: same request, same bytes.
 pub fn wire_body(request: &GenerateRequest) -> Vec<u8> {
     let header = &request.header;
+    if header.config.kind() == ProviderKind::Anthropic {
+        return crate::anthropic::body(request);
+    }
     let mut out = Vec::with_capacity(4096);
     put_head(&mut out, header);
     let mut any = header.system.is_some();
@@ -173,7 +198,7 @@ pub fn sha256_hex(body: &[u8]) -> String {
     hex(&Sha256::digest(body))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
@@ -193,6 +218,8 @@ pub struct WireCache {
     prefix: Vec<u8>,
     /// The digest of `prefix`.
     digest: Sha256,
+    /// The same for Anthropic Messages bodies.
+    messages_memo: crate::anthropic::Memo,
 }
 
 impl std::fmt::Debug for WireCache {
@@ -213,6 +240,9 @@ impl WireCache {
     /// The body of `request` (equal to `wire_body(request)`) and its lowercase hex sha256.
     pub fn body(&mut self, request: &GenerateRequest) -> (Vec<u8>, String) {
         let header = &request.header;
+        if header.config.kind() == ProviderKind::Anthropic {
+            return self.messages_memo.body(request);
+        }
         // The same shared messages (the loop's steps) or equal ones (a request rebuilt by a
         // fresh fold: a memcmp, far cheaper than serializing and hashing them again).
         let extends = self.header.as_ref() == Some(header)
@@ -250,7 +280,7 @@ impl WireCache {
 }
 
 /// Tools in UTF-16 code-unit order of their names; equal names keep their order.
-fn sorted_tools(tools: &[ToolSchema]) -> Vec<&ToolSchema> {
+pub(crate) fn sorted_tools(tools: &[ToolSchema]) -> Vec<&ToolSchema> {
     let mut sorted: Vec<&ToolSchema> = tools.iter().collect();
     sorted.sort_by(|a, b| a.name.encode_utf16().cmp(b.name.encode_utf16()));
     sorted
@@ -326,7 +356,7 @@ fn put_tool(out: &mut Vec<u8>, tool: &ToolSchema) {
 }
 
 /// Writes a JSON value with object keys in byte order, at every depth.
-fn put_canonical(out: &mut Vec<u8>, value: &serde_json::Value) {
+pub(crate) fn put_canonical(out: &mut Vec<u8>, value: &serde_json::Value) {
     match value {
         serde_json::Value::Array(items) => {
             out.push(b'[');
@@ -437,7 +467,7 @@ static ESCAPE: [u8; 256] = {
 };
 
 /// Appends the compact JSON of a number or scalar value.
-fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+pub(crate) fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     // Serializing strings, integers, floats and scalar `Value`s into a `Vec` cannot fail: there
     // is no I/O and there are no map keys. (Non-finite floats become `null`.)
     let result = serde_json::to_writer(out, value);

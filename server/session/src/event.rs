@@ -343,6 +343,18 @@ pub enum ChunkDelta {
         /// The piece.
         text: String,
     },
+    /// A thinking block ended (Anthropic Messages): its signature, verbatim (the block's
+    /// `signature_delta`s joined; empty when the server sent none). The reasoning since the
+    /// previous block's end is that block's.
+    ReasoningSignature {
+        /// The signature.
+        signature: String,
+    },
+    /// One block of encrypted reasoning (Anthropic's `redacted_thinking`), opaque.
+    RedactedReasoning {
+        /// The block's `data`, verbatim.
+        data: String,
+    },
     /// A tool call begins.
     ToolCall {
         /// Position of the call in the message.
@@ -460,6 +472,15 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// The reasoning part of `completion_tokens`.
     pub reasoning_tokens: u64,
+    /// The part of `cache_miss_tokens` the provider wrote to its cache (Anthropic's
+    /// `cache_creation_input_tokens`, billed apart); 0 where providers cache by themselves.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<u64>", optional))]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 impl Usage {
@@ -480,6 +501,7 @@ impl Usage {
             cache_miss_tokens: self.cache_miss_tokens.saturating_add(other.cache_miss_tokens),
             completion_tokens: self.completion_tokens.saturating_add(other.completion_tokens),
             reasoning_tokens: self.reasoning_tokens.saturating_add(other.reasoning_tokens),
+            cache_write_tokens: self.cache_write_tokens.saturating_add(other.cache_write_tokens),
         }
     }
 }

@@ -93,6 +93,18 @@ pub struct WireFormat {
     /// OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub max_completion_tokens: bool,
+    /// Anthropic: no `cache_control` breakpoints (for endpoints that ignore them, such as
+    /// DeepSeek's `/anthropic`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub no_cache_control: bool,
+    /// Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None`
+    /// derives it from `max_tokens` (docs/providers.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// Anthropic: thinking on is `{"type":"adaptive"}` (the model decides how much to think;
+    /// Claude 4.7 and later refuse a budget) instead of `{"type":"enabled","budget_tokens"}`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub adaptive_thinking: bool,
 }
 
 fn is_false(value: &bool) -> bool {

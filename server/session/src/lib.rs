@@ -40,7 +40,8 @@ pub use header::{
 };
 pub use instructions::{INSTRUCTIONS_SOURCE, InstructionFold, Noted};
 pub use message::{
-    AssistantMessage, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall, derive_event_message,
+    AssistantMessage, ContentBlock, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall,
+    derive_event_message,
 };
 pub use money::{Cost, Price};
 pub use reconstruct::{ReconstructError, StepRequest, reconstruct, reconstruct_step};

@@ -31,10 +31,47 @@ pub struct AssistantMessage {
     /// empty one. Kept as received so it can be passed back unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// The message's blocks in the order the model produced them, when it produced thinking
+    /// blocks (Anthropic Messages): each thinking block's share of `reasoning_content` and its
+    /// signature, encrypted blocks, each text block's share of `content`, each tool call.
+    /// Model-visible: the format requires thinking blocks back, signed and unchanged. Empty
+    /// for every other message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ContentBlock>>", optional))]
+    pub blocks: Vec<ContentBlock>,
     /// Tool calls, in the order the model emitted them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ToolCall>>", optional))]
     pub tool_calls: Vec<ToolCall>,
+}
+
+/// One block of an assistant message, in the order the model produced it (Anthropic Messages).
+/// Texts are not repeated here: a block names how many bytes of the message's
+/// `reasoningContent` or `content` it holds, in order.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+pub enum ContentBlock {
+    /// A thinking block: the next `bytes` bytes of `reasoningContent`, and its signature as
+    /// streamed (empty when the server sent none).
+    Thinking {
+        /// Its length in UTF-8 bytes.
+        bytes: u64,
+        /// Its signature.
+        signature: String,
+    },
+    /// An encrypted thinking block, opaque.
+    RedactedThinking {
+        /// The block's `data`.
+        data: String,
+    },
+    /// A text block: the next `bytes` bytes of `content`.
+    Text {
+        /// Its length in UTF-8 bytes.
+        bytes: u64,
+    },
+    /// The next tool call of `toolCalls`.
+    ToolUse,
 }
 
 /// A model-visible message.

@@ -51,6 +51,7 @@ fn assistant(step: u64, content: &str, calls: &[(&str, &str)]) -> EventData {
         message: AssistantMessage {
             content: content.to_owned(),
             reasoning_content: Some(String::new()),
+            blocks: Vec::new(),
             tool_calls: calls
                 .iter()
                 .map(|(id, args)| ToolCall {
@@ -167,15 +168,17 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 fn usage() -> impl Strategy<Value = Usage> {
-    (0u64..10_000, 0u64..10_000, 0u64..5000, 0u64..1000).prop_map(|(hit, miss, out, reasoning)| {
-        Usage {
+    (0u64..10_000, 0u64..10_000, 0u64..5000, 0u64..1000, any::<bool>()).prop_map(
+        |(hit, miss, out, reasoning, writes)| Usage {
             prompt_tokens: hit + miss,
             cache_hit_tokens: hit,
             cache_miss_tokens: miss,
             completion_tokens: out + reasoning,
             reasoning_tokens: reasoning,
-        }
-    })
+            // Anthropic's writes are part of the miss.
+            cache_write_tokens: if writes { miss / 2 } else { 0 },
+        },
+    )
 }
 
 fn any_header() -> impl Strategy<Value = EpochHeader> {
@@ -232,17 +235,37 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
             step: 1,
             delta: ChunkDelta::ToolArgs { index, fragment }
         })),
-        text().prop_map(|text| EventData::AssistantChunk(AssistantChunk {
+        (text(), 0u8..3).prop_map(|(text, kind)| EventData::AssistantChunk(AssistantChunk {
             step: 2,
-            delta: ChunkDelta::Reasoning { text }
-        })),
-        (text(), text(), proptest::option::of(text())).prop_map(|(content, args, reasoning)| {
-            let mut data = assistant(1, &content, &[("c1", &args)]);
-            if let EventData::AssistantMessage(turn) = &mut data {
-                turn.message.reasoning_content = reasoning;
+            delta: match kind {
+                0 => ChunkDelta::Reasoning { text },
+                1 => ChunkDelta::ReasoningSignature { signature: text },
+                _ => ChunkDelta::RedactedReasoning { data: text },
             }
-            data
-        }),
+        })),
+        (
+            text(),
+            text(),
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+            proptest::option::of(text())
+        )
+            .prop_map(|(content, args, reasoning, signature, redacted)| {
+                let mut data = assistant(1, &content, &[("c1", &args)]);
+                if let EventData::AssistantMessage(turn) = &mut data {
+                    if let Some(signature) = signature {
+                        let bytes = reasoning.as_ref().map_or(0, |text| text.len() as u64);
+                        turn.message.blocks.push(ContentBlock::Thinking { bytes, signature });
+                    }
+                    if let Some(data) = redacted {
+                        turn.message.blocks.push(ContentBlock::RedactedThinking { data });
+                    }
+                    turn.message.blocks.push(ContentBlock::Text { bytes: content.len() as u64 });
+                    turn.message.blocks.push(ContentBlock::ToolUse);
+                    turn.message.reasoning_content = reasoning;
+                }
+                data
+            }),
         (text(), any::<bool>()).prop_map(|(content, is_error)| EventData::ToolResult(ToolResult {
             call_id: "c1".into(),
             name: "t".into(),

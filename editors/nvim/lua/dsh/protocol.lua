@@ -97,9 +97,32 @@ M.event_kinds = {
 ---@field name string Client name, e.g. `dsh-vscode`.
 ---@field version? string Client version.
 
+--- A thinking block: the next `bytes` bytes of `reasoningContent`, and its signature as streamed (empty when the server sent none).
+---@class dsh.ContentBlock.thinking
+---@field bytes integer Its length in UTF-8 bytes.
+---@field signature string Its signature.
+---@field type "thinking"
+
+--- An encrypted thinking block, opaque.
+---@class dsh.ContentBlock.redactedThinking
+---@field data string The block's `data`.
+---@field type "redactedThinking"
+
+--- A text block: the next `bytes` bytes of `content`.
+---@class dsh.ContentBlock.text
+---@field bytes integer Its length in UTF-8 bytes.
+---@field type "text"
+
+--- The next tool call of `toolCalls`.
+---@class dsh.ContentBlock.toolUse
+---@field type "toolUse"
+
+--- One block of an assistant message, in the order the model produced it (Anthropic Messages). Texts are not repeated here: a block names how many bytes of the message's `reasoningContent` or `content` it holds, in order.
+---@alias dsh.ContentBlock dsh.ContentBlock.thinking|dsh.ContentBlock.redactedThinking|dsh.ContentBlock.text|dsh.ContentBlock.toolUse
+
 --- What a step (or a sum of steps) cost.
 ---@class dsh.Cost
----@field amount number What was billed: hits at the hit price, misses at the miss price, output.
+---@field amount number What was billed: hits at the hit price, cache writes at the write price, the other misses at the miss price, output.
 ---@field currency string The currency of both.
 ---@field saved number What the cache saved: the same usage with every input token at the miss price, minus `amount`.
 
@@ -174,6 +197,7 @@ M.event_kinds = {
 
 --- An assistant message.
 ---@class dsh.Message.assistant
+---@field blocks? dsh.ContentBlock[] The message's blocks in the order the model produced them, when it produced thinking blocks (Anthropic Messages): each thinking block's share of `reasoning_content` and its signature, encrypted blocks, each text block's share of `content`, each tool call. Model-visible: the format requires thinking blocks back, signed and unchanged. Empty for every other message.
 ---@field content string Visible text (possibly empty).
 ---@field reasoningContent? string Reasoning text; `None` when the provider sent none at all, `Some("")` when it sent an empty one. Kept as received so it can be passed back unchanged.
 ---@field role "assistant"
@@ -250,6 +274,7 @@ M.event_kinds = {
 ---@class dsh.Price
 ---@field cacheHit number Input tokens served from the provider's prefix cache.
 ---@field cacheMiss number Input tokens not served from the cache.
+---@field cacheWrite? number Input tokens written to the cache on request (Anthropic's cache writes, billed above the miss price); `None`: they cost the miss price.
 ---@field currency string The currency, as the provider bills it (`USD`, `CNY`, …).
 ---@field output number Output tokens (reasoning included).
 
@@ -472,6 +497,7 @@ M.event_kinds = {
 ---@class dsh.Usage
 ---@field cacheHitTokens integer Prompt tokens served from the provider's prefix cache.
 ---@field cacheMissTokens integer Prompt tokens not served from the cache.
+---@field cacheWriteTokens? integer The part of `cache_miss_tokens` the provider wrote to its cache (Anthropic's `cache_creation_input_tokens`, billed apart); 0 where providers cache by themselves.
 ---@field completionTokens integer Output tokens, reasoning included.
 ---@field promptTokens integer All prompt tokens (`cache_hit + cache_miss`).
 ---@field reasoningTokens integer The reasoning part of `completion_tokens`.
@@ -502,9 +528,12 @@ M.event_kinds = {
 
 --- How a request body is written: the endpoint kind and the options of that kind that change the bytes. Logged in the call config, because the rebuilt body depends on every one of them.
 ---@class dsh.WireFormat
+---@field adaptiveThinking? boolean Anthropic: thinking on is `{"type":"adaptive"}` (the model decides how much to think; Claude 4.7 and later refuse a budget) instead of `{"type":"enabled","budget_tokens"}`.
 ---@field kind dsh.ProviderKind The endpoint kind.
 ---@field maxCompletionTokens? boolean OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
+---@field noCacheControl? boolean Anthropic: no `cache_control` breakpoints (for endpoints that ignore them, such as DeepSeek's `/anthropic`).
 ---@field reasoningPassback? boolean OpenAI-compatible: send each assistant message's stored reasoning back as `reasoning_content`.
+---@field thinkingBudget? integer Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None` derives it from `max_tokens` (docs/providers.md).
 ---@field thinkingObject? boolean OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
 
 -- The log vocabulary (payloads of `SessionEvent.data`).
@@ -532,6 +561,7 @@ M.event_kinds = {
 
 --- An assistant message exactly as assembled from the stream.
 ---@class dsh.AssistantMessage
+---@field blocks? dsh.ContentBlock[] The message's blocks in the order the model produced them, when it produced thinking blocks (Anthropic Messages): each thinking block's share of `reasoning_content` and its signature, encrypted blocks, each text block's share of `content`, each tool call. Model-visible: the format requires thinking blocks back, signed and unchanged. Empty for every other message.
 ---@field content string Visible text (possibly empty).
 ---@field reasoningContent? string Reasoning text; `None` when the provider sent none at all, `Some("")` when it sent an empty one. Kept as received so it can be passed back unchanged.
 ---@field toolCalls? dsh.ToolCall[] Tool calls, in the order the model emitted them.
@@ -554,6 +584,16 @@ M.event_kinds = {
 ---@field kind "reasoning"
 ---@field text string The piece.
 
+--- A thinking block ended (Anthropic Messages): its signature, verbatim (the block's `signature_delta`s joined; empty when the server sent none). The reasoning since the previous block's end is that block's.
+---@class dsh.ChunkDelta.reasoningSignature
+---@field kind "reasoningSignature"
+---@field signature string The signature.
+
+--- One block of encrypted reasoning (Anthropic's `redacted_thinking`), opaque.
+---@class dsh.ChunkDelta.redactedReasoning
+---@field data string The block's `data`, verbatim.
+---@field kind "redactedReasoning"
+
 --- A tool call begins.
 ---@class dsh.ChunkDelta.toolCall
 ---@field id string Provider-assigned call id.
@@ -568,7 +608,7 @@ M.event_kinds = {
 ---@field kind "toolArgs"
 
 --- One streamed delta, normalized across providers but otherwise as received.
----@alias dsh.ChunkDelta dsh.ChunkDelta.text|dsh.ChunkDelta.reasoning|dsh.ChunkDelta.toolCall|dsh.ChunkDelta.toolArgs
+---@alias dsh.ChunkDelta dsh.ChunkDelta.text|dsh.ChunkDelta.reasoning|dsh.ChunkDelta.reasoningSignature|dsh.ChunkDelta.redactedReasoning|dsh.ChunkDelta.toolCall|dsh.ChunkDelta.toolArgs
 
 --- `compact/start`.
 ---@class dsh.CompactStart

@@ -62,6 +62,7 @@ impl Log {
         let message = AssistantMessage {
             content: if calls.is_empty() { "done".to_owned() } else { String::new() },
             reasoning_content: None,
+            blocks: Vec::new(),
             tool_calls: calls.clone(),
         };
         self.push(EventData::AssistantMessage(AssistantTurn { step, message }));

@@ -39,6 +39,7 @@ fn text_and_reasoning_concatenate_exactly_as_received() {
         AssistantMessage {
             content: "x \ny".to_owned(),
             reasoning_content: Some("a  b".to_owned()),
+            blocks: Vec::new(),
             tool_calls: vec![]
         }
     );

@@ -35,19 +35,20 @@ const EXPECTED_USAGE: Usage = Usage {
     cache_miss_tokens: 50,
     completion_tokens: 85,
     reasoning_tokens: 31,
+    cache_write_tokens: 0,
 };
 
 fn deltas(decoder: &mut ChunkDecoder, data: &str) -> Vec<ChunkDelta> {
     match decoder.decode(data).unwrap() {
         Decoded::Deltas(deltas) => deltas,
-        Decoded::Done(finish) => panic!("unexpected finish {finish:?}"),
+        other => panic!("unexpected {other:?}"),
     }
 }
 
 fn done(decoder: &mut ChunkDecoder) -> Finish {
     match decoder.decode("[DONE]").unwrap() {
         Decoded::Done(finish) => finish,
-        Decoded::Deltas(deltas) => panic!("unexpected deltas {deltas:?}"),
+        other => panic!("unexpected {other:?}"),
     }
 }
 
@@ -115,6 +116,7 @@ fn usage_falls_back_to_cached_tokens_and_prompt_minus_hit() {
         cache_miss_tokens: 172,
         completion_tokens: 10,
         reasoning_tokens: 0,
+        cache_write_tokens: 0,
     };
     assert_eq!(done(&mut decoder).usage, expected);
 }

@@ -43,6 +43,7 @@ fn assistant(content: &str, reasoning: Option<&str>, calls: &[(&str, &str, &str)
     Arc::new(Message::Assistant(AssistantMessage {
         content: content.to_owned(),
         reasoning_content: reasoning.map(str::to_owned),
+        blocks: Vec::new(),
         tool_calls: calls
             .iter()
             .map(|(id, name, arguments)| ToolCall {
@@ -259,6 +260,7 @@ fn message() -> impl Strategy<Value = Arc<Message>> {
                 Arc::new(Message::Assistant(AssistantMessage {
                     content,
                     reasoning_content,
+                    blocks: Vec::new(),
                     tool_calls: calls
                         .into_iter()
                         .enumerate()

@@ -396,6 +396,7 @@ async fn a_turn_stored_without_reasoning_still_passes_the_strict_passback_check(
     let earlier = dsh_session::AssistantMessage {
         content: "Earlier answer.".to_owned(),
         reasoning_content: None,
+        blocks: Vec::new(),
         tool_calls: vec![],
     };
     let request = request(

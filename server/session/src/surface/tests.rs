@@ -95,8 +95,12 @@ impl Writer {
             })
             .collect();
         let content = if calls == 0 && text.is_empty() { "done".to_owned() } else { text.clone() };
-        let message =
-            AssistantMessage { content, reasoning_content: None, tool_calls: tool_calls.clone() };
+        let message = AssistantMessage {
+            content,
+            reasoning_content: None,
+            blocks: Vec::new(),
+            tool_calls: tool_calls.clone(),
+        };
         self.push(EventData::AssistantMessage(AssistantTurn { step, message }));
         for call in tool_calls {
             self.push(EventData::ToolResult(ToolResult {

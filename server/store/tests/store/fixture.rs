@@ -141,7 +141,12 @@ pub fn session_events(shape: Shape) -> Vec<EventData> {
             }
             events.push(EventData::AssistantMessage(AssistantTurn {
                 step,
-                message: AssistantMessage { content, reasoning_content: None, tool_calls },
+                message: AssistantMessage {
+                    content,
+                    reasoning_content: None,
+                    blocks: Vec::new(),
+                    tool_calls,
+                },
             }));
             if calls_tool {
                 events.push(EventData::ToolCall(ToolCallStarted {
@@ -171,6 +176,7 @@ pub fn session_events(shape: Shape) -> Vec<EventData> {
                     cache_miss_tokens: 100 * step,
                     completion_tokens: 50 + step,
                     reasoning_tokens: 0,
+                    cache_write_tokens: 0,
                 },
             }));
         }

@@ -435,6 +435,7 @@ fn a_fork_with_an_assistant_message_whose_calls_are_partly_answered_answers_the_
                 message: AssistantMessage {
                     content: String::new(),
                     reasoning_content: None,
+                    blocks: Vec::new(),
                     tool_calls: vec![call("a"), call("b")],
                 },
             }),
