@@ -17,6 +17,7 @@ mod event;
 mod header;
 mod message;
 mod money;
+mod provenance;
 mod reconstruct;
 mod surface;
 mod usage;
@@ -39,6 +40,9 @@ pub use message::{
     AssistantMessage, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall, derive_event_message,
 };
 pub use money::{Cost, Price};
+pub use provenance::{
+    FileLines, Fit, Line as ProvenanceLine, Origin, Provenance, attribute, provenance,
+};
 pub use reconstruct::{ReconstructError, StepRequest, reconstruct, reconstruct_step};
 pub use surface::{SeqError, Session, StepIndex, SurfaceEntry};
 pub use usage::{DROP_SLACK_TOKENS, PrefixCause, UsageRow, is_drop, usage_rows, usage_totals};
