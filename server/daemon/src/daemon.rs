@@ -65,6 +65,8 @@ pub struct Daemon {
     unloading: Mutex<std::collections::HashSet<String>>,
     /// Warnings that hold while a condition lasts (descriptors exhausted, …), by name.
     conditions: Mutex<std::collections::BTreeMap<&'static str, String>>,
+    /// The provenance folds of the logs `workspace/provenance` read.
+    pub(crate) provenance: crate::provenance::Cache,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -114,6 +116,7 @@ impl Daemon {
             conditions: Mutex::default(),
             unloading: Mutex::default(),
             loaded_since_check: std::sync::atomic::AtomicBool::new(false),
+            provenance: crate::provenance::Cache::default(),
         }))
     }
 
