@@ -18,7 +18,11 @@ fn spans(result: &Value) -> Vec<(u64, u64, u64)> {
         .unwrap()
         .iter()
         .map(|r| {
-            (r["startLine"].as_u64().unwrap(), r["endLine"].as_u64().unwrap(), r["step"].as_u64().unwrap())
+            (
+                r["startLine"].as_u64().unwrap(),
+                r["endLine"].as_u64().unwrap(),
+                r["step"].as_u64().unwrap(),
+            )
         })
         .collect()
 }
@@ -61,7 +65,10 @@ async fn each_agent_line_is_attributed_to_the_step_that_wrote_it() {
     // loses its attribution.
     let text = "# header\ndef f():\n    x = 3\n    return x\n\nprint(f())\n";
     let result = conn
-        .ok("workspace/provenance", json!({"workspace": workspace, "path": "src/app.py", "text": text}))
+        .ok(
+            "workspace/provenance",
+            json!({"workspace": workspace, "path": "src/app.py", "text": text}),
+        )
         .await;
     assert_eq!(spans(&result), [(1, 2, 1), (3, 4, 3), (4, 6, 1)]);
 
@@ -69,7 +76,10 @@ async fn each_agent_line_is_attributed_to_the_step_that_wrote_it() {
     let write = tool("write_file", json!({"path": "src/app.py", "content": "fresh\n"}));
     let (other, _) = env.prompt_new(&format!("rewrite {write}")).await;
     let result = conn
-        .ok("workspace/provenance", json!({"workspace": workspace, "path": "src/app.py", "text": "fresh\n"}))
+        .ok(
+            "workspace/provenance",
+            json!({"workspace": workspace, "path": "src/app.py", "text": "fresh\n"}),
+        )
         .await;
     assert_eq!(result["ranges"].as_array().unwrap().len(), 1);
     assert_eq!(result["ranges"][0]["sessionId"], other.as_str());
@@ -78,7 +88,10 @@ async fn each_agent_line_is_attributed_to_the_step_that_wrote_it() {
     let outside = env.root.join("outside.txt");
     std::fs::write(&outside, "x\n").unwrap();
     let result = conn
-        .ok("workspace/provenance", json!({"workspace": workspace, "path": outside.to_str().unwrap()}))
+        .ok(
+            "workspace/provenance",
+            json!({"workspace": workspace, "path": outside.to_str().unwrap()}),
+        )
         .await;
     assert_eq!(result["skipped"], "outside the workspace");
     std::fs::write(env.workspace.join("blob.bin"), [0u8, 159, 146, 150]).unwrap();
@@ -97,7 +110,10 @@ async fn each_agent_line_is_attributed_to_the_step_that_wrote_it() {
     let broken = env.log_path(&session).with_file_name("20260101-000000-broken.jsonl");
     std::fs::write(&broken, "not json\n").unwrap();
     let result = conn
-        .ok("workspace/provenance", json!({"workspace": workspace, "path": "src/app.py", "text": "fresh\n"}))
+        .ok(
+            "workspace/provenance",
+            json!({"workspace": workspace, "path": "src/app.py", "text": "fresh\n"}),
+        )
         .await;
     let errors = result["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 1, "{result}");

@@ -191,7 +191,8 @@ pub fn workspace_provenance(
         let row = session.rows.iter().find(|row| row.step == origin.step);
         let cost = row.and_then(|row| {
             let usage = row.usage?;
-            let price = views::price_of(config.as_deref()?, row.profile.as_deref(), row.model.as_deref()?)?;
+            let price =
+                views::price_of(config.as_deref()?, row.profile.as_deref(), row.model.as_deref()?)?;
             Some(price.cost(&usage))
         });
         ranges.push(ProvenanceRange {
@@ -214,7 +215,13 @@ pub fn workspace_provenance(
             cost,
         });
     }
-    Ok(WorkspaceProvenanceResult { path: relative, lines: lines as u64, ranges, skipped: None, errors })
+    Ok(WorkspaceProvenanceResult {
+        path: relative,
+        lines: lines as u64,
+        ranges,
+        skipped: None,
+        errors,
+    })
 }
 
 /// The file's text, or why it is skipped.

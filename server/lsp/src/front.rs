@@ -18,10 +18,10 @@ use dsh_daemon::client::event_of;
 use dsh_daemon::{Client, ClientError, Unsolicited};
 use dsh_protocol::method;
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRespondParams, NoParams, ProvenanceRange, SessionCreateParams, SessionEvent, SessionEventsParams,
-    SessionForkParams, SessionInjectParams, SessionListParams, SessionParams,
-    SessionPromptParams, SessionRequestParams, SessionSubscribeParams, Usage, WhenBusy,
-    WorkspaceProvenanceParams,
+    ApprovalChoice, ApprovalRespondParams, NoParams, ProvenanceRange, SessionCreateParams,
+    SessionEvent, SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams,
+    SessionParams, SessionPromptParams, SessionRequestParams, SessionSubscribeParams, Usage,
+    WhenBusy, WorkspaceProvenanceParams,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -111,6 +111,9 @@ struct Doc {
     ranges: Option<Arc<Vec<ProvenanceRange>>>,
     /// Whether the editor asked for its hovers or lenses: the watcher keeps those fresh.
     shown: bool,
+    /// The attribution the editor's code lenses show: when it differs from the current one
+    /// (the text or a log changed), the watcher asks the editor to refresh them.
+    lensed: Option<Arc<Vec<ProvenanceRange>>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -150,9 +153,7 @@ impl LanguageServer for Backend {
         let mut inner = lock(&self.0.inner);
         inner.folders = folders;
         inner.capabilities = Capabilities {
-            show_document: window
-                .and_then(|w| w.show_document.as_ref())
-                .is_some_and(|s| s.support),
+            show_document: window.and_then(|w| w.show_document.as_ref()).is_some_and(|s| s.support),
             work_done_progress: window.and_then(|w| w.work_done_progress).unwrap_or(false),
             code_lens_refresh: workspace
                 .and_then(|w| w.code_lens.as_ref())
@@ -192,7 +193,7 @@ impl LanguageServer for Backend {
         let document = params.text_document;
         let mut inner = lock(&self.0.inner);
         let target = inner.target_of(&document.uri, &document.text);
-        let doc = Doc { target, text: document.text, ranges: None, shown: false };
+        let doc = Doc { target, text: document.text, ranges: None, shown: false, lensed: None };
         inner.docs.insert(document.uri.as_str().to_owned(), doc);
     }
 
@@ -236,9 +237,13 @@ impl LanguageServer for Backend {
     }
 
     async fn code_lens(&self, params: CodeLensParams) -> RpcResult<Option<Vec<CodeLens>>> {
-        let Some(ranges) = self.0.ranges(&params.text_document.uri).await else {
+        let uri = &params.text_document.uri;
+        let Some(ranges) = self.0.ranges(uri).await else {
             return Ok(None);
         };
+        if let Some(doc) = lock(&self.0.inner).docs.get_mut(uri.as_str()) {
+            doc.lensed = Some(Arc::clone(&ranges));
+        }
         let lenses = ranges
             .iter()
             .map(|range| {
@@ -361,7 +366,11 @@ impl State {
     }
 
     /// Asks the daemon for a file's attribution; `None` when it cannot answer (said once).
-    async fn ask(&self, (path, workspace): &(PathBuf, PathBuf), text: &str) -> Option<Vec<ProvenanceRange>> {
+    async fn ask(
+        &self,
+        (path, workspace): &(PathBuf, PathBuf),
+        text: &str,
+    ) -> Option<Vec<ProvenanceRange>> {
         let params = WorkspaceProvenanceParams {
             workspace: workspace.display().to_string(),
             path: path.display().to_string(),
@@ -417,15 +426,22 @@ impl State {
                     model: None,
                     config: None,
                 };
-                self.dsh.call::<method::SessionCreate>(params).await.map_err(daemon_error)?.session_id
+                self.dsh
+                    .call::<method::SessionCreate>(params)
+                    .await
+                    .map_err(daemon_error)?
+                    .session_id
             }
         };
         self.follow(&session_id).await;
         let state = Arc::clone(self);
         let id = session_id.clone();
         tokio::spawn(async move {
-            let params =
-                SessionPromptParams { session_id: id.clone(), text, when_busy: Some(WhenBusy::Queue) };
+            let params = SessionPromptParams {
+                session_id: id.clone(),
+                text,
+                when_busy: Some(WhenBusy::Queue),
+            };
             if let Err(failure) = state.dsh.call::<method::SessionPrompt>(params).await {
                 state.lsp.show_message(MessageType::ERROR, format!("dsh: {failure}")).await;
                 state.unfollow(&id).await;
@@ -462,7 +478,8 @@ impl State {
     /// `dsh.fork {sessionId, step?}`: a new session with the log before step `step` (the
     /// whole log without one).
     async fn fork(&self, args: Args) -> RpcResult<Value> {
-        let session_id = args.session_id.clone().ok_or_else(|| invalid("dsh.fork needs `sessionId`"))?;
+        let session_id =
+            args.session_id.clone().ok_or_else(|| invalid("dsh.fork needs `sessionId`"))?;
         let at_seq = match args.step {
             None => None,
             Some(step) => {
@@ -470,7 +487,9 @@ impl State {
                 let usage =
                     self.dsh.call::<method::SessionUsage>(params).await.map_err(daemon_error)?;
                 let row = usage.rows.iter().find(|entry| entry.row.step == step);
-                Some(row.ok_or_else(|| invalid(format!("{session_id} has no step {step}")))?.row.seq)
+                Some(
+                    row.ok_or_else(|| invalid(format!("{session_id} has no step {step}")))?.row.seq,
+                )
             }
         };
         let params = SessionForkParams { session_id, at_seq, config: None };
@@ -484,10 +503,12 @@ impl State {
     /// `dsh.saw {sessionId, step}`: what the model saw at that step, written read-only under
     /// the daemon's state directory and shown with `window/showDocument`.
     async fn saw(&self, args: Args) -> RpcResult<Value> {
-        let session_id = args.session_id.clone().ok_or_else(|| invalid("dsh.saw needs `sessionId`"))?;
+        let session_id =
+            args.session_id.clone().ok_or_else(|| invalid("dsh.saw needs `sessionId`"))?;
         let step = args.step.ok_or_else(|| invalid("dsh.saw needs `step`"))?;
         let params = SessionRequestParams { session_id: session_id.clone(), step, diff: None };
-        let request = self.dsh.call::<method::SessionRequest>(params).await.map_err(daemon_error)?;
+        let request =
+            self.dsh.call::<method::SessionRequest>(params).await.map_err(daemon_error)?;
         let content = dsh_daemon::views::request_text(&request, false);
         let path = write_read_only(&self.home, &session_id, step, &content)
             .map_err(|e| error(format!("dsh: writing what the model saw: {e}")))?;
@@ -518,7 +539,8 @@ impl State {
         }
         let token = self.begin_progress(session_id).await;
         lock(&self.inner).followed.insert(session_id.to_owned(), token);
-        let params = SessionEventsParams { session_id: session_id.to_owned(), from_seq: 0, limit: 0 };
+        let params =
+            SessionEventsParams { session_id: session_id.to_owned(), from_seq: 0, limit: 0 };
         let from_seq = match self.dsh.call::<method::SessionEvents>(params).await {
             Ok(page) => page.length,
             Err(failure) => {
@@ -569,7 +591,8 @@ impl State {
     }
 
     async fn progress(&self, token: &ProgressToken, value: WorkDoneProgress) {
-        let params = ProgressParams { token: token.clone(), value: ProgressParamsValue::WorkDone(value) };
+        let params =
+            ProgressParams { token: token.clone(), value: ProgressParamsValue::WorkDone(value) };
         self.lsp.send_notification::<Progress>(params).await;
     }
 
@@ -664,11 +687,8 @@ impl State {
         else {
             return;
         };
-        let params = ApprovalRespondParams {
-            session_id,
-            approval_id: approval_id.to_owned(),
-            decision,
-        };
+        let params =
+            ApprovalRespondParams { session_id, approval_id: approval_id.to_owned(), decision };
         if let Err(failure) = self.dsh.call::<method::ApprovalRespond>(params).await {
             tracing::warn!("answering approval {approval_id}: {failure}");
         }
@@ -695,11 +715,13 @@ impl State {
                 Some(workspace) => workspace,
                 None => {
                     let workspace = self.workspace_of_session(&session.session_id).await;
-                    lock(&self.inner).workspaces.insert(session.session_id.clone(), workspace.clone());
+                    lock(&self.inner)
+                        .workspaces
+                        .insert(session.session_id.clone(), workspace.clone());
                     workspace
                 }
             };
-            let ours = workspace.is_some_and(|w| lock(&self.inner).folders.iter().any(|f| *f == w));
+            let ours = workspace.is_some_and(|w| lock(&self.inner).folders.contains(&w));
             if ours {
                 self.follow(&session.session_id).await;
             }
@@ -721,13 +743,20 @@ impl State {
         let mut changed = false;
         for (uri, target, text, before) in shown {
             let Some(now) = self.ask(&target, &text).await else { continue };
-            if before.as_deref() != Some(&now) {
+            let mut inner = lock(&self.inner);
+            let Some(doc) = inner.docs.get_mut(&uri) else { continue };
+            if doc.text != text {
+                continue;
+            }
+            let now = match before {
+                Some(before) if *before == now => before,
+                _ => Arc::new(now),
+            };
+            doc.ranges = Some(Arc::clone(&now));
+            if doc.lensed.as_ref().is_some_and(|lensed| *lensed != now) {
+                // The editor re-asks after the refresh; until then, no second refresh.
+                doc.lensed = Some(now);
                 changed = true;
-                if let Some(doc) = lock(&self.inner).docs.get_mut(&uri)
-                    && doc.text == text
-                {
-                    doc.ranges = Some(Arc::new(now));
-                }
             }
         }
         if changed {
@@ -737,7 +766,8 @@ impl State {
     }
 
     async fn workspace_of_session(&self, session_id: &str) -> Option<PathBuf> {
-        let params = SessionEventsParams { session_id: session_id.to_owned(), from_seq: 0, limit: 1 };
+        let params =
+            SessionEventsParams { session_id: session_id.to_owned(), from_seq: 0, limit: 1 };
         let page = self.dsh.call::<method::SessionEvents>(params).await.ok()?;
         let workspace = page.events.first()?.data["workspace"].as_str()?.to_owned();
         let workspace = PathBuf::from(workspace);
@@ -760,7 +790,12 @@ fn report(message: String) -> WorkDoneProgressReport {
 
 /// Writes what the model saw to `<home>/saw/<session>-step<N>.txt`, read-only (0400) in a 0700
 /// directory; an older copy is replaced.
-fn write_read_only(home: &Path, session_id: &str, step: u64, content: &str) -> std::io::Result<PathBuf> {
+fn write_read_only(
+    home: &Path,
+    session_id: &str,
+    step: u64,
+    content: &str,
+) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = home.join("saw");
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
