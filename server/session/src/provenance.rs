@@ -189,16 +189,49 @@ fn written_path(result: &str) -> Option<(&str, &str)> {
 /// Applies one `edit_file` to what the fold knows of the file. `at_line` is the 1-based line
 /// of the file where the tool found `old`.
 fn edit(file: &mut FileLines, old: &str, new: &str, at_line: usize, origin: Origin) {
+    // Whole lines `old` and `new` share at either end are context the model repeated, not
+    // lines it wrote: they keep their writer (as `git blame` sees it).
+    let (head, tail) = shared_lines(old, new);
+    let (old_core, new_core) = (&old[head..old.len() - tail], &new[head..new.len() - tail]);
+    let at_core = at_line + old[..head].matches('\n').count();
     if file.complete {
         let text = file.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n");
         let mut found = text.match_indices(old);
         if let (Some((at, _)), None) = (found.next(), found.next()) {
-            splice_exact(file, &text, at, old, new, origin);
+            splice_exact(file, &text, at + head, old_core, new_core, origin);
             return;
         }
     }
-    splice_placed(file, old, new, at_line, origin);
+    splice_placed(file, old_core, new_core, at_core, origin);
     file.complete = false;
+}
+
+/// The byte lengths of the whole lines `old` and `new` share at their start and at their end
+/// (not overlapping).
+fn shared_lines(old: &str, new: &str) -> (usize, usize) {
+    let mut head = 0;
+    for (i, (a, b)) in old.bytes().zip(new.bytes()).enumerate() {
+        if a != b {
+            break;
+        }
+        if a == b'\n' {
+            head = i + 1;
+        }
+    }
+    let (old_rest, new_rest) = (&old.as_bytes()[head..], &new.as_bytes()[head..]);
+    let mut tail = 0;
+    for (i, (a, b)) in old_rest.iter().rev().zip(new_rest.iter().rev()).enumerate() {
+        if a != b {
+            break;
+        }
+        // A shared run of whole lines starts just after a newline in both (or at their start).
+        let (old_at, new_at) = (old_rest.len() - i - 1, new_rest.len() - i - 1);
+        let starts_line = |rest: &[u8], at: usize| at == 0 || rest[at - 1] == b'\n';
+        if starts_line(old_rest, old_at) && starts_line(new_rest, new_at) {
+            tail = i + 1;
+        }
+    }
+    (head, tail)
 }
 
 /// The edit where the fold knows the whole text: `old` found once at byte `at`.

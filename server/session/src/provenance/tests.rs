@@ -102,7 +102,8 @@ fn an_edit_of_a_file_the_agent_never_wrote_attributes_the_lines_it_wrote() {
     // The user's file: a.rs holds `fn a() {\n    old();\n}\n\nfn b() {}\n`.
     log.edit("a.rs", "    old();\n}", "    new();\n    more();\n}", 2);
     let current = "fn a() {\n    new();\n    more();\n}\n\nfn b() {}\n";
-    assert_eq!(steps(&log.events, "a.rs", current), [None, Some(1), Some(1), Some(1), None, None]);
+    // The closing brace both strings end with is context, not written.
+    assert_eq!(steps(&log.events, "a.rs", current), [None, Some(1), Some(1), None, None, None]);
     // A one-line edit in the middle of a line of an unknown file.
     let mut log = Log::default();
     log.edit("b.rs", "1 + 1", "2", 3);
@@ -123,11 +124,13 @@ fn a_line_an_edit_only_shortened_keeps_its_writer() {
 enum Op {
     /// The agent writes `lines` fresh lines.
     Write(usize),
-    /// The agent replaces `len` whole lines from `at` with `new` fresh lines.
+    /// The agent replaces `len` whole lines from `at` with `new` fresh lines; with `context`,
+    /// its strings also hold the line before and the line after, unchanged.
     EditLines {
         at: usize,
         len: usize,
         new: usize,
+        context: bool,
     },
     /// The agent replaces the right-hand token of a line with a fresh one, or deletes it.
     EditInline {
@@ -143,8 +146,8 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         1 => (1usize..6).prop_map(Op::Write),
-        4 => (0usize..50, 1usize..4, 0usize..4)
-            .prop_map(|(at, len, new)| Op::EditLines { at, len, new }),
+        4 => (0usize..50, 1usize..4, 0usize..4, any::<bool>())
+            .prop_map(|(at, len, new, context)| Op::EditLines { at, len, new, context }),
         // Deleting a token is left out: in a file the agent never wrote whole, a line whose
         // only known part was deleted cannot be told from the others (a fold knows only what
         // the log holds). Deletions inside a known line are a worked case above.
@@ -189,14 +192,28 @@ fn run(initial: usize, ops: &[Op]) -> (Vec<Option<u64>>, Vec<Option<u64>>) {
                 let step = log.write("f", &content);
                 disk.lines = texts.into_iter().map(|t| (t, Some(step))).collect();
             }
-            Op::EditLines { at, len, new } if count > 0 => {
+            Op::EditLines { at, len, new, context } if count > 0 => {
                 let at = at % count;
                 let len = len.min(count - at);
                 let old: String =
                     disk.lines[at..at + len].iter().map(|(t, _)| format!("{t}\n")).collect();
                 let texts: Vec<String> = (0..new).map(|_| disk.line()).collect();
                 let new_text: String = texts.iter().map(|t| format!("{t}\n")).collect();
-                let step = log.edit("f", &old, &new_text, at + 1);
+                let before = match at.checked_sub(1).map(|i| &disk.lines[i]) {
+                    Some((text, _)) if context => format!("{text}\n"),
+                    _ => String::new(),
+                };
+                let after = match disk.lines.get(at + len) {
+                    Some((text, _)) if context => format!("{text}\n"),
+                    _ => String::new(),
+                };
+                let first = if before.is_empty() { at + 1 } else { at };
+                let step = log.edit(
+                    "f",
+                    &format!("{before}{old}{after}"),
+                    &format!("{before}{new_text}{after}"),
+                    first,
+                );
                 disk.lines.splice(at..at + len, texts.into_iter().map(|t| (t, Some(step))));
             }
             Op::EditInline { at, delete } if count > 0 => {
@@ -249,4 +266,24 @@ proptest! {
         let (folded, naive) = run(initial, &ops);
         prop_assert_eq!(folded, naive);
     }
+}
+
+#[test]
+fn lines_an_edit_repeats_around_its_change_keep_their_writer() {
+    let mut log = Log::default();
+    log.write("a.py", "def count(text):\n    return len(text)\n\nprint(count('x'))\n");
+    log.edit(
+        "a.py",
+        "def count(text):\n    return len(text)\n\n",
+        "def count(text):\n    words = text.split()\n    return len(words)\n\n",
+        1,
+    );
+    let current =
+        "def count(text):\n    words = text.split()\n    return len(words)\n\nprint(count('x'))\n";
+    assert_eq!(steps(&log.events, "a.py", current), [1, 2, 2, 1, 1].map(Some));
+    // The same in a file the agent never wrote.
+    let mut log = Log::default();
+    log.edit("b.py", "def f():\n    pass\n", "def f():\n    return 1\n", 4);
+    let current = "import os\n\n\ndef f():\n    return 1\n";
+    assert_eq!(steps(&log.events, "b.py", current), [None, None, None, None, Some(1)]);
 }
