@@ -85,14 +85,24 @@ struct Inner {
     /// Workspace folders (canonical).
     folders: Vec<PathBuf>,
     docs: HashMap<String, Doc>,
-    /// Sessions whose turn is followed: their progress token.
-    followed: HashMap<String, Option<ProgressToken>>,
+    /// Sessions whose turn is followed.
+    followed: HashMap<String, Followed>,
     /// The workspace of each session asked about.
     workspaces: HashMap<String, Option<PathBuf>>,
     /// Unreadable-log messages already shown.
     reported: HashSet<String>,
     capabilities: Capabilities,
     progress_tokens: u64,
+}
+
+/// A followed turn: its progress token (`None`: the editor takes no progress), the
+/// subscription delivering its events (`None` until `session/subscribe` answers), and how many
+/// polls in a row found the session idle.
+#[derive(Clone, Default)]
+struct Followed {
+    token: Option<ProgressToken>,
+    subscription: Option<Value>,
+    idle_polls: u32,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -538,7 +548,8 @@ impl State {
             return;
         }
         let token = self.begin_progress(session_id).await;
-        lock(&self.inner).followed.insert(session_id.to_owned(), token);
+        let followed = Followed { token, ..Followed::default() };
+        lock(&self.inner).followed.insert(session_id.to_owned(), followed);
         let params =
             SessionEventsParams { session_id: session_id.to_owned(), from_seq: 0, limit: 0 };
         let from_seq = match self.dsh.call::<method::SessionEvents>(params).await {
@@ -552,10 +563,17 @@ impl State {
         };
         let params =
             SessionSubscribeParams { session_id: session_id.to_owned(), from_seq: Some(from_seq) };
-        if let Err(failure) = self.dsh.call::<method::SessionSubscribe>(params).await {
-            tracing::warn!("subscribing to {session_id}: {failure}");
-            drop(_one_at_a_time);
-            self.unfollow(session_id).await;
+        match self.dsh.call::<method::SessionSubscribe>(params).await {
+            Ok(subscription) => {
+                if let Some(followed) = lock(&self.inner).followed.get_mut(session_id) {
+                    followed.subscription = Some(subscription);
+                }
+            }
+            Err(failure) => {
+                tracing::warn!("subscribing to {session_id}: {failure}");
+                drop(_one_at_a_time);
+                self.unfollow(session_id).await;
+            }
         }
     }
 
@@ -596,12 +614,17 @@ impl State {
         self.lsp.send_notification::<Progress>(params).await;
     }
 
-    /// Stops following a session: ends its progress.
+    /// Stops following a session: ends its progress and its subscription.
     async fn unfollow(&self, session_id: &str) {
-        let token = lock(&self.inner).followed.remove(session_id).flatten();
-        if let Some(token) = token {
+        let Some(followed) = lock(&self.inner).followed.remove(session_id) else { return };
+        if let Some(token) = followed.token {
             let end = WorkDoneProgressEnd { message: Some("turn ended".to_owned()) };
             self.progress(&token, WorkDoneProgress::End(end)).await;
+        }
+        if let Some(subscription) = followed.subscription
+            && let Err(failure) = self.dsh.call::<method::SessionUnsubscribe>([subscription]).await
+        {
+            tracing::debug!("unsubscribing from {session_id}: {failure}");
         }
     }
 
@@ -609,16 +632,23 @@ impl State {
     async fn route(self: Arc<Self>, mut inbox: mpsc::UnboundedReceiver<Unsolicited>) {
         while let Some(message) = inbox.recv().await {
             let Unsolicited::Notification(notification) = message else { continue };
-            let Some((_, event)) = event_of(&notification) else { continue };
-            self.on_event(event).await;
+            let Some((subscription, event)) = event_of(&notification) else { continue };
+            // Only the current subscription of a followed session counts (an older one may
+            // still deliver a few events before its end).
+            let current = lock(&self.inner).followed.get(&event.session_id).is_some_and(|f| {
+                f.subscription.as_ref().is_none_or(|current| *current == subscription)
+            });
+            if current {
+                self.on_event(event).await;
+            }
         }
         tracing::warn!("the dsh daemon closed the connection");
         self.lsp.show_message(MessageType::ERROR, "dsh: the daemon closed the connection").await;
     }
 
     async fn on_event(self: &Arc<Self>, event: SessionEvent) {
-        let token = lock(&self.inner).followed.get(&event.session_id).cloned();
-        let Some(token) = token else { return };
+        let followed = lock(&self.inner).followed.get(&event.session_id).cloned();
+        let Some(Followed { token, .. }) = followed else { return };
         match event.kind.as_str() {
             "step/start" => {
                 let step = event.data["step"].as_u64().unwrap_or(0);
@@ -709,6 +739,32 @@ impl State {
 
     async fn poll(self: &Arc<Self>) -> Result<(), ClientError> {
         let status = self.dsh.call::<method::DaemonStatus>(NoParams {}).await?;
+        // A follow whose turn ended before its subscription began never sees `turn/end`: two
+        // polls in a row that find the session idle end it.
+        let stale: Vec<String> = {
+            let mut inner = lock(&self.inner);
+            let running: HashSet<&str> = status
+                .sessions
+                .iter()
+                .filter(|s| s.running)
+                .map(|s| s.session_id.as_str())
+                .collect();
+            inner
+                .followed
+                .iter_mut()
+                .filter_map(|(id, followed)| {
+                    if running.contains(id.as_str()) {
+                        followed.idle_polls = 0;
+                        return None;
+                    }
+                    followed.idle_polls += 1;
+                    (followed.idle_polls > 2).then(|| id.clone())
+                })
+                .collect()
+        };
+        for session_id in stale {
+            self.unfollow(&session_id).await;
+        }
         for session in status.sessions.iter().filter(|s| s.running) {
             let known = lock(&self.inner).workspaces.get(&session.session_id).cloned();
             let workspace = match known {
