@@ -6,8 +6,9 @@ A scripted turn, run through `workspace/executeCommand dsh.prompt`, writes a fil
 reports its steps and `window/showMessage` its end. Then, on the open document: hover on each
 agent line names the step that wrote it; lines edited by hand (unsaved) lose their attribution
 and an inserted line shifts the rest; code lenses mark the agent hunks and are refreshed when
-the text changes; `dsh.saw` opens a read-only document whose content equals `dsh saw`. Bad
-input: documents outside the workspace and binary ones get nothing and no message, an
+the text or the log changes; `dsh.saw` opens a read-only document whose content equals `dsh
+saw`; a turn another client starts reports through `$/progress` too; cancel stops a running
+turn. Bad input: documents outside the workspace and binary ones get nothing and no message, an
 unreadable log gets one clear message (the server stays up), an unknown command an error.
 
 The tests share one front, in file order: each builds on what the previous left.
@@ -301,3 +302,54 @@ async def test_an_unknown_command_is_an_error(client):
     assert "unknown command `dsh.nope`" in str(failure.value)
     # The server is still up.
     assert await hover_text(client, 0) is not None
+
+
+async def test_a_turn_started_elsewhere_reports_progress_and_refreshes_the_lenses(client):
+    # Another client (the CLI) runs a turn in the session; its first step is slow enough for
+    # the front's watcher to see it running. It rewrites app.py with the text the editor has:
+    # every line is now that step's, so the lenses shown change and are refreshed.
+    await client.text_document_code_lens_async(types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=URI)))
+    refreshes, tokens, ends = client.refreshes, len(client.progress_reports), len(turn_ends(client))
+    ENV.script(
+        [
+            {"delay_ms": 1500, "tool_calls": [{"name": "write_file", "arguments": {"path": "app.py", "content": EDITED}}]},
+            {"content": "rewritten"},
+        ]
+    )
+    cli = subprocess.Popen(ENV.argv("prompt", "--yes", "--session", SESSION["id"], "rewrite app.py"), env=ENV.env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        await wait_for(lambda: len(turn_ends(client)) > ends, "the end of the CLI's turn")
+    finally:
+        cli.wait(timeout=20)
+    assert turn_ends(client)[-1] == f"dsh: turn 2 of {SESSION['id']} ended (completed)"
+    assert len(client.progress_reports) == tokens + 1
+    reports = list(client.progress_reports.values())[-1]
+    assert reports[0].kind == "begin" and reports[-1].kind == "end", reports
+    assert any(r.kind == "report" and r.message.startswith("step 4 · ") for r in reports), reports
+    await wait_for(lambda: client.refreshes > refreshes, "a code lens refresh after the log changed")
+    assert await hover_steps(client, len(STEPS)) == [4] * len(STEPS)
+
+
+async def test_cancel_stops_a_running_turn(client):
+    ends = len(turn_ends(client))
+    ENV.script([{"delay_ms": 10000, "content": "too slow"}])
+    await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="dsh.prompt", arguments=[{"text": "take your time", "sessionId": SESSION["id"]}])
+    )
+    cancelled = {}
+
+    async def cancel():
+        result = await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="dsh.cancel", arguments=[])
+        )
+        cancelled.update(result)
+        return result["cancelled"]
+
+    deadline = asyncio.get_running_loop().time() + 10
+    while not await cancel():
+        assert asyncio.get_running_loop().time() < deadline, "the turn never ran"
+        await asyncio.sleep(0.05)
+    assert cancelled == {"sessionId": SESSION["id"], "cancelled": True}
+    await wait_for(lambda: len(turn_ends(client)) > ends, "the cancelled turn's end")
+    assert turn_ends(client)[-1].startswith(f"dsh: turn 3 of {SESSION['id']} ended (cancelled)"), turn_ends(client)

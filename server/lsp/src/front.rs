@@ -666,6 +666,15 @@ impl State {
                     self.progress(token, WorkDoneProgress::Report(report)).await;
                 }
             }
+            "tool/result"
+                if matches!(event.data["name"].as_str(), Some("write_file" | "edit_file")) =>
+            {
+                // The log says more about some file now: attribution is asked again (the
+                // watcher refreshes the lenses that change).
+                for doc in lock(&self.inner).docs.values_mut() {
+                    doc.ranges = None;
+                }
+            }
             "approval/request" => {
                 // Asked in a task of its own: the router keeps forwarding while the user
                 // decides (and an approval decided elsewhere resolves without this answer).
