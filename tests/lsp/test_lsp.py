@@ -353,3 +353,24 @@ async def test_cancel_stops_a_running_turn(client):
     assert cancelled == {"sessionId": SESSION["id"], "cancelled": True}
     await wait_for(lambda: len(turn_ends(client)) > ends, "the cancelled turn's end")
     assert turn_ends(client)[-1].startswith(f"dsh: turn 3 of {SESSION['id']} ended (cancelled)"), turn_ends(client)
+
+
+async def test_workspace_folders_can_change(client):
+    folder = types.WorkspaceFolder(uri=Path(ENV.ws).as_uri(), name="ws")
+
+    def change(added, removed):
+        client.workspace_did_change_workspace_folders(
+            types.DidChangeWorkspaceFoldersParams(event=types.WorkspaceFoldersChangeEvent(added=added, removed=removed))
+        )
+
+    change([], [folder])
+    await wait_for_hover(client, lambda text: text is None, "no attribution outside every workspace")
+    change([folder], [])
+    await wait_for_hover(client, lambda text: text is not None and "wrote this line" in text, "attribution again")
+
+
+async def wait_for_hover(client, predicate, what):
+    deadline = asyncio.get_running_loop().time() + 10
+    while not predicate(await hover_text(client, 0)):
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)

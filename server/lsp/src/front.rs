@@ -181,6 +181,13 @@ impl LanguageServer for Backend {
                 )),
                 hover_provider: Some(HoverProviderCapability::Simple(true)),
                 code_lens_provider: Some(CodeLensOptions { resolve_provider: Some(false) }),
+                workspace: Some(WorkspaceServerCapabilities {
+                    workspace_folders: Some(WorkspaceFoldersServerCapabilities {
+                        supported: Some(true),
+                        change_notifications: Some(OneOf::Left(true)),
+                    }),
+                    file_operations: None,
+                }),
                 execute_command_provider: Some(ExecuteCommandOptions {
                     commands: COMMANDS.iter().map(|c| (*c).to_owned()).collect(),
                     work_done_progress_options: WorkDoneProgressOptions::default(),
@@ -197,6 +204,30 @@ impl LanguageServer for Backend {
 
     async fn shutdown(&self) -> RpcResult<()> {
         Ok(())
+    }
+
+    async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
+        let paths = |folders: Vec<WorkspaceFolder>| -> Vec<PathBuf> {
+            folders
+                .iter()
+                .filter_map(|folder| folder.uri.to_file_path().map(|p| p.into_owned()))
+                .map(|path| path.canonicalize().unwrap_or(path))
+                .collect()
+        };
+        let (added, removed) = (paths(params.event.added), paths(params.event.removed));
+        let mut inner = lock(&self.0.inner);
+        inner.folders.retain(|folder| !removed.contains(folder));
+        inner.folders.extend(added);
+        // Documents may belong to another workspace now (or to none).
+        let docs: Vec<(String, String)> =
+            inner.docs.iter().map(|(uri, doc)| (uri.clone(), doc.text.clone())).collect();
+        for (uri, text) in docs {
+            let target = uri.parse::<Uri>().ok().and_then(|parsed| inner.target_of(&parsed, &text));
+            if let Some(doc) = inner.docs.get_mut(&uri) {
+                doc.target = target;
+                doc.ranges = None;
+            }
+        }
     }
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
