@@ -895,6 +895,8 @@ fn write_read_only(
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = home.join("saw");
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+    // Private whatever the umask, or an older directory's mode, says.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
     let safe: String = session_id
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
