@@ -22,6 +22,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -106,7 +107,9 @@ async def client(lsp_client: LanguageClient):
 
     await lsp_client.initialize_session(
         types.InitializeParams(
+            # VS Code's capabilities and name: it follows `command:` links in hovers.
             capabilities=client_capabilities("visual-studio-code"),
+            client_info=types.ClientInfo(name="Visual Studio Code", version="1.65.2"),
             root_uri=Path(ENV.ws).as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=Path(ENV.ws).as_uri(), name="ws")],
         )
@@ -187,6 +190,8 @@ async def test_hover_on_each_agent_line_names_the_step_that_wrote_it(client):
     assert f"`{SESSION['id']}`" in text and "turn 1: write the app" in text, text
     assert "model: deepseek/deepseek-v4-flash" in text and "% cached" in text, text
     assert "`edit_file`" in text and f"dsh saw {SESSION['id']} --step 2" in text, text
+    link = "command:dsh.saw?" + urllib.parse.quote(json.dumps([{"sessionId": SESSION["id"], "step": 2}], separators=(",", ":")), safe="")
+    assert f"[Open what the model saw at step 2]({link})" in text, text
 
 
 async def test_code_lenses_mark_the_agent_hunks(client):

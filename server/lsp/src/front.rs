@@ -110,6 +110,9 @@ struct Capabilities {
     show_document: bool,
     work_done_progress: bool,
     code_lens_refresh: bool,
+    /// Whether hovers may carry `command:` links: VS Code (and its builds) follow them; LSP has
+    /// no capability for it, so the client's name says.
+    command_links: bool,
 }
 
 struct Doc {
@@ -165,6 +168,11 @@ impl LanguageServer for Backend {
         inner.capabilities = Capabilities {
             show_document: window.and_then(|w| w.show_document.as_ref()).is_some_and(|s| s.support),
             work_done_progress: window.and_then(|w| w.work_done_progress).unwrap_or(false),
+            command_links: params.client_info.as_ref().is_some_and(|info| {
+                ["Visual Studio Code", "VSCodium", "code-server"]
+                    .iter()
+                    .any(|name| info.name.contains(name))
+            }),
             code_lens_refresh: workspace
                 .and_then(|w| w.code_lens.as_ref())
                 .and_then(|c| c.refresh_support)
@@ -268,7 +276,7 @@ impl LanguageServer for Backend {
         Ok(Some(Hover {
             contents: HoverContents::Markup(MarkupContent {
                 kind: MarkupKind::Markdown,
-                value: text::hover(range),
+                value: text::hover(range, lock(&self.0.inner).capabilities.command_links),
             }),
             range: Some(Range {
                 start: Position { line: range.start_line as u32, character: 0 },

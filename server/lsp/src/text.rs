@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 use dsh_protocol::{Cost, ProvenanceRange, Usage};
 
 /// The hover of a line in `range`: session, turn prompt, step, model, usage and cost, the tool
-/// call, and how to open what the model saw.
-pub fn hover(range: &ProvenanceRange) -> String {
+/// call, and how to open what the model saw — with a `command:` link when the editor follows
+/// those (`links`).
+pub fn hover(range: &ProvenanceRange, links: bool) -> String {
     let mut out = String::new();
     let title = range.title.as_deref().unwrap_or("(untitled)");
     let _ = writeln!(out, "**dsh** · step {} wrote this line", range.step);
@@ -40,12 +41,35 @@ pub fn hover(range: &ProvenanceRange) -> String {
     }
     let _ = writeln!(out, "- call: `{}` (`{}`, log seq {})", range.tool, range.call_id, range.seq);
     let _ = writeln!(out);
+    if links {
+        let arguments =
+            format!(r#"[{{"sessionId":"{}","step":{}}}]"#, range.session_id, range.step);
+        let _ = writeln!(
+            out,
+            "[Open what the model saw at step {}](command:dsh.saw?{})",
+            range.step,
+            percent_encoded(&arguments)
+        );
+        let _ = writeln!(out);
+    }
     let _ = write!(
         out,
         "What the model saw: command `dsh.saw` (the code lens above), or `dsh saw {} --step {}`",
         range.session_id, range.step
     );
     out
+}
+
+/// `text` with every byte but ASCII letters and digits percent-encoded (a URI query).
+fn percent_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                (byte as char).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
 }
 
 /// The code lens above a hunk: `dsh · step 7 · 97% cached`.

@@ -45,7 +45,14 @@ fn a_hover_names_session_turn_step_model_usage_cost_and_the_call() {
         - call: `edit_file` (`call_00_abc`, log seq 44)
 
         What the model saw: command `dsh.saw` (the code lens above), or `dsh saw 20261130-172312-cyzpba --step 7`"#]]
-    .assert_eq(&hover(&range()));
+    .assert_eq(&hover(&range(), false));
+}
+
+#[test]
+fn a_hover_for_an_editor_that_follows_command_links_has_one() {
+    let text = hover(&range(), true);
+    let link = "[Open what the model saw at step 7](command:dsh.saw?%5B%7B%22sessionId%22%3A%2220261130-172312-cyzpba%22%2C%22step%22%3A7%7D%5D)";
+    assert!(text.contains(link), "{text}");
 }
 
 #[test]
