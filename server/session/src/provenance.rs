@@ -8,7 +8,10 @@
 //! fold derives the content purely from those, applied to the previous known content. A file
 //! the agent edits without having written it is known only around its edits: the rest of its
 //! lines are [`Fit::Unknown`], and the edges of an edit whose surroundings are unknown are
-//! partial lines ([`Fit::Suffix`], [`Fit::Prefix`], [`Fit::Inner`]).
+//! partial lines ([`Fit::Suffix`], [`Fit::Prefix`], [`Fit::Inner`]). Whole lines an edit's
+//! strings share at either end are context the model repeated: they keep their writer. The
+//! results read are the file tools' own (`server/agent/src/tools/files.rs`: `created PATH (`,
+//! `wrote PATH (`, `edited PATH (… at line N)`); `tests/api/provenance.rs` runs the real tools.
 //!
 //! [`attribute`] aligns a file's folded lines with its current text, the way `git blame`
 //! carries lines across revisions: a line diff (Myers) maps every folded line that still stands

@@ -283,6 +283,7 @@ pub(super) fn write_file(workspace: &Workspace, args: WriteFileArgs) -> Result<S
     }
     fs::write(&resolved.path, &args.content)
         .map_err(|error| io_error("write", &args.path, &error))?;
+    // The provenance fold (`dsh_session::provenance`) reads this result's verb and path.
     let verb = if resolved.exists { "wrote" } else { "created" };
     Ok(format!("{verb} {} ({} bytes)", workspace.display(&resolved.path), args.content.len()))
 }
@@ -318,6 +319,7 @@ pub(super) fn edit_file(workspace: &Workspace, args: EditFileArgs) -> Result<Str
     edited.push_str(&args.new_string);
     edited.push_str(&text[first + args.old_string.len()..]);
     fs::write(&resolved.path, edited).map_err(|error| io_error("write", &args.path, &error))?;
+    // The provenance fold (`dsh_session::provenance`) reads this result's path and line.
     let line = text[..first].matches('\n').count() + 1;
     Ok(format!("edited {} (1 replacement at line {line})", workspace.display(&resolved.path)))
 }
