@@ -37,6 +37,8 @@ use crate::text;
 
 /// How often the watcher polls the daemon.
 const POLL: Duration = Duration::from_millis(500);
+/// Every how many polls the attribution of every shown document is asked again.
+const RECHECK_EVERY: u64 = 20;
 /// Documents larger than this are not attributed.
 const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
 
@@ -774,9 +776,9 @@ impl State {
 
     /// The watcher: turns of this workspace started elsewhere, and attribution that changed.
     async fn watch(self: Arc<Self>) {
-        loop {
+        for round in 1u64.. {
             tokio::time::sleep(POLL).await;
-            if let Err(failure) = self.poll().await {
+            if let Err(failure) = self.poll(round % RECHECK_EVERY == 0).await {
                 if matches!(failure, ClientError::Closed) {
                     return;
                 }
@@ -785,7 +787,9 @@ impl State {
         }
     }
 
-    async fn poll(self: &Arc<Self>) -> Result<(), ClientError> {
+    /// One round: follow new turns of the workspace; re-ask the attribution of shown documents
+    /// whose text changed or whose sessions wrote (`everything`: of every shown document).
+    async fn poll(self: &Arc<Self>, everything: bool) -> Result<(), ClientError> {
         let status = self.dsh.call::<method::DaemonStatus>(NoParams {}).await?;
         // A follow whose turn ended before its subscription began never sees `turn/end`: two
         // polls in a row that find the session idle end it.
@@ -830,36 +834,40 @@ impl State {
                 self.follow(&session.session_id).await;
             }
         }
-        // Re-ask the attribution of documents whose lenses or hovers were shown (edited ones
-        // have none any more): a log grew, the text changed.
+        // Re-ask the attribution of documents whose lenses or hovers were shown and that have
+        // none since their text changed or a followed turn wrote; now and then of all of them
+        // (a safety net: the logs of a workspace change through its turns, which are followed).
         type Shown = (String, (PathBuf, PathBuf), String, Option<Arc<Vec<ProvenanceRange>>>);
         let shown: Vec<Shown> = {
             let inner = lock(&self.inner);
             inner
                 .docs
                 .iter()
-                .filter(|(_, doc)| doc.shown)
+                .filter(|(_, doc)| doc.shown && (everything || doc.ranges.is_none()))
                 .filter_map(|(uri, doc)| {
                     Some((uri.clone(), doc.target.clone()?, doc.text.clone(), doc.ranges.clone()))
                 })
                 .collect()
         };
-        let mut changed = false;
         for (uri, target, text, before) in shown {
             let Some(now) = self.ask(&target, &text).await else { continue };
             let mut inner = lock(&self.inner);
             let Some(doc) = inner.docs.get_mut(&uri) else { continue };
-            if doc.text != text {
-                continue;
+            if doc.text == text {
+                doc.ranges = Some(match before {
+                    Some(before) if *before == now => before,
+                    _ => Arc::new(now),
+                });
             }
-            let now = match before {
-                Some(before) if *before == now => before,
-                _ => Arc::new(now),
-            };
-            doc.ranges = Some(Arc::clone(&now));
-            if doc.lensed.as_ref().is_some_and(|lensed| *lensed != now) {
-                // The editor re-asks after the refresh; until then, no second refresh.
-                doc.lensed = Some(now);
+        }
+        // Lenses shown from an attribution that is not the current one are refreshed; the
+        // editor re-asks after the refresh (until then, no second refresh).
+        let mut changed = false;
+        for doc in lock(&self.inner).docs.values_mut() {
+            if let (Some(lensed), Some(ranges)) = (&doc.lensed, &doc.ranges)
+                && lensed != ranges
+            {
+                doc.lensed = Some(Arc::clone(ranges));
                 changed = true;
             }
         }
