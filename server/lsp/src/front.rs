@@ -3,10 +3,11 @@
 //! Tasks: tower-lsp-server's service answers the editor (a request may wait on the daemon; the
 //! service runs requests concurrently). One router task reads the daemon connection's
 //! notifications (the events of the sessions whose turns are followed) in order and turns them
-//! into `$/progress` and `window/showMessage`. One watcher task polls the daemon every
-//! [`POLL`]: it follows turns of this workspace that other clients started, and re-asks the
-//! provenance of every open document whose attribution was shown, refreshing the code lenses
-//! when it changed (a log grew, a file was edited). The state is one `std::sync::Mutex`, never
+//! into `$/progress` and `window/showMessage` (and a write or edit in them into a new ask of
+//! the open documents' attribution). One watcher task polls the daemon every [`POLL`]: it
+//! follows turns of this workspace that other clients started, re-asks the attribution of
+//! shown documents that need it, and refreshes the code lenses shown from an attribution that
+//! is no longer current. The state is one `std::sync::Mutex`, never
 //! held across an await.
 
 use std::collections::{HashMap, HashSet};
