@@ -481,8 +481,14 @@ fn match_in_order(wanted: &[Line], lines: &[Line]) -> Vec<(usize, usize)> {
 }
 
 /// Aligns what the fold knows of a file with its current text: for each line of `current`
-/// (`current.split('\n')`), the origin of the folded line it still is, if any.
-pub fn attribute(file: &FileLines, current: &str) -> Vec<Option<Origin>> {
+/// (`current.split('\n')`), the origin of the folded line it still is, if any. `deadline`
+/// bounds the line diff (an input, like every time here): past it the diff is coarser, never
+/// wrong about the lines it matches.
+pub fn attribute(
+    file: &FileLines,
+    current: &str,
+    deadline: Option<std::time::Instant>,
+) -> Vec<Option<Origin>> {
     #[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
     enum Key<'a> {
         Line(&'a str),
@@ -498,7 +504,9 @@ pub fn attribute(file: &FileLines, current: &str) -> Vec<Option<Origin>> {
     let keys: Vec<Key> = now.iter().map(|l| Key::Line(l)).collect();
     let mut matched: Vec<Option<usize>> = vec![None; file.lines.len()];
     let mut taken = vec![false; now.len()];
-    for op in similar::capture_diff_slices(similar::Algorithm::Myers, &folded, &keys) {
+    let ops =
+        similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &folded, &keys, deadline);
+    for op in ops {
         if let similar::DiffOp::Equal { old_index, new_index, len } = op {
             for d in 0..len {
                 matched[old_index + d] = Some(new_index + d);

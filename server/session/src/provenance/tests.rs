@@ -62,7 +62,7 @@ impl Log {
 fn steps(events: &[Event], path: &str, current: &str) -> Vec<Option<u64>> {
     let folded = provenance(events);
     let mut origins = match folded.get(path) {
-        Some(file) => attribute(file, current),
+        Some(file) => attribute(file, current, None),
         None => vec![None; current.split('\n').count()],
     };
     if current.ends_with('\n') || current.is_empty() {
