@@ -45,6 +45,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
         "dsh",
         &[
             "dsh-acp",
+            "dsh-lsp",
             "dsh-daemon",
             "dsh-protocol",
             "dsh-session",
@@ -55,6 +56,9 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ),
     // The ACP front: a client of the daemon through its typed client and the protocol.
     ("dsh-acp", &["dsh-daemon", "dsh-protocol"]),
+    // The LSP front: likewise a client of the daemon through its typed client and the protocol
+    // (its "what the model saw" text is the daemon's own rendering, `dsh_daemon::views`).
+    ("dsh-lsp", &["dsh-daemon", "dsh-protocol"]),
 ];
 
 #[test]

@@ -88,6 +88,11 @@ fn method_types(generator: &mut SchemaGenerator) -> Vec<(&'static str, Option<Va
             schema::<SessionAuditResult>(generator),
         ),
         (
+            method::WORKSPACE_PROVENANCE,
+            Some(schema::<WorkspaceProvenanceParams>(generator)),
+            schema::<WorkspaceProvenanceResult>(generator),
+        ),
+        (
             method::APPROVAL_RESPOND,
             Some(schema::<ApprovalRespondParams>(generator)),
             schema::<ApprovalRespondResult>(generator),
@@ -234,6 +239,9 @@ fn declarations() -> Vec<String> {
         SessionEventsResult::decl(&config),
         SessionCompactResult::decl(&config),
         SessionAuditResult::decl(&config),
+        WorkspaceProvenanceParams::decl(&config),
+        ProvenanceRange::decl(&config),
+        WorkspaceProvenanceResult::decl(&config),
         ApprovalChoice::decl(&config),
         ApprovalRespondParams::decl(&config),
         ApprovalRespondResult::decl(&config),

@@ -11,6 +11,7 @@
 //!   busy and queued prompts, catch-up with `fromSeq`, overload answers.
 //! - `lifecycle`: SIGKILL and restart, SIGTERM, approval timeout, a panicking turn, idle exit.
 //! - `bad_input`: malformed and impossible requests on a live daemon.
+//! - `provenance`: `workspace/provenance` — which step wrote each line, across sessions.
 //! - `security`: permissions, the network listener's token and Origin checks, no key leaks.
 
 mod bad_input;
@@ -18,4 +19,5 @@ mod clients;
 mod hardening;
 mod lifecycle;
 mod methods;
+mod provenance;
 mod security;

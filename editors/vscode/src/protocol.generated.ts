@@ -21,6 +21,7 @@ export const Methods = {
   SessionEvents: "session/events",
   SessionCompact: "session/compact",
   SessionAudit: "session/audit",
+  WorkspaceProvenance: "workspace/provenance",
   ApprovalRespond: "approval/respond",
   DaemonStatus: "daemon/status",
   DaemonShutdown: "daemon/shutdown",
@@ -562,6 +563,116 @@ errors: Array<string>,
  * Notes (the log ends inside a turn, a torn tail was set aside).
  */
 notes: Array<string>, };
+
+export type WorkspaceProvenanceParams = { 
+/**
+ * The workspace (absolute).
+ */
+workspace: string, 
+/**
+ * The file: absolute, or relative to the workspace.
+ */
+path: string, 
+/**
+ * The file's text as the editor has it (unsaved changes included); default: the file
+ * on disk.
+ */
+text?: string, };
+
+export type ProvenanceRange = { 
+/**
+ * First line, 0-based.
+ */
+startLine: number, 
+/**
+ * One past the last line.
+ */
+endLine: number, 
+/**
+ * The session.
+ */
+sessionId: string, 
+/**
+ * Its title (first prompt, on one line).
+ */
+title?: string, 
+/**
+ * The turn.
+ */
+turn: number, 
+/**
+ * The first line of the turn's prompt.
+ */
+prompt?: string, 
+/**
+ * The step whose message asked for the call.
+ */
+step: number, 
+/**
+ * The seq of that step's `step/start` (a fork point: `session/fork {atSeq}`).
+ */
+stepSeq?: number, 
+/**
+ * `write_file` or `edit_file`.
+ */
+tool: string, 
+/**
+ * The call id.
+ */
+callId: string, 
+/**
+ * The seq of the call's `tool/result`.
+ */
+seq: number, 
+/**
+ * Unix ms of that result.
+ */
+timeMs: number, 
+/**
+ * The step's profile.
+ */
+profile?: string, 
+/**
+ * The step's model.
+ */
+model?: string, 
+/**
+ * The step's usage (absent when it never finished).
+ */
+usage?: Usage, 
+/**
+ * The step's cache hit in percent.
+ */
+hitPercent: number, 
+/**
+ * What the step cost at the configured prices.
+ */
+cost?: Cost, };
+
+export type WorkspaceProvenanceResult = { 
+/**
+ * The file, relative to the workspace (`/`-separated).
+ */
+path: string, 
+/**
+ * Its lines (`text.split('\n')`, without the empty piece after a final newline).
+ */
+lines: number, 
+/**
+ * The attributed ranges, in line order; across the workspace's sessions the newest
+ * write of a line wins.
+ */
+ranges: Array<ProvenanceRange>, 
+/**
+ * Why nothing was attributed, when the file was not looked at: outside the workspace,
+ * binary, too large.
+ */
+skipped?: string, 
+/**
+ * Session logs of the workspace that could not be read (each says which and why); the
+ * others still count.
+ */
+errors: Array<string>, };
 
 export type ApprovalChoice = "allow" | "deny" | "allowAlways" | "allowUnconfined";
 

@@ -86,6 +86,9 @@ pub enum Command {
     /// Serve the Agent Client Protocol on stdin/stdout (Zed, JetBrains, Neovim and Emacs ACP
     /// clients spawn this), as a client of the user's daemon.
     Acp,
+    /// Serve the Language Server Protocol on stdin/stdout (any editor's LSP client spawns
+    /// this): which agent step wrote each line, and prompt/steer/cancel/fork/saw commands.
+    Lsp,
     /// Show the daemon's status.
     Status,
     /// Stop the daemon.

@@ -661,6 +661,14 @@ pub async fn acp(settings: &Settings) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `dsh lsp`: the LSP front on stdin/stdout, a client of the user's daemon (started on demand).
+/// Closing stdin (or the editor's `exit`) ends the front; the daemon and its turns go on.
+pub async fn lsp(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let (client, inbox) = connect(settings).await?;
+    dsh_lsp::serve(client, inbox, tokio::io::stdin(), tokio::io::stdout()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `dsh compact SESSION`.
 pub async fn compact(settings: &Settings, session_id: &str) -> anyhow::Result<ExitCode> {
     call_and_print::<method::SessionCompact>(settings, session(session_id), |result| {

@@ -141,6 +141,8 @@ fn default_log_level(command: &Command) -> &'static str {
         // The ACP SDK warns about every error answer it sends (an unknown method, say): the
         // editor shows our stderr, and those answers are the protocol working.
         Command::Acp => "warn,agent_client_protocol=error",
+        // tower-lsp-server logs every request it cannot answer; the editor shows our stderr.
+        Command::Lsp => "warn,tower_lsp_server=error",
         _ => "warn",
     }
 }
@@ -176,6 +178,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve_command(settings, &args).await,
         Command::Stdio(args) => stdio(settings, &args).await,
         Command::Acp => commands::acp(&settings).await,
+        Command::Lsp => commands::lsp(&settings).await,
         Command::Status => commands::status(&settings).await,
         Command::Shutdown => commands::shutdown(&settings).await,
         Command::Mock(args) => mock(&args).await,

@@ -42,6 +42,7 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     spawned::<method::SessionEvents, _>(m, h::session_events)?;
     spawned::<method::SessionCompact, _>(m, h::session_compact)?;
     blocking::<method::SessionAudit>(m, h::session_audit)?;
+    blocking::<method::WorkspaceProvenance>(m, crate::provenance::workspace_provenance)?;
     spawned::<method::ApprovalRespond, _>(m, h::approval_respond)?;
     inline::<method::DaemonStatus>(m, h::daemon_status)?;
     inline::<method::DaemonShutdown>(m, h::daemon_shutdown)?;

@@ -69,6 +69,8 @@ pub struct Daemon {
     conditions: Mutex<std::collections::BTreeMap<&'static str, String>>,
     /// The files the loaded sessions depend on, watched for `workspace/changed`.
     pub(crate) watch: Arc<FileWatch>,
+    /// The provenance folds of the logs `workspace/provenance` read.
+    pub(crate) provenance: crate::provenance::Cache,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -119,6 +121,7 @@ impl Daemon {
             watch: FileWatch::start(),
             unloading: Mutex::default(),
             loaded_since_check: std::sync::atomic::AtomicBool::new(false),
+            provenance: crate::provenance::Cache::default(),
         }))
     }
 

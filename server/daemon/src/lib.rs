@@ -10,6 +10,7 @@
 //! Map: `daemon.rs` (the sessions a daemon holds; turns and compaction), `live.rs` (one live
 //! session: its tasks, its one lock of turn state, approvals), `api.rs` (the method table) and
 //! `handlers.rs` (one handler per method), `views.rs` (what the handlers rebuild from a log),
+//! `provenance.rs` (`workspace/provenance`, with its cache of folds),
 //! `error.rs`, `admission.rs` and `connection.rs` (the line transport), `network.rs`
 //! (WebSocket/HTTP with a token), `serve.rs` (lifecycle), `config.rs` (what a daemon starts with), `settings.rs` (the
 //! configuration files, live), `client.rs`.
@@ -24,6 +25,7 @@ pub mod error;
 mod handlers;
 pub mod live;
 pub mod network;
+pub mod provenance;
 pub mod serve;
 pub mod settings;
 pub mod views;

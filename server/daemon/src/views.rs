@@ -278,7 +278,11 @@ pub fn workspace_of(events: &[Event]) -> Option<std::path::PathBuf> {
 }
 
 /// The price of a profile's model in `config` (logs from before profiles are DeepSeek's).
-fn price_of<'a>(config: &'a Config, profile: Option<&str>, model: &str) -> Option<&'a Price> {
+pub(crate) fn price_of<'a>(
+    config: &'a Config,
+    profile: Option<&str>,
+    model: &str,
+) -> Option<&'a Price> {
     config.profiles.get(profile.unwrap_or(LEGACY_PROFILE))?.price(model)
 }
 

@@ -18,6 +18,7 @@ mod header;
 mod instructions;
 mod message;
 mod money;
+mod provenance;
 mod reconstruct;
 mod seen;
 mod surface;
@@ -44,6 +45,9 @@ pub use message::{
     derive_event_message,
 };
 pub use money::{Cost, Price};
+pub use provenance::{
+    FileLines, Fit, Line as ProvenanceLine, Origin, Provenance, attribute, provenance,
+};
 pub use reconstruct::{ReconstructError, StepRequest, reconstruct, reconstruct_step};
 pub use seen::{SeenFiles, WORKSPACE_SOURCE};
 pub use surface::{SeqError, Session, StepIndex, SurfaceEntry};

@@ -270,6 +270,11 @@ impl Workspace {
         fork_log(&self.session_path(parent), at_seq, new_id, now_ms(), policy)
     }
 
+    /// The session logs of this workspace, oldest id first (without reading them).
+    pub fn session_logs(&self) -> Result<Vec<PathBuf>, StoreError> {
+        crate::list::session_logs_in(&self.sessions_dir())
+    }
+
     /// Summaries of every session of this workspace, oldest id first.
     pub fn list_sessions(&self) -> Result<SessionListing, StoreError> {
         list_sessions_in(&self.sessions_dir())

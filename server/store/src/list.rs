@@ -131,13 +131,11 @@ pub fn title_of(text: &str) -> String {
     title
 }
 
-/// Lists the session logs in `dir` (a workspace's `sessions` directory; missing means empty).
-pub(crate) fn list_sessions_in(dir: &Path) -> Result<SessionListing, StoreError> {
+/// The session logs in `dir` (a workspace's `sessions` directory), sorted; missing means none.
+pub(crate) fn session_logs_in(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(SessionListing::default());
-        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
             return Err(StoreError::Io {
                 action: "listing sessions",
@@ -160,6 +158,12 @@ pub(crate) fn list_sessions_in(dir: &Path) -> Result<SessionListing, StoreError>
         }
     }
     paths.sort();
+    Ok(paths)
+}
+
+/// Lists the session logs in `dir` (a workspace's `sessions` directory; missing means empty).
+pub(crate) fn list_sessions_in(dir: &Path) -> Result<SessionListing, StoreError> {
+    let paths = session_logs_in(dir)?;
     let mut listing = SessionListing::default();
     for path in paths {
         match read_log(&path) {

@@ -28,6 +28,7 @@ M.methods = {
   SessionSubscribe = "session/subscribe",
   SessionUnsubscribe = "session/unsubscribe",
   SessionUsage = "session/usage",
+  WorkspaceProvenance = "workspace/provenance",
 }
 
 --- Application error codes.
@@ -292,6 +293,26 @@ M.event_kinds = {
 ---@field models dsh.ModelStatus[] The models it lists (with prices where configured).
 ---@field name string Its name.
 
+--- Lines of a file that one agent tool call wrote and that still stand.
+---@class dsh.ProvenanceRange
+---@field callId string The call id.
+---@field cost? dsh.Cost What the step cost at the configured prices.
+---@field endLine integer One past the last line.
+---@field hitPercent number The step's cache hit in percent.
+---@field model? string The step's model.
+---@field profile? string The step's profile.
+---@field prompt? string The first line of the turn's prompt.
+---@field seq integer The seq of the call's `tool/result`.
+---@field sessionId string The session.
+---@field startLine integer First line, 0-based.
+---@field step integer The step whose message asked for the call.
+---@field stepSeq? integer The seq of that step's `step/start` (a fork point: `session/fork {atSeq}`).
+---@field timeMs integer Unix ms of that result.
+---@field title? string Its title (first prompt, on one line).
+---@field tool string `write_file` or `edit_file`.
+---@field turn integer The turn.
+---@field usage? dsh.Usage The step's usage (absent when it never finished).
+
 --- The kind of endpoint a provider profile speaks.
 ---@alias dsh.ProviderKind "deepseek"|"openai-compatible"|"anthropic"
 
@@ -535,6 +556,20 @@ M.event_kinds = {
 ---@field reasoningPassback? boolean OpenAI-compatible: send each assistant message's stored reasoning back as `reasoning_content`.
 ---@field thinkingBudget? integer Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None` derives it from `max_tokens` (docs/providers.md).
 ---@field thinkingObject? boolean OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
+
+--- `workspace/provenance` params.
+---@class dsh.WorkspaceProvenanceParams
+---@field path string The file: absolute, or relative to the workspace.
+---@field text? string The file's text as the editor has it (unsaved changes included); default: the file on disk.
+---@field workspace string The workspace (absolute).
+
+--- `workspace/provenance` result.
+---@class dsh.WorkspaceProvenanceResult
+---@field errors string[] Session logs of the workspace that could not be read (each says which and why); the others still count.
+---@field lines integer Its lines (`text.split('\n')`, without the empty piece after a final newline).
+---@field path string The file, relative to the workspace (`/`-separated).
+---@field ranges dsh.ProvenanceRange[] The attributed ranges, in line order; across the workspace's sessions the newest write of a line wins.
+---@field skipped? string Why nothing was attributed, when the file was not looked at: outside the workspace, binary, too large.
 
 -- The log vocabulary (payloads of `SessionEvent.data`).
 

@@ -328,6 +328,7 @@ pub(super) fn write_file(
     }
     fs::write(&resolved.path, &args.content)
         .map_err(|error| io_error("write", &args.path, &error))?;
+    // The provenance fold (`dsh_session::provenance`) reads this result's verb and path.
     let verb = if resolved.exists { "wrote" } else { "created" };
     let path = workspace.display(&resolved.path);
     let output = format!("{verb} {path} ({} bytes)", args.content.len());
@@ -368,6 +369,7 @@ pub(super) fn edit_file(
     edited.push_str(&args.new_string);
     edited.push_str(&text[first + args.old_string.len()..]);
     fs::write(&resolved.path, &edited).map_err(|error| io_error("write", &args.path, &error))?;
+    // The provenance fold (`dsh_session::provenance`) reads this result's path and line.
     let line = text[..first].matches('\n').count() + 1;
     let path = workspace.display(&resolved.path);
     let output = format!("edited {path} (1 replacement at line {line})");

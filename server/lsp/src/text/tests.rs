@@ -1,0 +1,73 @@
+//! The texts people see, pinned.
+
+use expect_test::expect;
+
+use super::*;
+
+fn range() -> ProvenanceRange {
+    ProvenanceRange {
+        start_line: 3,
+        end_line: 5,
+        session_id: "20261130-172312-cyzpba".to_owned(),
+        title: Some("write the app".to_owned()),
+        turn: 2,
+        prompt: Some("make it faster".to_owned()),
+        step: 7,
+        step_seq: Some(40),
+        tool: "edit_file".to_owned(),
+        call_id: "call_00_abc".to_owned(),
+        seq: 44,
+        time_ms: 1_796_059_392_466,
+        profile: Some("deepseek".to_owned()),
+        model: Some("deepseek-v4-flash".to_owned()),
+        usage: Some(Usage {
+            prompt_tokens: 10_000,
+            cache_hit_tokens: 9_700,
+            cache_miss_tokens: 300,
+            completion_tokens: 120,
+            reasoning_tokens: 20,
+            cache_write_tokens: 0,
+        }),
+        hit_percent: 97.0,
+        cost: Some(Cost { amount: 0.000105, saved: 0.00131, currency: "USD".to_owned() }),
+    }
+}
+
+#[test]
+fn a_hover_names_session_turn_step_model_usage_cost_and_the_call() {
+    expect![[r#"
+        **dsh** · step 7 wrote this line
+
+        - session: write the app (`20261130-172312-cyzpba`)
+        - turn 2: make it faster
+        - model: deepseek/deepseek-v4-flash
+        - usage: 10000 prompt tokens (97% cached), 120 output tokens
+        - cost: 0.000105 USD (the cache saved 0.001310)
+        - call: `edit_file` (`call_00_abc`, log seq 44)
+
+        What the model saw: command `dsh.saw` (the code lens above), or `dsh saw 20261130-172312-cyzpba --step 7`"#]]
+    .assert_eq(&hover(&range(), false));
+}
+
+#[test]
+fn a_hover_for_an_editor_that_follows_command_links_has_one() {
+    let text = hover(&range(), true);
+    let link = "[Open what the model saw at step 7](command:dsh.saw?%5B%7B%22sessionId%22%3A%2220261130-172312-cyzpba%22%2C%22step%22%3A7%7D%5D)";
+    assert!(text.contains(link), "{text}");
+}
+
+#[test]
+fn a_lens_says_step_and_cache_hit_and_only_the_step_when_it_never_finished() {
+    assert_eq!(lens(&range()), "dsh · step 7 · 97% cached");
+    let unfinished = ProvenanceRange { usage: None, ..range() };
+    assert_eq!(lens(&unfinished), "dsh · step 7");
+}
+
+#[test]
+fn turn_ends_say_why() {
+    assert_eq!(turn_ended("s", 3, "completed", None), "dsh: turn 3 of s ended (completed)");
+    assert_eq!(
+        turn_ended("s", 3, "error", Some("provider: 500")),
+        "dsh: turn 3 of s ended (error): provider: 500"
+    );
+}
