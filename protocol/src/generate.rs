@@ -269,6 +269,7 @@ fn declarations() -> Vec<String> {
         log::EpochHeader::decl(&config),
         log::ToolCall::decl(&config),
         log::AssistantMessage::decl(&config),
+        log::ContentBlock::decl(&config),
         log::Message::decl(&config),
         log::PrefixCause::decl(&config),
         log::UsageRow::decl(&config),

@@ -1125,6 +1125,24 @@ blocks?: Array<ContentBlock>,
  */
 toolCalls?: Array<ToolCall>, };
 
+export type ContentBlock = { "type": "thinking", 
+/**
+ * Its length in UTF-8 bytes.
+ */
+bytes: number, 
+/**
+ * Its signature.
+ */
+signature: string, } | { "type": "redactedThinking", 
+/**
+ * The block's `data`.
+ */
+data: string, } | { "type": "text", 
+/**
+ * Its length in UTF-8 bytes.
+ */
+bytes: number, } | { "type": "toolUse" };
+
 export type Message = { "role": "system", 
 /**
  * The text.
