@@ -53,7 +53,7 @@ function renderEntry(t: Transcript, e: Entry): string {
     case "user":
       return `<div class="msg user" data-seq="${e.seq}"><div class="who">You <span class="seq">seq ${e.seq}</span></div><div class="text">${escapeHtml(e.text)}</div></div>`;
     case "context":
-      return `<div class="msg context" data-seq="${e.seq}"><span class="who">context${e.source ? ` · ${escapeHtml(e.source)}` : ""}</span> <span class="text">${escapeHtml(e.text)}</span> <span class="seq">seq ${e.seq}</span></div>`;
+      return e.headline !== undefined ? renderNote({ ...e, headline: e.headline }) : `<div class="msg context" data-seq="${e.seq}"><span class="who">context${e.source ? ` · ${escapeHtml(e.source)}` : ""}</span> <span class="text">${escapeHtml(e.text)}</span> <span class="seq">seq ${e.seq}</span></div>`;
     case "steering": {
       const landed =
         e.landedStep !== undefined
@@ -78,6 +78,18 @@ function renderEntry(t: Transcript, e: Entry): string {
     case "notice":
       return `<div class="notice" data-seq="${e.seq}">${escapeHtml(e.text)}</div>`;
   }
+}
+
+/** A workspace note: its one line, the step it joined, and the text the model reads folded
+ * under it (a `details`, closed, as long tool results are). */
+function renderNote(e: Extract<Entry, { kind: "context" }> & { headline: string }): string {
+  const landed = e.landedStep !== undefined ? ` <span class="landed">joined step ${e.landedStep}</span>` : "";
+  return (
+    `<div class="msg context note" data-seq="${e.seq}" data-note="${escapeHtml(e.source ?? "")}">` +
+    `<details data-key="note-${e.seq}"><summary title="the note the model reads; click to show it">` +
+    `<span class="note-line">${escapeHtml(e.headline)}</span>${landed} <span class="seq">seq ${e.seq}</span></summary>` +
+    `<pre class="note-text">${escapeHtml(e.text)}</pre></details></div>`
+  );
 }
 
 /** One step: its header line (number, usage badge, actions), reasoning, text, tool calls. */

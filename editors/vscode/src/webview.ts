@@ -21,6 +21,9 @@ header .fork { margin-left: 6px; }
 .msg.user { background: var(--vscode-textBlockQuote-background, rgba(127,127,127,.1)); border-left: 3px solid var(--vscode-textLink-foreground); }
 .msg.steering { background: rgba(210,153,34,.10); border-left: 3px solid var(--hit-mid); }
 .msg.context { font-size: .85em; opacity: .65; padding: 2px 12px; }
+.msg.note { opacity: .9; border-left: 3px solid var(--hit-cold); }
+.msg.note summary { cursor: pointer; }
+.msg.note .note-line { font-weight: 600; }
 .seq { font-weight: normal; opacity: .6; font-size: .9em; font-family: var(--vscode-editor-font-family); }
 .landed { margin-left: 8px; font-weight: 600; color: var(--hit-mid); }
 .landed.pending { opacity: .8; font-style: italic; }
