@@ -240,6 +240,12 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
       const amount = (x.cacheHitTokens * p.cacheHit + (x.promptTokens - x.cacheHitTokens) * p.cacheMiss + x.completionTokens * p.output) / 1_000_000;
       return { amount, text: formatMoney(amount, p.currency) };
     };
+    // The panel redraws after the extension applied the same session/usage answer.
+    const shows = (page: string, row: (typeof u.rows)[number]) => {
+      const section = page.slice(page.indexOf(`id="step-${row.step}"`));
+      return row.usage !== undefined && usageParts(row.usage, row.hitPercent, row.cost).every((p) => section.includes(`<b>${p.value}</b> ${p.label}`));
+    };
+    await until(() => u.rows.every((row) => shows(html(id), row)), "every step's usage from session/usage in the transcript", 5000).catch(() => undefined);
     const page = html(id);
     let total = 0;
     for (const row of usage.rows) {
