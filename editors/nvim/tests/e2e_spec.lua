@@ -300,10 +300,6 @@ local function check_note(t, headline, prev_turn_end, prompt)
   end
   H.truthy(last_before(prev_turn_end), prev_turn_end .. " before the note")
   H.truthy(last_before("❯ " .. prompt), "the turn's prompt before the note")
-  -- Folds as a window showing the transcript computes them.
-  vim.api.nvim_set_current_buf(t.buf)
-  transcript.setup_window(0)
-  vim.cmd("normal! zx")
   local after = at + 1
   while lines[after] and lines[after]:find("^    │ ") do
     H.eq(at + 1, vim.fn.foldclosed(after), "the note's text is folded under its line")
@@ -318,6 +314,9 @@ end
 test("e2e: AGENTS.md added, edited, deleted between turns: one note line each, before the step it joined", function()
   setup()
   local t = E.t
+  -- The transcript's window, as `:Dsh open` set it up, computes the folds as lines arrive.
+  H.eq(t.buf, vim.api.nvim_get_current_buf(), "the transcript is in the current window")
+  H.eq("expr", vim.wo.foldmethod)
   -- The workspace starts without instructions; each change joins the next request as a logged
   -- note (the default `append` policy) instead of rewriting the system prompt.
   local agents = E.ws .. "/AGENTS.md"

@@ -552,6 +552,9 @@ end)
 test("notes: a workspace note shows once, before the step it joined, its text folded under it", function()
   local t = transcript.get_or_create("unit-notes")
   local events_ = note_events("unit-notes")
+  -- Shown in a window while the events arrive: folds are computed as lines are inserted.
+  vim.api.nvim_set_current_buf(t.buf)
+  transcript.setup_window(0)
   for _, ev in ipairs(events_) do
     t:on_event(ev)
   end
@@ -588,12 +591,12 @@ test("notes: a workspace note shows once, before the step it joined, its text fo
   -- The date note keeps its plain rendering.
   H.eq(1, #lines_with(buf, "· context (date): Today's date is 2026-12-01."))
   -- Folded: the text under a note's line, the line itself open; the fold names the note. With
-  -- `reasoning_fold` off, reasoning opens and notes stay folded.
+  -- `reasoning_fold` off (a window set up again), reasoning opens and notes stay folded.
   for _, reasoning_fold in ipairs({ true, false }) do
-    vim.g.dsh = { reasoning_fold = reasoning_fold }
-    vim.api.nvim_set_current_buf(buf)
-    transcript.setup_window(0)
-    vim.cmd("normal! zx")
+    if not reasoning_fold then
+      vim.g.dsh = { reasoning_fold = false }
+      transcript.setup_window(0)
+    end
     H.eq(-1, vim.fn.foldclosed(first[1]), "the note's line is not folded")
     H.eq(first[1] + 1, vim.fn.foldclosed(first[1] + 1), "its text is folded")
     H.eq(first[1] + #text_lines, vim.fn.foldclosedend(first[1] + 1), "all of it")

@@ -257,16 +257,22 @@ end
 --- Append lines; returns the 0-based index of the first.
 ---@param lines string[]
 ---@param hl? string highlight for the whole lines
+---@param fold? table<integer, boolean> lines that fold (`reasoning`, `note_text`): marked before
+---  they are written, since a window computes a new line's fold when it is inserted
 ---@return integer
-function Transcript:append(lines, hl)
+function Transcript:append(lines, hl, fold)
   local first
   self:_edit(function()
+    first = self.empty and 0 or self:_line_count()
+    for l = first, first + #lines - 1 do
+      if fold then
+        fold[l] = true
+      end
+    end
     if self.empty then
       vim.api.nvim_buf_set_lines(self.buf, 0, -1, false, lines)
-      first = 0
       self.empty = false
     else
-      first = self:_line_count()
       vim.api.nvim_buf_set_lines(self.buf, first, first, false, lines)
     end
     if hl then
@@ -284,8 +290,9 @@ end
 ---@param text string
 ---@param prefix string
 ---@param hl? string
+---@param fold? table<integer, boolean> marks the new lines as folding (see `append`)
 ---@return integer last line written
-function Transcript:_extend(line, text, prefix, hl)
+function Transcript:_extend(line, text, prefix, hl, fold)
   local last = line
   self:_edit(function()
     local pieces = vim.split(text, "\n", { plain = true })
@@ -294,6 +301,9 @@ function Transcript:_extend(line, text, prefix, hl)
     local extra = {}
     for i = 2, #pieces do
       table.insert(extra, prefix .. pieces[i])
+      if fold then
+        fold[line + i - 1] = true
+      end
     end
     if #extra > 0 then
       vim.api.nvim_buf_set_lines(self.buf, line + 1, line + 1, false, extra)
@@ -344,19 +354,12 @@ function Transcript:_chunk(step, delta)
     end
     local prefix = delta.kind == "reasoning" and REASONING_PREFIX or TEXT_PREFIX
     local hl = delta.kind == "reasoning" and "DshReasoning" or nil
+    local fold = delta.kind == "reasoning" and self.reasoning or nil
     if not (s and s.step == step and s.kind == delta.kind) then
-      local first = self:append({ prefix }, hl)
-      if delta.kind == "reasoning" then
-        self.reasoning[first] = true
-      end
+      local first = self:append({ prefix }, hl, fold)
       s = { step = step, kind = delta.kind, line = first }
     end
-    local last = self:_extend(s.line, delta.text, prefix, hl)
-    if delta.kind == "reasoning" then
-      for l = s.line, last do
-        self.reasoning[l] = true
-      end
-    end
+    local last = self:_extend(s.line, delta.text, prefix, hl, fold)
     s.line = last
     self.stream = s
   elseif delta.kind == "toolCall" then
@@ -381,11 +384,7 @@ end
 ---@param msg dsh.AssistantMessage
 function Transcript:_message(step, msg)
   if msg.reasoningContent and msg.reasoningContent ~= "" then
-    local lines = lines_of(msg.reasoningContent, REASONING_PREFIX, REASONING_PREFIX)
-    local first = self:append(lines, "DshReasoning")
-    for l = first, first + #lines - 1 do
-      self.reasoning[l] = true
-    end
+    self:append(lines_of(msg.reasoningContent, REASONING_PREFIX, REASONING_PREFIX), "DshReasoning", self.reasoning)
   end
   if msg.content and msg.content ~= "" then
     self:append(lines_of(msg.content, TEXT_PREFIX, TEXT_PREFIX))
@@ -484,11 +483,7 @@ handlers["context/message"] = function(self, data)
   end
   -- A workspace note: one line, and under it, folded, the whole text the model reads.
   local line = self:append({ "· " .. headline }, "DshNote")
-  local body = lines_of(data.text, NOTE_PREFIX, NOTE_PREFIX)
-  local first = self:append(body, "DshContext")
-  for l = first, first + #body - 1 do
-    self.note_text[l] = true
-  end
+  self:append(lines_of(data.text, NOTE_PREFIX, NOTE_PREFIX), "DshContext", self.note_text)
   -- It joins the next request, as steering does: the next step/start marks which.
   table.insert(self.steering, line)
 end
