@@ -106,6 +106,7 @@ export function renderStep(_t: Transcript, s: StepView): string {
   const steering = s.steering.length
     ? `<div class="steered">↳ steering (seq ${s.steering.join(", ")}) joined this request</div>`
     : "";
+  const notes = s.notes.length ? `<div class="steered noted">↳ workspace note (seq ${s.notes.join(", ")}) joined this request</div>` : "";
   // Header changes the cause line does not already name.
   const header = s.headerChanges.filter((h) => h.kind === "delta" && !(why ?? "").includes(`seq ${h.seq}`)).map((h) => `<div class="hdr">${escapeHtml(h.what)} at seq ${h.seq}</div>`).join("");
   const reasoning = s.reasoning
@@ -128,6 +129,7 @@ export function renderStep(_t: Transcript, s: StepView): string {
     `<div class="step-head"><span class="step-no">Step ${s.step}</span> ${state} ${badge} ${actions}</div>` +
     cause +
     steering +
+    notes +
     header +
     reasoning +
     text +

@@ -91,6 +91,8 @@ export type StepView = {
   error?: string;
   /** Steering messages (their seqs) that joined this step's request. */
   steering: number[];
+  /** Workspace notes (their seqs) that joined this step's request. */
+  notes: number[];
   /** The `session/usage` row, once fetched. */
   row?: UsageEntry;
 };
@@ -271,6 +273,7 @@ export class Transcript {
           headerChanges: [],
           retries: [],
           steering: [],
+          notes: [],
         };
         // Steering joins the next request: this one.
         for (const m of this.unlandedSteering.splice(0)) {
@@ -280,6 +283,9 @@ export class Transcript {
         // So does a note: logged before this step/start, or held back while the last step ran.
         for (const m of this.unlandedContext.splice(0)) {
           m.landedStep = s.step;
+          if (m.headline !== undefined) {
+            step.notes.push(m.seq);
+          }
         }
         // A step left running by an earlier process (crash, restart) never ended.
         for (const other of this.steps.values()) {

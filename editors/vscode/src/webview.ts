@@ -50,6 +50,7 @@ button:hover { background: var(--vscode-button-secondaryHoverBackground, #45494e
 .cause { font-size: .88em; margin: 4px 0 0; opacity: .85; }
 .cause.dropped { color: var(--hit-low); opacity: 1; font-weight: 600; }
 .steered { font-size: .88em; color: var(--hit-mid); margin-top: 4px; }
+.steered.noted { color: var(--hit-cold); }
 .hdr { font-size: .85em; opacity: .7; margin-top: 2px; }
 details.reasoning { margin: 6px 0; opacity: .8; }
 details.reasoning summary { cursor: pointer; font-style: italic; font-size: .9em; }

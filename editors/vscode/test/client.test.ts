@@ -403,6 +403,7 @@ describe("against the daemon and the mock", { skip }, () => {
       const note = t.entries.find((e) => e.kind === "context" && e.source === "instructions");
       assert.ok(note && note.kind === "context");
       assert.equal(note.landedStep, 2);
+      assert.deepEqual(t.steps.get(2)!.notes, [note.seq]);
       assert.ok(html.includes('<span class="landed">joined step 2</span>'));
       // What the fold holds is what the model read: step 2's request carries the note at its seq.
       const saw = await client.request(sessionId, 2);

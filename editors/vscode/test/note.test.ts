@@ -114,6 +114,10 @@ test("workspace notes show once each, before the step they joined, their text fo
     assert.ok(details.includes(`<span class="landed">joined step ${step}</span>`), details);
     assert.ok(details.includes(`<pre class="note-text">${escapeHtml(note.text)}</pre>`), "the text the model reads, whole");
   }
+  // Each step names the notes that joined its request (not the date).
+  assert.deepEqual([...t.steps.values()].map((s) => [s.step, s.notes]), [[1, []], [2, []], [3, [15]], [4, [18]]]);
+  const step3 = html.slice(html.indexOf('id="step-3"'), html.indexOf('id="step-4"'));
+  assert.ok(step3.includes("↳ workspace note (seq 15) joined this request"), step3);
   // The date note keeps its plain rendering.
   assert.ok(html.includes(`<span class="who">context · date</span> <span class="text">Today&#39;s date is 2026-12-01.</span>`));
   // A replay from any point renders the same.
