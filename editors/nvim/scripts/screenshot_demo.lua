@@ -1,5 +1,5 @@
 -- The screenshot scene, run inside Neovim in tmux by scripts/screenshot.sh: a short session
--- against the mock (read, approved write, steering, compaction and the cache drop it causes),
+-- against the mock (read, approved write, steering, an AGENTS.md edit joining as a note),
 -- with the edited file on the left and the transcript on the right. Writes $DSH_SHOT_DONE when
 -- the scene is ready to capture.
 local mock = os.getenv("DSH_SHOT_MOCK")
@@ -98,8 +98,8 @@ co = coroutine.create(function()
   vim.cmd("Dsh steer use unittest, not pytest")
   wait(turn_done(t, 2))
 
-  -- An edited AGENTS.md changes the system prompt: the next step's cache collapses, and the
-  -- annotation names the logged cause.
+  -- An edited AGENTS.md joins the next request as a note: one line marked with the step it
+  -- joined, its text folded under it, and the cache holds.
   local f = io.open("AGENTS.md", "a")
   f:write("- Log at DEBUG when --verbose is given.\n")
   f:close()

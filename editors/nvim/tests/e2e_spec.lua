@@ -258,30 +258,107 @@ test("e2e: cancel a running turn", function()
   H.eq(false, t.running)
 end)
 
-test("e2e: a changed system prompt collapses the cache; the annotation names the logged cause", function()
+--- The 1-based line numbers of the lines equal to `line`, and the lines of the transcript.
+local function lines_equal(t, line)
+  local lines = vim.api.nvim_buf_get_lines(t.buf, 0, -1, false)
+  local found = {}
+  for i, l in ipairs(lines) do
+    if l == line then
+      table.insert(found, i)
+    end
+  end
+  return found, lines
+end
+
+--- The step a note line (1-based) is marked as having joined.
+local function joined_step(t, line)
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(t.buf, transcript.ns, { line - 1, 0 }, { line - 1, -1 }, { details = true })) do
+    for _, chunk in ipairs(m[4].virt_text or {}) do
+      local n = chunk[1]:match("joined step (%d+)")
+      if n then
+        return tonumber(n)
+      end
+    end
+  end
+end
+
+--- Checks that `headline` shows exactly once, after the previous turn's end and its own turn's
+--- prompt, right before the step it joined (only its folded text between), marked with that
+--- step; returns the step.
+local function check_note(t, headline, prev_turn_end, prompt)
+  local found, lines = lines_equal(t, "· " .. headline)
+  H.eq(1, #found, headline .. " once in:\n" .. text_of(t))
+  local at = found[1]
+  local function last_before(needle)
+    local n
+    for i = 1, at - 1 do
+      if lines[i] == needle then
+        n = i
+      end
+    end
+    return n
+  end
+  H.truthy(last_before(prev_turn_end), prev_turn_end .. " before the note")
+  H.truthy(last_before("❯ " .. prompt), "the turn's prompt before the note")
+  local after = at + 1
+  while lines[after] and lines[after]:find("^    │ ") do
+    H.eq(at + 1, vim.fn.foldclosed(after), "the note's text is folded under its line")
+    after = after + 1
+  end
+  H.truthy(after > at + 1, "the note's text under its line")
+  local step = tonumber(H.truthy((lines[after] or ""):match("^── step (%d+)$"), "the step it joined right after: " .. tostring(lines[after])))
+  H.eq(step, joined_step(t, at), "marked with the step it joined")
+  return step, at
+end
+
+test("e2e: AGENTS.md added, edited, deleted between turns: one note line each, before the step it joined", function()
   setup()
   local t = E.t
-  -- AGENTS.md is part of the system prompt: editing it changes the next request's prefix.
-  vim.fn.writefile({ "# Notes", "", "- Answer briefly." }, E.ws .. "/AGENTS.md")
+  -- The transcript's window, as `:Dsh open` set it up, computes the folds as lines arrive.
+  H.eq(t.buf, vim.api.nvim_get_current_buf(), "the transcript is in the current window")
+  H.eq("expr", vim.wo.foldmethod)
+  -- The workspace starts without instructions; each change joins the next request as a logged
+  -- note (the default `append` policy) instead of rewriting the system prompt.
+  local agents = E.ws .. "/AGENTS.md"
+  vim.fn.writefile({ "# Notes", "", "- Answer briefly." }, agents)
   script({ { content = "Noted." } })
   vim.cmd("Dsh prompt note it")
   wait_text(t, "━━ turn 5 completed")
-  local step = t.cur_step
-  H.wait_for(function()
-    local st = t.steps[step]
-    return st and st.row and st.row.step == step and st.row.usage
-  end, 5000, "the usage row of step " .. step)
-  local row = t.steps[step].row
-  H.truthy(row.dropped, "the cache dropped at step " .. step .. ": " .. vim.inspect(row) .. "\n" .. text_of(t))
-  H.contains(row.explanation, "system prompt")
-  local mark
-  for _, m in ipairs(H.usage_marks(t.buf)) do
-    if m.line == t.steps[step].line then
-      mark = m
+  check_note(t, "AGENTS.md added: joins the next request as a note", "━━ turn 4 cancelled", "note it")
+
+  vim.fn.writefile({ "# Notes", "", "- Answer briefly.", "- Name files in full." }, agents)
+  script({ { content = "Noted again." } })
+  vim.cmd("Dsh prompt and the edit?")
+  wait_text(t, "━━ turn 6 completed")
+  local headline = "AGENTS.md changed: joins the next request as a note"
+  local step, at = check_note(t, headline, "━━ turn 5 completed", "and the edit?")
+  -- The fold holds what the model read: the note in that step's request, at the same words.
+  local req = call(methods.SessionRequest, { sessionId = t.session_id, step = step })
+  local note
+  for _, m in ipairs(req.messages) do
+    if (m.message.content or ""):find("Name files in full.", 1, true) then
+      note = m.message.content
     end
   end
-  H.contains(mark.text, "▼ " .. row.explanation)
-  H.contains(text_of(t), "request header changed: system prompt")
+  H.truthy(note, "the edit is in step " .. step .. "'s request")
+  local shown = {}
+  for _, l in ipairs(vim.api.nvim_buf_get_lines(t.buf, at, at + #vim.split(note, "\n"), false)) do
+    table.insert(shown, (l:gsub("^    │ ", "")))
+  end
+  H.eq(note, table.concat(shown, "\n"))
+  -- The cache held: the system prompt was not rewritten.
+  H.wait_for(function()
+    local row = t.steps[step] and t.steps[step].row
+    return row and row.step == step and row.usage
+  end, 5000, "the usage row of step " .. step)
+  H.eq(false, t.steps[step].row.dropped, "step " .. step .. " kept the cache: " .. vim.inspect(t.steps[step].row))
+
+  vim.fn.delete(agents)
+  script({ { content = "Forgotten." } })
+  vim.cmd("Dsh prompt and now?")
+  wait_text(t, "━━ turn 7 completed")
+  check_note(t, "AGENTS.md deleted: joins the next request as a note", "━━ turn 6 completed", "and now?")
+  H.eq(1, #lines_equal(t, "· " .. headline), "the edit's note still once")
 end)
 
 test("e2e: :Dsh compact compacts; the next step's annotation names the compaction", function()
@@ -442,8 +519,14 @@ test("e2e: after a daemon restart, :Dsh sessions lists the sessions and reopens 
     return r.steps[1] and r.steps[1].row and r.steps[1].row.usage
   end, 5000, "usage after the replay")
   check_usage_matches(r)
-  -- The replay renders what the live run rendered (annotations aside).
+  -- The replay renders what the live run rendered (annotations aside), the notes included,
+  -- each still marked with the step it joined.
   H.eq(before, text_of(r))
+  for _, what in ipairs({ "added", "changed", "deleted" }) do
+    local found = lines_equal(r, ("· AGENTS.md %s: joins the next request as a note"):format(what))
+    H.eq(1, #found, what .. " once after reopening")
+    H.truthy(joined_step(r, found[1]), "the " .. what .. " note marked with its step after reopening")
+  end
 end)
 
 test("e2e: a command allowed once unconfined escapes the sandbox; the transcript marks it", function()

@@ -466,3 +466,167 @@ test("client: split lines, a notification before its subscribe answer, 53-bit su
   H.contains(exited, "fake: exiting on request")
   H.contains(pending_err.message, "exited")
 end)
+
+-- Workspace notes from a fixture typed with the generated annotations (protocol.lua): a
+-- `workspace` note is the daemon's next piece (issue 13, item 3), so its rendering is pinned here;
+-- `instructions` notes are covered against the daemon (e2e_spec).
+
+---@type dsh.ContextMessage
+local edited_note = {
+  text = "src/a.rs changed on disk since you read it:\n\n--- src/a.rs (as you read it)\n+++ src/a.rs (now)\n@@ -1 +1 @@\n-fn a() {}\n+fn a() -> u8 { 1 }",
+  source = "workspace",
+  files = { { path = "src/a.rs", change = "edited", sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" } },
+}
+---@type dsh.ContextMessage
+local mixed_note = {
+  text = "src/b.rs was deleted.\nsrc/c is now a directory.\nsrc/d.rs changed on disk.",
+  source = "workspace",
+  files = { { path = "src/b.rs", change = "deleted" }, { path = "src/a.rs", change = "edited" }, { path = "src/c", change = "replaced" }, { path = "src/d.rs", change = "edited" } },
+}
+
+---@return dsh.SessionEvent[]
+local function note_events(session)
+  local usage_ = { promptTokens = 1000, cacheHitTokens = 900, cacheMissTokens = 100, completionTokens = 10, reasoningTokens = 0 }
+  local list = {
+    { "session/meta", { formatVersion = 0, sessionId = session, workspace = "/w" } },
+    { "turn/start", { turn = 1 } },
+    { "context/message", { text = "Today's date is 2026-12-01.", source = "date" } },
+    { "user/message", { text = "Read src/a.rs." } },
+    { "step/start", { step = 1, turn = 1 } },
+    { "assistant/message", { step = 1, message = { content = "", reasoningContent = "Read it\nfirst.", toolCalls = { { id = "c1", name = "read_file", arguments = '{"path":"src/a.rs"}' } } } } },
+    { "tool/call", { step = 1, callId = "c1", name = "read_file" } },
+    { "tool/result", { callId = "c1", name = "read_file", content = "fn a() {}", isError = false } },
+    { "step/end", { step = 1, finishReason = "tool_calls", usage = usage_ } },
+    { "step/start", { step = 2, turn = 1 } },
+    { "assistant/message", { step = 2, message = { content = "It defines a()." } } },
+    { "step/end", { step = 2, finishReason = "stop", usage = usage_ } },
+    { "turn/end", { turn = 1, reason = "completed" } },
+    -- Between the turns the user's editor saves src/a.rs: the next step starts with a note.
+    { "turn/start", { turn = 2 } },
+    { "user/message", { text = "And now?" } },
+    { "context/message", edited_note },
+    { "step/start", { step = 3, turn = 2 } },
+    { "assistant/message", { step = 3, message = { content = "", toolCalls = { { id = "c2", name = "list_dir", arguments = '{"path":"src"}' } } } } },
+    -- Logged while step 3 runs: it joins the next request, step 4's.
+    { "context/message", mixed_note },
+    { "tool/call", { step = 3, callId = "c2", name = "list_dir" } },
+    { "tool/result", { callId = "c2", name = "list_dir", content = "a.rs\nc/\nd.rs", isError = false } },
+    { "step/end", { step = 3, finishReason = "tool_calls", usage = usage_ } },
+    { "step/start", { step = 4, turn = 2 } },
+    { "assistant/message", { step = 4, message = { content = "a() returns 1 now." } } },
+    { "step/end", { step = 4, finishReason = "stop", usage = usage_ } },
+    { "turn/end", { turn = 2, reason = "completed" } },
+  }
+  local out = {}
+  for i, e in ipairs(list) do
+    out[i] = { sessionId = session, seq = i - 1, time = 0, type = e[1], data = e[2] }
+  end
+  return out
+end
+
+--- The 1-based line numbers of `needle` (plain) in the buffer.
+local function lines_with(buf, needle)
+  local found = {}
+  for i, l in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
+    if l:find(needle, 1, true) then
+      table.insert(found, i)
+    end
+  end
+  return found
+end
+
+test("notes: the one line of a workspace or instructions note", function()
+  H.eq("src/a.rs changed on disk: joins the next request as a note", transcript.note_headline(edited_note))
+  H.eq("src/b.rs deleted on disk; src/a.rs, src/d.rs changed on disk; src/c replaced on disk: joins the next request as a note", transcript.note_headline(mixed_note))
+  H.eq("new.rs added on disk: joins the next request as a note", transcript.note_headline({ text = "", source = "workspace", files = { { path = "new.rs", change = "added" } } }))
+  H.eq("a file changed on disk: joins the next request as a note", transcript.note_headline({ text = "", source = "workspace" }))
+  H.eq("AGENTS.md changed: joins the next request as a note", transcript.note_headline({ text = "", source = "instructions", files = { { path = "AGENTS.md", change = "edited" } } }))
+  H.eq("AGENTS.md deleted: joins the next request as a note", transcript.note_headline({ text = "", source = "instructions", files = { { path = "AGENTS.md", change = "deleted" } } }))
+  H.eq("AGENTS.md, .dsh/instructions.md added: joins the next request as a note", transcript.note_headline({ text = "", source = "instructions", files = { { path = "AGENTS.md", change = "added" }, { path = ".dsh/instructions.md", change = "added" } } }))
+  -- The date, and sources the plugin does not know, are shown whole as before.
+  H.eq(nil, transcript.note_headline({ text = "", source = "date" }))
+  H.eq(nil, transcript.note_headline({ text = "", source = "hook" }))
+  H.eq(nil, transcript.note_headline({ text = "" }))
+end)
+
+test("notes: a workspace note shows once, before the step it joined, its text folded under it", function()
+  local t = transcript.get_or_create("unit-notes")
+  local events_ = note_events("unit-notes")
+  -- Shown in a window while the events arrive: folds are computed as lines are inserted.
+  vim.api.nvim_set_current_buf(t.buf)
+  transcript.setup_window(0)
+  for _, ev in ipairs(events_) do
+    t:on_event(ev)
+  end
+  local buf = t.buf
+  local first = lines_with(buf, "· src/a.rs changed on disk: joins the next request as a note")
+  local second = lines_with(buf, "· " .. transcript.note_headline(mixed_note))
+  H.eq(1, #first, "the first note once")
+  H.eq(1, #second, "the second note once")
+  local function line_of(needle)
+    return H.truthy(lines_with(buf, needle)[1], needle)
+  end
+  -- The first after turn 1 and turn 2's prompt, before step 3; the second, logged while step 3
+  -- ran, where it was logged (the transcript only appends), before step 4, marked as joining it.
+  H.truthy(line_of("━━ turn 1 completed") < first[1] and line_of("❯ And now?") < first[1] and first[1] < line_of("── step 3"), "first note's place")
+  H.truthy(line_of("⚙ list_dir") < second[1] and second[1] < line_of("── step 4"), "second note's place")
+  -- Under each line, the whole text the model reads, and nothing else before the step.
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local text_lines = vim.split(edited_note.text, "\n", { plain = true })
+  for i, l in ipairs(text_lines) do
+    H.eq("    │ " .. l, lines[first[1] + i])
+  end
+  H.eq("── step 3", lines[first[1] + #text_lines + 1])
+  -- Each says which step it joined.
+  local joined = {}
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, transcript.ns, 0, -1, { details = true })) do
+    for _, chunk in ipairs(m[4].virt_text or {}) do
+      local n = chunk[1]:match("joined step (%d+)")
+      if n then
+        joined[m[2] + 1] = tonumber(n)
+      end
+    end
+  end
+  H.eq({ [first[1]] = 3, [second[1]] = 4 }, joined)
+  -- The date note keeps its plain rendering.
+  H.eq(1, #lines_with(buf, "· context (date): Today's date is 2026-12-01."))
+  -- Folded: the text under a note's line, the line itself open; the fold names the note. With
+  -- `reasoning_fold` off (a window set up again), reasoning opens and notes stay folded.
+  for _, reasoning_fold in ipairs({ true, false }) do
+    if not reasoning_fold then
+      vim.g.dsh = { reasoning_fold = false }
+      transcript.setup_window(0)
+    end
+    H.eq(-1, vim.fn.foldclosed(first[1]), "the note's line is not folded")
+    H.eq(first[1] + 1, vim.fn.foldclosed(first[1] + 1), "its text is folded")
+    H.eq(first[1] + #text_lines, vim.fn.foldclosedend(first[1] + 1), "all of it")
+    H.contains(vim.fn.foldtextresult(first[1] + 1), ("▸ the note the model reads (%d lines, zo to open)"):format(#text_lines))
+    H.truthy(vim.fn.foldclosed(second[1] + 1) ~= -1, "the second note's text is folded")
+    local reasoning = line_of("│ Read it")
+    H.eq(reasoning_fold, vim.fn.foldclosed(reasoning) ~= -1, "reasoning folded: " .. tostring(reasoning_fold))
+  end
+  vim.g.dsh = nil
+  -- A replay (overlapping) renders nothing twice.
+  local before = H.buf_text(buf)
+  for _, ev in ipairs(events_) do
+    t:on_event(ev)
+  end
+  H.eq(before, H.buf_text(buf))
+  vim.api.nvim_buf_delete(buf, { force = true })
+end)
+
+test("notes: a note not yet joined has no step mark", function()
+  local t = transcript.get_or_create("unit-notes-2")
+  for i, ev in ipairs(note_events("unit-notes-2")) do
+    if i <= 16 then
+      t:on_event(ev)
+    end
+  end
+  H.eq(1, #lines_with(t.buf, "· src/a.rs changed on disk: joins the next request as a note"))
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(t.buf, transcript.ns, 0, -1, { details = true })) do
+    for _, chunk in ipairs(m[4].virt_text or {}) do
+      H.eq(nil, chunk[1]:find("joined step", 1, true), "no mark yet")
+    end
+  end
+  vim.api.nvim_buf_delete(t.buf, { force = true })
+end)

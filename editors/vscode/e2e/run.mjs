@@ -237,15 +237,36 @@ async function checkPage(page, expect) {
   const totals = frame.locator("[data-totals]").first();
   const totalsText = (await totals.count()) ? (await totals.innerText()).replace(/\s+/g, " ").trim() : "(missing)";
   check("the page shows the session's cost", expect.usage.prices.length > 0 && totalsText.endsWith(`${money(total, currency)} cost`), `${totalsText}; the usage at the prices: ${money(total, currency)}`);
-  const dropped = expect.usage.rows.find((r) => r.dropped);
-  if (dropped) {
-    const body = await frame.locator("#main").innerText();
-    check("the page names the cause of the cache drop", body.includes(dropped.explanation), dropped.explanation);
-    check("the page shows where the steering landed", /landed in step \d+/.test(body));
-  }
+  const body = await frame.locator("#main").innerText();
+  check("the page shows where the steering landed", /landed in step \d+/.test(body));
+  await checkNote(frame);
   const status = page.locator(".statusbar-item", { hasText: "dsh" }).first();
   const statusText = (await status.count()) ? (await status.innerText()).trim() : "";
   check("the status bar shows the step and the session totals", statusText.includes("Σ prompt") && statusText.includes("step"), statusText);
+}
+
+/** The AGENTS.md edit between the turns: one line in the page, naming the step it joined; the
+ * note's text (what the model reads) folded under it, shown by a click on the line. */
+async function checkNote(frame) {
+  const line = "AGENTS.md changed: joins the next request as a note";
+  try {
+    const notes = frame.locator(".msg.note", { hasText: line });
+    const count = await notes.count();
+    const note = notes.first();
+    const summary = count ? (await note.locator("summary").innerText()).replace(/\s+/g, " ").trim() : "(missing)";
+    check("the page shows the AGENTS.md note once, with the step it joined", count === 1 && summary.includes(`${line} joined step 4`), `${count} × "${summary}"`);
+    if (count !== 1) {
+      return;
+    }
+    const text = note.locator("pre.note-text");
+    const hidden = !(await text.isVisible());
+    await note.locator("summary").click();
+    await text.waitFor({ state: "visible", timeout: 5000 }).catch(() => undefined);
+    const shown = (await text.isVisible()) ? await text.innerText() : "";
+    check("a click on the note's line shows the note the model reads", hidden && shown.includes("Every script takes the name to greet as $1."), `hidden before: ${hidden}; shown: ${shown.slice(0, 120)}`);
+  } catch (e) {
+    check("the page shows the AGENTS.md note", false, e instanceof Error ? e.message : String(e));
+  }
 }
 
 /** Wider sidebar (the tree's usage descriptions fit), transcript scrolled to the steering. */
@@ -312,15 +333,15 @@ async function diffFromPalette(page, file) {
     const left = (await page.locator(".monaco-diff-editor .editor.original .view-lines").first().innerText()).replace(/\u00a0/g, " ");
     const right = (await page.locator(".monaco-diff-editor .editor.modified .view-lines").first().innerText()).replace(/\u00a0/g, " ");
     check(
-      "the palette's step diff opens VS Code's diff view: step 3's request against step 4's",
-      /step 3 \(turn 1\)/.test(left) && /step 4 \(turn 2\)/.test(right) && right.includes("header events: seq"),
+      "the palette's step diff opens VS Code's diff view: step 3's request against step 4's, whose header the AGENTS.md edit left alone",
+      /step 3 \(turn 1\)/.test(left) && /step 4 \(turn 2\)/.test(right) && right.includes("header events: none (carried forward)"),
       right.split("\n").find((l) => l.startsWith("header events")) ?? right.slice(0, 120),
     );
     await page.mouse.move(900, 1045);
     await page.screenshot({ path: file });
     log(`screenshot ${file}`);
   } catch (e) {
-    check("the palette's step diff opens VS Code's diff view on the system prompt change", false, e instanceof Error ? e.message : String(e));
+    check("the palette's step diff opens VS Code's diff view", false, e instanceof Error ? e.message : String(e));
   }
 }
 
@@ -349,6 +370,8 @@ async function reloadRestoresTranscript(page, expect) {
     const last = expect.usage.rows.filter((r) => r.usage).at(-1);
     const want = `${fmt(last.usage.promptTokens)} prompt`;
     check(name, shown >= wantBadges && body.includes(want), `${shown} usage badges; step ${last.step}: ${want}`);
+    const line = "AGENTS.md changed: joins the next request as a note";
+    check("after the reload the AGENTS.md note shows once, with the step it joined", body.split(line).length === 2 && body.includes(`${line} joined step 4`), body.includes(line) ? "" : "missing");
   } catch (e) {
     check(name, false, e instanceof Error ? e.message : String(e));
   }

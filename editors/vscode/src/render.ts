@@ -53,7 +53,7 @@ function renderEntry(t: Transcript, e: Entry): string {
     case "user":
       return `<div class="msg user" data-seq="${e.seq}"><div class="who">You <span class="seq">seq ${e.seq}</span></div><div class="text">${escapeHtml(e.text)}</div></div>`;
     case "context":
-      return `<div class="msg context" data-seq="${e.seq}"><span class="who">context${e.source ? ` · ${escapeHtml(e.source)}` : ""}</span> <span class="text">${escapeHtml(e.text)}</span> <span class="seq">seq ${e.seq}</span></div>`;
+      return e.headline !== undefined ? renderNote({ ...e, headline: e.headline }) : `<div class="msg context" data-seq="${e.seq}"><span class="who">context${e.source ? ` · ${escapeHtml(e.source)}` : ""}</span> <span class="text">${escapeHtml(e.text)}</span> <span class="seq">seq ${e.seq}</span></div>`;
     case "steering": {
       const landed =
         e.landedStep !== undefined
@@ -80,6 +80,18 @@ function renderEntry(t: Transcript, e: Entry): string {
   }
 }
 
+/** A workspace note: its one line, the step it joined, and the text the model reads folded
+ * under it (a `details`, closed, as long tool results are). */
+function renderNote(e: Extract<Entry, { kind: "context" }> & { headline: string }): string {
+  const landed = e.landedStep !== undefined ? ` <span class="landed">joined step ${e.landedStep}</span>` : "";
+  return (
+    `<div class="msg context note" data-seq="${e.seq}" data-note="${escapeHtml(e.source ?? "")}">` +
+    `<details data-key="note-${e.seq}"><summary title="the note the model reads; click to show it">` +
+    `<span class="note-line">${escapeHtml(e.headline)}</span>${landed} <span class="seq">seq ${e.seq}</span></summary>` +
+    `<pre class="note-text">${escapeHtml(e.text)}</pre></details></div>`
+  );
+}
+
 /** One step: its header line (number, usage badge, actions), reasoning, text, tool calls. */
 export function renderStep(_t: Transcript, s: StepView): string {
   const usage = s.row?.usage ?? s.usage;
@@ -94,6 +106,7 @@ export function renderStep(_t: Transcript, s: StepView): string {
   const steering = s.steering.length
     ? `<div class="steered">↳ steering (seq ${s.steering.join(", ")}) joined this request</div>`
     : "";
+  const notes = s.notes.length ? `<div class="steered noted">↳ workspace note (seq ${s.notes.join(", ")}) joined this request</div>` : "";
   // Header changes the cause line does not already name.
   const header = s.headerChanges.filter((h) => h.kind === "delta" && !(why ?? "").includes(`seq ${h.seq}`)).map((h) => `<div class="hdr">${escapeHtml(h.what)} at seq ${h.seq}</div>`).join("");
   const reasoning = s.reasoning
@@ -116,6 +129,7 @@ export function renderStep(_t: Transcript, s: StepView): string {
     `<div class="step-head"><span class="step-no">Step ${s.step}</span> ${state} ${badge} ${actions}</div>` +
     cause +
     steering +
+    notes +
     header +
     reasoning +
     text +

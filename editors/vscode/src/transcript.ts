@@ -7,6 +7,7 @@ import type {
   ApprovalRequest,
   ApprovalVerdict,
   AssistantChunk,
+  ChangeKind,
   AssistantTurn,
   CompactStart,
   CompactSummary,
@@ -90,6 +91,8 @@ export type StepView = {
   error?: string;
   /** Steering messages (their seqs) that joined this step's request. */
   steering: number[];
+  /** Workspace notes (their seqs) that joined this step's request. */
+  notes: number[];
   /** The `session/usage` row, once fetched. */
   row?: UsageEntry;
 };
@@ -97,7 +100,10 @@ export type StepView = {
 export type Entry =
   | { kind: "turn"; seq: number; turn: number }
   | { kind: "user"; seq: number; text: string }
-  | { kind: "context"; seq: number; text: string; source?: string }
+  /** A note the harness added (`context/message`). `headline` is the one line a workspace note
+   * shows (its `text`, what the model reads, folds under it); absent for notes shown whole
+   * (today's date). `landedStep`: the step whose request it joined. */
+  | { kind: "context"; seq: number; text: string; source?: string; headline?: string; landedStep?: number }
   | { kind: "steering"; seq: number; text: string; landedStep?: number }
   | { kind: "step"; step: StepView }
   | { kind: "compact"; seq: number; reason: string; tokensBefore: number; summary?: string; replaced?: { start: number; end: number; seq: number } }
@@ -149,6 +155,7 @@ export class Transcript {
   private readonly calls = new Map<string, { step: StepView; call: ToolCallView }>();
   private readonly approvals = new Map<string, ApprovalView>();
   private readonly unlandedSteering: Array<Extract<Entry, { kind: "steering" }>> = [];
+  private readonly unlandedContext: Array<Extract<Entry, { kind: "context" }>> = [];
   private currentTurn?: TurnView;
 
   constructor(readonly sessionId: string) {}
@@ -242,7 +249,9 @@ export class Transcript {
       }
       case "context/message": {
         const c = d as ContextMessage;
-        this.entries.push({ kind: "context", seq: e.seq, text: c.text, source: c.source });
+        const entry: Extract<Entry, { kind: "context" }> = { kind: "context", seq: e.seq, text: c.text, source: c.source, headline: noteHeadline(c) };
+        this.entries.push(entry);
+        this.unlandedContext.push(entry);
         return { kind: "structure" };
       }
       case "steering/message": {
@@ -264,11 +273,19 @@ export class Transcript {
           headerChanges: [],
           retries: [],
           steering: [],
+          notes: [],
         };
         // Steering joins the next request: this one.
         for (const m of this.unlandedSteering.splice(0)) {
           m.landedStep = s.step;
           step.steering.push(m.seq);
+        }
+        // So does a note: logged before this step/start, or held back while the last step ran.
+        for (const m of this.unlandedContext.splice(0)) {
+          m.landedStep = s.step;
+          if (m.headline !== undefined) {
+            step.notes.push(m.seq);
+          }
         }
         // A step left running by an earlier process (crash, restart) never ended.
         for (const other of this.steps.values()) {
@@ -527,6 +544,32 @@ export class Transcript {
     }
     return undefined;
   }
+}
+
+/** How a note names what happened to a file (`files[].change`). */
+const CHANGE_WORDS: Record<ChangeKind, string> = { edited: "changed", added: "added", deleted: "deleted", replaced: "replaced" };
+
+/**
+ * The one line the transcript shows for a workspace note: for an `instructions` note
+ * "AGENTS.md changed: joins the next request as a note", for a `workspace` note
+ * "src/a.rs changed on disk: joins the next request as a note" — the files' paths grouped by
+ * what happened to them, in the note's order. Undefined for the notes shown whole: the date,
+ * and any source this client does not know.
+ */
+export function noteHeadline(c: Pick<ContextMessage, "source" | "files">): string | undefined {
+  if (c.source !== "instructions" && c.source !== "workspace") {
+    return undefined;
+  }
+  const where = c.source === "workspace" ? " on disk" : "";
+  const groups = new Map<ChangeKind, string[]>();
+  for (const f of c.files ?? []) {
+    const paths = groups.get(f.change) ?? [];
+    paths.push(f.path);
+    groups.set(f.change, paths);
+  }
+  const what = [...groups].map(([change, paths]) => `${paths.join(", ")} ${CHANGE_WORDS[change] ?? change}${where}`).join("; ");
+  const fallback = c.source === "workspace" ? "a file changed on disk" : "the instructions changed";
+  return `${what || fallback}: joins the next request as a note`;
 }
 
 /** The answers an approval offers: a command that would run confined can also be allowed

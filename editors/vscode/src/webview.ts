@@ -21,6 +21,9 @@ header .fork { margin-left: 6px; }
 .msg.user { background: var(--vscode-textBlockQuote-background, rgba(127,127,127,.1)); border-left: 3px solid var(--vscode-textLink-foreground); }
 .msg.steering { background: rgba(210,153,34,.10); border-left: 3px solid var(--hit-mid); }
 .msg.context { font-size: .85em; opacity: .65; padding: 2px 12px; }
+.msg.note { opacity: .9; border-left: 3px solid var(--hit-cold); }
+.msg.note summary { cursor: pointer; }
+.msg.note .note-line { font-weight: 600; }
 .seq { font-weight: normal; opacity: .6; font-size: .9em; font-family: var(--vscode-editor-font-family); }
 .landed { margin-left: 8px; font-weight: 600; color: var(--hit-mid); }
 .landed.pending { opacity: .8; font-style: italic; }
@@ -47,6 +50,7 @@ button:hover { background: var(--vscode-button-secondaryHoverBackground, #45494e
 .cause { font-size: .88em; margin: 4px 0 0; opacity: .85; }
 .cause.dropped { color: var(--hit-low); opacity: 1; font-weight: 600; }
 .steered { font-size: .88em; color: var(--hit-mid); margin-top: 4px; }
+.steered.noted { color: var(--hit-cold); }
 .hdr { font-size: .85em; opacity: .7; margin-top: 2px; }
 details.reasoning { margin: 6px 0; opacity: .8; }
 details.reasoning summary { cursor: pointer; font-style: italic; font-size: .9em; }

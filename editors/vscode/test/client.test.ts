@@ -5,12 +5,12 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Transform, Writable } from "node:stream";
 import * as path from "node:path";
 import { DshClient, DshStartError, RpcError, describeError } from "../src/daemon";
 import { ErrorCodes, type SessionEvent } from "../src/protocol.generated";
-import { renderTranscript } from "../src/render";
+import { escapeHtml, renderTranscript } from "../src/render";
 import { CONNECTION_CLOSED, RpcClient } from "../src/rpc";
 import { renderSaw } from "../src/saw";
 import { Transcript, approvalChoices } from "../src/transcript";
@@ -379,6 +379,62 @@ describe("against the daemon and the mock", { skip }, () => {
     assert.match(html, /compaction \(manual/);
     assert.ok(html.includes(row.explanation));
     await s.dispose();
+  });
+
+  test("an AGENTS.md edited between turns shows as one note line before the step it joined; deleted, as deleted; the same when reopened", async () => {
+    // A workspace of its own: the other tests' sessions keep their AGENTS.md.
+    const own = makeWorkspace();
+    const agents = path.join(own, "AGENTS.md");
+    try {
+      await mock.script([{ content: "First." }, { content: "Second." }, { content: "Third." }]);
+      const { sessionId } = await client.createSession(own);
+      const t = new Transcript(sessionId);
+      const sub = await client.subscribe(sessionId, 0, (e) => t.apply(e));
+      assert.equal((await client.prompt(sessionId, "one")).stopReason, "completed");
+      writeFileSync(agents, readFileSync(agents, "utf8") + "Answer in one line.\n");
+      assert.equal((await client.prompt(sessionId, "two")).stopReason, "completed");
+      await until(() => !t.running && t.steps.get(2)?.state === "done", "turn 2");
+      const changed = "AGENTS.md changed: joins the next request as a note";
+      let html = renderTranscript(t);
+      assert.equal(html.split(changed).length - 1, 1, `${changed} once in\n${html}`);
+      const at = html.indexOf(changed);
+      assert.ok(html.indexOf('id="step-1"') < at && html.indexOf("Turn 1 completed") < at && html.indexOf(">two<") < at, "after turn 1 and turn 2's prompt");
+      assert.ok(at < html.indexOf('id="step-2"'), "before step 2, the step it joined");
+      const note = t.entries.find((e) => e.kind === "context" && e.source === "instructions");
+      assert.ok(note && note.kind === "context");
+      assert.equal(note.landedStep, 2);
+      assert.deepEqual(t.steps.get(2)!.notes, [note.seq]);
+      assert.ok(html.includes('<span class="landed">joined step 2</span>'));
+      // What the fold holds is what the model read: step 2's request carries the note at its seq.
+      const saw = await client.request(sessionId, 2);
+      const message = saw.messages.find((m) => m.seq === note.seq);
+      assert.ok(message && message.message.role === "user", `the note at seq ${note.seq} in step 2's request`);
+      assert.equal(message.message.content, note.text);
+      assert.match(note.text, /Answer in one line\./);
+      assert.ok(html.includes(`<pre class="note-text">${escapeHtml(note.text)}</pre>`));
+      // The cache held: the edit did not rewrite the system prompt.
+      assert.deepEqual(t.steps.get(2)!.headerChanges, []);
+
+      rmSync(agents);
+      assert.equal((await client.prompt(sessionId, "three")).stopReason, "completed");
+      await until(() => !t.running && t.steps.get(3)?.state === "done", "turn 3");
+      const deleted = "AGENTS.md deleted: joins the next request as a note";
+      html = renderTranscript(t);
+      assert.equal(html.split(deleted).length - 1, 1, `${deleted} once in\n${html}`);
+      assert.equal(html.split(changed).length - 1, 1, "the first note still once");
+      const del = html.indexOf(deleted);
+      assert.ok(html.indexOf("Turn 2 completed") < del && del < html.indexOf('id="step-3"'), "after turn 2, before step 3");
+      await sub.dispose();
+
+      // Reopened: a new transcript from seq 0 renders the same lines at the same places.
+      const again = new Transcript(sessionId);
+      const resub = await client.subscribe(sessionId, 0, (e) => again.apply(e));
+      await until(() => again.lastSeq >= t.lastSeq, "the stored events");
+      await resub.dispose();
+      assert.equal(renderTranscript(again), html);
+    } finally {
+      cleanup(own);
+    }
   });
 
   test("errors carry the daemon's code and words", async () => {

@@ -7,9 +7,9 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import * as path from "node:path";
-import type { SessionEvent, SessionRequestResult, SessionUsageResult } from "../src/protocol.generated";
+import type { ContextMessage, SessionEvent, SessionRequestResult, SessionUsageResult } from "../src/protocol.generated";
 import { renderSaw } from "../src/saw";
-import { renderTranscript } from "../src/render";
+import { escapeHtml, renderTranscript } from "../src/render";
 import { Transcript, approvalChoices } from "../src/transcript";
 import { formatMoney, formatUsage, stepAnnotation, usageMarkdown } from "../src/usage";
 import { cleanup, dshBin, expectedCost } from "./support";
@@ -36,6 +36,13 @@ function findLog(dir: string): string {
     }
   }
   return "";
+}
+
+/** The demo's one `instructions` note (AGENTS.md is edited between its turns). */
+function instructionNote(): { seq: number; data: ContextMessage } {
+  const notes = events.filter((e) => e.type === "context/message" && (e.data as ContextMessage).source === "instructions");
+  assert.equal(notes.length, 1, "the demo logs one instructions note");
+  return { seq: notes[0].seq, data: notes[0].data as ContextMessage };
 }
 
 before(() => {
@@ -82,8 +89,39 @@ test("folds a real session log into turns, steps, tool calls and results", () =>
   const last = t.steps.get(7)!;
   assert.match(last.text, /bye\.sh/);
   assert.equal(last.finishReason, "stop");
-  // The system-prompt change at the start of turn 2 is attached to step 5.
-  assert.ok(t.steps.get(5)!.headerChanges.some((h) => h.kind === "delta" && /system prompt/.test(h.what)));
+  // The demo edits AGENTS.md between the turns: under the default `append` policy that is a
+  // logged note joining step 5's request, and the system prompt (step 5's header) holds.
+  assert.deepEqual(t.steps.get(5)!.headerChanges, []);
+  const notes = t.entries.filter((e) => e.kind === "context" && e.source === "instructions");
+  assert.equal(notes.length, 1);
+  const note = notes[0];
+  assert.ok(note.kind === "context");
+  assert.equal(note.headline, "AGENTS.md changed: joins the next request as a note");
+  assert.equal(note.landedStep, 5);
+  // The date note is not a workspace note: it keeps its plain rendering.
+  const date = t.entries.find((e) => e.kind === "context" && e.source === "date");
+  assert.ok(date && date.kind === "context" && date.headline === undefined);
+});
+
+test("the AGENTS.md note shows as one line where it joined, its text folded under it", () => {
+  const t = new Transcript(sessionId);
+  t.applyAll(events);
+  const html = renderTranscript(t);
+  const line = "AGENTS.md changed: joins the next request as a note";
+  assert.equal(html.split(line).length - 1, 1, "the line shows exactly once");
+  const at = html.indexOf(line);
+  // After turn 1's steps and its end, after turn 2's prompt, before step 5: where it joined.
+  assert.ok(html.indexOf(`id="step-4"`) < at && html.indexOf("Turn 1 completed") < at, "after turn 1");
+  assert.ok(html.indexOf("Add a farewell script") < at, "after turn 2's prompt");
+  assert.ok(at < html.indexOf(`id="step-5"`), "before step 5");
+  const note = instructionNote();
+  // The note is folded: a closed `details` whose summary is the line and the step it joined,
+  // and whose body is exactly the text the model reads.
+  const block = html.slice(html.lastIndexOf("<div", at), html.indexOf("</details>", at));
+  assert.ok(block.includes(`data-seq="${note.seq}"`) && block.includes(`<details data-key="note-${note.seq}">`), block);
+  assert.ok(block.includes('<span class="landed">joined step 5</span>'), block);
+  assert.ok(block.includes(`<pre class="note-text">${escapeHtml(note.data.text)}</pre>`), block);
+  assert.ok(note.data.text.includes("AGENTS.md now reads") || note.data.text.includes("AGENTS.md was edited"), note.data.text);
 });
 
 test("streamed chunks build the same message as assistant/message", () => {
@@ -114,7 +152,7 @@ test("duplicates are ignored and a replay from any seq converges", () => {
   assert.equal(renderTranscript(t), renderTranscript(ref));
 });
 
-test("per-step usage equals the daemon's usage table, with the drop cause named", () => {
+test("per-step usage equals the daemon's usage table; the AGENTS.md note kept the cache", () => {
   const usage = JSON.parse(dsh("--json", "usage", sessionId)) as SessionUsageResult;
   const t = new Transcript(sessionId);
   t.applyAll(events);
@@ -134,11 +172,13 @@ test("per-step usage equals the daemon's usage table, with the drop cause named"
       assert.ok(section.includes(`<b>${value}</b> ${label}`), `step ${row.step}: ${part}`);
     }
   }
-  const dropped = usage.rows.find((r) => r.dropped)!;
-  assert.ok(dropped, "the demo has a cache drop");
-  assert.match(dropped.explanation, /system prompt changed at seq \d+/);
-  assert.ok(html.includes(`cache dropped: ${dropped.explanation}`));
-  assert.ok(html.includes('class="usage low"'), "the drop is colored low");
+  // The AGENTS.md edit before step 5 joined as a note: the cache held (the demo's step 5 used
+  // to drop to 7.7%), so no step is colored as a drop.
+  assert.deepEqual(usage.rows.filter((r) => r.dropped).map((r) => r.step), []);
+  const step5 = usage.rows.find((r) => r.step === 5)!;
+  assert.ok(step5.hitPercent > 90, `step 5: ${step5.hitPercent}%`);
+  assert.ok(!html.includes("cache dropped:"), "no cause of a drop");
+  assert.ok(!html.includes('class="usage low"'), "no drop colored low");
   assert.ok(html.includes('class="usage high"'), "cached steps are colored high");
   assert.ok(html.includes('class="usage cold"'), "the first request is cold");
 });
@@ -193,11 +233,17 @@ test("what the model saw renders header, system prompt, tools, messages with seq
     assert.ok(text.includes(`[seq ${m.seq}] ${m.message.role}`), `message seq ${m.seq}`);
   }
   assert.ok(text.includes(r.wire.body), "the exact wire body");
-  // Two steps' documents diff line by line: the system prompt change shows as one added line.
+  // Two steps' documents diff line by line: the system prompt is the same; the AGENTS.md note
+  // is among the added lines, at its seq, as the transcript folds it.
   const prev = renderSaw(JSON.parse(dsh("--json", "saw", sessionId, "--step", "4")) as SessionRequestResult, { sessionId, wireBody: false });
   const cur = renderSaw(r, { sessionId, wireBody: false }).split("\n");
   const added = cur.filter((l) => !prev.split("\n").includes(l));
-  assert.ok(added.some((l) => l.startsWith("  | ")), "an added system-prompt line");
+  assert.ok(!added.some((l) => l.startsWith("  | ")), "no system-prompt line changed");
+  const note = instructionNote();
+  assert.ok(added.includes(`[seq ${note.seq}] user`), "the note is a message of step 5's request");
+  for (const l of note.data.text.split("\n")) {
+    assert.ok(cur.includes(`    ${l}`), `the note's line ${JSON.stringify(l)} in what the model saw`);
+  }
 });
 
 test("the demo's commands ran confined; a confined command's approval offers an unconfined run", () => {

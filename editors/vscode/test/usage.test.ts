@@ -47,7 +47,7 @@ test("a dropped step names its cause from the log", () => {
     usage: u(2491, 192, 76),
     hitPercent: 7.707747892412686,
     dropped: true,
-    causes: [{ kind: "systemChanged", seq: 145 }],
+    causes: [{ kind: "systemChanged", seq: 145, foldedInstructions: false }],
     explanation: "system prompt changed at seq 145",
   };
   assert.equal(dropExplanation(row), "cache dropped: system prompt changed at seq 145");

@@ -1,6 +1,7 @@
 --- The transcript buffer of one session: renders the session's log events as they stream
 --- (assistant text, folded reasoning, tool calls with arguments and results, approvals, steering,
---- errors) and carries each step's usage as extmark virtual text on the step's header line.
+--- workspace notes with their text folded, errors) and carries each step's usage as extmark
+--- virtual text on the step's header line.
 --- Rendering only appends; a step's annotation is refreshed from `session/usage` so its numbers
 --- and the cause of a cache drop are the daemon's.
 local usage = require("dsh.usage")
@@ -41,7 +42,8 @@ M.by_session = {}
 ---@field tool_lines table<string, integer>
 ---@field chunked table<integer, boolean>
 ---@field reasoning table<integer, boolean> 0-based lines of reasoning (folded)
----@field steering integer[] lines of steering messages not yet landed
+---@field note_text table<integer, boolean> 0-based lines of a note's text under its line (folded)
+---@field steering integer[] lines of steering messages and notes not yet landed
 ---@field approvals table<string, dsh.ApprovalRequest> pending approvals by id
 ---@field approval_lines table<string, integer>
 ---@field meta? dsh.SessionMeta
@@ -63,6 +65,7 @@ local function define_highlights()
     DshUser = "Statement",
     DshSteer = "WarningMsg",
     DshContext = "Comment",
+    DshNote = "DiagnosticInfo",
     DshReasoning = "Comment",
     DshAssistant = "Normal",
     DshTool = "Function",
@@ -93,10 +96,13 @@ function M.bufname(session_id)
   return "dsh://session/" .. session_id
 end
 
---- Fold expression for transcript windows: reasoning lines fold.
-function M.foldexpr()
+--- Fold expression for transcript windows: a note's text always folds under its line;
+--- reasoning folds when `fold_reasoning` is 1 (the window's `reasoning_fold`, see `setup_window`).
+---@param fold_reasoning? integer
+function M.foldexpr(fold_reasoning)
   local t = M.by_buf[vim.api.nvim_get_current_buf()]
-  if t and t.reasoning[vim.v.lnum - 1] then
+  local line = vim.v.lnum - 1
+  if t and (t.note_text[line] or (t.reasoning[line] and fold_reasoning == 1)) then
     return "1"
   end
   return "0"
@@ -104,7 +110,40 @@ end
 
 function M.foldtext()
   local n = vim.v.foldend - vim.v.foldstart + 1
-  return ("  ▸ reasoning (%d line%s, zo to open)"):format(n, n == 1 and "" or "s")
+  local t = M.by_buf[vim.api.nvim_get_current_buf()]
+  local what = (t and t.note_text[vim.v.foldstart - 1]) and "the note the model reads" or "reasoning"
+  return ("  ▸ %s (%d line%s, zo to open)"):format(what, n, n == 1 and "" or "s")
+end
+
+--- How a note names what happened to a file (`files[].change`).
+local CHANGE_WORDS = { edited = "changed", added = "added", deleted = "deleted", replaced = "replaced" }
+
+--- The one line the transcript shows for a workspace note: for an `instructions` note
+--- "AGENTS.md changed: joins the next request as a note", for a `workspace` note
+--- "src/a.rs changed on disk: joins the next request as a note" — the files' paths grouped by
+--- what happened to them, in the note's order. Nil for the notes shown whole: the date, and any
+--- source this plugin does not know.
+---@param data dsh.ContextMessage
+---@return string?
+function M.note_headline(data)
+  if data.source ~= "instructions" and data.source ~= "workspace" then
+    return nil
+  end
+  local where = data.source == "workspace" and " on disk" or ""
+  local order, groups = {}, {}
+  for _, f in ipairs(data.files or {}) do
+    if not groups[f.change] then
+      groups[f.change] = {}
+      table.insert(order, f.change)
+    end
+    table.insert(groups[f.change], f.path)
+  end
+  local parts = {}
+  for _, change in ipairs(order) do
+    table.insert(parts, ("%s %s%s"):format(table.concat(groups[change], ", "), CHANGE_WORDS[change] or change, where))
+  end
+  local what = #parts > 0 and table.concat(parts, "; ") or (data.source == "workspace" and "a file changed on disk" or "the instructions changed")
+  return what .. ": joins the next request as a note"
 end
 
 --- Create (or find) the transcript for a session. Does not subscribe.
@@ -137,6 +176,7 @@ function M.get_or_create(session_id)
     tool_lines = {},
     chunked = {},
     reasoning = {},
+    note_text = {},
     steering = {},
     approvals = {},
     approval_lines = {},
@@ -174,9 +214,9 @@ function M.setup_window(win)
   vim.wo[win].signcolumn = "no"
   vim.wo[win].list = false
   vim.wo[win].foldmethod = "expr"
-  vim.wo[win].foldexpr = "v:lua.require'dsh.transcript'.foldexpr()"
+  vim.wo[win].foldexpr = ("v:lua.require'dsh.transcript'.foldexpr(%d)"):format(cfg.reasoning_fold and 1 or 0)
   vim.wo[win].foldtext = "v:lua.require'dsh.transcript'.foldtext()"
-  vim.wo[win].foldlevel = cfg.reasoning_fold and 0 or 99
+  vim.wo[win].foldlevel = 0
   vim.wo[win].foldenable = true
   vim.wo[win].fillchars = "fold: "
 end
@@ -217,16 +257,22 @@ end
 --- Append lines; returns the 0-based index of the first.
 ---@param lines string[]
 ---@param hl? string highlight for the whole lines
+---@param fold? table<integer, boolean> lines that fold (`reasoning`, `note_text`): marked before
+---  they are written, since a window computes a new line's fold when it is inserted
 ---@return integer
-function Transcript:append(lines, hl)
+function Transcript:append(lines, hl, fold)
   local first
   self:_edit(function()
+    first = self.empty and 0 or self:_line_count()
+    for l = first, first + #lines - 1 do
+      if fold then
+        fold[l] = true
+      end
+    end
     if self.empty then
       vim.api.nvim_buf_set_lines(self.buf, 0, -1, false, lines)
-      first = 0
       self.empty = false
     else
-      first = self:_line_count()
       vim.api.nvim_buf_set_lines(self.buf, first, first, false, lines)
     end
     if hl then
@@ -244,8 +290,9 @@ end
 ---@param text string
 ---@param prefix string
 ---@param hl? string
+---@param fold? table<integer, boolean> marks the new lines as folding (see `append`)
 ---@return integer last line written
-function Transcript:_extend(line, text, prefix, hl)
+function Transcript:_extend(line, text, prefix, hl, fold)
   local last = line
   self:_edit(function()
     local pieces = vim.split(text, "\n", { plain = true })
@@ -254,6 +301,9 @@ function Transcript:_extend(line, text, prefix, hl)
     local extra = {}
     for i = 2, #pieces do
       table.insert(extra, prefix .. pieces[i])
+      if fold then
+        fold[line + i - 1] = true
+      end
     end
     if #extra > 0 then
       vim.api.nvim_buf_set_lines(self.buf, line + 1, line + 1, false, extra)
@@ -304,19 +354,12 @@ function Transcript:_chunk(step, delta)
     end
     local prefix = delta.kind == "reasoning" and REASONING_PREFIX or TEXT_PREFIX
     local hl = delta.kind == "reasoning" and "DshReasoning" or nil
+    local fold = delta.kind == "reasoning" and self.reasoning or nil
     if not (s and s.step == step and s.kind == delta.kind) then
-      local first = self:append({ prefix }, hl)
-      if delta.kind == "reasoning" then
-        self.reasoning[first] = true
-      end
+      local first = self:append({ prefix }, hl, fold)
       s = { step = step, kind = delta.kind, line = first }
     end
-    local last = self:_extend(s.line, delta.text, prefix, hl)
-    if delta.kind == "reasoning" then
-      for l = s.line, last do
-        self.reasoning[l] = true
-      end
-    end
+    local last = self:_extend(s.line, delta.text, prefix, hl, fold)
     s.line = last
     self.stream = s
   elseif delta.kind == "toolCall" then
@@ -341,11 +384,7 @@ end
 ---@param msg dsh.AssistantMessage
 function Transcript:_message(step, msg)
   if msg.reasoningContent and msg.reasoningContent ~= "" then
-    local lines = lines_of(msg.reasoningContent, REASONING_PREFIX, REASONING_PREFIX)
-    local first = self:append(lines, "DshReasoning")
-    for l = first, first + #lines - 1 do
-      self.reasoning[l] = true
-    end
+    self:append(lines_of(msg.reasoningContent, REASONING_PREFIX, REASONING_PREFIX), "DshReasoning", self.reasoning)
   end
   if msg.content and msg.content ~= "" then
     self:append(lines_of(msg.content, TEXT_PREFIX, TEXT_PREFIX))
@@ -433,9 +472,20 @@ handlers["steering/message"] = function(self, data)
   table.insert(self.steering, first)
 end
 
+local NOTE_PREFIX = "    │ "
+
 handlers["context/message"] = function(self, data)
-  local src = data.source and (" (" .. data.source .. ")") or ""
-  self:append(lines_of(data.text, "    ", "· context" .. src .. ": ", 3), "DshContext")
+  local headline = M.note_headline(data)
+  if not headline then
+    local src = data.source and (" (" .. data.source .. ")") or ""
+    self:append(lines_of(data.text, "    ", "· context" .. src .. ": ", 3), "DshContext")
+    return
+  end
+  -- A workspace note: one line, and under it, folded, the whole text the model reads.
+  local line = self:append({ "· " .. headline }, "DshNote")
+  self:append(lines_of(data.text, NOTE_PREFIX, NOTE_PREFIX), "DshContext", self.note_text)
+  -- It joins the next request, as steering does: the next step/start marks which.
+  table.insert(self.steering, line)
 end
 
 handlers["step/start"] = function(self, data, ev)
@@ -446,7 +496,7 @@ handlers["step/start"] = function(self, data, ev)
   end
   self.steps[data.step] = st
   self.cur_step = data.step
-  -- Steering joins the next request: mark where each pending steer landed.
+  -- Steering and notes join the next request: mark where each pending one landed.
   for _, l in ipairs(self.steering) do
     vim.api.nvim_buf_set_extmark(self.buf, M.ns, l, 0, {
       virt_text = { { ("  → joined step %d"):format(data.step), "DshLanded" } },

@@ -171,7 +171,8 @@ function M.cause(row)
       compaction = "compaction",
       trim = "trim",
     })[c.kind] or c.kind
-    table.insert(words, ("%s at seq %d"):format(name, c.seq))
+    local folded = c.kind == "systemChanged" and c.foldedInstructions and " (the instruction notes folded in)" or ""
+    table.insert(words, ("%s at seq %d%s"):format(name, c.seq, folded))
   end
   if #words == 0 then
     return nil
