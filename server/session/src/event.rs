@@ -219,6 +219,11 @@ pub struct SteeringMessage {
     pub text: String,
 }
 
+/// The events of a seq-ordered log from `seq` on: what an incremental fold has not seen yet.
+pub(crate) fn since(events: &[Event], seq: u64) -> &[Event] {
+    &events[events.partition_point(|event| event.seq < seq)..]
+}
+
 /// `context/message`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -35,8 +35,7 @@ pub struct InstructionFold {
 impl InstructionFold {
     /// Folds the events of `events` (a whole log, seq-ordered) not seen yet.
     pub fn advance(&mut self, events: &[Event]) {
-        let start = events.partition_point(|event| event.seq < self.next_seq);
-        for event in &events[start..] {
+        for event in crate::event::since(events, self.next_seq) {
             self.push(event);
         }
     }
