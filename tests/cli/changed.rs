@@ -132,8 +132,8 @@ async fn changes_during_a_turn_are_one_note_in_its_next_request() {
 }
 
 /// While the daemon was down the user edited one file, deleted another, turned a third into a
-/// link out of the workspace and a fourth into binary data: the first turn after the restart
-/// says so, never showing what the link points to or the binary content.
+/// link out of the workspace, a fourth into binary data and appended to a large fifth: the first
+/// turn after the restart says so, never showing what the link points to or binary content.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_made_while_the_daemon_was_down_are_noted_after_the_restart() {
     let env = Env::new().await;
@@ -141,9 +141,11 @@ async fn changes_made_while_the_daemon_was_down_are_noted_after_the_restart() {
     write(&env.workspace, "gone.txt", "gone\n");
     write(&env.workspace, "link.txt", "plain\n");
     write(&env.workspace, "data.txt", "text for now\n");
+    let big = "a line of a large file\n".repeat(16_000);
+    write(&env.workspace, "big.txt", &big);
     let secret = env.workspace.parent().unwrap().join("secret.txt");
     std::fs::write(&secret, "TOP SECRET\n").unwrap();
-    env.script(json!([read("kept.txt"), read("gone.txt"), read("link.txt"), read("data.txt"),
+    env.script(json!([read("kept.txt"), read("gone.txt"), read("link.txt"), read("data.txt"), read("big.txt"),
         { "reasoning": "Done.", "content": "Read." }]))
         .await;
     let (session, output) = env.prompt_new("Read the three files.").await;
@@ -154,6 +156,7 @@ async fn changes_made_while_the_daemon_was_down_are_noted_after_the_restart() {
     std::fs::remove_file(env.workspace.join("link.txt")).unwrap();
     std::os::unix::fs::symlink(&secret, env.workspace.join("link.txt")).unwrap();
     std::fs::write(env.workspace.join("data.txt"), b"SECRET\0binary\0").unwrap();
+    write(&env.workspace, "big.txt", &format!("{big}one more\n"));
     let output = env.prompt_in(&session, "Anything new?").await;
     assert!(output.status.success(), "{}", describe(&output));
     // And nothing is noted twice.
@@ -169,6 +172,7 @@ async fn changes_made_while_the_daemon_was_down_are_noted_after_the_restart() {
     assert_eq!(
         changes,
         [
+            ("big.txt", ChangeKind::Edited),
             ("data.txt", ChangeKind::Edited),
             ("gone.txt", ChangeKind::Deleted),
             ("kept.txt", ChangeKind::Edited),
@@ -176,6 +180,9 @@ async fn changes_made_while_the_daemon_was_down_are_noted_after_the_restart() {
         ]
     );
     assert!(note.text.contains("gone.txt was deleted."), "{}", note.text);
+    let large =
+        format!("big.txt changed ({} bytes now, not shown: binary or large)", big.len() + 9);
+    assert!(note.text.contains(&large), "{}", note.text);
     assert!(
         note.text.contains("data.txt changed (14 bytes now, not shown: binary"),
         "{}",

@@ -218,15 +218,30 @@ fn read_on_disk(workspace: &Workspace, path: &str, last: Option<Stat>) -> Option
     if last == Some(now) {
         return None;
     }
+    let unreadable = |error: std::io::Error| {
+        Some(OnDisk::Other(format!("can no longer be read ({})", error.kind())))
+    };
+    if now.len > SEEN_TEXT_CAP_BYTES as u64 {
+        // A large file is hashed as it streams, never held in memory.
+        let mut hasher = Sha256::new();
+        let hashed = fs::File::open(&resolved.path)
+            .and_then(|mut file| std::io::copy(&mut file, &mut hasher));
+        return match hashed {
+            Ok(bytes) => {
+                let sha256 = format!("{:x}", hasher.finalize());
+                Some(OnDisk::File { stat: now, sha256, text: None, bytes })
+            }
+            Err(error) => unreadable(error),
+        };
+    }
     match fs::read(&resolved.path) {
         Ok(bytes) => {
             let sha256 = format!("{:x}", Sha256::digest(&bytes));
-            let text = (bytes.len() <= SEEN_TEXT_CAP_BYTES && !bytes.contains(&0))
-                .then(|| String::from_utf8(bytes.clone()).ok())
-                .flatten();
-            Some(OnDisk::File { stat: now, sha256, text, bytes: bytes.len() as u64 })
+            let length = bytes.len() as u64;
+            let text = if bytes.contains(&0) { None } else { String::from_utf8(bytes).ok() };
+            Some(OnDisk::File { stat: now, sha256, text, bytes: length })
         }
-        Err(error) => Some(OnDisk::Other(format!("can no longer be read ({})", error.kind()))),
+        Err(error) => unreadable(error),
     }
 }
 
