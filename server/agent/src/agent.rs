@@ -489,9 +489,9 @@ impl Agent {
         let (finish_reason, usage) = finish;
         *usage_sum = usage_sum.add(&usage);
         let message = assembler.finish();
-        if message.content.is_empty() && message.tool_calls.is_empty() {
-            // An empty assistant message would be rejected by the provider in every later
-            // request; it never reaches the surface.
+        if message.content.trim().is_empty() && message.tool_calls.is_empty() {
+            // An empty (or whitespace-only) assistant message would be rejected by the provider
+            // in every later request; it never reaches the surface.
             let end = StepEnd { step, finish_reason, usage };
             session.append(EventData::StepEnd(end)).await?;
             let error = "the model returned an empty message".to_owned();

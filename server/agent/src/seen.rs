@@ -20,6 +20,8 @@ use crate::tools::{SEEN_TEXT_CAP_BYTES, Seen, Workspace};
 
 /// The most text kept for diffs, over all files.
 const TEXTS_CAP_BYTES: usize = 16 * 1024 * 1024;
+/// How old a file's modification time must be before its metadata vouches for its content.
+const RACY: std::time::Duration = std::time::Duration::from_secs(2);
 /// The longest diff a note shows for one file.
 const NOTE_DIFF_CAP_BYTES: usize = 8 * 1024;
 
@@ -65,8 +67,11 @@ impl Memory {
         if let Some(text) = &seen.text {
             self.keep_text(&seen.path, &seen.sha256, text);
         }
-        if let Some(stat) = workspace.resolve(&seen.path).ok().and_then(|r| stat(&r.path)) {
-            self.stats.insert(seen.path.clone(), stat);
+        match workspace.resolve(&seen.path).ok().and_then(|r| stat(&r.path)) {
+            Some(stat) => self.remember(seen.path.clone(), stat),
+            None => {
+                self.stats.remove(&seen.path);
+            }
         }
         FileSeen { path: seen.path.clone(), sha256: Some(seen.sha256.clone()) }
     }
@@ -81,7 +86,7 @@ impl Memory {
                     if let Some(text) = text {
                         self.keep_text(&path, &sha256, &text);
                     }
-                    self.stats.insert(path.clone(), stat);
+                    self.remember(path.clone(), stat);
                     FileSeen { path, sha256: Some(sha256) }
                 }
                 OnDisk::Missing | OnDisk::Other(_) => {
@@ -126,7 +131,7 @@ impl Memory {
                     if let Some(new_text) = &new_text {
                         self.keep_text(&path, &sha256, new_text);
                     }
-                    self.stats.insert(path.clone(), stat);
+                    self.remember(path.clone(), stat);
                     files.push(FileChange { path, change, sha256: Some(sha256) });
                 }
                 OnDisk::Missing => {
@@ -160,7 +165,7 @@ impl Memory {
                 // Unchanged metadata: the content is what it was at the last check.
                 (None, _) => false,
                 (Some(OnDisk::File { sha256, stat, .. }), Some(known)) if sha256 == known => {
-                    self.stats.insert(path.clone(), *stat);
+                    self.remember(path.clone(), *stat);
                     false
                 }
                 (Some(OnDisk::Missing | OnDisk::Other(_)), None) => false,
@@ -171,6 +176,20 @@ impl Memory {
             }
         }
         changed
+    }
+
+    /// Remembers a file's metadata, so it is not hashed again while it stays the same — unless
+    /// it was modified within the last [`RACY`]: a write in the same clock tick as the one the
+    /// agent saw could keep length and time, so such a file is hashed again next time.
+    fn remember(&mut self, path: String, stat: Stat) {
+        let settled = stat.modified.is_some_and(|modified| {
+            SystemTime::now().duration_since(modified).is_ok_and(|age| age >= RACY)
+        });
+        if settled {
+            self.stats.insert(path, stat);
+        } else {
+            self.stats.remove(&path);
+        }
     }
 
     fn keep_text(&mut self, path: &str, sha256: &str, text: &str) {

@@ -214,6 +214,10 @@ pub async fn session_prompt(
     daemon: Arc<Daemon>,
     params: SessionPromptParams,
 ) -> ApiResult<SessionPromptResult> {
+    // An empty prompt says nothing, and some formats refuse it in every later request.
+    if params.text.trim().is_empty() {
+        return Err(ApiError::invalid_params("prompt text is empty"));
+    }
     let live = load(&daemon, &params.session_id).await?;
     let queue = params.when_busy.unwrap_or_default() == WhenBusy::Queue;
     let outcome = daemon.prompt(live, params.text, queue).await?;

@@ -52,7 +52,7 @@ pub(crate) struct FileWatch {
     /// Absolute path → what it is to whom.
     interest: Mutex<HashMap<PathBuf, Interest>>,
     /// The state last announced (or known) per file, so a change is announced once.
-    announced: Mutex<HashMap<PathBuf, Option<String>>>,
+    announced: Mutex<HashMap<PathBuf, Seen>>,
     changes: broadcast::Sender<WorkspaceChanged>,
     /// Why watching is degraded, when it is.
     degraded: Mutex<Option<String>>,
@@ -134,7 +134,7 @@ impl FileWatch {
             for (path, entry) in &files {
                 // What the sessions saw is what is known: a later change differs from it.
                 if let Some(Some(sha)) = entry.known.last() {
-                    announced.entry(path.clone()).or_insert_with(|| Some(sha.clone()));
+                    announced.entry(path.clone()).or_insert_with(|| Seen::Content(sha.clone()));
                 }
             }
             interest.extend(files);
@@ -155,12 +155,13 @@ impl FileWatch {
                 relative: relative.to_owned(),
                 known: Vec::new(),
             });
-            entry.known.push(sha256.clone());
+            let seen = sha256.clone().map_or(Seen::Gone, Seen::Content);
+            entry.known.push(sha256);
             // A long turn rewriting one file many times: the recent versions are what matter.
             if entry.known.len() > KNOWN_PER_FILE {
                 entry.known.remove(0);
             }
-            lock(&self.announced).insert(path.clone(), sha256);
+            lock(&self.announced).insert(path.clone(), seen);
         }
         if let Some(dir) = path.parent() {
             self.watch_dir(dir);
@@ -188,37 +189,53 @@ impl FileWatch {
         }
     }
 
-    /// Debounced events: announce the files of interest whose state changed.
+    /// Debounced events: announce the files of interest whose state changed. Files are read
+    /// and hashed with no lock held (the runtime's tasks take these locks too).
     fn changed(&self, paths: HashSet<PathBuf>) {
-        let interest = lock(&self.interest);
+        let entries: Vec<(PathBuf, Interest)> = {
+            let interest = lock(&self.interest);
+            paths
+                .into_iter()
+                .filter_map(|path| interest.get(&path).cloned().map(|entry| (path, entry)))
+                .collect()
+        };
+        let states: Vec<(PathBuf, Interest, State)> = entries
+            .into_iter()
+            .map(|(path, entry)| {
+                let state = state_of(&path);
+                (path, entry, state)
+            })
+            .collect();
         let mut by_workspace: BTreeMap<PathBuf, Vec<FileChange>> = BTreeMap::new();
-        let mut announced = lock(&self.announced);
-        for path in paths {
-            let Some(entry) = interest.get(&path) else { continue };
-            let now = state_of(&path);
-            let sha = match &now {
-                State::File(sha) => sha.clone(),
-                State::Gone | State::Other => None,
-            };
-            let before = announced.get(&path).cloned();
-            // The agent's own content, or what was announced last: nothing new.
-            let own = entry.known.iter().any(|known| known.is_some() && *known == sha);
-            if own || (before.is_some() && before == Some(sha.clone())) {
-                announced.insert(path.clone(), sha);
-                continue;
+        {
+            let mut announced = lock(&self.announced);
+            for (path, entry, now) in states {
+                let key = now.key();
+                let before = announced.get(&path).cloned();
+                // The agent's own content, or what was announced last: nothing new.
+                let own = matches!(&now, State::File(sha)
+                    if entry.known.iter().any(|known| known.as_ref() == Some(sha)));
+                if own || before.as_ref() == Some(&key) {
+                    announced.insert(path, key);
+                    continue;
+                }
+                let change = match (&now, &before) {
+                    (State::Gone, _) => ChangeKind::Deleted,
+                    (State::Other, _) => ChangeKind::Replaced,
+                    (State::File(_) | State::Large(..), Some(Seen::Gone)) => ChangeKind::Added,
+                    (State::File(_) | State::Large(..), _) => ChangeKind::Edited,
+                };
+                let sha256 = match &now {
+                    State::File(sha) => Some(sha.clone()),
+                    State::Large(..) | State::Gone | State::Other => None,
+                };
+                announced.insert(path, key);
+                by_workspace.entry(entry.workspace.clone()).or_default().push(FileChange {
+                    path: entry.relative.clone(),
+                    change,
+                    sha256,
+                });
             }
-            let change = match (&now, &before) {
-                (State::Gone, _) => ChangeKind::Deleted,
-                (State::Other, _) => ChangeKind::Replaced,
-                (State::File(_), Some(None)) => ChangeKind::Added,
-                (State::File(_), _) => ChangeKind::Edited,
-            };
-            announced.insert(path.clone(), sha.clone());
-            by_workspace.entry(entry.workspace.clone()).or_default().push(FileChange {
-                path: entry.relative.clone(),
-                change,
-                sha256: sha,
-            });
         }
         for (workspace, mut files) in by_workspace {
             files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -236,21 +253,45 @@ fn watch_limit_text() -> String {
         .to_owned()
 }
 
-enum State {
-    /// A regular file, with its hash (`None`: too large to hash).
-    File(Option<String>),
+/// A file's state as last announced: its content's hash, "too large to hash" with its length
+/// and modification time (a later edit still differs), gone, or something else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Seen {
+    Content(String),
+    Large(u64, Option<std::time::SystemTime>),
     Gone,
     Other,
+}
+
+enum State {
+    /// A regular file and its content's hash.
+    File(String),
+    /// A regular file too large to hash: its length and modification time.
+    Large(u64, Option<std::time::SystemTime>),
+    Gone,
+    Other,
+}
+
+impl State {
+    /// What is remembered of it.
+    fn key(&self) -> Seen {
+        match self {
+            State::File(sha) => Seen::Content(sha.clone()),
+            State::Large(len, modified) => Seen::Large(*len, *modified),
+            State::Gone => Seen::Gone,
+            State::Other => Seen::Other,
+        }
+    }
 }
 
 fn state_of(path: &Path) -> State {
     match std::fs::metadata(path) {
         Ok(metadata) if metadata.is_file() => {
             if metadata.len() > HASH_CAP_BYTES {
-                return State::File(None);
+                return State::Large(metadata.len(), metadata.modified().ok());
             }
             match std::fs::read(path) {
-                Ok(bytes) => State::File(Some(format!("{:x}", Sha256::digest(&bytes)))),
+                Ok(bytes) => State::File(format!("{:x}", Sha256::digest(&bytes))),
                 Err(_) => State::Other,
             }
         }

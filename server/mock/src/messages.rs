@@ -363,9 +363,11 @@ fn parse_tools(
 
 fn block_text(block: &Value, index: usize, position: usize) -> Result<&str, ApiError> {
     let text = block.get("text").and_then(Value::as_str).unwrap_or_default();
-    if text.is_empty() {
+    // Anthropic's API refuses whitespace-only text as well as empty text.
+    if text.trim().is_empty() {
         return Err(invalid(format!(
-            "messages.{index}.content.{position}.text: text content blocks must be non-empty"
+            "messages.{index}.content.{position}.text: text content blocks must contain \
+             non-whitespace text"
         )));
     }
     Ok(text)

@@ -126,7 +126,9 @@ fn assistant_blocks<'a>(message: &'a AssistantMessage, thinking: bool, out: &mut
     }
     // No thinking blocks (or a layout that does not fit, which `check` refuses): text, then
     // the calls. Reasoning without a block is another format's, unsigned: never sent.
-    if !message.content.is_empty() {
+    // Whitespace-only text is refused by the format (models do stream a lone "\n\n" before a
+    // tool call); it says nothing anyway.
+    if !message.content.trim().is_empty() {
         out.push(Block::Text(&message.content));
     }
     out.extend(message.tool_calls.iter().map(Block::ToolUse));
@@ -156,8 +158,9 @@ fn layout(message: &AssistantMessage) -> Option<Vec<Block<'_>>> {
             ContentBlock::RedactedThinking { data } => out.push(Block::Redacted(data)),
             ContentBlock::Text { bytes } => {
                 let start = take(&message.content, &mut in_content, *bytes)?;
-                // An empty text block is refused by the format; it says nothing anyway.
-                if in_content > start {
+                // An empty or whitespace-only text block is refused by the format; it says
+                // nothing anyway.
+                if !message.content[start..in_content].trim().is_empty() {
                     out.push(Block::Text(&message.content[start..in_content]));
                 }
             }
@@ -483,8 +486,10 @@ pub(crate) fn check(request: &GenerateRequest) -> Result<(), String> {
         let mut answered = Vec::new();
         for block in &turn.blocks {
             match block {
-                Block::Text("") => {
-                    return Err(format!("turn {number} has an empty text block"));
+                Block::Text(text) if text.trim().is_empty() => {
+                    return Err(format!(
+                        "turn {number} has an empty or whitespace-only text block"
+                    ));
                 }
                 Block::Text(_) => after_text = true,
                 Block::ToolResult { id, .. } => {

@@ -233,7 +233,9 @@ async fn run_call(inner: &Inner, body: Bytes, sender: &Sender) {
     loop {
         let (error, yielded) = match run_attempt(inner, body.clone(), sender).await {
             Ok(()) | Err(AttemptEnd::ReaderGone) => return,
-            Err(AttemptEnd::Failed { error, yielded }) => (error, yielded),
+            Err(AttemptEnd::Failed { error, yielded }) => {
+                (error.scrubbed(|text| scrub(text, inner)), yielded)
+            }
         };
         if yielded || !error.is_retryable() || attempt >= policy.max_attempts {
             let _ = sender.send(Err(error)).await;

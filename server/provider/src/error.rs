@@ -75,6 +75,28 @@ impl std::fmt::Display for TimeoutKind {
 }
 
 impl ProviderError {
+    /// The same error with every text it carries passed through `scrub` (the client removes the
+    /// key from whatever a server or proxy echoed, inside a stream too).
+    pub(crate) fn scrubbed(self, scrub: impl Fn(String) -> String) -> ProviderError {
+        match self {
+            ProviderError::Http { status, message } => {
+                ProviderError::Http { status, message: scrub(message) }
+            }
+            ProviderError::Decode(text) => ProviderError::Decode(scrub(text)),
+            ProviderError::StreamCut(text) => ProviderError::StreamCut(scrub(text)),
+            ProviderError::Connect(text) => ProviderError::Connect(scrub(text)),
+            ProviderError::StreamError { error_type, message } => ProviderError::StreamError {
+                error_type: scrub(error_type),
+                message: scrub(message),
+            },
+            ProviderError::FinishError { reason } => {
+                ProviderError::FinishError { reason: scrub(reason) }
+            }
+            ProviderError::Config(text) => ProviderError::Config(scrub(text)),
+            error @ (ProviderError::Timeout { .. } | ProviderError::Cancelled) => error,
+        }
+    }
+
     /// Whether a fresh attempt of the same request may succeed.
     ///
     /// This is the error's class only: the client additionally never retries an attempt that

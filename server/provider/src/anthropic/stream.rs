@@ -128,6 +128,13 @@ impl MessagesDecoder {
                 }
             }
             Event::MessageStop => {
+                // A thinking block that never stopped never sent its signature: the message
+                // could not be replayed.
+                if self.blocks.values().any(|open| matches!(open, Open::Thinking { .. })) {
+                    return Err(decode(
+                        "the message stopped with a thinking block still open".to_owned(),
+                    ));
+                }
                 let Some(finish_reason) = self.stop_reason.take() else {
                     return Err(decode("the message stopped without a stop reason".to_owned()));
                 };

@@ -224,6 +224,32 @@ fn marked_blocks(body: &Value) -> Vec<String> {
     marked
 }
 
+/// Models stream a lone "\n\n" text block before a tool call; the format refuses a
+/// whitespace-only text block in every later request, so it is never sent — with or without a
+/// logged block layout.
+#[test]
+fn whitespace_only_assistant_text_is_not_sent() {
+    for reasoning in [None, Some(("Look first.", Some("sig-1")))] {
+        let request = request(
+            config(reasoning.is_some()),
+            None,
+            vec![
+                user("q"),
+                assistant("\n\n", reasoning, &[("t1", "read", "{}")]),
+                tool_result("t1", "x"),
+            ],
+        );
+        check(&request).unwrap();
+        let body: Value = serde_json::from_slice(&wire_body(&request)).unwrap();
+        let assistant_blocks = body["messages"][1]["content"].as_array().unwrap().clone();
+        let kinds: Vec<&str> =
+            assistant_blocks.iter().map(|block| block["type"].as_str().unwrap()).collect();
+        let expected: &[&str] =
+            if reasoning.is_some() { &["thinking", "tool_use"] } else { &["tool_use"] };
+        assert_eq!(kinds, expected, "{assistant_blocks:?}");
+    }
+}
+
 #[test]
 fn requests_the_format_rejects_are_refused_before_dispatch() {
     let cases: Vec<(GenerateRequest, &str)> = vec![
@@ -231,7 +257,14 @@ fn requests_the_format_rejects_are_refused_before_dispatch() {
             request(config(false), None, vec![user("q"), tool_result("t9", "x")]),
             "turn 1 has a tool result for `t9`, which the assistant turn before it did not call",
         ),
-        (request(config(false), None, vec![user("")]), "turn 1 has an empty text block"),
+        (
+            request(config(false), None, vec![user("")]),
+            "turn 1 has an empty or whitespace-only text block",
+        ),
+        (
+            request(config(false), None, vec![user(" \n\t")]),
+            "turn 1 has an empty or whitespace-only text block",
+        ),
         (
             request(
                 config(true),
@@ -395,8 +428,11 @@ fn interleaved_thinking_is_replayed_in_the_order_the_model_produced_it() {
 
 // --- Laws -----------------------------------------------------------------------------------
 
+/// Text a user or a model could send: never whitespace only (the daemon refuses such a prompt,
+/// the loop never logs such an answer, and the format refuses such a block).
 fn text() -> impl Strategy<Value = String> {
     prop_oneof!["[a-z ]{1,12}", "\\PC{1,8}", Just("line\nbreak \"quoted\" \\ tab\t".to_owned()),]
+        .prop_filter("whitespace only", |text| !text.trim().is_empty())
 }
 
 fn json_value() -> impl Strategy<Value = Value> {

@@ -235,7 +235,12 @@ async fn the_mock_rejects_what_the_format_rejects_with_anthropic_errors() {
         (
             base(json!([{"role": "user", "content": [{"type": "text", "text": ""}]}])),
             true,
-            "text content blocks must be non-empty",
+            "text content blocks must contain non-whitespace text",
+        ),
+        (
+            base(json!([{"role": "user", "content": [{"type": "text", "text": "\n\n"}]}])),
+            true,
+            "text content blocks must contain non-whitespace text",
         ),
         (
             json!({"model": MODEL, "max_tokens": 4096, "thinking": {"type": "enabled", "budget_tokens": 1024}, "messages": [

@@ -221,6 +221,26 @@ async fn an_auth_error_is_not_retried_and_never_shows_the_configured_key() {
     assert_eq!(server.bodies().len(), 1);
 }
 
+/// An error the server (or a proxy) reports inside the stream, echoing the key, is scrubbed like
+/// an HTTP error body.
+#[tokio::test]
+async fn an_error_inside_the_stream_never_shows_the_configured_key() {
+    let key = "sk-supersecret9876";
+    let error_frame =
+        format!("data: {{\"error\":{{\"message\":\"quota exceeded for key {key}\"}}}}\n\n");
+    let server = RawServer::start(vec![vec![
+        sse_head(),
+        text("par"),
+        Step::Write(error_frame.into_bytes()),
+    ]])
+    .await;
+    let outcome = collect(&client(test_config(&server.base_url, key)), sample_body()).await;
+    let error = outcome.expect_error();
+    let shown = format!("{error} {error:?}");
+    assert!(shown.contains("quota exceeded for key ****"), "{shown}");
+    assert!(!shown.contains("supersecret"), "{shown}");
+}
+
 #[tokio::test]
 async fn a_stream_closed_before_done_is_stream_cut_and_not_retried_after_deltas() {
     let server = RawServer::start(vec![

@@ -282,6 +282,16 @@ fn malformed_and_out_of_place_events_are_decode_errors() {
         .unwrap();
     let refusal = decoder.decode("{\"type\":\"message_stop\"}").unwrap_err();
     assert_eq!(refusal, ProviderError::FinishError { reason: "refusal".to_owned() });
+    // A thinking block that never stopped never sent its signature: not a message to log.
+    let mut decoder = MessagesDecoder::new();
+    decoder
+        .decode("{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}")
+        .unwrap();
+    decoder
+        .decode("{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}")
+        .unwrap();
+    let open = decoder.decode("{\"type\":\"message_stop\"}").unwrap_err();
+    assert!(open.to_string().contains("a thinking block still open"), "{open}");
 }
 
 #[test]
