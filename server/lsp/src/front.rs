@@ -40,8 +40,21 @@ use crate::text;
 const POLL: Duration = Duration::from_millis(500);
 /// Every how many polls the attribution of every shown document is asked again.
 const RECHECK_EVERY: u64 = 20;
-/// Documents larger than this are not attributed.
-const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
+/// Documents larger than this are not attributed: the request carries the text JSON-escaped,
+/// and the daemon takes lines of at most 4 MiB (one escaped control character is 6 bytes).
+const MAX_DOCUMENT_BYTES: usize = 512 * 1024;
+/// The longest wait for the daemon's attribution of a document.
+const ASK_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest wait for the editor to take a progress report or a message from the router:
+/// an editor that stops reading loses reports, and the daemon's events never pile up behind it.
+const DELIVERY: Duration = Duration::from_secs(1);
+
+/// Runs `send` for at most [`DELIVERY`].
+async fn deliver(send: impl std::future::Future<Output = ()>) {
+    if tokio::time::timeout(DELIVERY, send).await.is_err() {
+        tracing::debug!("the editor is not reading: a report was dropped");
+    }
+}
 
 /// The commands `workspace/executeCommand` knows.
 pub const COMMANDS: &[&str] = &["dsh.prompt", "dsh.steer", "dsh.cancel", "dsh.fork", "dsh.saw"];
@@ -428,7 +441,12 @@ impl State {
             path: path.display().to_string(),
             text: Some(text.to_owned()),
         };
-        let result = match self.dsh.call::<method::WorkspaceProvenance>(params).await {
+        let call = self.dsh.call::<method::WorkspaceProvenance>(params);
+        let Ok(answer) = tokio::time::timeout(ASK_TIMEOUT, call).await else {
+            tracing::warn!("provenance of {}: no answer in {ASK_TIMEOUT:?}", path.display());
+            return None;
+        };
+        let result = match answer {
             Ok(result) => result,
             Err(failure) => {
                 tracing::warn!("provenance of {}: {failure}", path.display());
@@ -661,7 +679,7 @@ impl State {
         let Some(followed) = lock(&self.inner).followed.remove(session_id) else { return };
         if let Some(token) = followed.token {
             let end = WorkDoneProgressEnd { message: Some("turn ended".to_owned()) };
-            self.progress(&token, WorkDoneProgress::End(end)).await;
+            deliver(self.progress(&token, WorkDoneProgress::End(end))).await;
         }
         if let Some(subscription) = followed.subscription
             && let Err(failure) = self.dsh.call::<method::SessionUnsubscribe>([subscription]).await
@@ -696,7 +714,7 @@ impl State {
                 let step = event.data["step"].as_u64().unwrap_or(0);
                 if let Some(token) = &token {
                     let report = report(text::step_started(step));
-                    self.progress(token, WorkDoneProgress::Report(report)).await;
+                    deliver(self.progress(token, WorkDoneProgress::Report(report))).await;
                 }
             }
             "step/end" => {
@@ -705,7 +723,7 @@ impl State {
                     serde_json::from_value(event.data["usage"].clone()).unwrap_or_default();
                 if let Some(token) = &token {
                     let report = report(text::step_ended(step, &usage));
-                    self.progress(token, WorkDoneProgress::Report(report)).await;
+                    deliver(self.progress(token, WorkDoneProgress::Report(report))).await;
                 }
             }
             "tool/result"
@@ -731,8 +749,8 @@ impl State {
                 let message = text::turn_ended(&event.session_id, turn, reason, failure);
                 self.unfollow(&event.session_id).await;
                 let kind = if failure.is_some() { MessageType::WARNING } else { MessageType::INFO };
-                self.lsp.show_message(kind, message).await;
-                self.refresh().await;
+                deliver(self.lsp.show_message(kind, message)).await;
+                deliver(self.refresh()).await;
             }
             _ => {}
         }

@@ -10,13 +10,13 @@ use dsh_protocol::{Cost, ProvenanceRange, Usage};
 /// those (`links`).
 pub fn hover(range: &ProvenanceRange, links: bool) -> String {
     let mut out = String::new();
-    let title = range.title.as_deref().unwrap_or("(untitled)");
+    let title = range.title.as_deref().map_or_else(|| "(untitled)".to_owned(), escape_markdown);
     let _ = writeln!(out, "**dsh** · step {} wrote this line", range.step);
     let _ = writeln!(out);
     let _ = writeln!(out, "- session: {title} (`{}`)", range.session_id);
     match &range.prompt {
         Some(prompt) => {
-            let _ = writeln!(out, "- turn {}: {prompt}", range.turn);
+            let _ = writeln!(out, "- turn {}: {}", range.turn, escape_markdown(prompt));
         }
         None => {
             let _ = writeln!(out, "- turn {}", range.turn);
@@ -108,6 +108,19 @@ pub fn turn_ended(session_id: &str, turn: u64, reason: &str, error: Option<&str>
         Some(error) => format!("dsh: turn {turn} of {session_id} ended ({reason}): {error}"),
         None => format!("dsh: turn {turn} of {session_id} ended ({reason})"),
     }
+}
+
+/// Text people wrote (a session title, a prompt), shown as itself in Markdown: no link, no
+/// emphasis, no command a click could run.
+fn escape_markdown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        if "\\`*_{}[]()<>#+-.!|~".contains(character) {
+            out.push('\\');
+        }
+        out.push(character);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -56,6 +56,21 @@ fn a_hover_for_an_editor_that_follows_command_links_has_one() {
     assert!(text.contains(link), "{text}");
 }
 
+/// A title or prompt is shown as written: a link in it is text, not a command a click runs.
+#[test]
+fn markdown_in_a_title_or_prompt_is_shown_as_text() {
+    let mut range = range();
+    range.title = Some("*bold* title".to_owned());
+    range.prompt = Some("[click](command:dsh.prompt?%5B%22rm%22%5D)".to_owned());
+    let text = hover(&range, true);
+    assert!(text.contains("- session: \\*bold\\* title"), "{text}");
+    assert!(
+        text.contains("- turn 2: \\[click\\]\\(command:dsh\\.prompt?%5B%22rm%22%5D\\)"),
+        "{text}"
+    );
+    assert!(!text.contains("[click](command:"), "{text}");
+}
+
 #[test]
 fn a_lens_says_step_and_cache_hit_and_only_the_step_when_it_never_finished() {
     assert_eq!(lens(&range()), "dsh · step 7 · 97% cached");
