@@ -138,6 +138,22 @@ impl FileWatch {
                 }
             }
             interest.extend(files);
+            // Files of interest no more are forgotten, and so are their directories.
+            announced.retain(|path, _| interest.contains_key(path));
+            let needed: HashSet<&Path> = interest.keys().filter_map(|path| path.parent()).collect();
+            let mut inner = lock(&self.inner);
+            if let Some(inner) = inner.as_mut() {
+                let stale: Vec<PathBuf> = inner
+                    .dirs
+                    .iter()
+                    .filter(|dir| !needed.contains(dir.as_path()))
+                    .cloned()
+                    .collect();
+                for dir in stale {
+                    let _ = inner.debouncer.unwatch(&dir);
+                    inner.dirs.remove(&dir);
+                }
+            }
         }
         for dir in dirs {
             self.watch_dir(&dir);

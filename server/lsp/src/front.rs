@@ -919,8 +919,26 @@ fn report(message: String) -> WorkDoneProgressReport {
     WorkDoneProgressReport { cancellable: None, message: Some(message), percentage: None }
 }
 
+/// How long a "what the model saw" file is kept: copies older than this are removed when the
+/// next one is written (each is rebuilt from the log on request anyway).
+const SAW_KEEP: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Removes the saw files of `dir` older than [`SAW_KEEP`] (best effort).
+fn remove_old_saw_files(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .and_then(|metadata| metadata.modified())
+            .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age > SAW_KEEP));
+        if old && entry.file_name().to_string_lossy().ends_with(".txt") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Writes what the model saw to `<home>/saw/<session>-step<N>.txt`, read-only (0400) in a 0700
-/// directory; an older copy is replaced.
+/// directory; an older copy is replaced, copies older than a day removed.
 fn write_read_only(
     home: &Path,
     session_id: &str,
@@ -947,5 +965,6 @@ fn write_read_only(
         file.sync_all()?;
     }
     std::fs::rename(&temp, &path)?;
+    remove_old_saw_files(&dir);
     Ok(path)
 }
