@@ -93,7 +93,7 @@ pub enum Command {
     Status,
     /// Stop the daemon.
     Shutdown,
-    /// Run the DeepSeek-compatible mock provider on loopback.
+    /// Run the mock provider on loopback: DeepSeek-compatible chat completions and Anthropic Messages (`/v1/messages`, `/anthropic/v1/messages`).
     Mock(MockArgs),
     /// Check this installation: the state directory, the API key, the command sandbox, the
     /// daemon.
