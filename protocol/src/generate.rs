@@ -97,6 +97,11 @@ fn method_types(generator: &mut SchemaGenerator) -> Vec<(&'static str, Option<Va
             Some(schema::<ApprovalRespondParams>(generator)),
             schema::<ApprovalRespondResult>(generator),
         ),
+        (
+            method::MCP_LIST,
+            Some(schema::<McpListParams>(generator)),
+            schema::<McpListResult>(generator),
+        ),
         (method::DAEMON_STATUS, None, schema::<DaemonStatusResult>(generator)),
         (method::DAEMON_SHUTDOWN, None, schema::<DaemonShutdownResult>(generator)),
     ]
@@ -253,6 +258,10 @@ fn declarations() -> Vec<String> {
         ProfileStatus::decl(&config),
         ModelStatus::decl(&config),
         PriceUsed::decl(&config),
+        McpListParams::decl(&config),
+        McpToolStatus::decl(&config),
+        McpServerStatus::decl(&config),
+        McpListResult::decl(&config),
         DaemonStatusResult::decl(&config),
         DaemonShutdownResult::decl(&config),
         // The log vocabulary the API hands out.

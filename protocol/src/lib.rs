@@ -75,6 +75,8 @@ pub mod method {
     pub const DAEMON_UNSUBSCRIBE: &str = "daemon/unsubscribe";
     /// Which agent step wrote each line of a workspace file.
     pub const WORKSPACE_PROVENANCE: &str = "workspace/provenance";
+    /// The MCP tool servers of a workspace: state, tools, last error.
+    pub const MCP_LIST: &str = "mcp/list";
 
     /// The methods that open a subscription.
     pub const SUBSCRIBE: &[&str] = &[SESSION_SUBSCRIBE, DAEMON_SUBSCRIBE];
@@ -99,6 +101,7 @@ pub mod method {
         SESSION_AUDIT,
         WORKSPACE_PROVENANCE,
         APPROVAL_RESPOND,
+        MCP_LIST,
         DAEMON_STATUS,
         DAEMON_SHUTDOWN,
         DAEMON_SUBSCRIBE,
@@ -173,6 +176,8 @@ pub mod method {
             -> WorkspaceProvenanceResult;
         /// `approval/respond`.
         ApprovalRespond = APPROVAL_RESPOND (ApprovalRespondParams) -> ApprovalRespondResult;
+        /// `mcp/list`.
+        McpList = MCP_LIST (McpListParams) -> McpListResult;
         /// `daemon/status`.
         DaemonStatus = DAEMON_STATUS (NoParams) -> DaemonStatusResult;
         /// `daemon/shutdown`.
@@ -793,6 +798,66 @@ api_type! {
         pub warnings: Vec<String>,
         /// The command sandbox.
         pub sandbox: SandboxStatus,
+        /// The MCP tool servers running or started for the loaded sessions' workspaces.
+        #[serde(default)]
+        pub mcp_servers: Vec<McpServerStatus>,
+    }
+}
+
+api_type! {
+    /// `mcp/list` params.
+    pub struct McpListParams {
+        /// The workspace whose configured servers to list as well (those not started show as
+        /// `notStarted`); absent: only the servers running or started.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub workspace: Option<String>,
+        /// Start the workspace's servers now and wait (bounded by their startup timeouts) to
+        /// list their tools. They stop again unless a loaded session of the workspace uses them.
+        #[serde(default)]
+        pub start: bool,
+    }
+}
+
+api_type! {
+    /// `mcp/list` result.
+    pub struct McpListResult {
+        /// The servers, by workspace and name.
+        pub servers: Vec<McpServerStatus>,
+    }
+}
+
+api_type! {
+    /// One MCP server of one workspace.
+    pub struct McpServerStatus {
+        /// The workspace it serves.
+        pub workspace: String,
+        /// Its name (its tools are `NAME__TOOL` in requests).
+        pub name: String,
+        /// `stdio` or `http`.
+        pub transport: String,
+        /// `notStarted`, `starting`, `running`, `failed` (a restart follows, with backoff),
+        /// `stopped`, or `disabled` (`enabled = false`).
+        pub state: String,
+        /// Its tools as the model sees them (names and descriptions), sorted.
+        pub tools: Vec<McpToolStatus>,
+        /// Tools it listed that are not offered to the model, each with why.
+        #[serde(default)]
+        pub refused: Vec<String>,
+        /// The last thing that went wrong with it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub last_error: Option<String>,
+        /// How many times it was started.
+        pub starts: u32,
+    }
+}
+
+api_type! {
+    /// One tool of an MCP server.
+    pub struct McpToolStatus {
+        /// Its name in requests (`SERVER__TOOL`).
+        pub name: String,
+        /// Its description, as the server gave it.
+        pub description: String,
     }
 }
 

@@ -105,10 +105,21 @@ async fn bad_input_gets_its_documented_error_and_touches_no_log() {
         ("initialize", json!({"protocolVersion": 1})),
         ("session/usage", json!({"sessionId": "not an id"})),
         ("session/subscribe", json!({"sessionId": "../../etc"})),
+        ("mcp/list", json!({"start": "yes"})),
+        ("mcp/list", json!({"workspace": 7})),
     ] {
         conn.err(method, params, INVALID_PARAMS).await;
         alive().await;
     }
+    let message = conn
+        .err(
+            "mcp/list",
+            json!({"workspace": "/no/such/workspace"}),
+            dsh_protocol::code::INVALID_WORKSPACE.into(),
+        )
+        .await;
+    assert!(message.contains("/no/such/workspace"), "{message}");
+    alive().await;
 
     // An unknown session, for every method that names one.
     for (method, params) in [

@@ -14,6 +14,7 @@ mod faults;
 mod first_use;
 mod header;
 mod llama;
+mod mcp;
 mod resume;
 mod sandbox;
 mod wire;

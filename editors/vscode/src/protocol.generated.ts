@@ -23,6 +23,7 @@ export const Methods = {
   SessionAudit: "session/audit",
   WorkspaceProvenance: "workspace/provenance",
   ApprovalRespond: "approval/respond",
+  McpList: "mcp/list",
   DaemonStatus: "daemon/status",
   DaemonShutdown: "daemon/shutdown",
   DaemonSubscribe: "daemon/subscribe",
@@ -829,6 +830,69 @@ model: string,
  */
 price: Price, };
 
+export type McpListParams = { 
+/**
+ * The workspace whose configured servers to list as well (those not started show as
+ * `notStarted`); absent: only the servers running or started.
+ */
+workspace?: string | null, 
+/**
+ * Start the workspace's servers now and wait (bounded by their startup timeouts) to
+ * list their tools. They stop again unless a loaded session of the workspace uses them.
+ */
+start: boolean, };
+
+export type McpToolStatus = { 
+/**
+ * Its name in requests (`SERVER__TOOL`).
+ */
+name: string, 
+/**
+ * Its description, as the server gave it.
+ */
+description: string, };
+
+export type McpServerStatus = { 
+/**
+ * The workspace it serves.
+ */
+workspace: string, 
+/**
+ * Its name (its tools are `NAME__TOOL` in requests).
+ */
+name: string, 
+/**
+ * `stdio` or `http`.
+ */
+transport: string, 
+/**
+ * `notStarted`, `starting`, `running`, `failed` (a restart follows, with backoff),
+ * `stopped`, or `disabled` (`enabled = false`).
+ */
+state: string, 
+/**
+ * Its tools as the model sees them (names and descriptions), sorted.
+ */
+tools: Array<McpToolStatus>, 
+/**
+ * Tools it listed that are not offered to the model, each with why.
+ */
+refused: Array<string>, 
+/**
+ * The last thing that went wrong with it.
+ */
+lastError?: string | null, 
+/**
+ * How many times it was started.
+ */
+starts: number, };
+
+export type McpListResult = { 
+/**
+ * The servers, by workspace and name.
+ */
+servers: Array<McpServerStatus>, };
+
 export type DaemonStatusResult = { 
 /**
  * The daemon's version.
@@ -886,7 +950,11 @@ warnings: Array<string>,
 /**
  * The command sandbox.
  */
-sandbox: SandboxStatus, };
+sandbox: SandboxStatus, 
+/**
+ * The MCP tool servers running or started for the loaded sessions' workspaces.
+ */
+mcpServers: Array<McpServerStatus>, };
 
 export type DaemonShutdownResult = { 
 /**
@@ -1177,7 +1245,11 @@ changed: boolean, } | { "kind": "fallback",
 /**
  * Seq of the snapshot.
  */
-seq: number, } | { "kind": "systemChanged", 
+seq: number, 
+/**
+ * The MCP servers whose tools changed with it (the `SERVER` of `SERVER__TOOL`).
+ */
+servers?: Array<string>, } | { "kind": "systemChanged", 
 /**
  * Seq of the delta.
  */
@@ -1190,7 +1262,12 @@ foldedInstructions: boolean, } | { "kind": "toolsChanged",
 /**
  * Seq of the delta.
  */
-seq: number, } | { "kind": "configChanged", 
+seq: number, 
+/**
+ * The MCP servers whose tools changed (the `SERVER` of `SERVER__TOOL`): a tool list
+ * that changed, a server that started, restarted with other tools, or died.
+ */
+servers?: Array<string>, } | { "kind": "configChanged", 
 /**
  * Seq of the delta.
  */

@@ -818,8 +818,9 @@ fn initialize() -> Value {
     })
 }
 
-/// A session's workspace from ACP's `cwd`: absolute, and no MCP servers (dsh has no MCP tools
-/// yet).
+/// A session's workspace from ACP's `cwd`: absolute, and no MCP servers (dsh's MCP servers come
+/// from its configuration, `docs/mcp.md`, shared by the sessions of a workspace; servers per
+/// ACP session are not taken yet).
 fn checked_cwd(
     cwd: &std::path::Path,
     mcp_servers: &[schema::McpServer],
@@ -832,7 +833,9 @@ fn checked_cwd(
     }
     if !mcp_servers.is_empty() {
         return Err(invalid_params(format!(
-            "dsh does not support MCP servers yet: remove the {} MCP server(s) from the request",
+            "dsh takes MCP servers from its configuration file, not from the editor: remove the {} \
+             MCP server(s) from the request and add them as [mcp.servers.NAME] in dsh's \
+             configuration (see `dsh mcp`)",
             mcp_servers.len()
         )));
     }

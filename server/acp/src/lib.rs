@@ -6,9 +6,9 @@
 //! It holds no session state of its own: what it keeps per session (the [`translate`] fold,
 //! the subscription) is rebuilt from the log whenever a session is opened, so closing the
 //! front (stdin's end) ends the front, never a turn. It does not run the agent, touch a log or
-//! a provider, or speak MCP (a `session/new` with MCP servers is refused). ACP framing,
-//! dispatch and the message types are the `agent-client-protocol` SDK's; stdout carries ACP
-//! only, logs go to stderr.
+//! a provider, or take MCP servers from the editor (a `session/new` with MCP servers is
+//! refused: dsh's come from its configuration). ACP framing, dispatch and the message types are
+//! the `agent-client-protocol` SDK's; stdout carries ACP only, logs go to stderr.
 //!
 //! Extensions (documented in `docs/acp.md`): `_session/steering` (the shape the Claude Code
 //! and Codex adapters use), `_dsh/fork`, `_dsh/request`, and the per-step usage under

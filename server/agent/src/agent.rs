@@ -40,6 +40,7 @@ use crate::approval::{AllowAlways, ApprovalPolicy, Approver, Policy};
 use crate::compact::{CompactOutcome, ContextPolicy, relieve_pressure};
 use crate::endpoint::{Endpoint, SharedEndpoints};
 use crate::error::AgentError;
+use crate::external::{ExternalTool, ExternalTools};
 use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
 use crate::prompt::{
@@ -211,6 +212,10 @@ pub struct Agent {
     instructions: InstructionFold,
     /// What the agent has seen of the files it read and wrote.
     memory: Option<Memory>,
+    /// Tools from MCP servers, asked for at every step.
+    external: Option<Arc<dyn ExternalTools>>,
+    /// The external tools of the current step's header: what a call is dispatched to.
+    external_tools: Vec<ExternalTool>,
 }
 
 enum StepOutcome {
@@ -250,7 +255,40 @@ impl Agent {
             allow_always: AllowAlways::default(),
             instructions: InstructionFold::default(),
             memory: Some(Memory::default()),
+            external: None,
+            external_tools: Vec::new(),
         }
+    }
+
+    /// Adds tools from outside the toolbox (the daemon's MCP servers).
+    pub fn set_external_tools(&mut self, external: Arc<dyn ExternalTools>) {
+        self.external = Some(external);
+    }
+
+    /// The tool schemas of the next request: the built-in tools in their order, then the
+    /// external ones sorted by name (a name taken by a built-in tool is left out).
+    async fn tool_schemas(&mut self) -> Vec<ToolSchema> {
+        let mut schemas = self.toolbox.schemas();
+        let mut external = match &self.external {
+            Some(external) => external.tools().await,
+            None => Vec::new(),
+        };
+        external.retain(|tool| {
+            let taken = self.toolbox.access(&tool.schema.name).is_some();
+            if taken {
+                tracing::warn!(
+                    tool = %tool.schema.name,
+                    server = %tool.server,
+                    "an MCP tool's name is taken by a built-in tool: left out"
+                );
+            }
+            !taken
+        });
+        external.sort_by(|a, b| a.schema.name.cmp(&b.schema.name));
+        external.dedup_by(|a, b| a.schema.name == b.schema.name);
+        schemas.extend(external.iter().map(|tool| tool.schema.clone()));
+        self.external_tools = external;
+        schemas
     }
 
     /// Adds a request hook; hooks run in the order added.
@@ -372,7 +410,7 @@ impl Agent {
         if let Some(approvals) = &endpoint.approvals {
             self.config.approvals = approvals.clone();
         }
-        let tools = self.toolbox.schemas();
+        let tools = self.tool_schemas().await;
         let context = match &self.config.context {
             ContextPolicy::Off => None,
             ContextPolicy::Fixed(context) => Some(context.clone()),
@@ -669,11 +707,19 @@ impl Agent {
             return Ok(refuse("not run: the turn was cancelled".to_owned()));
         }
         let access = self.toolbox.access(&call.name);
+        let external = match access {
+            Some(_) => None,
+            None => self.external_tools.iter().find(|tool| tool.schema.name == call.name).cloned(),
+        };
         let is_command = access == Some(Access::Command);
         let sandbox = self.toolbox.sandbox();
         let mut run_as = RunAs::Sandboxed;
-        if let Some(access) = access {
-            let configured = self.config.approvals.for_tool(&call.name, access);
+        let configured = match (access, &external) {
+            (Some(access), _) => Some(self.config.approvals.for_tool(&call.name, access)),
+            (None, Some(tool)) => Some(self.config.approvals.for_external(&call.name, tool.policy)),
+            (None, None) => None,
+        };
+        if let Some(configured) = configured {
             // A sandbox weaker than its policy (a kernel without Landlock or user namespaces,
             // or none at all) makes every command ask: neither `auto` nor an earlier "allow
             // always" skips the question.
@@ -711,7 +757,10 @@ impl Agent {
                         approval_id: format!("approval-{}", call.id),
                         call_id: call.id.clone(),
                         tool: call.name.clone(),
-                        summary: self.toolbox.describe_call(&call.name, &call.arguments),
+                        summary: match &external {
+                            Some(tool) => describe_external(tool, &call.arguments),
+                            None => self.toolbox.describe_call(&call.name, &call.arguments),
+                        },
                         sandbox: is_command.then(|| sandbox.label()),
                     };
                     // Ask first, log second: the approver is ready for an answer before any
@@ -747,7 +796,10 @@ impl Agent {
         let started =
             ToolCallStarted { step, call_id: call.id.clone(), name: call.name.clone(), unconfined };
         session.append(EventData::ToolCall(started)).await?;
-        let output = self.toolbox.call_as(&call.name, &call.arguments, cancel, run_as).await;
+        let output = match (&external, &self.external) {
+            (Some(_), Some(tools)) => tools.call(&call.name, &call.arguments, cancel).await,
+            _ => self.toolbox.call_as(&call.name, &call.arguments, cancel, run_as).await,
+        };
         // What the call leaves the agent knowing of the workspace's files: the file it read or
         // wrote, or what a command changed among those it knew.
         let seen = match &output.seen {
@@ -768,6 +820,24 @@ impl Agent {
             seen: (!seen.is_empty()).then_some(seen),
         })
     }
+}
+
+/// One line for an approval prompt about an external tool's call: the server, the tool, and
+/// the arguments cut to a line.
+fn describe_external(tool: &ExternalTool, arguments: &str) -> String {
+    const MAX: usize = 160;
+    let tool_name =
+        tool.schema.name.strip_prefix(&format!("{}__", tool.server)).unwrap_or(&tool.schema.name);
+    let mut line: String = arguments.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.len() > MAX {
+        let mut cut = MAX;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push('…');
+    }
+    format!("MCP server {}: {tool_name} {line}", tool.server)
 }
 
 async fn check_invariant(

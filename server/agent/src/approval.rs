@@ -47,6 +47,8 @@ pub struct ApprovalPolicy {
     pub write: Policy,
     /// `run_command`; default `ask`.
     pub command: Policy,
+    /// MCP tools, beating each server's own `approval`; `None`: the server's.
+    pub mcp: Option<Policy>,
     /// Per-tool overrides.
     pub per_tool: BTreeMap<String, Policy>,
 }
@@ -57,6 +59,7 @@ impl Default for ApprovalPolicy {
             read: Policy::Auto,
             write: Policy::Ask,
             command: Policy::Ask,
+            mcp: None,
             per_tool: BTreeMap::new(),
         }
     }
@@ -69,7 +72,16 @@ impl ApprovalPolicy {
             read: Policy::Auto,
             write: Policy::Auto,
             command: Policy::Auto,
+            mcp: Some(Policy::Auto),
             per_tool: BTreeMap::new(),
+        }
+    }
+
+    /// The policy for an MCP tool whose server says `server_policy`.
+    pub fn for_external(&self, name: &str, server_policy: Policy) -> Policy {
+        match self.per_tool.get(name) {
+            Some(policy) => *policy,
+            None => self.mcp.unwrap_or(server_policy),
         }
     }
 

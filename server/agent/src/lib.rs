@@ -14,6 +14,7 @@ pub mod approval;
 pub mod compact;
 mod endpoint;
 mod error;
+mod external;
 mod invariant;
 mod owner;
 pub mod prompt;
@@ -27,5 +28,6 @@ pub use agent::{
 pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now};
 pub use endpoint::{Endpoint, Endpoints, SharedEndpoints};
 pub use error::AgentError;
+pub use external::{ExternalTool, ExternalTools};
 pub use invariant::first_difference;
 pub use owner::{SessionHandle, StepSnapshot, spawn_owner};

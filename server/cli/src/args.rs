@@ -91,6 +91,9 @@ pub enum Command {
     Lsp,
     /// Show the daemon's status.
     Status,
+    /// List the workspace's MCP tool servers: state, tools, last error. `--start` starts them
+    /// first (they stop again unless a session of the workspace uses them).
+    Mcp(McpArgs),
     /// Stop the daemon.
     Shutdown,
     /// Run the mock provider on loopback: DeepSeek-compatible chat completions and Anthropic Messages (`/v1/messages`, `/anthropic/v1/messages`).
@@ -165,6 +168,17 @@ pub struct WorkspaceArgs {
     /// Workspace directory (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+}
+
+/// `dsh mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Workspace directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Start the servers to list their tools.
+    #[arg(long)]
+    pub start: bool,
 }
 
 /// A session argument.

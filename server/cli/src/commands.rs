@@ -596,6 +596,56 @@ pub async fn status(settings: &Settings) -> anyhow::Result<ExitCode> {
             };
             println!("  {} {state}", session.session_id);
         }
+        for server in &result.mcp_servers {
+            let error = server.last_error.as_deref().map(|e| format!(" · {e}")).unwrap_or_default();
+            println!(
+                "  mcp {} {} · {} tools{error}",
+                server.name,
+                server.state,
+                server.tools.len()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh mcp`: the workspace's MCP servers, their state, tools and last error.
+pub async fn mcp(settings: &Settings, workspace: &Path, start: bool) -> anyhow::Result<ExitCode> {
+    let (client, _) = connect(settings).await?;
+    let workspace =
+        workspace.canonicalize().with_context(|| format!("workspace {}", workspace.display()))?;
+    let params =
+        dsh_protocol::McpListParams { workspace: Some(workspace.display().to_string()), start };
+    let result = client.call::<method::McpList>(params).await?;
+    if settings.json {
+        print_json(&result)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if result.servers.is_empty() {
+        println!(
+            "no MCP servers are configured for this workspace ([mcp.servers.NAME] in your configuration file)"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for server in &result.servers {
+        println!(
+            "{} ({}) {} · {} tools · started {} times",
+            server.name,
+            server.transport,
+            server.state,
+            server.tools.len(),
+            server.starts
+        );
+        if let Some(error) = &server.last_error {
+            println!("  last error: {error}");
+        }
+        for tool in &server.tools {
+            let line = tool.description.lines().next().unwrap_or_default();
+            println!("  {}  {line}", tool.name);
+        }
+        for refused in &server.refused {
+            println!("  refused: {refused}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

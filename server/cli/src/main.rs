@@ -180,6 +180,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Acp => commands::acp(&settings).await,
         Command::Lsp => commands::lsp(&settings).await,
         Command::Status => commands::status(&settings).await,
+        Command::Mcp(args) => {
+            let workspace = workspace_dir(args.workspace.as_deref())?;
+            commands::mcp(&settings, &workspace, args.start).await
+        }
         Command::Shutdown => commands::shutdown(&settings).await,
         Command::Mock(args) => mock(&args).await,
         Command::Doctor => doctor::doctor(&settings).await,

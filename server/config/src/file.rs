@@ -114,6 +114,33 @@ impl Layer {
                 }
             }
         }
+        if self.workspace {
+            for (name, server) in &self.file.mcp.servers {
+                let server = server.get_ref();
+                let defining = [
+                    ("command", server.command.as_ref().map(Spanned::span)),
+                    ("args", server.args.as_ref().map(Spanned::span)),
+                    ("env", server.env.as_ref().map(Spanned::span)),
+                    ("cwd", server.cwd.as_ref().map(Spanned::span)),
+                    ("url", server.url.as_ref().map(Spanned::span)),
+                    ("headers", server.headers.as_ref().map(Spanned::span)),
+                ];
+                if let Some((key, Some(span))) =
+                    defining.into_iter().find(|(_, span)| span.is_some())
+                {
+                    return Err(self.error(
+                        Some(self.line_of(span.start)),
+                        format!(
+                            "mcp server `{name}`: `{key}` cannot be set in a workspace's \
+                             configuration (a repository must not start programs or choose \
+                             endpoints on your behalf); define the server in your own \
+                             configuration file — the workspace may then turn it on or off \
+                             with `enabled`"
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -138,6 +165,33 @@ pub(crate) struct FileConfig {
     /// Instruction-file policy.
     #[serde(default)]
     pub instructions: FileInstructions,
+    /// MCP tool servers.
+    #[serde(default)]
+    pub mcp: FileMcp,
+}
+
+/// `[mcp]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileMcp {
+    #[serde(default)]
+    pub servers: BTreeMap<String, Spanned<FileMcpServer>>,
+}
+
+/// `[mcp.servers.NAME]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileMcpServer {
+    pub command: Option<Spanned<String>>,
+    pub args: Option<Spanned<Vec<String>>>,
+    pub env: Option<Spanned<BTreeMap<String, String>>>,
+    pub cwd: Option<Spanned<String>>,
+    pub url: Option<Spanned<String>>,
+    pub headers: Option<Spanned<BTreeMap<String, String>>>,
+    pub enabled: Option<Spanned<bool>>,
+    pub startup_timeout_secs: Option<Spanned<u64>>,
+    pub call_timeout_secs: Option<Spanned<u64>>,
+    pub approval: Option<Spanned<String>>,
 }
 
 /// `[providers.NAME]`.

@@ -5,7 +5,8 @@
 //!
 //! It holds provider profiles (kind, base URL, where the key is, headers, timeouts, wire
 //! options, models with their window, output limit and prices), the default profile and model,
-//! the approval policy per tool, context settings and the instruction-file policy.
+//! the approval policy per tool, context settings, the instruction-file policy and the MCP tool
+//! servers (`[mcp.servers.NAME]`, defined only in the user's file).
 //!
 //! What it does not do: read keys (it names where they are; the daemon reads them when a
 //! request needs one), watch files, or know about sessions. A secret never passes through it:
@@ -22,8 +23,8 @@ use std::path::{Path, PathBuf};
 
 pub use file::Layer;
 pub use resolve::{
-    Approval, Config, ContextSettings, Entry, InstructionSettings, KeySource, Model, Overrides,
-    Profile, resolve,
+    Approval, Config, ContextSettings, Entry, InstructionSettings, KeySource, McpServer,
+    McpTransport, Model, Overrides, Profile, resolve,
 };
 
 /// The built-in layer's text.

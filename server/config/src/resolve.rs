@@ -169,6 +169,47 @@ pub struct Config {
     pub context: ContextSettings,
     /// Instruction-file policy.
     pub instructions: InstructionSettings,
+    /// MCP tool servers by name.
+    pub mcp: BTreeMap<String, McpServer>,
+}
+
+/// How dsh reaches an MCP server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process speaking MCP on its stdin and stdout.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Its whole environment besides `PATH`, `HOME` and `LANG` (nothing else is inherited).
+        env: BTreeMap<String, String>,
+        /// Its working directory (`None`: the workspace root).
+        cwd: Option<PathBuf>,
+    },
+    /// A streamable-HTTP endpoint.
+    Http {
+        /// The endpoint's URL.
+        url: String,
+        /// Extra request headers (values are secrets: never shown).
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One `[mcp.servers.NAME]`: defined in the user's file only; a workspace's file may turn it
+/// on or off for its sessions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpServer {
+    /// How to reach it.
+    pub transport: Sourced<McpTransport>,
+    /// Whether the sessions of this workspace use it.
+    pub enabled: Sourced<bool>,
+    /// How long starting it (spawn or connect, `initialize`, `tools/list`) may take.
+    pub startup_timeout: Sourced<Duration>,
+    /// How long one tool call may take.
+    pub call_timeout: Sourced<Duration>,
+    /// The policy of its tools (`[approvals]` can name a tool, `SERVER__TOOL`).
+    pub approval: Sourced<Approval>,
 }
 
 /// One line of `dsh config`.
@@ -341,7 +382,173 @@ impl Config {
             quoted(&instructions.on_edit.value),
             &instructions.on_edit.source,
         );
+        for (name, server) in &self.mcp {
+            let at = |field: &str| format!("mcp.servers.{name}.{field}");
+            let source = &server.transport.source;
+            match &server.transport.value {
+                McpTransport::Stdio { command, args, env, cwd } => {
+                    put(at("command"), quoted(command), source);
+                    let args = args.iter().map(|a| quoted(a)).collect::<Vec<_>>();
+                    put(at("args"), format!("[{}]", args.join(", ")), source);
+                    for (variable, value) in env {
+                        put(at(&format!("env.{variable}")), quoted(value), source);
+                    }
+                    if let Some(cwd) = cwd {
+                        put(at("cwd"), quoted(&cwd.display().to_string()), source);
+                    }
+                }
+                McpTransport::Http { url, headers } => {
+                    put(at("url"), quoted(url), source);
+                    for header in headers.keys() {
+                        put(at(&format!("headers.{header}")), "\"(hidden)\"".to_owned(), source);
+                    }
+                }
+            }
+            put(at("enabled"), server.enabled.value.to_string(), &server.enabled.source);
+            for (field, value) in [
+                ("startup_timeout_secs", &server.startup_timeout),
+                ("call_timeout_secs", &server.call_timeout),
+            ] {
+                put(at(field), value.value.as_secs().to_string(), &value.source);
+            }
+            put(at("approval"), quoted(server.approval.value.name()), &server.approval.source);
+        }
         out
+    }
+}
+
+/// An MCP server being merged.
+#[derive(Default)]
+struct PartialServer {
+    command: Option<Sourced<String>>,
+    args: Option<Sourced<Vec<String>>>,
+    env: Option<Sourced<BTreeMap<String, String>>>,
+    cwd: Option<Sourced<String>>,
+    url: Option<Sourced<String>>,
+    headers: Option<Sourced<BTreeMap<String, String>>>,
+    enabled: Option<Sourced<bool>>,
+    startup_timeout: Option<Sourced<u64>>,
+    call_timeout: Option<Sourced<u64>>,
+    approval: Option<Sourced<String>>,
+    named_at: Option<Source>,
+}
+
+/// The name rule of MCP servers: their tools are named `SERVER__TOOL` in requests, within the
+/// providers' `^[a-zA-Z0-9_-]{1,64}$`, so a server's name is letters, digits and `-`, at most
+/// 32 characters (no `_`, so the namespace separator stays unambiguous).
+fn check_server_name(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= 32
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "mcp server name `{name}` is not allowed: use 1 to 32 letters, digits or `-` (its \
+             tools are named `{name}__TOOL` in requests, and providers accept \
+             ^[a-zA-Z0-9_-]{{1,64}}$)"
+        ))
+    }
+}
+
+fn finish_server(name: &str, partial: PartialServer) -> Result<McpServer, ConfigError> {
+    let named_at = partial.named_at.clone().unwrap_or(Source::Default);
+    check_server_name(name).map_err(|message| at(&named_at, message))?;
+    let transport = match (partial.command, partial.url) {
+        (Some(command), None) => {
+            if partial.headers.is_some() {
+                return Err(at(
+                    &command.source,
+                    format!("mcp server `{name}`: `headers` go with `url`, not `command`"),
+                ));
+            }
+            let value = McpTransport::Stdio {
+                command: command.value,
+                args: partial.args.map(|a| a.value).unwrap_or_default(),
+                env: partial.env.map(|e| e.value).unwrap_or_default(),
+                cwd: partial.cwd.map(|c| PathBuf::from(c.value)),
+            };
+            Sourced::new(value, command.source)
+        }
+        (None, Some(url)) => {
+            if !(url.value.starts_with("http://") || url.value.starts_with("https://")) {
+                return Err(at(
+                    &url.source,
+                    format!("mcp server `{name}`: url `{}` is not http(s)", url.value),
+                ));
+            }
+            if let Some(extra) = [
+                ("args", partial.args.map(|a| a.source)),
+                ("env", partial.env.map(|e| e.source)),
+                ("cwd", partial.cwd.map(|c| c.source)),
+            ]
+            .into_iter()
+            .find_map(|(key, source)| source.map(|source| (key, source)))
+            {
+                return Err(at(
+                    &extra.1,
+                    format!("mcp server `{name}`: `{}` goes with `command`, not `url`", extra.0),
+                ));
+            }
+            let value = McpTransport::Http {
+                url: url.value,
+                headers: partial.headers.map(|h| h.value).unwrap_or_default(),
+            };
+            Sourced::new(value, url.source)
+        }
+        (Some(command), Some(_)) => {
+            return Err(at(
+                &command.source,
+                format!("mcp server `{name}`: set either `command` (stdio) or `url`, not both"),
+            ));
+        }
+        (None, None) => {
+            return Err(at(
+                &named_at,
+                format!(
+                    "mcp server `{name}` has neither `command` nor `url` (a workspace's file \
+                     can only turn on or off a server your own file defines)"
+                ),
+            ));
+        }
+    };
+    let seconds = |value: Option<Sourced<u64>>, default: u64, field: &str| {
+        let value = value.unwrap_or_else(|| Sourced::new(default, Source::Default));
+        if value.value == 0 {
+            return Err(at(&value.source, format!("mcp.servers.{name}.{field} must be above 0")));
+        }
+        Ok(Sourced::new(Duration::from_secs(value.value), value.source))
+    };
+    let approval = match partial.approval {
+        None => Sourced::new(Approval::Ask, Source::Default),
+        Some(policy) => {
+            let value = parse_approval(&policy.value).ok_or_else(|| {
+                at(
+                    &policy.source,
+                    format!(
+                        "mcp.servers.{name}.approval: `{}` is not a policy (auto, ask, deny)",
+                        policy.value
+                    ),
+                )
+            })?;
+            Sourced::new(value, policy.source)
+        }
+    };
+    Ok(McpServer {
+        transport,
+        enabled: partial.enabled.unwrap_or_else(|| Sourced::new(true, Source::Default)),
+        startup_timeout: seconds(partial.startup_timeout, 30, "startup_timeout_secs")?,
+        call_timeout: seconds(partial.call_timeout, 120, "call_timeout_secs")?,
+        approval,
+    })
+}
+
+fn parse_approval(text: &str) -> Option<Approval> {
+    match text {
+        "auto" => Some(Approval::Auto),
+        "ask" => Some(Approval::Ask),
+        "deny" => Some(Approval::Deny),
+        _ => None,
     }
 }
 
@@ -387,6 +594,7 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
     let mut approvals = BTreeMap::new();
     let (mut window, mut trim_at, mut compact_at, mut auto) = (None, None, None, None);
     let (mut files, mut on_edit) = (None, None);
+    let mut servers: BTreeMap<String, PartialServer> = BTreeMap::new();
     for layer in layers {
         let file = &layer.file;
         take(&mut profile, layer, &file.profile);
@@ -453,6 +661,21 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
         take(&mut auto, layer, &file.context.auto);
         take(&mut files, layer, &file.instructions.files);
         take(&mut on_edit, layer, &file.instructions.on_edit);
+        for (name, spanned) in &file.mcp.servers {
+            let entry = servers.entry(name.clone()).or_default();
+            let given = spanned.get_ref();
+            entry.named_at.get_or_insert_with(|| layer.source(spanned));
+            take(&mut entry.command, layer, &given.command);
+            take(&mut entry.args, layer, &given.args);
+            take(&mut entry.env, layer, &given.env);
+            take(&mut entry.cwd, layer, &given.cwd);
+            take(&mut entry.url, layer, &given.url);
+            take(&mut entry.headers, layer, &given.headers);
+            take(&mut entry.enabled, layer, &given.enabled);
+            take(&mut entry.startup_timeout, layer, &given.startup_timeout_secs);
+            take(&mut entry.call_timeout, layer, &given.call_timeout_secs);
+            take(&mut entry.approval, layer, &given.approval);
+        }
     }
     if let Some(value) = &overrides.profile {
         profile = Some(value.clone());
@@ -515,7 +738,11 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
             format!("instructions.files: `{bad}` is not a path inside the workspace"),
         ));
     }
-    let config = Config { profile, model, profiles, approvals, context, instructions };
+    let mut mcp = BTreeMap::new();
+    for (name, partial) in servers {
+        mcp.insert(name.clone(), finish_server(&name, partial)?);
+    }
+    let config = Config { profile, model, profiles, approvals, context, instructions, mcp };
     let default_model = config.model.as_ref().map(|m| m.value.as_str());
     config.pick(None, default_model).map_err(|error| ConfigError {
         location: match &config.model {

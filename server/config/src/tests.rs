@@ -304,3 +304,93 @@ fn an_anthropic_profile_logs_its_wire_options() {
     let shown: Vec<String> = entries.iter().map(|entry| format!("{entry:?}")).collect();
     assert!(shown.iter().any(|e| e.contains("providers.ds.cache_control")), "{shown:?}");
 }
+
+const MCP_USER: &str = r#"[mcp.servers.fs]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+env = { TOKEN_FILE = "/run/token" }
+call_timeout_secs = 30
+approval = "auto"
+
+[mcp.servers.tracker]
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = "Bearer secret-value" }
+enabled = false
+"#;
+
+#[test]
+fn mcp_servers_resolve_with_their_sources_and_hide_header_values() {
+    let user = layer(MCP_USER, "/u/config.toml", false);
+    let workspace = layer("[mcp.servers.tracker]\nenabled = true\n", "/w/.dsh/config.toml", true);
+    let config = resolve(&[&builtin(), &user, &workspace], &Overrides::default()).unwrap();
+    let fs = &config.mcp["fs"];
+    assert_eq!(fs.call_timeout.value, std::time::Duration::from_secs(30));
+    assert_eq!(fs.startup_timeout.value, std::time::Duration::from_secs(30));
+    assert_eq!(fs.approval.value, Approval::Auto);
+    assert!(matches!(&fs.transport.value, McpTransport::Stdio { command, .. } if command == "npx"));
+    let tracker = &config.mcp["tracker"];
+    assert!(tracker.enabled.value, "the workspace turned it on");
+    assert_eq!(tracker.enabled.source.to_string(), "/w/.dsh/config.toml:2");
+    assert_eq!(tracker.approval.value, Approval::Ask);
+    let shown: Vec<String> = config
+        .entries()
+        .into_iter()
+        .filter(|entry| entry.key.starts_with("mcp."))
+        .map(|entry| format!("{} = {} ({})", entry.key, entry.value, entry.source))
+        .collect();
+    expect![[r#"
+        mcp.servers.fs.command = "npx" (/u/config.toml:2)
+        mcp.servers.fs.args = ["-y", "@modelcontextprotocol/server-filesystem", "."] (/u/config.toml:2)
+        mcp.servers.fs.env.TOKEN_FILE = "/run/token" (/u/config.toml:2)
+        mcp.servers.fs.enabled = true (default)
+        mcp.servers.fs.startup_timeout_secs = 30 (default)
+        mcp.servers.fs.call_timeout_secs = 30 (/u/config.toml:5)
+        mcp.servers.fs.approval = "auto" (/u/config.toml:6)
+        mcp.servers.tracker.url = "https://mcp.example.com/mcp" (/u/config.toml:9)
+        mcp.servers.tracker.headers.Authorization = "(hidden)" (/u/config.toml:9)
+        mcp.servers.tracker.enabled = true (/w/.dsh/config.toml:2)
+        mcp.servers.tracker.startup_timeout_secs = 30 (default)
+        mcp.servers.tracker.call_timeout_secs = 120 (default)
+        mcp.servers.tracker.approval = "ask" (default)"#]]
+    .assert_eq(&shown.join("\n"));
+    assert!(!shown.join("\n").contains("secret-value"));
+}
+
+#[test]
+fn a_workspace_cannot_define_what_an_mcp_server_runs() {
+    for (key, line) in [
+        ("command = \"sh\"", "command"),
+        ("url = \"http://127.0.0.1:9/mcp\"", "url"),
+        ("args = [\"x\"]", "args"),
+        ("env = { A = \"b\" }", "env"),
+    ] {
+        let text = format!("[mcp.servers.evil]\n{key}\n");
+        let message = error(&text, "/w/.dsh/config.toml", true);
+        assert!(message.starts_with("/w/.dsh/config.toml:2: mcp server `evil`"), "{message}");
+        assert!(message.contains(&format!("`{line}` cannot be set in a workspace")), "{message}");
+    }
+    // A workspace naming a server nobody defined is an error that says what it may do.
+    let workspace = layer("[mcp.servers.ghost]\nenabled = true\n", "/w/.dsh/config.toml", true);
+    let message = resolve(&[&builtin(), &workspace], &Overrides::default()).unwrap_err();
+    assert!(message.to_string().contains("has neither `command` nor `url`"), "{message}");
+}
+
+#[test]
+fn bad_mcp_server_definitions_are_refused_with_file_and_line() {
+    let cases = [
+        ("[mcp.servers.a_b]\ncommand = \"x\"\n", "mcp server name `a_b` is not allowed"),
+        ("[mcp.servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n", "not both"),
+        ("[mcp.servers.a]\nurl = \"ftp://h\"\n", "is not http(s)"),
+        ("[mcp.servers.a]\nurl = \"http://h\"\nargs = [\"x\"]\n", "`args` goes with `command`"),
+        ("[mcp.servers.a]\ncommand = \"x\"\napproval = \"maybe\"\n", "is not a policy"),
+        ("[mcp.servers.a]\ncommand = \"x\"\ncall_timeout_secs = 0\n", "must be above 0"),
+    ];
+    for (text, expected) in cases {
+        let user = layer(text, "/u/config.toml", false);
+        let message = resolve(&[&builtin(), &user], &Overrides::default()).unwrap_err().to_string();
+        assert!(message.starts_with("/u/config.toml:"), "{message}");
+        assert!(message.contains(expected), "{text}: {message}");
+    }
+    let message = error("[mcp.servers.a]\ncommand = \"x\"\nbogus = 1\n", "/u/config.toml", false);
+    assert!(message.contains("unknown field `bogus`"), "{message}");
+}

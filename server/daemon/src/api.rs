@@ -44,6 +44,7 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     blocking::<method::SessionAudit>(m, h::session_audit)?;
     blocking::<method::WorkspaceProvenance>(m, crate::provenance::workspace_provenance)?;
     spawned::<method::ApprovalRespond, _>(m, h::approval_respond)?;
+    spawned::<method::McpList, _>(m, h::mcp_list)?;
     inline::<method::DaemonStatus>(m, h::daemon_status)?;
     inline::<method::DaemonShutdown>(m, h::daemon_shutdown)?;
     // `daemon/subscribe` and its `daemon/unsubscribe`, delivering `daemon/notice`.

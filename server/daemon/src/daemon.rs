@@ -71,6 +71,8 @@ pub struct Daemon {
     pub(crate) watch: Arc<FileWatch>,
     /// The provenance folds of the logs `workspace/provenance` read.
     pub(crate) provenance: crate::provenance::Cache,
+    /// The MCP tool servers of the loaded sessions' workspaces.
+    pub(crate) mcp: Arc<crate::mcp::McpManager>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -105,14 +107,17 @@ impl Daemon {
         for warning in &status.warnings {
             tracing::warn!("command sandbox: {warning}");
         }
+        let shutdown = CancellationToken::new();
+        let mcp = crate::mcp::McpManager::new(shutdown.child_token());
         Ok(Arc::new(Daemon {
+            mcp,
             config,
             sandbox: Arc::new(sandbox),
             settings: Arc::new(settings),
             sessions: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
             clients: AtomicU64::new(0),
-            shutdown: CancellationToken::new(),
+            shutdown,
             tasks: TaskTracker::new(),
             readers: tokio::sync::Semaphore::new(READERS),
             started: Instant::now(),
@@ -395,6 +400,7 @@ impl Daemon {
             workspace: workspace.clone(),
             auto_approve: self.config.auto_approve,
         });
+        let mcp_tools = self.mcp.tools_for(&workspace, Arc::clone(&self.settings));
         let live = Arc::new(LiveSession::new(
             id.clone(),
             spawn_owner(log),
@@ -403,6 +409,7 @@ impl Daemon {
             config,
             endpoints,
             Toolbox::new(tools, ToolConfig::default()).with_sandbox(command_sandbox),
+            mcp_tools,
             self.config.approval_timeout,
         ));
         let mut sessions = lock(&self.sessions);
@@ -461,13 +468,15 @@ impl Daemon {
             let _running = running;
             let live = task_live;
             let agent = slot.get_or_insert_with(|| {
-                Agent::new(
+                let mut agent = Agent::new(
                     endpoints,
                     Arc::clone(&live.toolbox),
                     live.approver(),
                     live.agent_config.clone(),
                     &live.workspace,
-                )
+                );
+                agent.set_external_tools(live.mcp_tools.clone());
+                agent
             });
             let turn = async {
                 // Debug builds only: lets tests prove that a panicking turn fails its session

@@ -9,9 +9,9 @@ use dsh_protocol::method;
 use dsh_protocol::{
     ApprovalChoice, ApprovalRespondParams, ApprovalRespondResult, Capabilities, DaemonNotice,
     DaemonShutdownResult, DaemonStatusResult, InitializeParams, InitializeResult, LoadedSession,
-    NoParams, PROTOCOL_VERSION, SandboxFeature, SandboxStatus, ServerInfo, SessionAuditResult,
-    SessionCancelResult, SessionCompactResult, SessionCreateParams, SessionEvent,
-    SessionEventsParams, SessionEventsResult, SessionForkParams, SessionIdResult,
+    McpListParams, McpListResult, NoParams, PROTOCOL_VERSION, SandboxFeature, SandboxStatus,
+    ServerInfo, SessionAuditResult, SessionCancelResult, SessionCompactResult, SessionCreateParams,
+    SessionEvent, SessionEventsParams, SessionEventsResult, SessionForkParams, SessionIdResult,
     SessionInjectParams, SessionInjectResult, SessionListParams, SessionListResult, SessionParams,
     SessionPromptParams, SessionPromptResult, SessionRequestParams, SessionRequestResult,
     SessionSummary, SessionUsageResult, WhenBusy,
@@ -405,7 +405,44 @@ pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResu
         uptime_ms: daemon.started.elapsed().as_millis() as u64,
         warnings: daemon.warnings(),
         sandbox: sandbox_status(daemon.sandbox.status()),
+        mcp_servers: daemon.mcp.report().iter().map(crate::mcp::status).collect(),
     })
+}
+
+/// `mcp/list`: the servers started so far and, for a workspace, every server its configuration
+/// names (started first when asked).
+pub async fn mcp_list(daemon: Arc<Daemon>, params: McpListParams) -> ApiResult<McpListResult> {
+    use dsh_agent::ExternalTools;
+    let Some(workspace) = &params.workspace else {
+        let servers = daemon.mcp.report().iter().map(crate::mcp::status).collect();
+        return Ok(McpListResult { servers });
+    };
+    let root = std::fs::canonicalize(workspace)
+        .map_err(|error| ApiError::invalid_workspace(format!("workspace {workspace}: {error}")))?;
+    let config = daemon
+        .settings()
+        .config(&root)
+        .map_err(|error| ApiError::invalid_params(error.to_string()))?;
+    // A handle of our own keeps the servers up while they are listed; dropping it stops them
+    // again unless a loaded session of the workspace uses them.
+    let reports = if params.start {
+        let tools = daemon.mcp.tools_for(&root, Arc::clone(&daemon.settings));
+        let _ = tools.tools().await;
+        let reports = daemon.mcp.report();
+        drop(tools);
+        reports
+    } else {
+        daemon.mcp.report()
+    };
+    let mut servers = Vec::new();
+    for (name, server) in &config.mcp {
+        let report = reports.iter().find(|report| report.workspace == root && &report.name == name);
+        servers.push(match report {
+            Some(report) if server.enabled.value => crate::mcp::status(report),
+            _ => crate::mcp::not_started(&root, name, server),
+        });
+    }
+    Ok(McpListResult { servers })
 }
 
 /// `daemon/subscribe`: the daemon's notices and `workspace/changed`, from now on, until

@@ -24,6 +24,7 @@ pub mod daemon;
 pub mod error;
 mod handlers;
 pub mod live;
+pub mod mcp;
 pub mod network;
 pub mod provenance;
 pub mod serve;

@@ -59,6 +59,8 @@ pub struct LiveSession {
     /// same step again, a later step) serializes only what is new.
     pub(crate) wire_memo: Arc<Mutex<dsh_provider::WireCache>>,
     pub(crate) toolbox: Arc<Toolbox>,
+    /// The MCP tools of its workspace (their servers run while a session of it is loaded).
+    pub(crate) mcp_tools: Arc<crate::mcp::WorkspaceTools>,
     state: Arc<Mutex<TurnState>>,
     approval_timeout: Duration,
     /// When a call last named this session (ms since the daemon started): idle sessions are
@@ -104,6 +106,7 @@ impl LiveSession {
         agent_config: AgentConfig,
         endpoints: Arc<dyn dsh_agent::Endpoints>,
         toolbox: Toolbox,
+        mcp_tools: Arc<crate::mcp::WorkspaceTools>,
         approval_timeout: Duration,
     ) -> LiveSession {
         LiveSession {
@@ -116,6 +119,7 @@ impl LiveSession {
             endpoints,
             wire_memo: Arc::default(),
             toolbox: Arc::new(toolbox),
+            mcp_tools,
             state: Arc::default(),
             approval_timeout,
             last_used: std::sync::atomic::AtomicU64::new(0),

@@ -430,6 +430,7 @@ async fn finish(daemon: &Arc<Daemon>) {
         let _ = tokio::time::timeout(Duration::from_secs(5), live.handle.query(|_| ())).await;
     }
     daemon.unload_all();
+    daemon.mcp.stop_all().await;
 }
 
 fn spawn_signal_handler(shutdown: CancellationToken) {

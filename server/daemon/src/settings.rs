@@ -88,7 +88,8 @@ type Resolved = (u64, u64, Arc<Config>);
 /// A notice for `daemon/notice` subscribers.
 #[derive(Clone, Debug)]
 pub struct Notice {
-    /// `configError` or `configApplied`.
+    /// `configError`, `configApplied`, `mcpWaiting` (a step waits for an MCP server to start)
+    /// or `mcpFailed` (an MCP server failed; a restart follows).
     pub kind: &'static str,
     /// For people.
     pub message: String,
@@ -245,6 +246,11 @@ impl Settings {
     /// Notices for `daemon/notice` subscribers.
     pub fn subscribe(&self) -> broadcast::Receiver<Notice> {
         self.notices.subscribe()
+    }
+
+    /// Tells `daemon/notice` subscribers something they should see now.
+    pub fn notice(&self, kind: &'static str, message: String) {
+        let _ = self.notices.send(Notice { kind, message });
     }
 
     fn report(&self, error: &ConfigError) {
@@ -444,6 +450,7 @@ fn approval_policy(config: &Config) -> ApprovalPolicy {
             "read" => policy.read = value,
             "write" => policy.write = value,
             "command" => policy.command = value,
+            "mcp" => policy.mcp = Some(value),
             tool => {
                 policy.per_tool.insert(tool.to_owned(), value);
             }

@@ -391,17 +391,30 @@ fn diff_system(previous: Option<&str>, next: Option<&str>) -> SystemDelta {
 
 fn diff_tools(previous: &[ToolSchema], next: &[ToolSchema]) -> ToolsDelta {
     let in_list = |list: &[ToolSchema], name: &str| list.iter().find(|t| t.name == name).cloned();
+    // The tools of `previous` that stay, in their order; the delta keeps the longest run of
+    // them that `next` starts with, and removes and re-adds the rest in `next`'s order — so a
+    // tool that joins in the middle of a sorted list (an MCP server's new tool) is still a
+    // delta: the tail after it is sent again, as it would be by the provider's cache anyway.
+    let staying: Vec<&ToolSchema> =
+        previous.iter().filter(|t| in_list(next, &t.name).is_some()).collect();
+    let mut kept = staying.iter().zip(next).take_while(|(old, new)| old.name == new.name).count();
+    // A pure reordering (nothing joins) stays a fallback snapshot: only an insertion moves a tail.
+    if !next[kept..].iter().any(|t| in_list(previous, &t.name).is_none()) {
+        kept = next.len();
+    }
     let removed = previous
         .iter()
-        .filter(|t| in_list(next, &t.name).is_none())
+        .filter(|t| {
+            in_list(next, &t.name).is_none() || !next[..kept].iter().any(|n| n.name == t.name)
+        })
         .map(|t| t.name.clone())
         .collect();
-    let changed = next
+    let changed = next[..kept]
         .iter()
         .filter(|t| in_list(previous, &t.name).is_some_and(|old| old != **t))
         .cloned()
         .collect();
-    let added = next.iter().filter(|t| in_list(previous, &t.name).is_none()).cloned().collect();
+    let added = next[kept..].to_vec();
     ToolsDelta { added, removed, changed }
 }
 

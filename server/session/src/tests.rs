@@ -731,3 +731,31 @@ fn canonical_json_sorts_keys_at_every_depth_whatever_the_map_keeps() {
     let text = serde_json::to_string(&canonical_json(serde_json::Value::Object(outer))).unwrap();
     assert_eq!(text, r#"{"properties":{"a":[{"b":2,"y":1}],"z":1},"type":"object"}"#);
 }
+
+#[test]
+fn a_tool_joining_in_the_middle_is_a_delta_that_resends_the_tail() {
+    let prev = EpochHeader::new(config("m"), None, vec![tool("a", "x"), tool("c", "z")]);
+    let next =
+        EpochHeader::new(config("m"), None, vec![tool("a", "x"), tool("b", "y"), tool("c", "z")]);
+    let delta = diff_header(&prev, &next).expect("an insertion is a delta");
+    let tools = delta.tools.clone().expect("a tools delta");
+    assert_eq!(tools.removed, vec!["c".to_owned()]);
+    assert_eq!(tools.added, vec![tool("b", "y"), tool("c", "z")]);
+    assert_eq!(apply_header_delta(&prev, &delta), Ok(next.clone().canonical()));
+}
+
+#[test]
+fn the_usage_view_names_the_mcp_servers_whose_tools_changed() {
+    let prev =
+        EpochHeader::new(config("m"), None, vec![tool("edit_file", "x"), tool("fx__a", "y")]);
+    let next = EpochHeader::new(
+        config("m"),
+        None,
+        vec![tool("edit_file", "x"), tool("fx__a", "y2"), tool("gy__b", "z")],
+    );
+    assert_eq!(
+        crate::usage::changed_tool_servers(Some(&prev), Some(&next)),
+        vec!["fx".to_owned(), "gy".to_owned()]
+    );
+    assert!(crate::usage::changed_tool_servers(Some(&prev), Some(&prev)).is_empty());
+}

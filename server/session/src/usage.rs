@@ -29,6 +29,10 @@ pub enum PrefixCause {
     Fallback {
         /// Seq of the snapshot.
         seq: u64,
+        /// The MCP servers whose tools changed with it (the `SERVER` of `SERVER__TOOL`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
+        servers: Vec<String>,
     },
     /// The system prompt changed.
     SystemChanged {
@@ -43,6 +47,11 @@ pub enum PrefixCause {
     ToolsChanged {
         /// Seq of the delta.
         seq: u64,
+        /// The MCP servers whose tools changed (the `SERVER` of `SERVER__TOOL`): a tool list
+        /// that changed, a server that started, restarted with other tools, or died.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
+        servers: Vec<String>,
     },
     /// The call config (model, sampling) changed.
     ConfigChanged {
@@ -79,14 +88,18 @@ impl std::fmt::Display for PrefixCause {
                 write!(f, "resume with a changed header at seq {seq}")
             }
             Self::Resume { seq, changed: false } => write!(f, "resume at seq {seq}"),
-            Self::Fallback { seq } => write!(f, "header snapshot (fallback) at seq {seq}"),
+            Self::Fallback { seq, servers } => {
+                write!(f, "header snapshot (fallback) at seq {seq}{}", named_servers(servers))
+            }
             Self::SystemChanged { seq, folded_instructions: false } => {
                 write!(f, "system prompt changed at seq {seq}")
             }
             Self::SystemChanged { seq, folded_instructions: true } => {
                 write!(f, "system prompt changed at seq {seq} (the instruction notes folded in)")
             }
-            Self::ToolsChanged { seq } => write!(f, "tools changed at seq {seq}"),
+            Self::ToolsChanged { seq, servers } => {
+                write!(f, "tools changed at seq {seq}{}", named_servers(servers))
+            }
             Self::ConfigChanged { seq } => write!(f, "model config changed at seq {seq}"),
             Self::ProviderChanged { seq, from, to } => {
                 write!(f, "provider changed {from} → {to} at seq {seq}")
@@ -95,6 +108,40 @@ impl std::fmt::Display for PrefixCause {
             Self::Trim { seq } => write!(f, "tool result trimmed at seq {seq}"),
         }
     }
+}
+
+fn named_servers(servers: &[String]) -> String {
+    match servers {
+        [] => String::new(),
+        [server] => format!(" (MCP server {server})"),
+        servers => format!(" (MCP servers {})", servers.join(", ")),
+    }
+}
+
+/// The MCP servers whose tools differ between two headers: the `SERVER` of each `SERVER__TOOL`
+/// added, removed or changed, sorted.
+pub fn changed_tool_servers(
+    before: Option<&EpochHeader>,
+    after: Option<&EpochHeader>,
+) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let tools = |header: Option<&EpochHeader>| -> BTreeMap<String, crate::header::ToolSchema> {
+        header
+            .and_then(|header| header.tools.as_ref())
+            .map(|tools| tools.iter().map(|tool| (tool.name.clone(), tool.clone())).collect())
+            .unwrap_or_default()
+    };
+    let (before, after) = (tools(before), tools(after));
+    let names: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let mut servers = BTreeSet::new();
+    for name in names {
+        if before.get(name) != after.get(name)
+            && let Some((server, _)) = name.split_once("__")
+        {
+            servers.insert(server.to_owned());
+        }
+    }
+    servers.into_iter().collect()
 }
 
 /// One step of the usage view.
@@ -180,7 +227,10 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
                     SnapshotReason::Resume => {
                         PrefixCause::Resume { seq: event.seq, changed: before != header }
                     }
-                    SnapshotReason::Fallback => PrefixCause::Fallback { seq: event.seq },
+                    SnapshotReason::Fallback => PrefixCause::Fallback {
+                        seq: event.seq,
+                        servers: changed_tool_servers(before.as_ref(), header.as_ref()),
+                    },
                 };
                 push_cause(&mut rows, &mut pending_causes, cause);
                 let _ = provider_change(
@@ -208,7 +258,9 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
                     push_cause(&mut rows, &mut pending_causes, cause);
                 }
                 if delta.tools.is_some() {
-                    push_cause(&mut rows, &mut pending_causes, PrefixCause::ToolsChanged { seq });
+                    let servers = changed_tool_servers(before.as_ref(), header.as_ref());
+                    let cause = PrefixCause::ToolsChanged { seq, servers };
+                    push_cause(&mut rows, &mut pending_causes, cause);
                 }
                 // A move to another profile or model says so instead.
                 if delta.config.is_some() && !moved {

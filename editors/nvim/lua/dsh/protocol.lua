@@ -14,6 +14,7 @@ M.methods = {
   DaemonSubscribe = "daemon/subscribe",
   DaemonUnsubscribe = "daemon/unsubscribe",
   Initialize = "initialize",
+  McpList = "mcp/list",
   SessionAudit = "session/audit",
   SessionCancel = "session/cancel",
   SessionCompact = "session/compact",
@@ -138,6 +139,7 @@ M.event_kinds = {
 ---@field configErrors? string[] Configuration files that cannot be used now, with where and why: their last good version stays in use.
 ---@field configFiles? string[] The configuration files in use.
 ---@field home string Its state directory.
+---@field mcpServers? dsh.McpServerStatus[] The MCP tool servers running or started for the loaded sessions' workspaces.
 ---@field pid integer Its process id.
 ---@field profiles? dsh.ProfileStatus[] The provider profiles of the daemon's configuration (built in, the user's file and the daemon's flags; a workspace's file may add models or change defaults for its sessions). A base URL edited in the configuration shows here: it is not part of any log.
 ---@field protocolVersion integer Protocol version.
@@ -185,6 +187,31 @@ M.event_kinds = {
 ---@field failed? string Set when the session's task failed; it accepts no more turns.
 ---@field running boolean Whether a turn is running.
 ---@field sessionId string The id.
+
+--- `mcp/list` params.
+---@class dsh.McpListParams
+---@field start? boolean Start the workspace's servers now and wait (bounded by their startup timeouts) to list their tools. They stop again unless a loaded session of the workspace uses them.
+---@field workspace? string The workspace whose configured servers to list as well (those not started show as `notStarted`); absent: only the servers running or started.
+
+--- `mcp/list` result.
+---@class dsh.McpListResult
+---@field servers dsh.McpServerStatus[] The servers, by workspace and name.
+
+--- One MCP server of one workspace.
+---@class dsh.McpServerStatus
+---@field lastError? string The last thing that went wrong with it.
+---@field name string Its name (its tools are `NAME__TOOL` in requests).
+---@field refused? string[] Tools it listed that are not offered to the model, each with why.
+---@field starts integer How many times it was started.
+---@field state string `notStarted`, `starting`, `running`, `failed` (a restart follows, with backoff), `stopped`, or `disabled` (`enabled = false`).
+---@field tools dsh.McpToolStatus[] Its tools as the model sees them (names and descriptions), sorted.
+---@field transport string `stdio` or `http`.
+---@field workspace string The workspace it serves.
+
+--- One tool of an MCP server.
+---@class dsh.McpToolStatus
+---@field description string Its description, as the server gave it.
+---@field name string Its name in requests (`SERVER__TOOL`).
 
 --- A system message. The loop's system prompt lives in the header, not on the surface; this variant exists for one-shot requests built outside the loop.
 ---@class dsh.Message.system
@@ -234,6 +261,7 @@ M.event_kinds = {
 ---@class dsh.PrefixCause.fallback
 ---@field kind "fallback"
 ---@field seq integer Seq of the snapshot.
+---@field servers? string[] The MCP servers whose tools changed with it (the `SERVER` of `SERVER__TOOL`).
 
 --- The system prompt changed.
 ---@class dsh.PrefixCause.systemChanged
@@ -245,6 +273,7 @@ M.event_kinds = {
 ---@class dsh.PrefixCause.toolsChanged
 ---@field kind "toolsChanged"
 ---@field seq integer Seq of the delta.
+---@field servers? string[] The MCP servers whose tools changed (the `SERVER` of `SERVER__TOOL`): a tool list that changed, a server that started, restarted with other tools, or died.
 
 --- The call config (model, sampling) changed.
 ---@class dsh.PrefixCause.configChanged

@@ -72,11 +72,13 @@ pub struct Seen {
 pub const SEEN_TEXT_CAP_BYTES: usize = 256 * 1024;
 
 impl ToolOutput {
-    fn success(content: String) -> ToolOutput {
+    /// A successful output.
+    pub fn success(content: String) -> ToolOutput {
         ToolOutput { content, is_error: false, seen: None }
     }
 
-    fn error(content: String) -> ToolOutput {
+    /// A failed output.
+    pub fn error(content: String) -> ToolOutput {
         ToolOutput { content, is_error: true, seen: None }
     }
 

@@ -1,0 +1,836 @@
+//! MCP tool servers (`docs/mcp.md`), on `rmcp`: per workspace, each configured server is started
+//! at the first step that asks for tools, shared by the workspace's sessions, restarted with
+//! backoff when it dies, stopped when no loaded session of its workspace remains and at daemon
+//! shutdown.
+//!
+//! Tasks: one supervisor task per running server ([`supervise`]) owns its connection — it
+//! connects (spawn + `initialize` + `tools/list`, bounded by the startup timeout), refreshes the
+//! tool list on `notifications/tools/list_changed`, notices the end of the connection, and waits
+//! out the backoff before connecting again. Everything else reads the server's state through a
+//! `watch` channel; the one `std::sync::Mutex` (the server table) is never held across an await.
+//!
+//! What the model sees of a server is its tool list, namespaced `SERVER__TOOL`, schemas with
+//! their keys sorted and descriptions as the server gave them: the loop puts them into the
+//! header, so every change is a logged header change. A stdio server is a child process in its
+//! own process group with an explicit environment (`PATH`, `HOME`, `LANG`, and the server's
+//! `env`): nothing else of the daemon's environment reaches it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use dsh_agent::approval::{BoxFuture, Policy};
+use dsh_agent::tools::ToolOutput;
+use dsh_agent::{ExternalTool, ExternalTools};
+use dsh_config::{Approval, McpServer, McpTransport};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
+use rmcp::service::{NotificationContext, Peer, RoleClient};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ServiceExt};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::settings::Settings;
+
+#[cfg(test)]
+mod tests;
+
+/// The namespace separator of tool names in requests: `SERVER__TOOL`.
+pub const SEPARATOR: &str = "__";
+/// The providers' limit on a tool name.
+const NAME_MAX: usize = 64;
+/// The most bytes of a tool result the model gets; the rest is cut with a note.
+pub const RESULT_CAP_BYTES: usize = 256 * 1024;
+/// The first wait before a restart; doubled after each failure up to [`BACKOFF_MAX`].
+const BACKOFF_START: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Lines of a stdio server's stderr kept for its last error.
+const STDERR_LINES: usize = 5;
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Where a server is in its life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Connecting: spawned or dialled, `initialize` and `tools/list` under way.
+    Starting,
+    /// Connected; its tools are offered.
+    Running,
+    /// It failed or died; a restart follows after the backoff.
+    Failed,
+    /// Stopped (no session of its workspace is loaded, or it was removed from the config).
+    Stopped,
+}
+
+impl Phase {
+    /// Its name in `mcp/list`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Running => "running",
+            Phase::Failed => "failed",
+            Phase::Stopped => "stopped",
+        }
+    }
+}
+
+/// A server as `mcp/list` and `daemon/status` show it.
+pub fn status(report: &ServerReport) -> dsh_protocol::McpServerStatus {
+    let state = &report.state;
+    dsh_protocol::McpServerStatus {
+        workspace: report.workspace.display().to_string(),
+        name: report.name.clone(),
+        transport: report.transport.to_owned(),
+        state: state.phase.name().to_owned(),
+        tools: state
+            .tools
+            .iter()
+            .map(|tool| dsh_protocol::McpToolStatus {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+            })
+            .collect(),
+        refused: state.refused.clone(),
+        last_error: state.last_error.clone(),
+        starts: state.starts,
+    }
+}
+
+/// A configured server that is not running: `disabled`, or `notStarted` (no step asked yet).
+pub fn not_started(
+    workspace: &Path,
+    name: &str,
+    server: &McpServer,
+) -> dsh_protocol::McpServerStatus {
+    dsh_protocol::McpServerStatus {
+        workspace: workspace.display().to_string(),
+        name: name.to_owned(),
+        transport: transport_name(&server.transport.value).to_owned(),
+        state: if server.enabled.value { "notStarted" } else { "disabled" }.to_owned(),
+        tools: Vec::new(),
+        refused: Vec::new(),
+        last_error: None,
+        starts: 0,
+    }
+}
+
+fn transport_name(transport: &McpTransport) -> &'static str {
+    match transport {
+        McpTransport::Stdio { .. } => "stdio",
+        McpTransport::Http { .. } => "http",
+    }
+}
+
+/// A server's state as its supervisor publishes it.
+#[derive(Clone, Debug)]
+pub struct ServerState {
+    /// Where it is.
+    pub phase: Phase,
+    /// Its tools as offered to the model (namespaced, canonical), sorted by name.
+    pub tools: Vec<dsh_session::ToolSchema>,
+    /// Tools it listed that are not offered, each with why (a bad name, a duplicate).
+    pub refused: Vec<String>,
+    /// The last thing that went wrong.
+    pub last_error: Option<String>,
+    /// How many times it was started.
+    pub starts: u32,
+    /// It said its tool list changed and the new list is being fetched: a step waits for it.
+    pub refreshing: bool,
+}
+
+impl ServerState {
+    fn new() -> ServerState {
+        ServerState {
+            phase: Phase::Starting,
+            tools: Vec::new(),
+            refused: Vec::new(),
+            last_error: None,
+            starts: 0,
+            refreshing: false,
+        }
+    }
+}
+
+/// One server of one workspace.
+struct Server {
+    config: McpServer,
+    state: watch::Receiver<ServerState>,
+    peer: Arc<Mutex<Option<Peer<RoleClient>>>>,
+    stop: CancellationToken,
+}
+
+/// Every server the daemon runs, by workspace and name.
+pub struct McpManager {
+    servers: Mutex<BTreeMap<(PathBuf, String), Arc<Server>>>,
+    /// How many live handles ([`WorkspaceTools`]) each workspace has.
+    users: Mutex<HashMap<PathBuf, usize>>,
+    shutdown: CancellationToken,
+    tasks: tokio_util::task::TaskTracker,
+}
+
+/// One server in `mcp/list`.
+#[derive(Clone, Debug)]
+pub struct ServerReport {
+    /// The workspace it serves.
+    pub workspace: PathBuf,
+    /// Its name.
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: &'static str,
+    /// Its state.
+    pub state: ServerState,
+}
+
+impl McpManager {
+    /// No server running; `shutdown` stops them all.
+    pub fn new(shutdown: CancellationToken) -> Arc<McpManager> {
+        Arc::new(McpManager {
+            servers: Mutex::new(BTreeMap::new()),
+            users: Mutex::new(HashMap::new()),
+            shutdown,
+            tasks: tokio_util::task::TaskTracker::new(),
+        })
+    }
+
+    /// The tools of the sessions in `workspace`: a handle the loop asks at every step. While a
+    /// handle of a workspace lives, its servers keep running.
+    pub fn tools_for(
+        self: &Arc<Self>,
+        workspace: &Path,
+        settings: Arc<Settings>,
+    ) -> Arc<WorkspaceTools> {
+        *lock(&self.users).entry(workspace.to_path_buf()).or_default() += 1;
+        Arc::new(WorkspaceTools {
+            manager: Arc::downgrade(self),
+            workspace: workspace.to_path_buf(),
+            settings,
+        })
+    }
+
+    /// Every server started so far, by workspace and name.
+    pub fn report(&self) -> Vec<ServerReport> {
+        lock(&self.servers)
+            .iter()
+            .map(|((workspace, name), server)| ServerReport {
+                workspace: workspace.clone(),
+                name: name.clone(),
+                transport: transport_name(&server.config.transport.value),
+                state: server.state.borrow().clone(),
+            })
+            .collect()
+    }
+
+    /// Stops every server and waits (bounded) for their processes to be gone.
+    pub async fn stop_all(&self) {
+        let servers: Vec<_> = std::mem::take(&mut *lock(&self.servers)).into_values().collect();
+        for server in &servers {
+            server.stop.cancel();
+        }
+        self.tasks.close();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.tasks.wait()).await;
+    }
+
+    fn release(&self, workspace: &Path) {
+        let last = {
+            let mut users = lock(&self.users);
+            let count = users.entry(workspace.to_path_buf()).or_default();
+            *count = count.saturating_sub(1);
+            let last = *count == 0;
+            if last {
+                users.remove(workspace);
+            }
+            last
+        };
+        if last {
+            let mut servers = lock(&self.servers);
+            let names: Vec<_> =
+                servers.keys().filter(|(root, _)| root == workspace).cloned().collect();
+            for key in names {
+                if let Some(server) = servers.remove(&key) {
+                    tracing::info!(server = %key.1, workspace = %workspace.display(), "stopping MCP server: no session uses it");
+                    server.stop.cancel();
+                }
+            }
+        }
+    }
+
+    /// The servers `configured` for `workspace`, started when new (or when their configuration
+    /// changed); servers no longer configured are stopped.
+    fn ensure(
+        &self,
+        workspace: &Path,
+        configured: &BTreeMap<String, McpServer>,
+        settings: &Arc<Settings>,
+    ) -> Vec<(String, Arc<Server>)> {
+        let mut servers = lock(&self.servers);
+        let stale: Vec<_> = servers
+            .iter()
+            .filter(|((root, name), server)| {
+                root == workspace
+                    && configured
+                        .get(name)
+                        .is_none_or(|config| !config.enabled.value || !same(config, &server.config))
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in stale {
+            if let Some(server) = servers.remove(&key) {
+                server.stop.cancel();
+            }
+        }
+        let mut out = Vec::new();
+        for (name, config) in configured.iter().filter(|(_, config)| config.enabled.value) {
+            let key = (workspace.to_path_buf(), name.clone());
+            let server = servers.entry(key).or_insert_with(|| {
+                let (sender, receiver) = watch::channel(ServerState::new());
+                let peer = Arc::new(Mutex::new(None));
+                let stop = self.shutdown.child_token();
+                let server = Arc::new(Server {
+                    config: config.clone(),
+                    state: receiver,
+                    peer: Arc::clone(&peer),
+                    stop: stop.clone(),
+                });
+                let sender = Arc::new(sender);
+                let job = Job {
+                    name: name.clone(),
+                    workspace: workspace.to_path_buf(),
+                    config: config.clone(),
+                    state: Arc::clone(&sender),
+                    peer: Arc::clone(&peer),
+                    stop,
+                    settings: Arc::clone(settings),
+                };
+                // A supervisor that panics must not leave its server looking alive: its state
+                // says what happened and calls find no peer.
+                self.tasks.spawn(async move {
+                    if let Err(error) = tokio::spawn(supervise(job)).await {
+                        tracing::error!(%error, "MCP server supervisor failed");
+                        *lock(&peer) = None;
+                        sender.send_modify(|state| {
+                            state.phase = Phase::Failed;
+                            state.tools.clear();
+                            state.last_error =
+                                Some("internal error: the server's supervisor stopped".to_owned());
+                        });
+                    }
+                });
+                server
+            });
+            out.push((name.clone(), Arc::clone(server)));
+        }
+        out
+    }
+}
+
+/// Whether two definitions of a server are the same, whatever lines they were written on (an
+/// edit elsewhere in the file restarts nothing).
+fn same(a: &McpServer, b: &McpServer) -> bool {
+    a.transport.value == b.transport.value
+        && a.enabled.value == b.enabled.value
+        && a.startup_timeout.value == b.startup_timeout.value
+        && a.call_timeout.value == b.call_timeout.value
+        && a.approval.value == b.approval.value
+}
+
+/// The MCP tools of one workspace's sessions: what the loop asks at every step.
+pub struct WorkspaceTools {
+    manager: Weak<McpManager>,
+    workspace: PathBuf,
+    settings: Arc<Settings>,
+}
+
+impl Drop for WorkspaceTools {
+    fn drop(&mut self) {
+        if let Some(manager) = self.manager.upgrade() {
+            manager.release(&self.workspace);
+        }
+    }
+}
+
+impl WorkspaceTools {
+    async fn current(&self) -> Vec<ExternalTool> {
+        let Some(manager) = self.manager.upgrade() else { return Vec::new() };
+        let configured = match self.settings.config(&self.workspace) {
+            Ok(config) => config.mcp.clone(),
+            Err(error) => {
+                tracing::warn!(%error, "MCP servers: the configuration cannot be read");
+                return Vec::new();
+            }
+        };
+        let servers = manager.ensure(&self.workspace, &configured, &self.settings);
+        let mut tools = Vec::new();
+        for (name, server) in servers {
+            let mut state = server.state.clone();
+            // A server on its first start, or fetching the tool list it said changed, is waited
+            // for (bounded by its startup timeout), so the list does not flap between steps. A
+            // restart after a failure is not: its tools are back when it is.
+            let settled = |state: &ServerState| {
+                (state.phase != Phase::Starting || state.starts > 1) && !state.refreshing
+            };
+            if !settled(&state.borrow()) {
+                tracing::info!(server = %name, "waiting for MCP server to start or list its tools");
+                self.settings.notice(
+                    "mcpWaiting",
+                    format!(
+                        "waiting for MCP server `{name}` ({}) to start or list its tools",
+                        self.workspace.display()
+                    ),
+                );
+                let limit = server.config.startup_timeout.value + Duration::from_secs(1);
+                if tokio::time::timeout(limit, state.wait_for(settled)).await.is_err() {
+                    tracing::warn!(server = %name, "MCP server still not settled: its tools as they were");
+                }
+            }
+            let state = state.borrow().clone();
+            if state.phase != Phase::Running {
+                continue;
+            }
+            let policy = match server.config.approval.value {
+                Approval::Auto => Policy::Auto,
+                Approval::Ask => Policy::Ask,
+                Approval::Deny => Policy::Deny,
+            };
+            tools.extend(state.tools.into_iter().map(|schema| ExternalTool {
+                schema,
+                server: name.clone(),
+                policy,
+            }));
+        }
+        tools
+    }
+
+    async fn run_call(
+        manager: Weak<McpManager>,
+        workspace: PathBuf,
+        name: String,
+        arguments: String,
+        cancel: CancellationToken,
+    ) -> ToolOutput {
+        let Some((server_name, tool)) = name.split_once(SEPARATOR) else {
+            return ToolOutput::error(format!("`{name}` is not an MCP tool"));
+        };
+        let server = manager.upgrade().and_then(|manager| {
+            lock(&manager.servers).get(&(workspace, server_name.to_owned())).cloned()
+        });
+        let Some(server) = server else {
+            return ToolOutput::error(format!("MCP server `{server_name}` is not running"));
+        };
+        let peer = lock(&server.peer).clone();
+        let Some(peer) = peer else {
+            let state = server.state.borrow().clone();
+            let why = state.last_error.map(|error| format!(": {error}")).unwrap_or_default();
+            return ToolOutput::error(format!(
+                "MCP server `{server_name}` is {}{why}",
+                state.phase.name()
+            ));
+        };
+        // Arguments go to the server as the model wrote them; only an object can be sent.
+        let arguments = if arguments.trim().is_empty() { "{}" } else { arguments.as_str() };
+        let arguments = match serde_json::from_str::<serde_json::Value>(arguments) {
+            Ok(serde_json::Value::Object(object)) => object,
+            Ok(_) => return ToolOutput::error("arguments must be a JSON object".to_owned()),
+            Err(error) => {
+                return ToolOutput::error(format!("arguments are not valid JSON: {error}"));
+            }
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let timeout = server.config.call_timeout.value;
+        // Cancel-safety: dropping `call` (cancel or timeout) makes rmcp send
+        // `notifications/cancelled` for the request; the other branches are plain waits.
+        let call = peer.call_tool(params);
+        tokio::select! {
+            result = call => match result {
+                Ok(result) => render_result(&result),
+                Err(error) => ToolOutput::error(format!(
+                    "MCP server `{server_name}` failed the call: {error}"
+                )),
+            },
+            () = tokio::time::sleep(timeout) => ToolOutput::error(format!(
+                "MCP server `{server_name}` did not answer within {}s (call_timeout_secs); the call was cancelled",
+                timeout.as_secs()
+            )),
+            () = cancel.cancelled() => ToolOutput::error(
+                "cancelled: the turn was cancelled (the server was told)".to_owned(),
+            ),
+        }
+    }
+}
+
+impl ExternalTools for WorkspaceTools {
+    fn tools(&self) -> BoxFuture<'_, Vec<ExternalTool>> {
+        Box::pin(self.current())
+    }
+
+    fn call(
+        &self,
+        name: &str,
+        arguments: &str,
+        cancel: &CancellationToken,
+    ) -> BoxFuture<'static, ToolOutput> {
+        Box::pin(WorkspaceTools::run_call(
+            self.manager.clone(),
+            self.workspace.clone(),
+            name.to_owned(),
+            arguments.to_owned(),
+            cancel.clone(),
+        ))
+    }
+}
+
+/// A tool result as the model gets it: text blocks as they are, structured content as JSON
+/// when no text came with it, anything else as a one-line note; cut at [`RESULT_CAP_BYTES`].
+fn render_result(result: &CallToolResult) -> ToolOutput {
+    let mut parts = Vec::new();
+    for block in &result.content {
+        match block {
+            ContentBlock::Text(text) => parts.push(text.text.clone()),
+            ContentBlock::Image(image) => parts.push(format!(
+                "[image {} ({} bytes of base64) not shown to the model]",
+                image.mime_type,
+                image.data.len()
+            )),
+            ContentBlock::Audio(audio) => parts.push(format!(
+                "[audio {} ({} bytes of base64) not shown to the model]",
+                audio.mime_type,
+                audio.data.len()
+            )),
+            ContentBlock::Resource(resource) => {
+                let uri = match &resource.resource {
+                    rmcp::model::ResourceContents::TextResourceContents { uri, .. }
+                    | rmcp::model::ResourceContents::BlobResourceContents { uri, .. } => {
+                        uri.as_str()
+                    }
+                    _ => "(unknown kind)",
+                };
+                parts.push(format!("[embedded resource {uri} not shown to the model]"));
+            }
+            ContentBlock::ResourceLink(link) => {
+                parts.push(format!("[resource link {} ({})]", link.uri, link.name));
+            }
+            _ => parts
+                .push("[content of a kind dsh does not know, not shown to the model]".to_owned()),
+        }
+    }
+    if parts.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        parts.push(canonical(structured).to_string());
+    }
+    let mut content = parts.join("\n");
+    if content.len() > RESULT_CAP_BYTES {
+        let total = content.len();
+        let mut cut = RESULT_CAP_BYTES;
+        while !content.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        content.truncate(cut);
+        content.push_str(&format!(
+            "\n[result cut: {total} bytes, the first {cut} shown (MCP results are capped at {RESULT_CAP_BYTES} bytes)]"
+        ));
+    }
+    ToolOutput { content, is_error: result.is_error == Some(true), seen: None }
+}
+
+/// A JSON value with every object's keys sorted, recursively.
+pub fn canonical(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(object) => {
+            let mut entries: Vec<_> = object.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let mut sorted = serde_json::Map::new();
+            for (key, value) in entries {
+                sorted.insert(key.clone(), canonical(value));
+            }
+            serde_json::Value::Object(sorted)
+        }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(canonical).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// A server's tools as the model sees them: `SERVER__TOOL`, canonical schemas, sorted; a tool
+/// whose name breaks the providers' rule or that the server listed twice is refused, with why.
+pub fn offered_tools(server: &str, tools: &[Tool]) -> (Vec<dsh_session::ToolSchema>, Vec<String>) {
+    let mut offered: BTreeMap<String, dsh_session::ToolSchema> = BTreeMap::new();
+    let mut refused = Vec::new();
+    let mut duplicates = std::collections::BTreeSet::new();
+    for tool in tools {
+        let name = format!("{server}{SEPARATOR}{}", tool.name);
+        let valid = name.len() <= NAME_MAX
+            && !tool.name.is_empty()
+            && tool.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            refused.push(format!(
+                "tool `{}`: `{name}` is not a name providers accept (^[a-zA-Z0-9_-]{{1,64}}$)",
+                tool.name
+            ));
+            continue;
+        }
+        let schema = dsh_session::ToolSchema {
+            name: name.clone(),
+            description: tool.description.as_deref().unwrap_or_default().to_owned(),
+            parameters: canonical(&serde_json::Value::Object((*tool.input_schema).clone())),
+        };
+        if offered.insert(name.clone(), schema).is_some() {
+            duplicates.insert(name);
+        }
+    }
+    for name in duplicates {
+        offered.remove(&name);
+        refused.push(format!("tool `{name}` is listed twice by the server: both refused"));
+    }
+    (offered.into_values().collect(), refused)
+}
+
+/// What a supervisor needs.
+struct Job {
+    name: String,
+    workspace: PathBuf,
+    config: McpServer,
+    state: Arc<watch::Sender<ServerState>>,
+    peer: Arc<Mutex<Option<Peer<RoleClient>>>>,
+    stop: CancellationToken,
+    /// Where `daemon/notice` goes.
+    settings: Arc<Settings>,
+}
+
+/// The client side of a connection: it hears that the tool list changed.
+#[derive(Clone)]
+struct Handler {
+    tools_changed: Arc<Notify>,
+    state: Arc<watch::Sender<ServerState>>,
+}
+
+impl ClientHandler for Handler {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + rmcp::service::MaybeSendFuture + '_ {
+        // Marked at once, so the next step waits for the new list instead of sending the old.
+        self.state.send_modify(|state| state.refreshing = true);
+        self.tools_changed.notify_one();
+        std::future::ready(())
+    }
+}
+
+/// A started connection.
+struct Connection {
+    running: rmcp::service::RunningService<RoleClient, Handler>,
+    /// The process group of a stdio server.
+    group: Option<i32>,
+}
+
+async fn connect(
+    job: &Job,
+    handler: Handler,
+    stderr_tail: &Arc<Mutex<Vec<String>>>,
+) -> Result<Connection, String> {
+    match &job.config.transport.value {
+        McpTransport::Stdio { command, args, env, cwd } => {
+            let mut process = tokio::process::Command::new(command);
+            process.args(args).env_clear();
+            for variable in ["PATH", "HOME", "LANG"] {
+                if let Some(value) = std::env::var_os(variable) {
+                    process.env(variable, value);
+                }
+            }
+            process.envs(env);
+            process.current_dir(cwd.as_deref().unwrap_or(&job.workspace));
+            process.process_group(0);
+            let (transport, stderr) = TokioChildProcess::builder(process)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|error| format!("cannot start `{command}`: {error}"))?;
+            let group = transport.id().and_then(|pid| i32::try_from(pid).ok());
+            if let Some(stderr) = stderr {
+                let tail = Arc::clone(stderr_tail);
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        let mut tail = lock(&tail);
+                        if tail.len() == STDERR_LINES {
+                            tail.remove(0);
+                        }
+                        tail.push(line.chars().take(300).collect());
+                    }
+                });
+            }
+            let running = handler.serve(transport).await.map_err(|error| {
+                kill_group(group);
+                format!("initialize failed: {error}")
+            })?;
+            Ok(Connection { running, group })
+        }
+        McpTransport::Http { url, headers } => {
+            let mut custom = HashMap::new();
+            for (name, value) in headers {
+                let name = http::HeaderName::try_from(name.as_str())
+                    .map_err(|_| format!("header `{name}` is not a valid header name"))?;
+                let value = http::HeaderValue::try_from(value.as_str())
+                    .map_err(|_| format!("the value of header `{name}` is not valid"))?;
+                custom.insert(name, value);
+            }
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .custom_headers(custom)
+                .max_json_response_size(16 * 1024 * 1024);
+            let client = reqwest::Client::builder()
+                .build()
+                .map_err(|error| format!("cannot build the HTTP client: {error}"))?;
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            let running = handler
+                .serve(transport)
+                .await
+                .map_err(|error| format!("initialize failed ({url}): {error}"))?;
+            Ok(Connection { running, group: None })
+        }
+    }
+}
+
+fn kill_group(group: Option<i32>) {
+    if let Some(group) = group.filter(|group| *group > 1) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(group),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// One server's life: connect, serve, notice the end, back off, again — until stopped.
+async fn supervise(job: Job) {
+    let mut backoff = BACKOFF_START;
+    loop {
+        job.state.send_modify(|state| {
+            state.phase = Phase::Starting;
+            state.starts += 1;
+        });
+        let tools_changed = Arc::new(Notify::new());
+        let handler =
+            Handler { tools_changed: Arc::clone(&tools_changed), state: Arc::clone(&job.state) };
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        let startup = job.config.startup_timeout.value;
+        let started = async {
+            let connection = connect(&job, handler, &stderr_tail).await?;
+            let tools = connection.running.peer().list_all_tools().await.map_err(|error| {
+                kill_group(connection.group);
+                format!("tools/list failed: {error}")
+            })?;
+            Ok::<_, String>((connection, tools))
+        };
+        // Cancel-safety: dropping `started` drops the transport, which kills the child (and
+        // the group is killed below); `cancelled()` is cancel-safe.
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(startup, started) => outcome,
+            () = job.stop.cancelled() => break,
+        };
+        let failure = match outcome {
+            Err(_) => format!("did not start within {}s (startup_timeout_secs)", startup.as_secs()),
+            Ok(Err(error)) => error,
+            Ok(Ok((connection, tools))) => {
+                backoff = BACKOFF_START;
+                let (offered, refused) = offered_tools(&job.name, &tools);
+                for problem in &refused {
+                    tracing::warn!(server = %job.name, "{problem}");
+                }
+                tracing::info!(server = %job.name, tools = offered.len(), "MCP server running");
+                *lock(&job.peer) = Some(connection.running.peer().clone());
+                job.state.send_modify(|state| {
+                    state.phase = Phase::Running;
+                    state.tools = offered;
+                    state.refused = refused;
+                    state.refreshing = false;
+                });
+                let failure = serve(&job, connection, &tools_changed).await;
+                *lock(&job.peer) = None;
+                match failure {
+                    None => break,
+                    Some(failure) => failure,
+                }
+            }
+        };
+        let tail = lock(&stderr_tail).join(" | ");
+        let error = if tail.is_empty() { failure } else { format!("{failure} (stderr: {tail})") };
+        tracing::warn!(server = %job.name, %error, retry_in = ?backoff, "MCP server failed");
+        job.settings.notice(
+            "mcpFailed",
+            format!(
+                "MCP server `{}` ({}) failed: {error}; restarting in {}s",
+                job.name,
+                job.workspace.display(),
+                backoff.as_secs()
+            ),
+        );
+        job.state.send_modify(|state| {
+            state.phase = Phase::Failed;
+            state.tools.clear();
+            state.refreshing = false;
+            state.last_error = Some(error);
+        });
+        // Cancel-safety: both branches are plain waits.
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = job.stop.cancelled() => break,
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+    job.state.send_modify(|state| {
+        state.phase = Phase::Stopped;
+        state.tools.clear();
+    });
+}
+
+/// Serves a running connection until it ends (`Some(why)`) or the server is stopped (`None`).
+async fn serve(job: &Job, connection: Connection, tools_changed: &Notify) -> Option<String> {
+    let Connection { running, group } = connection;
+    let peer = running.peer().clone();
+    let closing = running.cancellation_token();
+    let mut ended = tokio::spawn(running.waiting());
+    let failure = loop {
+        // Cancel-safety: `&mut ended` (a join handle), `notified()` and `cancelled()` are
+        // cancel-safe.
+        tokio::select! {
+            quit = &mut ended => {
+                break Some(match quit {
+                    Ok(reason) => format!("the connection ended ({reason:?})"),
+                    Err(error) => format!("the connection task failed: {error}"),
+                });
+            }
+            () = tools_changed.notified() => {
+                match peer.list_all_tools().await {
+                    Ok(tools) => {
+                        let (offered, refused) = offered_tools(&job.name, &tools);
+                        tracing::info!(server = %job.name, tools = offered.len(), "MCP server's tool list changed");
+                        job.state.send_modify(|state| {
+                            state.tools = offered;
+                            state.refused = refused;
+                            state.refreshing = false;
+                        });
+                    }
+                    Err(error) => {
+                        job.state.send_modify(|state| {
+                            state.last_error = Some(format!("tools/list failed: {error}"));
+                            state.refreshing = false;
+                        });
+                    }
+                }
+            }
+            () = job.stop.cancelled() => break None,
+        }
+    };
+    if failure.is_none() {
+        // Stopped: close the connection and give the service a moment to end (a join handle
+        // is awaited only here, never after it completed).
+        closing.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(3), ended).await;
+    }
+    kill_group(group);
+    failure
+}

@@ -1,0 +1,80 @@
+//! What the model gets from a server: tool names and schemas, and results.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use serde_json::json;
+
+use super::*;
+
+fn tool(name: &str, description: &str, schema: serde_json::Value) -> Tool {
+    let serde_json::Value::Object(schema) = schema else { panic!("schema must be an object") };
+    Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema))
+}
+
+#[test]
+fn tools_are_namespaced_sorted_and_canonical_and_bad_names_are_refused() {
+    let tools = [
+        tool(
+            "zeta",
+            "Last.  Spaces kept.",
+            json!({"type": "object", "properties": {"b": {}, "a": {}}}),
+        ),
+        tool("alpha", "First.", json!({"type": "object"})),
+        tool("has space", "Refused.", json!({"type": "object"})),
+        tool("twice", "One.", json!({"type": "object"})),
+        tool("twice", "Two.", json!({"type": "object"})),
+        tool(&"x".repeat(62), "Too long with the prefix.", json!({"type": "object"})),
+    ];
+    let (offered, refused) = offered_tools("srv", &tools);
+    let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["srv__alpha", "srv__zeta"]);
+    assert_eq!(offered[1].description, "Last.  Spaces kept.");
+    assert_eq!(
+        serde_json::to_string(&offered[1].parameters).unwrap(),
+        r#"{"properties":{"a":{},"b":{}},"type":"object"}"#
+    );
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    assert!(refused[0].contains("`srv__has space` is not a name providers accept"), "{refused:?}");
+    assert!(refused[1].contains("is not a name providers accept"), "{refused:?}");
+    assert!(refused[2].contains("`srv__twice` is listed twice by the server: both refused"));
+}
+
+#[test]
+fn results_keep_text_and_is_error_and_note_what_the_model_cannot_see() {
+    let mut result = CallToolResult::error(vec![
+        ContentBlock::text("first"),
+        ContentBlock::image("aGVsbG8=", "image/png"),
+        ContentBlock::text("second"),
+    ]);
+    let output = render_result(&result);
+    assert!(output.is_error);
+    assert_eq!(
+        output.content,
+        "first\n[image image/png (8 bytes of base64) not shown to the model]\nsecond"
+    );
+    result.is_error = None;
+    assert!(!render_result(&result).is_error);
+
+    let structured = CallToolResult::structured(json!({"b": 1, "a": [true]}));
+    // The SDK adds the JSON as text too; without text, the structured content is shown.
+    let mut only_structured = structured.clone();
+    only_structured.content.clear();
+    assert_eq!(render_result(&only_structured).content, r#"{"a":[true],"b":1}"#);
+}
+
+#[test]
+fn a_huge_result_is_cut_with_a_note() {
+    let huge = "é".repeat(5 * 1024 * 1024);
+    let output = render_result(&CallToolResult::success(vec![ContentBlock::text(huge)]));
+    assert!(output.content.len() < RESULT_CAP_BYTES + 200);
+    assert!(
+        output.content.ends_with(&format!(
+            "[result cut: 10485760 bytes, the first {RESULT_CAP_BYTES} shown (MCP results are capped at {RESULT_CAP_BYTES} bytes)]"
+        )),
+        "{}",
+        &output.content[output.content.len() - 200..]
+    );
+}
