@@ -99,33 +99,9 @@ impl Cache {
         let granularity = config.granularity.max(1);
         let length = tokens.len() as u64;
         let cap = if config.withhold_final_block { length.saturating_sub(1) } else { length };
-        let hashes = prefix_hashes(tokens);
-        let mut best = 0;
-        if let Some(space) = self.spaces.get_mut(namespace) {
-            expire(space, config, now);
-            let mut best_key = None;
-            for ((unit_length, hash), unit) in &space.units {
-                let matches = *unit_length <= cap
-                    && *unit_length > best
-                    && unit.visible_at <= now
-                    && hashes.get(*unit_length as usize) == Some(hash);
-                if matches {
-                    best = *unit_length;
-                    best_key = Some((*unit_length, *hash));
-                }
-            }
-            if let Some(unit) = best_key.and_then(|key| space.units.get_mut(&key)) {
-                unit.last_used = now;
-            }
-        }
-        if self.miss_next > 0 {
-            self.miss_next -= 1;
-            return 0;
-        }
-        best / granularity * granularity
+        self.longest_unit(config, namespace, tokens, cap, now) / granularity * granularity
     }
 
-    /// Stores the input units of a prompt whose response has started.
     /// Anthropic's lookup: the longest visible unit no longer than `limit` (the last
     /// breakpoint), exact to the token — no granularity, nothing withheld; `miss-next` applies.
     pub fn breakpoint_hit(
@@ -136,8 +112,22 @@ impl Cache {
         limit: u64,
         now: Instant,
     ) -> u64 {
-        let hashes = prefix_hashes(tokens);
         let limit = limit.min(tokens.len() as u64);
+        self.longest_unit(config, namespace, tokens, limit, now)
+    }
+
+    /// The length of the longest visible unit of `namespace` that is a prefix of `tokens` no
+    /// longer than `limit` (marked used); 0 when none, or when a `miss-next` is armed (one
+    /// count is consumed).
+    fn longest_unit(
+        &mut self,
+        config: &CacheConfig,
+        namespace: &Namespace,
+        tokens: &[Token],
+        limit: u64,
+        now: Instant,
+    ) -> u64 {
+        let hashes = prefix_hashes(tokens);
         let mut best = 0;
         if let Some(space) = self.spaces.get_mut(namespace) {
             expire(space, config, now);
@@ -181,6 +171,7 @@ impl Cache {
         }
     }
 
+    /// Stores the input units of a prompt whose response has started.
     pub fn persist_input(
         &mut self,
         config: &CacheConfig,
