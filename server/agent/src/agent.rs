@@ -410,7 +410,12 @@ impl Agent {
         if let Some(approvals) = &endpoint.approvals {
             self.config.approvals = approvals.clone();
         }
-        let tools = self.tool_schemas().await;
+        // Waiting for MCP servers that are starting: a cancel ends the wait (nothing is logged
+        // of the step yet). Cancel-safety: `cancelled()` is; the schemas future is dropped.
+        let tools = tokio::select! {
+            tools = self.tool_schemas() => tools,
+            () = cancel.cancelled() => return Ok(StepOutcome::CancelledBeforeStart),
+        };
         let context = match &self.config.context {
             ContextPolicy::Off => None,
             ContextPolicy::Fixed(context) => Some(context.clone()),

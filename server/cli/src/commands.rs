@@ -597,7 +597,12 @@ pub async fn status(settings: &Settings) -> anyhow::Result<ExitCode> {
             println!("  {} {state}", session.session_id);
         }
         for server in &result.mcp_servers {
-            let error = server.last_error.as_deref().map(|e| format!(" · {e}")).unwrap_or_default();
+            // A server's words (its errors, stderr) are defused before they reach the terminal.
+            let error = server
+                .last_error
+                .as_deref()
+                .map(|e| format!(" · {}", crate::printer::clean(e)))
+                .unwrap_or_default();
             println!(
                 "  mcp {} {} · {} tools{error}",
                 server.name,
@@ -636,15 +641,18 @@ pub async fn mcp(settings: &Settings, workspace: &Path, start: bool) -> anyhow::
             server.tools.len(),
             server.starts
         );
+        // What a server says (errors, stderr, descriptions, names it offered) is defused
+        // before it reaches the terminal.
+        use crate::printer::clean;
         if let Some(error) = &server.last_error {
-            println!("  last error: {error}");
+            println!("  last error: {}", clean(error));
         }
         for tool in &server.tools {
             let line = tool.description.lines().next().unwrap_or_default();
-            println!("  {}  {line}", tool.name);
+            println!("  {}  {}", clean(&tool.name), clean(line));
         }
         for refused in &server.refused {
-            println!("  refused: {refused}");
+            println!("  refused: {}", clean(refused));
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -89,7 +89,7 @@ where
 
 /// Model and tool text with terminal control sequences defused: control characters other than
 /// newline and tab are shown as `\u{…}`, so a file or a model cannot drive the terminal.
-fn clean(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn clean(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
         return std::borrow::Cow::Borrowed(text);
     }

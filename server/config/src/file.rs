@@ -139,7 +139,32 @@ impl Layer {
                         ),
                     ));
                 }
+                if let Some(approval) = &server.approval {
+                    self.tighten_only(&format!("mcp server `{name}`: `approval`"), approval)?;
+                }
             }
+            // MCP tools run outside the command sandbox: a repository may make them ask or
+            // deny, never run without asking.
+            for (tool, policy) in &self.file.approvals {
+                if tool == "mcp" || tool.contains("__") {
+                    self.tighten_only(&format!("approvals.{tool}"), policy)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A workspace's file may set an MCP approval to `ask` or `deny` only.
+    fn tighten_only(&self, what: &str, policy: &Spanned<String>) -> Result<(), ConfigError> {
+        if policy.get_ref() == "auto" {
+            return Err(self.error(
+                Some(self.line_of(policy.span().start)),
+                format!(
+                    "{what} = \"auto\" cannot be set in a workspace's configuration (MCP tools \
+                     run outside the command sandbox; a repository may only make them ask or \
+                     deny); set it in your own configuration file"
+                ),
+            ));
         }
         Ok(())
     }

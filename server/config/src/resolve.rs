@@ -390,8 +390,9 @@ impl Config {
                     put(at("command"), quoted(command), source);
                     let args = args.iter().map(|a| quoted(a)).collect::<Vec<_>>();
                     put(at("args"), format!("[{}]", args.join(", ")), source);
-                    for (variable, value) in env {
-                        put(at(&format!("env.{variable}")), quoted(value), source);
+                    // Values are often tokens: shown hidden, like headers.
+                    for variable in env.keys() {
+                        put(at(&format!("env.{variable}")), "\"(hidden)\"".to_owned(), source);
                     }
                     if let Some(cwd) = cwd {
                         put(at("cwd"), quoted(&cwd.display().to_string()), source);

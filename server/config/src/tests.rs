@@ -341,7 +341,7 @@ fn mcp_servers_resolve_with_their_sources_and_hide_header_values() {
     expect![[r#"
         mcp.servers.fs.command = "npx" (/u/config.toml:2)
         mcp.servers.fs.args = ["-y", "@modelcontextprotocol/server-filesystem", "."] (/u/config.toml:2)
-        mcp.servers.fs.env.TOKEN_FILE = "/run/token" (/u/config.toml:2)
+        mcp.servers.fs.env.TOKEN_FILE = "(hidden)" (/u/config.toml:2)
         mcp.servers.fs.enabled = true (default)
         mcp.servers.fs.startup_timeout_secs = 30 (default)
         mcp.servers.fs.call_timeout_secs = 30 (/u/config.toml:5)
@@ -373,6 +373,26 @@ fn a_workspace_cannot_define_what_an_mcp_server_runs() {
     let workspace = layer("[mcp.servers.ghost]\nenabled = true\n", "/w/.dsh/config.toml", true);
     let message = resolve(&[&builtin(), &workspace], &Overrides::default()).unwrap_err();
     assert!(message.to_string().contains("has neither `command` nor `url`"), "{message}");
+}
+
+/// MCP tools run outside the command sandbox: a repository may make them ask or deny, never run
+/// without asking.
+#[test]
+fn a_workspace_cannot_let_mcp_tools_run_without_asking() {
+    for (text, what) in [
+        ("[mcp.servers.fx]\napproval = \"auto\"\n", "mcp server `fx`: `approval`"),
+        ("[approvals]\nmcp = \"auto\"\n", "approvals.mcp"),
+        ("[approvals]\nfx__echo = \"auto\"\n", "approvals.fx__echo"),
+    ] {
+        let message = error(text, "/w/.dsh/config.toml", true);
+        assert!(message.starts_with("/w/.dsh/config.toml:2: "), "{message}");
+        assert!(message.contains(&format!("{what} = \"auto\" cannot be set in a workspace")));
+        // The user's own file may.
+        layer(text, "/u/config.toml", false);
+    }
+    // Tightening is the workspace's to do; built-in tools keep their rules.
+    layer("[mcp.servers.fx]\napproval = \"deny\"\n", "/w/.dsh/config.toml", true);
+    layer("[approvals]\nmcp = \"ask\"\nread_file = \"auto\"\n", "/w/.dsh/config.toml", true);
 }
 
 #[test]

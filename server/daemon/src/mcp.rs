@@ -30,7 +30,6 @@ use rmcp::service::{NotificationContext, Peer, RoleClient};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceExt};
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -633,6 +632,7 @@ async fn connect(
     job: &Job,
     handler: Handler,
     stderr_tail: &Arc<Mutex<Vec<String>>>,
+    spawned: &Mutex<Option<i32>>,
 ) -> Result<Connection, String> {
     match &job.config.transport.value {
         McpTransport::Stdio { command, args, env, cwd } => {
@@ -644,23 +644,48 @@ async fn connect(
                 }
             }
             process.envs(env);
-            process.current_dir(cwd.as_deref().unwrap_or(&job.workspace));
+            // Not the workspace by default: `npx`, `uvx` or `python -m` started there would run
+            // what a cloned repository ships (its node_modules, its .npmrc, its modules). A
+            // server that needs the workspace is given it in `args` or `cwd`.
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            let default_dir = home.filter(|home| home.is_dir()).unwrap_or_else(std::env::temp_dir);
+            process.current_dir(cwd.as_deref().unwrap_or(&default_dir));
             process.process_group(0);
             let (transport, stderr) = TokioChildProcess::builder(process)
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|error| format!("cannot start `{command}`: {error}"))?;
             let group = transport.id().and_then(|pid| i32::try_from(pid).ok());
+            // Known to the supervisor at once: a start that times out or is stopped kills the
+            // whole group, not only the direct child (an `npx` leaves its children behind).
+            *lock(spawned) = group;
             if let Some(stderr) = stderr {
                 let tail = Arc::clone(stderr_tail);
                 tokio::spawn(async move {
-                    let mut lines = tokio::io::BufReader::new(stderr).lines();
-                    while let Ok(Some(line)) = lines.next_line().await {
-                        let mut tail = lock(&tail);
-                        if tail.len() == STDERR_LINES {
-                            tail.remove(0);
+                    // Read in bounded pieces: a server that writes no newline (a progress bar,
+                    // binary) never grows a line without limit.
+                    use tokio::io::AsyncReadExt as _;
+                    let mut stderr = stderr;
+                    let mut buffer = vec![0u8; 4096];
+                    let mut line = Vec::new();
+                    while let Ok(read) = stderr.read(&mut buffer).await {
+                        if read == 0 {
+                            break;
                         }
-                        tail.push(line.chars().take(300).collect());
+                        for &byte in &buffer[..read] {
+                            if byte == b'\n' || line.len() >= 300 {
+                                let mut tail = lock(&tail);
+                                if tail.len() == STDERR_LINES {
+                                    tail.remove(0);
+                                }
+                                tail.push(String::from_utf8_lossy(&line).into_owned());
+                                line.clear();
+                                if byte == b'\n' {
+                                    continue;
+                                }
+                            }
+                            line.push(byte);
+                        }
                     }
                 });
             }
@@ -717,8 +742,9 @@ async fn supervise(job: Job) {
             Handler { tools_changed: Arc::clone(&tools_changed), state: Arc::clone(&job.state) };
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
         let startup = job.config.startup_timeout.value;
+        let spawned = Mutex::new(None);
         let started = async {
-            let connection = connect(&job, handler, &stderr_tail).await?;
+            let connection = connect(&job, handler, &stderr_tail, &spawned).await?;
             let tools = connection.running.peer().list_all_tools().await.map_err(|error| {
                 kill_group(connection.group);
                 format!("tools/list failed: {error}")
@@ -729,10 +755,16 @@ async fn supervise(job: Job) {
         // the group is killed below); `cancelled()` is cancel-safe.
         let outcome = tokio::select! {
             outcome = tokio::time::timeout(startup, started) => outcome,
-            () = job.stop.cancelled() => break,
+            () = job.stop.cancelled() => {
+                kill_group(*lock(&spawned));
+                break;
+            }
         };
         let failure = match outcome {
-            Err(_) => format!("did not start within {}s (startup_timeout_secs)", startup.as_secs()),
+            Err(_) => {
+                kill_group(*lock(&spawned));
+                format!("did not start within {}s (startup_timeout_secs)", startup.as_secs())
+            }
             Ok(Err(error)) => error,
             Ok(Ok((connection, tools))) => {
                 backoff = BACKOFF_START;
@@ -804,7 +836,32 @@ async fn serve(job: &Job, connection: Connection, tools_changed: &Notify) -> Opt
                 });
             }
             () = tools_changed.notified() => {
-                match peer.list_all_tools().await {
+                // Bounded like a start, and stopped by what stops the server: a server that
+                // never answers (or pages forever) neither holds up steps nor outlives a stop.
+                let refresh = tokio::time::timeout(
+                    job.config.startup_timeout.value,
+                    peer.list_all_tools(),
+                );
+                // Cancel-safety: `&mut ended` and `cancelled()` are cancel-safe; dropping the
+                // refresh abandons the request (rmcp sends `notifications/cancelled`).
+                let refreshed = tokio::select! {
+                    refreshed = refresh => refreshed,
+                    quit = &mut ended => {
+                        job.state.send_modify(|state| state.refreshing = false);
+                        break Some(match quit {
+                            Ok(reason) => format!("the connection ended ({reason:?})"),
+                            Err(error) => format!("the connection task failed: {error}"),
+                        });
+                    }
+                    () = job.stop.cancelled() => {
+                        job.state.send_modify(|state| state.refreshing = false);
+                        break None;
+                    }
+                };
+                let refreshed = refreshed.unwrap_or_else(|_| {
+                    Err(rmcp::ServiceError::Timeout { timeout: job.config.startup_timeout.value })
+                });
+                match refreshed {
                     Ok(tools) => {
                         let (offered, refused) = offered_tools(&job.name, &tools);
                         tracing::info!(server = %job.name, tools = offered.len(), "MCP server's tool list changed");
