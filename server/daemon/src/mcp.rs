@@ -236,17 +236,15 @@ impl McpManager {
     }
 
     fn release(&self, workspace: &Path) {
-        let last = {
-            let mut users = lock(&self.users);
-            let count = users.entry(workspace.to_path_buf()).or_default();
-            *count = count.saturating_sub(1);
-            let last = *count == 0;
-            if last {
-                users.remove(workspace);
-            }
-            last
-        };
+        // The count and the stop are one step under `users` (taken before `servers`, as nowhere
+        // else takes them in the other order): a session of the workspace loading meanwhile
+        // either keeps the servers or starts new ones — never lists tools of servers then stopped.
+        let mut users = lock(&self.users);
+        let count = users.entry(workspace.to_path_buf()).or_default();
+        *count = count.saturating_sub(1);
+        let last = *count == 0;
         if last {
+            users.remove(workspace);
             let mut servers = lock(&self.servers);
             let names: Vec<_> =
                 servers.keys().filter(|(root, _)| root == workspace).cloned().collect();
