@@ -106,11 +106,7 @@ async fn changes_during_a_turn_are_one_note_in_its_next_request() {
         { "reasoning": "Done.", "content": "Both read." },
     ]))
     .await;
-    let workspace = env.workspace.to_str().unwrap().to_owned();
-    let child = env
-        .command(&["prompt", "--yes", "--workspace", &workspace, "Read a and b."])
-        .spawn()
-        .unwrap();
+    let child = env.prompt_new_command("Read a and b.").spawn().unwrap();
     env.wait_for_requests(2).await;
     write(&env.workspace, "a.txt", "a!\n");
     std::fs::remove_file(env.workspace.join("b.txt")).unwrap();
@@ -275,9 +271,8 @@ async fn a_watch_limit_is_a_warning_and_the_next_request_still_notes_the_change(
     let env = Env::new().await;
     write(&env.workspace, "notes.txt", "one\n");
     env.script(json!([read("notes.txt"), { "reasoning": "Done.", "content": "Read." }])).await;
-    let workspace = env.workspace.to_str().unwrap().to_owned();
     let child = env
-        .command(&["prompt", "--yes", "--workspace", &workspace, "Read the notes."])
+        .prompt_new_command("Read the notes.")
         .env("DSH_DEBUG_WATCH_LIMIT", "0")
         .spawn()
         .unwrap();

@@ -39,11 +39,7 @@ async fn under_rewrite_agents_md_edited_during_a_turn_logs_one_header_delta_that
         { "reasoning": "Done.", "content": "The notes say hello." },
     ]))
     .await;
-    let workspace = env.workspace.to_str().unwrap().to_owned();
-    let child = env
-        .command(&["prompt", "--yes", "--workspace", &workspace, "What do the notes say?"])
-        .spawn()
-        .unwrap();
+    let child = env.prompt_new_command("What do the notes say?").spawn().unwrap();
     // Step 1's request was rendered and sent with the old file; edit it before step 2 renders.
     env.wait_for_requests(1).await;
     write(&env.workspace, "AGENTS.md", &agents_md("Scripts use /bin/sh, never bash."));
@@ -196,11 +192,7 @@ async fn agents_md_edited_during_a_turn_joins_the_next_request_as_one_logged_not
         { "reasoning": "Done.", "content": "The notes say hello." },
     ]))
     .await;
-    let workspace = env.workspace.to_str().unwrap().to_owned();
-    let child = env
-        .command(&["prompt", "--yes", "--workspace", &workspace, "What do the notes say?"])
-        .spawn()
-        .unwrap();
+    let child = env.prompt_new_command("What do the notes say?").spawn().unwrap();
     env.wait_for_requests(1).await;
     write(&env.workspace, "AGENTS.md", &agents_md("Scripts use /bin/sh, never bash."));
     let output = crate::support::run_child(child).await;

@@ -238,6 +238,13 @@ impl Env {
         (session_id_of(&output), output)
     }
 
+    /// `dsh prompt --yes --workspace WORKSPACE TEXT`, to spawn (a turn a test acts on while it
+    /// runs) or run with more environment.
+    pub fn prompt_new_command(&self, text: &str) -> tokio::process::Command {
+        let workspace = self.workspace.to_str().unwrap().to_owned();
+        self.command(&["prompt", "--yes", "--workspace", &workspace, text])
+    }
+
     /// Runs `dsh prompt --yes --session ID TEXT`.
     pub async fn prompt_in(&self, session: &str, text: &str) -> Output {
         self.dsh(&["prompt", "--yes", "--session", session, text]).await

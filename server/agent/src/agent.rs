@@ -45,7 +45,7 @@ use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
 use crate::prompt::{
     INSTRUCTION_FILES, InstructionPolicy, date_context, instructions_in, instructions_note,
-    local_date, read_instructions, render_system_prompt_with,
+    local_date, read_instructions, render_system_prompt,
 };
 use crate::seen::Memory;
 use crate::tools::{Access, RunAs, Toolbox, Workspace};
@@ -584,7 +584,7 @@ impl Agent {
             None => INSTRUCTION_FILES.iter().map(|name| (*name).to_owned()).collect(),
         };
         let current = read_instructions(&self.workspace, &files);
-        let rewritten = render_system_prompt_with(&self.workspace, &current, &sandbox);
+        let rewritten = render_system_prompt(&self.workspace, &current, &sandbox);
         let policy = endpoint.instruction_policy.unwrap_or(self.config.instructions);
         if policy == InstructionPolicy::Rewrite {
             return Ok(rewritten);
@@ -615,6 +615,10 @@ impl Agent {
             (Some(noted), _) => noted.files.clone(),
             (None, _) => in_prompt,
         };
+        // The common step: no note stands and the files are what the prompt holds.
+        if self.instructions.noted().is_none() && known == current {
+            return Ok(kept);
+        }
         // A header that changes anyway takes the files as they are: the rewrite costs nothing
         // more, and every note since is superseded.
         let mut config = self.seed_config(Some(&header));

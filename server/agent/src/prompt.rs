@@ -40,14 +40,6 @@ pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", ".dsh/instructions.md"];
 /// The largest instruction file read; longer files are cut with a note.
 const INSTRUCTION_CAP_BYTES: usize = 64 * 1024;
 
-/// Renders the system prompt for `workspace` (the canonical root), with its instruction `files`
-/// (relative to the root, in order: [`INSTRUCTION_FILES`] unless configured), whose commands
-/// run as `sandbox` says (the sandbox's own description: policy, reach, network — part of the
-/// header, so a policy change is a logged header change).
-pub fn render_system_prompt<S: AsRef<str>>(workspace: &Path, files: &[S], sandbox: &str) -> String {
-    render_system_prompt_with(workspace, &read_instructions(workspace, files), sandbox)
-}
-
 /// The instruction `files` present in `workspace`, in order, as the system prompt renders them.
 pub fn read_instructions<S: AsRef<str>>(workspace: &Path, files: &[S]) -> Vec<InstructionFile> {
     files
@@ -63,8 +55,11 @@ pub fn read_instructions<S: AsRef<str>>(workspace: &Path, files: &[S]) -> Vec<In
         .collect()
 }
 
-/// The system prompt with the given instruction texts.
-pub fn render_system_prompt_with(
+/// Renders the system prompt for `workspace` (the canonical root) with the given instruction
+/// texts (from [`read_instructions`], or as the model knows them), whose commands run as
+/// `sandbox` says (the sandbox's own description: policy, reach, network — part of the header,
+/// so a policy change is a logged header change).
+pub fn render_system_prompt(
     workspace: &Path,
     instructions: &[InstructionFile],
     sandbox: &str,
@@ -128,7 +123,7 @@ pub fn instructions_in<S: AsRef<str>>(
     if format!("{BASE_PROMPT}{sections}{}", &rest[configuration..]) != system {
         return None;
     }
-    let kept = render_system_prompt_with(workspace, &found, sandbox);
+    let kept = render_system_prompt(workspace, &found, sandbox);
     Some((found, kept))
 }
 

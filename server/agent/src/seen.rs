@@ -255,7 +255,7 @@ fn read_on_disk(workspace: &Workspace, path: &str, last: Option<Stat>) -> Option
     }
     match fs::read(&resolved.path) {
         Ok(bytes) => {
-            let sha256 = format!("{:x}", Sha256::digest(&bytes));
+            let sha256 = dsh_provider::sha256_hex(&bytes);
             let length = bytes.len() as u64;
             let text = if bytes.contains(&0) { None } else { String::from_utf8(bytes).ok() };
             Some(OnDisk::File { stat: now, sha256, text, bytes: length })

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use dsh_protocol::WorkspaceChanged;
 use dsh_session::{ChangeKind, FileChange};
-use sha2::{Digest as _, Sha256};
 use tokio::sync::broadcast;
 
 /// How long file events settle before they are looked at.
@@ -307,7 +306,7 @@ fn state_of(path: &Path) -> State {
                 return State::Large(metadata.len(), metadata.modified().ok());
             }
             match std::fs::read(path) {
-                Ok(bytes) => State::File(format!("{:x}", Sha256::digest(&bytes))),
+                Ok(bytes) => State::File(dsh_provider::sha256_hex(&bytes)),
                 Err(_) => State::Other,
             }
         }

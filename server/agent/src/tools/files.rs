@@ -218,7 +218,7 @@ impl<R: io::Read> io::Read for Tee<R> {
 /// What the agent knows of a file it wrote.
 fn written(path: String, content: &str) -> Seen {
     let text = (content.len() <= SEEN_TEXT_CAP_BYTES).then(|| content.to_owned());
-    Seen { path, sha256: format!("{:x}", Sha256::digest(content.as_bytes())), text }
+    Seen { path, sha256: dsh_provider::sha256_hex(content.as_bytes()), text }
 }
 
 /// `line` holds at most [`READ_MAX_LINE_BYTES`] + 1 bytes of a line `line_bytes` long (its
