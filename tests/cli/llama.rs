@@ -111,7 +111,10 @@ async fn llama_cpp_reports_cached_prompt_tokens_and_the_proxy_records_exact_bodi
         "the proxy did not record the bodies byte for byte"
     );
 
-    // Anthropic's format, twice the same request: usage sits in `message_start`.
+    // Anthropic's format, the same request again and again: usage sits in `message_start` —
+    // when there is one: under load this llama.cpp build sometimes streams a message without it
+    // (seen twice in about ten full runs; docs/providers.md). Up to four requests, until two of
+    // them carried it.
     let messages = format!("{}/v1/messages", proxy.base_url());
     let body = serde_json::to_vec(&json!({
         "model": "smollm2",
@@ -121,22 +124,33 @@ async fn llama_cpp_reports_cached_prompt_tokens_and_the_proxy_records_exact_bodi
         "messages": [{ "role": "user", "content": "Greet me." }],
     }))
     .unwrap();
-    let start_usage = |streamed: Streamed| {
+    let mut usages = Vec::new();
+    let mut sent = 0;
+    while usages.len() < 2 && sent < 4 {
+        let streamed = post_streaming(messages.clone(), &body).await;
+        sent += 1;
         let types: Vec<&str> =
             streamed.events.iter().map(|e| e["type"].as_str().unwrap()).collect();
-        assert_eq!(types.first(), Some(&"message_start"), "{types:?}");
         assert_eq!(types.last(), Some(&"message_stop"), "{types:?}");
-        streamed.events[0]["message"]["usage"].clone()
-    };
-    let usage_a = start_usage(post_streaming(messages.clone(), &body).await);
-    let usage_b = start_usage(post_streaming(messages, &body).await);
-    eprintln!("llama.cpp messages: first {usage_a}, second {usage_b}");
+        if types.first() == Some(&"message_start") {
+            usages.push((sent, streamed.events[0]["message"]["usage"].clone()));
+        } else {
+            eprintln!("llama.cpp streamed a message without `message_start`: {types:?}");
+        }
+    }
+    assert_eq!(usages.len(), 2, "two of {sent} streams carried `message_start`");
+    let ((first_sent, usage_a), (_, usage_b)) = (&usages[0], &usages[1]);
+    eprintln!("llama.cpp messages: request {first_sent} {usage_a}, a later one {usage_b}");
     let read = |usage: &Value| usage["cache_read_input_tokens"].as_u64().unwrap();
     let fresh = |usage: &Value| usage["input_tokens"].as_u64().unwrap();
-    assert!(read(&usage_b) > read(&usage_a), "{usage_a} then {usage_b}");
+    // The first of them read less from the cache than a repeat, unless it was a repeat itself.
+    if *first_sent == 1 {
+        assert!(read(usage_b) > read(usage_a), "{usage_a} then {usage_b}");
+    }
+    assert!(read(usage_b) > 0, "a repeated prompt is read from the cache: {usage_b}");
     // `input_tokens` counts only what was not read from the cache.
-    assert_eq!(read(&usage_a) + fresh(&usage_a), read(&usage_b) + fresh(&usage_b));
-    assert_eq!(proxy.bodies().len(), 4);
+    assert_eq!(read(usage_a) + fresh(usage_a), read(usage_b) + fresh(usage_b));
+    assert_eq!(proxy.bodies().len(), 2 + sent);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
