@@ -60,7 +60,11 @@ pub fn check(events: &[Event]) {
             // takes its incremental path here.
             let live_request =
                 GenerateRequest { header: rebuilt.request.header.clone(), messages: live_messages };
-            assert_eq!(cache.body(&live_request).0, body, "WireCache differs from wire_body");
+            assert_eq!(
+                cache.body(&live_request).0.to_vec(),
+                body,
+                "WireCache differs from wire_body"
+            );
         }
         let _ = live.append(event.clone());
     }

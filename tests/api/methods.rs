@@ -136,10 +136,12 @@ async fn exercise_every_method(target: Target<'_>) {
     }
     assert_same_as_log(&paged, &log, &session);
 
-    // session/request: what the model saw is the mock's recorded body, byte for byte.
+    // session/request: what the model saw is the mock's recorded body, byte for byte — the
+    // last step first (its body is the loop's memo), then step 1 (serialized afresh), then the
+    // last again (extending the view's own memo).
     let requests = env.requests();
     assert_eq!(requests.len(), 2);
-    for step in 1..=2u64 {
+    for step in [2u64, 1, 2] {
         let saw = conn
             .ok("session/request", json!({"sessionId": session, "step": step, "diff": step == 2}))
             .await;

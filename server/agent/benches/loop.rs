@@ -191,13 +191,57 @@ async fn harness_overhead(steps: u32, check_invariants: bool, context: bool) {
     }
     if let (Some(first), Some(last)) = (first_and_last.first(), first_and_last.last()) {
         println!(
-            "  harness at step {n} ÷ harness at step 10: {:.2}×",
+            "  harness at step {n} ÷ harness at step 10, windows of this turn: {:.2}×",
             last.as_secs_f64() / first.as_secs_f64()
         );
     }
+    paired_harness(steps, check_invariants, context).await;
     if check_invariants {
         breakdown(&session).await;
     }
+}
+
+/// Harness time per step near step 10 against near step `steps`, measured in pairs: two
+/// sessions are brought to 10 and to `steps` steps, then take turns of two scripted steps (a
+/// `read_file` call and an answer), alternately, the order swapped every round. Other load on
+/// the machine comes and goes over seconds: measured side by side, both sides see the same,
+/// which the windows of one long turn (seconds apart) do not.
+async fn paired_harness(steps: u32, check_invariants: bool, context: bool) {
+    const ROUNDS: usize = 60;
+    let bench = Bench::new(MockConfig::default()).await;
+    std::fs::write(bench.workspace.join(LOOP_FILE), format!("{LOOP_DIRECTIVE}\n")).unwrap();
+    std::fs::write(bench.workspace.join("notes.txt"), "one\ntwo\nthree\nfour\n").unwrap();
+    let prompt = format!("Loop: {LOOP_DIRECTIVE}");
+    let cancel = CancellationToken::new();
+    let mut sides = Vec::new();
+    for at in [10, steps] {
+        let session = bench.session();
+        let mut agent = bench.agent_with(check_invariants, at, context);
+        let outcome = agent.run_turn(&session, &prompt, &cancel).await.unwrap();
+        assert_eq!(outcome.steps, u64::from(at), "{:?}", outcome.error);
+        sides.push((session, agent, Vec::new()));
+    }
+    for round in 0..ROUNDS {
+        for index in [round % 2, 1 - round % 2] {
+            let (session, agent, samples) = &mut sides[index];
+            bench
+                .script(json!([
+                    tool_step(round, 1),
+                    { "reasoning": "Enough.", "content": "The notes have four lines." },
+                ]))
+                .await;
+            let outcome = agent.run_turn(session, "Once more.", &cancel).await.unwrap();
+            assert_eq!(outcome.steps, 2, "{:?}", outcome.error);
+            samples.extend(outcome.timings.iter().map(StepTiming::harness));
+        }
+    }
+    let [small, large] = [0, 1].map(|index| percentile(&mut sides[index].2, 0.5));
+    println!(
+        "  paired, {ROUNDS} rounds of 2 steps each, interleaved: p50 harness near step 10 {}, near step {steps} {}: {:.2}×",
+        micros(small),
+        micros(large),
+        large.as_secs_f64() / small.as_secs_f64()
+    );
 }
 
 /// What the per-step work that grows with the log costs on the final log: each of these runs

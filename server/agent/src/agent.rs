@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use dsh_provider::{
     MessageAssembler, StreamEvent, WireCache, adapter_id, check_request, check_tool_arguments,
     wire_body,
@@ -32,7 +31,7 @@ use dsh_session::{
     ContextMessage, EpochHeader, EventData, GenerateRequest, HeaderPlan, INSTRUCTIONS_SOURCE,
     InstructionFold, LlmCallConfig, LlmRetry, RequestHeader, RequestSent, Session, StepEnd,
     StepError, StopReason, ToolCall, ToolCallStarted, ToolResult, ToolSchema, TurnEnd, TurnStart,
-    Usage, UserMessage, closing_events, plan_header_event, reconstruct,
+    Usage, UserMessage, closing_events, plan_header_event, reconstruct_session_step,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -204,8 +203,9 @@ pub struct Agent {
     clock: Clock,
     /// Whether this instance has logged its anchoring header snapshot.
     anchored: bool,
-    /// The serialized conversation so far, extended step by step.
-    wire: WireCache,
+    /// The serialized conversation so far, extended step by step; shared with whoever shows
+    /// "what the model saw" ([`Agent::share_wire_cache`]).
+    wire: Arc<std::sync::Mutex<WireCache>>,
     /// The `allowAlways` decisions folded from the log so far.
     allow_always: AllowAlways,
     /// What the model knows of the instruction files, folded from the log step by step.
@@ -251,7 +251,7 @@ impl Agent {
             workspace: workspace.to_path_buf(),
             clock: dsh_store::now_ms,
             anchored: false,
-            wire: WireCache::new(),
+            wire: Arc::default(),
             allow_always: AllowAlways::default(),
             instructions: InstructionFold::default(),
             memory: Some(Memory::default()),
@@ -263,6 +263,12 @@ impl Agent {
     /// Adds tools from outside the toolbox (the daemon's MCP servers).
     pub fn set_external_tools(&mut self, external: Arc<dyn ExternalTools>) {
         self.external = Some(external);
+    }
+
+    /// Serializes requests into `cache`, which a viewer of the session may read (clone, never
+    /// change): the body of the step just sent is then at hand for "what the model saw".
+    pub fn share_wire_cache(&mut self, cache: Arc<std::sync::Mutex<WireCache>>) {
+        self.wire = cache;
     }
 
     /// The tool schemas of the next request: the built-in tools in their order, then the
@@ -476,17 +482,18 @@ impl Agent {
         }
         // Memoized: only this step's new messages are serialized and hashed (the invariant check
         // below compares with a from-scratch `wire_body` of the rebuilt request).
-        let (body, sha256) = self.wire.body(&request);
+        let (body, sha256) =
+            self.wire.lock().unwrap_or_else(std::sync::PoisonError::into_inner).body(&request);
         let adapter = adapter_id(&request.header.config).to_owned();
         let sent = RequestSent { adapter, sha256, bytes: body.len() as u64 };
         session.append(EventData::RequestSent(sent)).await?;
         if self.config.check_invariants {
-            check_invariant(session, step, &request, &body).await?;
+            check_invariant(session, step, &request, &body.to_vec()).await?;
         }
 
         // 8. Stream.
         let dispatched = Instant::now();
-        let mut stream = endpoint.client.stream(Bytes::from(body), cancel.child_token());
+        let mut stream = endpoint.client.stream(body, cancel.child_token());
         let mut assembler = MessageAssembler::new();
         let finish = loop {
             // Cancel-safety: `stream.next()` is cancel-safe (events are queued in a channel);
@@ -855,7 +862,11 @@ async fn check_invariant(
     live: &GenerateRequest,
     live_body: &[u8],
 ) -> Result<(), AgentError> {
-    let rebuilt = session.query(move |s| reconstruct(s.events(), step)).await?;
+    // A fresh fold of the logged events (those that can shape a request), independent of the
+    // live one the request came from.
+    let rebuilt = session
+        .query(move |s| reconstruct_session_step(s, step).map(|rebuilt| rebuilt.request))
+        .await?;
     let rebuilt =
         rebuilt.map_err(|error| AgentError::Invariant { step, difference: error.to_string() })?;
     let rebuilt_body = wire_body(&rebuilt);

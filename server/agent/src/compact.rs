@@ -35,7 +35,6 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use dsh_provider::{DeepSeek, MessageAssembler, StreamEvent, wire_body};
 use dsh_session::{
     CompactStart, CompactSummary, EpochHeader, EventData, GenerateRequest, LlmCallConfig, Message,
@@ -717,7 +716,7 @@ async fn summarize(
     cancel: &CancellationToken,
 ) -> Result<String, (String, bool)> {
     let body = wire_body(request);
-    let mut stream = provider.stream(Bytes::from(body), cancel.child_token());
+    let mut stream = provider.stream(body, cancel.child_token());
     let mut assembler = MessageAssembler::new();
     loop {
         // `next` returns `Cancelled` as soon as the token is cancelled.

@@ -476,6 +476,7 @@ impl Daemon {
                     &live.workspace,
                 );
                 agent.set_external_tools(live.mcp_tools.clone());
+                agent.share_wire_cache(Arc::clone(&live.loop_wire));
                 agent
             });
             let turn = async {

@@ -17,7 +17,8 @@ use dsh_protocol::{
     SessionSummary, SessionUsageResult, WhenBusy,
 };
 use dsh_session::{
-    ApprovalVerdict, EVENT_KINDS, Event, EventData, SteeringMessage, reconstruct_step, usage_rows,
+    ApprovalVerdict, EVENT_KINDS, Event, EventData, ReconstructError, SteeringMessage, StepRequest,
+    reconstruct_step, usage_rows,
 };
 use jsonrpsee::types::Params;
 use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage};
@@ -270,14 +271,16 @@ pub async fn session_request(
 ) -> ApiResult<SessionRequestResult> {
     let step = params.step;
     let diff = params.diff.unwrap_or(false) && step > 1;
-    let (rebuilt, previous) = with_events(&daemon, &params.session_id, move |events| {
-        let rebuilt = reconstruct_step(events, step);
-        let previous = diff.then(|| reconstruct_step(events, step - 1));
+    let (rebuilt, previous) = with_log(&daemon, &params.session_id, move |log| {
+        let rebuilt = log.reconstruct(step);
+        let previous = diff.then(|| log.reconstruct(step - 1));
         (rebuilt, previous)
     })
     .await?;
     let rebuilt = rebuilt.map_err(ApiError::from_reconstruct)?;
-    let memo = daemon.loaded_session(&params.session_id).map(|live| Arc::clone(&live.wire_memo));
+    let memos = daemon
+        .loaded_session(&params.session_id)
+        .map(|live| (Arc::clone(&live.wire_memo), Arc::clone(&live.loop_wire)));
     // Serializing a long conversation takes a while: not on the runtime's threads.
     blocking(move || {
         let diff = match previous {
@@ -287,9 +290,20 @@ pub async fn session_request(
             }
             None => None,
         };
-        let mut memo =
-            memo.as_ref().map(|memo| memo.lock().unwrap_or_else(PoisonError::into_inner));
-        Ok(views::request_result(&rebuilt, diff, memo.as_deref_mut()))
+        let Some((memo, loop_wire)) = memos else {
+            return Ok(views::request_result(&rebuilt, diff, views::Body::Fresh));
+        };
+        let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
+        if !memo.adopt(&rebuilt.request) {
+            // The loop's memo may hold this very request (the step it just sent): reading
+            // it (a compare and a copy) is cheaper than serializing and hashing again.
+            let sent =
+                loop_wire.lock().unwrap_or_else(PoisonError::into_inner).peek(&rebuilt.request);
+            if let Some(body) = sent {
+                return Ok(views::request_result(&rebuilt, diff, views::Body::Ready(body)));
+            }
+        }
+        Ok(views::request_result(&rebuilt, diff, views::Body::Memo(&mut memo)))
     })
     .await
 }
@@ -528,6 +542,38 @@ async fn with_events<R: Send + 'static>(
     id: &str,
     view: impl FnOnce(&[Event]) -> R + Send + 'static,
 ) -> ApiResult<R> {
+    with_log(daemon, id, move |log| view(log.events())).await
+}
+
+/// A session's log as a view reads it: loaded (with the fold's indexes) or from its file.
+enum Log<'a> {
+    Loaded(&'a dsh_session::Session),
+    File(&'a [Event]),
+}
+
+impl Log<'_> {
+    fn events(&self) -> &[Event] {
+        match self {
+            Log::Loaded(session) => session.events(),
+            Log::File(events) => events,
+        }
+    }
+
+    /// A step's request rebuilt by a fresh fold: from a loaded session over the events that
+    /// can shape a request (the same result, `dsh_session::reconstruct_session_step`).
+    fn reconstruct(&self, step: u64) -> Result<StepRequest, ReconstructError> {
+        match self {
+            Log::Loaded(session) => dsh_session::reconstruct_session_step(session, step),
+            Log::File(events) => reconstruct_step(events, step),
+        }
+    }
+}
+
+async fn with_log<R: Send + 'static>(
+    daemon: &Arc<Daemon>,
+    id: &str,
+    view: impl FnOnce(Log<'_>) -> R + Send + 'static,
+) -> ApiResult<R> {
     let _reading = daemon.readers.acquire().await.map_err(|_| ApiError::shutting_down())?;
     let source = {
         let daemon = Arc::clone(daemon);
@@ -536,8 +582,10 @@ async fn with_events<R: Send + 'static>(
     };
     daemon.enforce_budget().await;
     match source {
-        Ok(live) => Ok(live.handle.query(move |session| view(session.events())).await?),
-        Err(path) => blocking(move || Ok(view(&dsh_store::read_log(&path)?.events))).await,
+        Ok(live) => Ok(live.handle.query(move |session| view(Log::Loaded(session))).await?),
+        Err(path) => {
+            blocking(move || Ok(view(Log::File(&dsh_store::read_log(&path)?.events)))).await
+        }
     }
 }
 

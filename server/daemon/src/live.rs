@@ -58,6 +58,9 @@ pub struct LiveSession {
     /// The wire body `session/request` serialized last, so the next one that extends it (the
     /// same step again, a later step) serializes only what is new.
     pub(crate) wire_memo: Arc<Mutex<dsh_provider::WireCache>>,
+    /// The loop's own memo (its last request's body), which `session/request` copies when its
+    /// own does not extend the step asked for: the step the loop just sent is then at hand.
+    pub(crate) loop_wire: Arc<Mutex<dsh_provider::WireCache>>,
     pub(crate) toolbox: Arc<Toolbox>,
     /// The MCP tools of its workspace (their servers run while a session of it is loaded).
     pub(crate) mcp_tools: Arc<crate::mcp::WorkspaceTools>,
@@ -118,6 +121,7 @@ impl LiveSession {
             agent_config,
             endpoints,
             wire_memo: Arc::default(),
+            loop_wire: Arc::default(),
             toolbox: Arc::new(toolbox),
             mcp_tools,
             state: Arc::default(),

@@ -12,7 +12,7 @@ use dsh_protocol::{
     ModelStatus, PriceUsed, ProfileStatus, SeqMessage, SessionAuditResult, SessionRequestResult,
     SessionUsageResult, UsageEntry, WireBody,
 };
-use dsh_provider::{WireCache, adapter_id, sha256_hex, wire_body};
+use dsh_provider::{WireBytes, WireCache, adapter_id, sha256_hex, wire_body};
 use dsh_session::{
     Cost, Event, EventData, Message, Price, Severity, StepRequest, Usage, UsageRow, check_log,
     reconstruct_step, usage_totals,
@@ -30,17 +30,31 @@ pub fn explain(row: &UsageRow) -> String {
     }
 }
 
-/// "What the model saw" in the API's shape, from a rebuilt step. With `memo` (a loaded
-/// session's), the body of a request that extends the one serialized last is serialized only
-/// for its new messages — the same bytes ([`WireCache`] equals `wire_body` by construction).
+/// Where the wire body of a rebuilt request comes from.
+pub enum Body<'a> {
+    /// Serialized and hashed from scratch.
+    Fresh,
+    /// Through a loaded session's memo: a request that extends the one serialized last is
+    /// serialized only for its new messages — the same bytes ([`WireCache`] equals
+    /// `wire_body` by construction).
+    Memo(&'a mut WireCache),
+    /// Already there (the body and its sha256), from a memo that held it.
+    Ready((WireBytes, String)),
+}
+
+/// "What the model saw" in the API's shape, from a rebuilt step.
 pub fn request_result(
     rebuilt: &StepRequest,
     diff: Option<String>,
-    memo: Option<&mut WireCache>,
+    body: Body<'_>,
 ) -> SessionRequestResult {
-    let (body, sha256) = match memo {
-        Some(memo) => memo.body(&rebuilt.request),
-        None => {
+    let (body, sha256) = match body {
+        Body::Memo(memo) => {
+            let (body, sha256) = memo.body(&rebuilt.request);
+            (body.to_vec(), sha256)
+        }
+        Body::Ready((body, sha256)) => (body.to_vec(), sha256),
+        Body::Fresh => {
             let body = wire_body(&rebuilt.request);
             let sha256 = sha256_hex(&body);
             (body, sha256)
@@ -61,7 +75,9 @@ pub fn request_result(
             adapter: adapter_id(&rebuilt.request.header.config).to_owned(),
             sha256,
             bytes: body.len() as u64,
-            body: String::from_utf8_lossy(&body).into_owned(),
+            // Bodies are UTF-8 (serialized from strings): no copy of a long body.
+            body: String::from_utf8(body)
+                .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned()),
         },
         sent: rebuilt.sent.clone(),
         usage: rebuilt.usage,
@@ -185,8 +201,8 @@ fn message_text(message: &Message, full: bool) -> String {
 
 /// A unified diff of step `step - 1`'s request against step `step`'s, both rebuilt.
 pub fn diff_text(previous: &StepRequest, current: &StepRequest) -> String {
-    let old = request_text(&request_result(previous, None, None), true);
-    let new = request_text(&request_result(current, None, None), true);
+    let old = request_text(&request_result(previous, None, Body::Fresh), true);
+    let new = request_text(&request_result(current, None, Body::Fresh), true);
     similar::TextDiff::from_lines(&old, &new)
         .unified_diff()
         .context_radius(3)

@@ -54,9 +54,9 @@ use dsh_session::{
     AssistantMessage, ContentBlock, EpochHeader, GenerateRequest, LlmCallConfig, Message, ToolCall,
     ToolSchema,
 };
-use sha2::{Digest, Sha256};
 
-use crate::wire::{EMPTY_TOOL_OUTPUT, hex, put, put_canonical, put_str, sorted_tools};
+use crate::body::{Prefix, WireBytes};
+use crate::wire::{EMPTY_TOOL_OUTPUT, extends, put, put_canonical, put_str, sorted_tools};
 
 /// The adapter id logged in `request/sent` for Anthropic Messages bodies. Bump it whenever
 /// [`body`]'s bytes change for the same request.
@@ -292,36 +292,35 @@ pub(crate) struct Memo {
     messages: Vec<Arc<Message>>,
     /// How many turns `prefix` holds.
     turns: usize,
-    /// The head and the memoized turns.
-    prefix: Vec<u8>,
-    /// The digest of `prefix`.
-    digest: Sha256,
+    /// The head and the memoized turns, with its digest.
+    prefix: Prefix,
 }
 
 impl Memo {
+    /// [`crate::WireCache::adopt`] for Anthropic Messages bodies.
+    pub(crate) fn adopt(&mut self, request: &GenerateRequest) -> bool {
+        let keep = turns(request).len().saturating_sub(3);
+        let extends = self.turns <= keep && extends(self.header.as_ref(), &self.messages, request);
+        if extends {
+            let known = self.messages.len();
+            self.messages.clone_from_slice(&request.messages[..known]);
+        }
+        extends
+    }
+
     /// The body of `request` (equal to `body(request)`) and its lowercase hex sha256.
-    pub(crate) fn body(&mut self, request: &GenerateRequest) -> (Vec<u8>, String) {
+    pub(crate) fn body(&mut self, request: &GenerateRequest) -> (WireBytes, String) {
         let header = &request.header;
         let turns = turns(request);
         let keep = turns.len().saturating_sub(3);
-        let extends = self.header.as_ref() == Some(header)
-            && self.turns <= keep
-            && request.messages.len() >= self.messages.len()
-            && self
-                .messages
-                .iter()
-                .zip(&request.messages)
-                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b);
+        let extends = self.turns <= keep && extends(self.header.as_ref(), &self.messages, request);
         if !extends {
             *self = Memo { header: Some(header.clone()), ..Memo::default() };
-            put_head(&mut self.prefix, header);
-            self.digest.update(&self.prefix);
+            self.prefix.extend(|out| put_head(out, header));
         }
         let cache = cache_on(header);
         if keep > self.turns {
-            let start = self.prefix.len();
-            put_turns(&mut self.prefix, &turns, self.turns..keep, cache);
-            self.digest.update(&self.prefix[start..]);
+            self.prefix.extend(|out| put_turns(out, &turns, self.turns..keep, cache));
             self.turns = keep;
             // `keep < turns.len()`: the turn after the memoized ones exists.
             let through = turns[keep].first_message;
@@ -331,12 +330,21 @@ impl Memo {
         let mut rest = Vec::with_capacity(4096);
         put_turns(&mut rest, &turns, self.turns..turns.len(), cache);
         put_tail(&mut rest, header);
-        let mut digest = self.digest.clone();
-        digest.update(&rest);
-        let mut body = Vec::with_capacity(self.prefix.len() + rest.len());
-        body.extend_from_slice(&self.prefix);
-        body.extend_from_slice(&rest);
-        (body, hex(&digest.finalize()))
+        self.prefix.finish(&rest)
+    }
+
+    /// [`crate::WireCache::peek`] for Anthropic Messages bodies.
+    pub(crate) fn peek(&self, request: &GenerateRequest) -> Option<(WireBytes, String)> {
+        let header = &request.header;
+        let turns = turns(request);
+        let keep = turns.len().saturating_sub(3);
+        if !(self.turns <= keep && extends(self.header.as_ref(), &self.messages, request)) {
+            return None;
+        }
+        let mut rest = Vec::with_capacity(4096);
+        put_turns(&mut rest, &turns, self.turns..turns.len(), cache_on(header));
+        put_tail(&mut rest, header);
+        Some(self.prefix.finish(&rest))
     }
 }
 

@@ -14,7 +14,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use dsh_session::ProviderKind;
 use dsh_session::{ChunkDelta, Usage};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -24,6 +23,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::ApiKey;
 use crate::anthropic::stream::MessagesDecoder;
+use crate::body::WireBytes;
 use crate::chunk::{ChunkDecoder, Decoded};
 use crate::error::TimeoutKind;
 use crate::sse::{SseDecoder, SseEvent};
@@ -164,7 +164,8 @@ impl DeepSeek {
     ///
     /// Must be called within a Tokio runtime: the call runs on a spawned task. Cancelling
     /// `cancel` or dropping the returned stream aborts the HTTP request promptly.
-    pub fn stream(&self, body: Bytes, cancel: CancellationToken) -> EventStream {
+    pub fn stream(&self, body: impl Into<WireBytes>, cancel: CancellationToken) -> EventStream {
+        let body = body.into();
         let (sender, receiver) = mpsc::channel(CHANNEL_CAPACITY);
         let task_token = cancel.child_token();
         let guard = task_token.clone().drop_guard();
@@ -227,11 +228,11 @@ enum AttemptEnd {
 type Sender = mpsc::Sender<Result<StreamEvent, ProviderError>>;
 
 /// Runs attempts until one finishes, one fails for good, or the reader goes away.
-async fn run_call(inner: &Inner, body: Bytes, sender: &Sender) {
+async fn run_call(inner: &Inner, body: WireBytes, sender: &Sender) {
     let policy: &RetryPolicy = &inner.config.retry;
     let mut attempt = 1;
     loop {
-        let (error, yielded) = match run_attempt(inner, body.clone(), sender).await {
+        let (error, yielded) = match run_attempt(inner, &body, sender).await {
             Ok(()) | Err(AttemptEnd::ReaderGone) => return,
             Err(AttemptEnd::Failed { error, yielded }) => {
                 (error.scrubbed(|text| scrub(text, inner)), yielded)
@@ -253,7 +254,7 @@ async fn run_call(inner: &Inner, body: Bytes, sender: &Sender) {
 }
 
 /// One HTTP request and its stream.
-async fn run_attempt(inner: &Inner, body: Bytes, sender: &Sender) -> Result<(), AttemptEnd> {
+async fn run_attempt(inner: &Inner, body: &WireBytes, sender: &Sender) -> Result<(), AttemptEnd> {
     let config = &inner.config;
     let started = Instant::now();
     let overall_deadline = started + config.overall_timeout;
@@ -268,7 +269,7 @@ async fn run_attempt(inner: &Inner, body: Bytes, sender: &Sender) -> Result<(), 
         ProviderError::Timeout { kind, after }
     };
 
-    let request = inner.client.post(inner.url.clone()).body(body).send();
+    let request = inner.client.post(inner.url.clone()).body(body.to_http()).send();
     let mut response = match timeout_at(data_deadline.min(overall_deadline), request).await {
         Err(_) => return Err(failed(timeout(data_deadline), false)),
         Ok(Err(error)) => return Err(failed(transport_error(&error, inner), false)),

@@ -16,6 +16,7 @@
 
 mod anthropic;
 mod assemble;
+mod body;
 mod chunk;
 mod client;
 mod config;
@@ -25,6 +26,7 @@ mod wire;
 
 pub use anthropic::ANTHROPIC_ADAPTER;
 pub use assemble::MessageAssembler;
+pub use body::WireBytes;
 pub use client::{DeepSeek, EventStream, StreamEvent};
 pub use config::{API_KEY_ENV, ApiKey, DEFAULT_BASE_URL, DeepSeekConfig, RetryPolicy};
 pub use error::{ProviderError, TimeoutKind};

@@ -44,6 +44,7 @@ use dsh_session::{
 use serde::Serialize;
 
 use crate::anthropic::ANTHROPIC_ADAPTER;
+use crate::body::{Prefix, WireBytes};
 use sha2::{Digest, Sha256};
 
 /// The adapter id logged in `request/sent` for DeepSeek's format. Bump it whenever
@@ -214,10 +215,8 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 pub struct WireCache {
     header: Option<EpochHeader>,
     messages: Vec<Arc<Message>>,
-    /// `put_head` and every cached message, without the tail.
-    prefix: Vec<u8>,
-    /// The digest of `prefix`.
-    digest: Sha256,
+    /// `put_head` and every cached message, without the tail, with its digest.
+    prefix: Prefix,
     /// The same for Anthropic Messages bodies.
     messages_memo: crate::anthropic::Memo,
 }
@@ -237,46 +236,73 @@ impl WireCache {
         Self::default()
     }
 
+    /// Whether the body of `request` extends the one memoized: then [`WireCache::body`]
+    /// serializes only its new messages. The memoized messages become `request`'s own (equal)
+    /// ones, so the next body of a request sharing them compares pointers, not contents.
+    pub fn adopt(&mut self, request: &GenerateRequest) -> bool {
+        if request.header.config.kind() == ProviderKind::Anthropic {
+            return self.messages_memo.adopt(request);
+        }
+        let extends = extends(self.header.as_ref(), &self.messages, request);
+        if extends {
+            let known = self.messages.len();
+            self.messages.clone_from_slice(&request.messages[..known]);
+        }
+        extends
+    }
+
+    /// [`WireCache::body`] without changing the cache: `None` unless `request` extends the
+    /// body memoized (then only what follows it is serialized, into the returned body).
+    pub fn peek(&self, request: &GenerateRequest) -> Option<(WireBytes, String)> {
+        let header = &request.header;
+        if header.config.kind() == ProviderKind::Anthropic {
+            return self.messages_memo.peek(request);
+        }
+        if !extends(self.header.as_ref(), &self.messages, request) {
+            return None;
+        }
+        let mut rest = Vec::with_capacity(1024);
+        for (index, message) in request.messages.iter().enumerate().skip(self.messages.len()) {
+            put_element(&mut rest, header, message, header.system.is_some() || index > 0);
+        }
+        put_tail(&mut rest, header);
+        Some(self.prefix.finish(&rest))
+    }
+
     /// The body of `request` (equal to `wire_body(request)`) and its lowercase hex sha256.
-    pub fn body(&mut self, request: &GenerateRequest) -> (Vec<u8>, String) {
+    pub fn body(&mut self, request: &GenerateRequest) -> (WireBytes, String) {
         let header = &request.header;
         if header.config.kind() == ProviderKind::Anthropic {
             return self.messages_memo.body(request);
         }
-        // The same shared messages (the loop's steps) or equal ones (a request rebuilt by a
-        // fresh fold: a memcmp, far cheaper than serializing and hashing them again).
-        let extends = self.header.as_ref() == Some(header)
-            && request.messages.len() >= self.messages.len()
-            && self
-                .messages
-                .iter()
-                .zip(&request.messages)
-                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b);
-        if !extends {
+        if !extends(self.header.as_ref(), &self.messages, request) {
             self.header = Some(header.clone());
             self.messages.clear();
-            self.prefix.clear();
-            put_head(&mut self.prefix, header);
-            self.digest = Sha256::new();
-            self.digest.update(&self.prefix);
+            self.prefix = Prefix::default();
+            self.prefix.extend(|out| put_head(out, header));
         }
         for message in &request.messages[self.messages.len()..] {
-            let start = self.prefix.len();
             let after_another = header.system.is_some() || !self.messages.is_empty();
-            put_element(&mut self.prefix, header, message, after_another);
-            self.digest.update(&self.prefix[start..]);
+            self.prefix.extend(|out| put_element(out, header, message, after_another));
             self.messages.push(Arc::clone(message));
         }
         let mut tail = Vec::with_capacity(1024);
         put_tail(&mut tail, header);
-        let mut digest = self.digest.clone();
-        digest.update(&tail);
-        let sha256 = hex(&digest.finalize());
-        let mut body = Vec::with_capacity(self.prefix.len() + tail.len());
-        body.extend_from_slice(&self.prefix);
-        body.extend_from_slice(&tail);
-        (body, sha256)
+        self.prefix.finish(&tail)
     }
+}
+
+/// Whether a body memoized for `header` and `messages` is a prefix of `request`'s: the same
+/// shared messages (the loop's steps) or equal ones (a request rebuilt by a fresh fold: a
+/// memcmp, far cheaper than serializing and hashing them again).
+pub(crate) fn extends(
+    header: Option<&EpochHeader>,
+    messages: &[Arc<Message>],
+    request: &GenerateRequest,
+) -> bool {
+    header == Some(&request.header)
+        && request.messages.len() >= messages.len()
+        && messages.iter().zip(&request.messages).all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
 }
 
 /// Tools in UTF-16 code-unit order of their names; equal names keep their order.

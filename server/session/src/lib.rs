@@ -48,7 +48,9 @@ pub use money::{Cost, Price};
 pub use provenance::{
     FileLines, Fit, Line as ProvenanceLine, Origin, Provenance, attribute, provenance,
 };
-pub use reconstruct::{ReconstructError, StepRequest, reconstruct, reconstruct_step};
+pub use reconstruct::{
+    ReconstructError, StepRequest, reconstruct, reconstruct_session_step, reconstruct_step,
+};
 pub use seen::{SeenFiles, WORKSPACE_SOURCE};
 pub use surface::{SeqError, Session, StepIndex, SurfaceEntry};
 pub use usage::{DROP_SLACK_TOKENS, PrefixCause, UsageRow, is_drop, usage_rows, usage_totals};

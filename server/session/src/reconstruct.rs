@@ -8,7 +8,7 @@
 use crate::event::{Event, EventData, RequestSent, Usage};
 use crate::header::fold_header_event;
 use crate::message::GenerateRequest;
-use crate::surface::{SurfaceEntry, SurfaceFold};
+use crate::surface::{Session, SurfaceEntry, SurfaceFold};
 
 /// Everything "what the model saw" needs about one step, rebuilt from the log.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,11 +72,46 @@ pub fn reconstruct_step(events: &[Event], step: u64) -> Result<StepRequest, Reco
             .unwrap_or(0);
         return Err(ReconstructError::StepOutOfRange { step, last });
     };
+    rebuild(events, boundary, (step, turn), &events[..boundary])
+}
 
+/// [`reconstruct_step`] from a loaded session, the same fresh fold without its bulk: the
+/// session's step index finds the boundary, and only the events that can shape a request are
+/// folded — the others are no-ops for the fold (`shapes_request`). On a long log this is what
+/// makes "what the model saw" cheap: most events are streamed chunks.
+pub fn reconstruct_session_step(
+    session: &Session,
+    step: u64,
+) -> Result<StepRequest, ReconstructError> {
+    let events = session.events();
+    let found = session.steps().iter().find(|index| index.step == step);
+    let Some(index) = found else {
+        let last = session.steps().iter().map(|index| index.step).max().unwrap_or(0);
+        return Err(ReconstructError::StepOutOfRange { step, last });
+    };
+    // Seqs are positions: the session accepts only the next seq.
+    let boundary = usize::try_from(index.start_seq).unwrap_or(usize::MAX);
+    if boundary >= events.len() {
+        return Err(ReconstructError::StepOutOfRange { step, last: session.last_step() });
+    }
+    let shaping = session.shaping();
+    let before = shaping.partition_point(|seq| *seq < index.start_seq);
+    let prefix = shaping[..before].iter().filter_map(|seq| events.get(*seq as usize));
+    rebuild(events, boundary, (index.step, index.turn), prefix)
+}
+
+/// The request of `step` (of `turn`) whose `step/start` is `events[boundary]`, from a fold over
+/// `prefix` — the events before the boundary, all of them or all that can shape a request.
+fn rebuild<'a>(
+    events: &[Event],
+    boundary: usize,
+    (step, turn): (u64, u64),
+    prefix: impl IntoIterator<Item = &'a Event>,
+) -> Result<StepRequest, ReconstructError> {
     // A fresh fold over the prefix: the live session's cache never vouches for itself.
     let mut surface = SurfaceFold::default();
     let mut header = None;
-    for event in &events[..boundary] {
+    for event in prefix {
         let _ = surface.push(event);
         let _ = fold_header_event(&mut header, event);
     }

@@ -107,8 +107,28 @@ pub struct Session {
     surface: SurfaceFold,
     header: Option<EpochHeader>,
     steps: Vec<StepIndex>,
+    /// The seqs of the events that can shape a request ([`shapes_request`]), in order: a
+    /// rebuild from the session folds only these.
+    shaping: Vec<u64>,
     last_turn: u64,
     anomalies: Vec<(u64, String)>,
+}
+
+/// Whether folding an event can change a request — its surface or its header. The kinds left
+/// out are no-ops for both folds (a test pushes each of them through both), and they are the
+/// bulk of a long log (a streamed answer is hundreds of `assistant/chunk` events): a rebuild
+/// from a loaded session skips them. New kinds shape requests until listed here.
+pub(crate) fn shapes_request(data: &EventData) -> bool {
+    !matches!(
+        data,
+        EventData::AssistantChunk(_)
+            | EventData::ToolProgress(_)
+            | EventData::ToolCall(_)
+            | EventData::RequestSent(_)
+            | EventData::LlmRetry(_)
+            | EventData::ApprovalRequest(_)
+            | EventData::ApprovalDecision(_)
+    )
 }
 
 /// Why an event could not be appended to a [`Session`].
@@ -165,6 +185,9 @@ impl Session {
             EventData::TurnStart(start) => self.last_turn = self.last_turn.max(start.turn),
             _ => {}
         }
+        if shapes_request(&event.data) {
+            self.shaping.push(event.seq);
+        }
         self.events.push(event);
         Ok(())
     }
@@ -197,6 +220,11 @@ impl Session {
     /// The folded request header, `None` before the first snapshot.
     pub fn header(&self) -> Option<&EpochHeader> {
         self.header.as_ref()
+    }
+
+    /// The seqs of the events that can shape a request, in order (a rebuild folds only these).
+    pub(crate) fn shaping(&self) -> &[u64] {
+        &self.shaping
     }
 
     /// Every step started so far, in order.

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 
 use crate::*;
 
@@ -758,4 +759,78 @@ fn the_usage_view_names_the_mcp_servers_whose_tools_changed() {
         vec!["fx".to_owned(), "gy".to_owned()]
     );
     assert!(crate::usage::changed_tool_servers(Some(&prev), Some(&prev)).is_empty());
+}
+
+/// The kinds a rebuild from a loaded session skips, each as some event.
+fn skipped_kinds() -> impl Strategy<Value = EventData> {
+    prop_oneof![
+        (1u64..9, text()).prop_map(|(step, name)| EventData::ToolCall(ToolCallStarted {
+            step,
+            call_id: "c1".into(),
+            name,
+            unconfined: false,
+        })),
+        text()
+            .prop_map(|text| EventData::ToolProgress(ToolProgress { call_id: "c1".into(), text })),
+        (1u64..9, text()).prop_map(|(step, error)| EventData::LlmRetry(LlmRetry {
+            step,
+            attempt: 1,
+            delay_ms: 5,
+            error,
+        })),
+        text().prop_map(|summary| EventData::ApprovalRequest(ApprovalRequest {
+            approval_id: "a".into(),
+            call_id: "c1".into(),
+            tool: "t".into(),
+            summary,
+            sandbox: None,
+        })),
+    ]
+}
+
+proptest! {
+    /// A rebuild from a loaded session (its step index, only the events that shape requests)
+    /// equals the fresh fold over every event before the boundary, for every step.
+    #[test]
+    fn a_session_rebuild_equals_the_full_fold(
+        data in proptest::collection::vec(prop_oneof![4 => any_event_data(), 1 => skipped_kinds()], 1..60)
+    ) {
+        let session = Session::from_events(log(data));
+        for index in session.steps() {
+            let full = reconstruct_step(session.events(), index.step);
+            let indexed = reconstruct_session_step(&session, index.step);
+            prop_assert_eq!(indexed, full);
+        }
+        let beyond = session.last_step() + 1;
+        prop_assert_eq!(
+            reconstruct_session_step(&session, beyond),
+            reconstruct_step(session.events(), beyond)
+        );
+    }
+}
+
+#[test]
+fn the_kinds_a_rebuild_skips_change_neither_fold() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    for _ in 0..64 {
+        let data = skipped_kinds().new_tree(&mut runner).unwrap().current();
+        assert!(!crate::surface::shapes_request(&data), "{}", data.kind());
+        let base = Session::from_events(log(vec![
+            meta(),
+            header_event(EpochHeader::new(config("m1"), Some("s".into()), Vec::new())),
+            user("u"),
+            EventData::StepStart(StepStart { step: 1, turn: 1 }),
+        ]));
+        let mut with = base.clone();
+        with.append(event(with.next_seq(), data)).unwrap();
+        assert_eq!(with.messages(), base.messages());
+        assert_eq!(with.header(), base.header());
+        assert_eq!(with.surface_generation(), base.surface_generation());
+        // The open step stays open: a steering message still waits for it to close.
+        let steer = EventData::SteeringMessage(SteeringMessage { text: "s".into() });
+        let mut a = base.clone();
+        a.append(event(a.next_seq(), steer.clone())).unwrap();
+        with.append(event(with.next_seq(), steer)).unwrap();
+        assert_eq!(with.messages(), a.messages());
+    }
 }

@@ -101,7 +101,7 @@ fn golden(request: &GenerateRequest, expected: Expect) {
     let raw = wire_body(request);
     serde_json::from_slice::<Value>(&raw).unwrap();
     let (cached, sha256) = WireCache::new().body(request);
-    assert_eq!(cached, raw);
+    assert_eq!(cached.to_vec(), raw);
     assert_eq!(sha256, sha256_hex(&raw));
     expected.assert_eq(&String::from_utf8(raw).unwrap());
 }
@@ -603,7 +603,7 @@ proptest! {
             let request = GenerateRequest { header: header.clone(), messages: current };
             let (memoized, sha) = cache.body(&request);
             let fresh = wire_body(&request);
-            prop_assert_eq!(&memoized, &fresh);
+            prop_assert_eq!(&memoized.to_vec(), &fresh);
             let digest: String =
                 sha2::Sha256::digest(&fresh).iter().map(|b| format!("{b:02x}")).collect();
             prop_assert_eq!(sha, digest);

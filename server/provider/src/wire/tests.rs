@@ -360,7 +360,7 @@ proptest! {
             }
             let (body, sha) = cache.body(&request);
             let expected = wire_body(&request);
-            prop_assert_eq!(&body, &expected);
+            prop_assert_eq!(&body.to_vec(), &expected);
             let digest: String =
                 sha2::Sha256::digest(&expected).iter().map(|b| format!("{b:02x}")).collect();
             prop_assert_eq!(sha, digest);
@@ -389,4 +389,49 @@ proptest! {
         super::put_str(&mut ours, &text);
         prop_assert_eq!(ours, serde_json::to_vec(&text).unwrap());
     }
+}
+
+/// Bodies far longer than a sealed segment: `body`, `peek` and `adopt` agree with `wire_body`,
+/// and a body's pieces share the sealed prefix with the memo (no copy of it).
+#[test]
+fn long_bodies_are_pieces_of_the_memo_and_equal_wire_body() {
+    let header = EpochHeader::new(config(false), Some("s".into()), Vec::new());
+    let text =
+        |n: usize| Arc::new(Message::User { content: format!("{n}: {}", "x\"y ".repeat(20_000)) });
+    let mut cache = super::WireCache::new();
+    let mut request = GenerateRequest { header: header.clone(), messages: Vec::new() };
+    let mut previous: Option<super::WireBytes> = None;
+    for n in 0..6 {
+        request.messages.push(text(n));
+        let peeked = cache.peek(&request);
+        let (body, sha) = cache.body(&request);
+        let expected = wire_body(&request);
+        assert!(body.to_vec() == expected, "step {n}: the body differs from wire_body");
+        assert_eq!(body.len(), expected.len());
+        assert_eq!(sha, crate::sha256_hex(&expected));
+        if let Some(peeked) = peeked {
+            assert_eq!(peeked, (body.clone(), sha.clone()), "peek differs from body");
+        }
+        if let Some(previous) = previous {
+            let shared = previous.parts()[..previous.parts().len() - 1]
+                .iter()
+                .zip(body.parts())
+                .all(|(a, b)| a.as_ptr() == b.as_ptr());
+            assert!(shared, "step {n}: the sealed prefix was copied");
+        }
+        previous = Some(body);
+    }
+    // A rebuilt request (equal messages, other allocations) extends the memo; adopting it makes
+    // the next body compare pointers; a peek never changes the memo.
+    let rebuilt = GenerateRequest {
+        header: header.clone(),
+        messages: request.messages.iter().map(|m| Arc::new((**m).clone())).collect(),
+    };
+    assert!(cache.peek(&rebuilt).is_some());
+    assert!(cache.adopt(&rebuilt));
+    let mut other = rebuilt.clone();
+    other.messages[0] = text(99);
+    assert!(cache.peek(&other).is_none());
+    assert!(!cache.adopt(&other));
+    assert!(cache.body(&rebuilt).0.to_vec() == wire_body(&rebuilt));
 }

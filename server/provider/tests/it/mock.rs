@@ -407,3 +407,33 @@ async fn a_turn_stored_without_reasoning_still_passes_the_strict_passback_check(
     collect(&mock.deepseek(), body(&request)).await.expect_success();
     mock.server.shutdown().await;
 }
+
+/// A long conversation's body leaves the memo in pieces (its sealed prefix is shared, never
+/// copied): the server receives exactly the bytes of `wire_body`, with a `Content-Length` and
+/// no chunked encoding, on every step.
+#[tokio::test]
+async fn a_body_sent_in_pieces_arrives_whole_with_its_length() {
+    let mock = Mock::start().await;
+    let deepseek = mock.deepseek();
+    let mut cache = dsh_provider::WireCache::new();
+    let mut messages = Vec::new();
+    for step in 0..3 {
+        // Each step adds ~100 KB: the memo seals segments as it grows.
+        messages.push(user(&format!("{step} {}", "a long line of text. ".repeat(5000))));
+        let request = request(call_config(MODEL, false), vec![tool("read_file")], messages.clone());
+        let (body, _) = cache.body(&request);
+        assert!(step == 0 || body.parts().len() > 1, "step {step}: {} pieces", body.parts().len());
+        collect(&deepseek, body.clone()).await.expect_success();
+        let recorded = mock.server.requests().pop().unwrap();
+        assert_eq!(recorded.body, wire_body(&request), "step {step}");
+        let header = |name: &str| {
+            recorded
+                .headers
+                .iter()
+                .find(|(key, _)| key.eq_ignore_ascii_case(name))
+                .map(|(_, value)| value.clone())
+        };
+        assert_eq!(header("content-length"), Some(body.len().to_string()));
+        assert_eq!(header("transfer-encoding"), None);
+    }
+}

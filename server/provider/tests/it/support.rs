@@ -131,7 +131,7 @@ impl Outcome {
 }
 
 /// Runs one call to its end (with a generous test deadline).
-pub async fn collect(deepseek: &DeepSeek, body: Bytes) -> Outcome {
+pub async fn collect(deepseek: &DeepSeek, body: impl Into<dsh_provider::WireBytes>) -> Outcome {
     let mut stream = deepseek.stream(body, CancellationToken::new());
     let mut outcome = Outcome::default();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
