@@ -3,7 +3,8 @@
 # packages, Node.js 24 and code-server, the dsh binary, the MCP fixture server, then typecheck,
 # lint, unit tests (against the real daemon and mock), package (and check the .vsix holds no test
 # code), and the end-to-end test inside a real VS Code (code-server in headless Chromium), driven
-# by the test-only driver extension `e2e/driver/`. Idempotent: every install step is skipped when already done.
+# by the test-only driver extension `e2e/driver/`. Idempotent: every install step is skipped when
+# already done.
 # Prints `N passed, N failed` (unit and e2e summed) and exits non-zero on any failure.
 #
 # Environment: DSH_BIN (default: the workspace's target/debug/dsh, built when missing),
