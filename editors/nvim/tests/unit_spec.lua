@@ -630,3 +630,144 @@ test("notes: a note not yet joined has no step mark", function()
   end
   vim.api.nvim_buf_delete(t.buf, { force = true })
 end)
+
+-- MCP tools and waits, from a fixture log: `fx__echo` streamed, `fx__fail` (an isError result)
+-- and the built-in `read_file` in one message, `mcp/wait` before each step (not in the generated
+-- protocol yet: a hand-written shape), and an event kind the plugin does not know.
+---@return dsh.SessionEvent[]
+local function mcp_events(session)
+  local usage_ = { promptTokens = 1000, cacheHitTokens = 900, cacheMissTokens = 100, completionTokens = 10, reasoningTokens = 0 }
+  local list = {
+    { "session/meta", { formatVersion = 0, sessionId = session, workspace = "/w" } },
+    { "turn/start", { turn = 1 } },
+    { "user/message", { text = "Echo hi through fx." } },
+    { "mcp/wait", { servers = { "fx" }, reason = "starting" } },
+    { "step/start", { step = 1, turn = 1 } },
+    { "assistant/chunk", { step = 1, delta = { kind = "toolCall", index = 0, id = "c1", name = "fx__echo" } } },
+    { "assistant/chunk", { step = 1, delta = { kind = "toolArgs", index = 0, fragment = '{"text":"hi"}' } } },
+    { "assistant/message", { step = 1, message = { content = "", toolCalls = { { id = "c1", name = "fx__echo", arguments = '{"text":"hi"}' } } } } },
+    { "step/end", { step = 1, finishReason = "tool_calls", usage = usage_ } },
+    { "approval/request", { approvalId = "a1", callId = "c1", tool = "fx__echo", summary = 'MCP server fx: echo {"text": "hi"}' } },
+    { "approval/decision", { approvalId = "a1", decision = "allow" } },
+    { "tool/call", { step = 1, callId = "c1", name = "fx__echo" } },
+    { "tool/result", { callId = "c1", name = "fx__echo", content = "echo: hi", isError = false } },
+    -- Two servers said their tools changed; a field the plugin does not know is ignored.
+    { "mcp/wait", { servers = { "fx", "gy" }, reason = "toolsChanged", waitedMs = 12 } },
+    { "mcp/unknown-kind", { servers = { "zz" }, reason = "starting" } },
+    { "step/start", { step = 2, turn = 1 } },
+    { "assistant/message", { step = 2, message = { content = "", toolCalls = { { id = "c2", name = "fx__fail", arguments = "{}" }, { id = "c3", name = "read_file", arguments = '{"path":"a.txt"}' } } } } },
+    { "step/end", { step = 2, finishReason = "tool_calls", usage = usage_ } },
+    { "tool/call", { step = 2, callId = "c2", name = "fx__fail" } },
+    { "tool/result", { callId = "c2", name = "fx__fail", content = "it failed", isError = true } },
+    { "tool/call", { step = 2, callId = "c3", name = "read_file" } },
+    { "tool/result", { callId = "c3", name = "read_file", content = "A", isError = false } },
+    { "step/start", { step = 3, turn = 1 } },
+    { "assistant/message", { step = 3, message = { content = "Echoed." } } },
+    { "step/end", { step = 3, finishReason = "stop", usage = usage_ } },
+    { "turn/end", { turn = 1, reason = "completed" } },
+  }
+  local out = {}
+  for i, e in ipairs(list) do
+    out[i] = { sessionId = session, seq = i - 1, time = 0, type = e[1], data = e[2] }
+  end
+  return out
+end
+
+test("mcp: a tool's request name splits at the first __ into its server and its own name", function()
+  H.eq({ "fx", "echo" }, { transcript.mcp_tool("fx__echo") })
+  H.eq({ "my-db", "run__query" }, { transcript.mcp_tool("my-db__run__query") })
+  H.eq({ "S3", "list_buckets" }, { transcript.mcp_tool("S3__list_buckets") })
+  H.eq("fx › echo", transcript.tool_label("fx__echo"))
+  for _, built_in in ipairs({ "read_file", "write_file", "edit_file", "run_command", "list_dir", "glob", "grep" }) do
+    H.eq(nil, transcript.mcp_tool(built_in), built_in)
+    H.eq(built_in, transcript.tool_label(built_in))
+  end
+  -- Not a server name: empty, with `_`, longer than 32; nor a tool name: empty.
+  for _, odd in ipairs({ "__echo", "my_db__q", ("a"):rep(33) .. "__q", "fx__", "fx_echo" }) do
+    H.eq(nil, transcript.mcp_tool(odd), odd)
+    H.eq(odd, transcript.tool_label(odd))
+  end
+  H.eq(("a"):rep(32), transcript.mcp_tool(("a"):rep(32) .. "__q"))
+end)
+
+test("mcp: the wait line, both reasons, one and two servers, read tolerantly", function()
+  H.eq("waiting for MCP server fx to start", transcript.mcp_wait_text({ servers = { "fx" }, reason = "starting" }))
+  H.eq("waiting for MCP servers fx, gy to start", transcript.mcp_wait_text({ servers = { "fx", "gy" }, reason = "starting" }))
+  H.eq("waiting for MCP server fx to list its changed tools", transcript.mcp_wait_text({ servers = { "fx" }, reason = "toolsChanged" }))
+  H.eq("waiting for MCP servers fx, gy to list their changed tools", transcript.mcp_wait_text({ servers = { "fx", "gy" }, reason = "toolsChanged" }))
+  H.eq("waiting for MCP server fx (restarting)", transcript.mcp_wait_text({ servers = { "fx" }, reason = "restarting", extra = true }))
+  H.eq("waiting for MCP servers to start", transcript.mcp_wait_text({ reason = "starting" }))
+  H.eq("waiting for MCP servers fx, gy", transcript.mcp_wait_text({ servers = { "fx", 3, "gy" }, reason = vim.NIL }))
+end)
+
+test("mcp: the approval prompt names an MCP tool with its server, a built-in one as before", function()
+  H.eq('dsh: fx › echo wants to run — MCP server fx: echo {"text": "hi"}', dsh.approval_prompt({ approvalId = "a", callId = "c", tool = "fx__echo", summary = 'MCP server fx: echo {"text": "hi"}' }))
+  H.eq("dsh: run_command wants to run — run_command: ls [sandbox: workspace-write]", dsh.approval_prompt({ approvalId = "a", callId = "c", tool = "run_command", summary = "run_command: ls", sandbox = "workspace-write" }))
+end)
+
+test("mcp: calls show as `server › tool`, built-in ones as before; the waits as one line each, live and on replay", function()
+  local t = transcript.get_or_create("unit-mcp")
+  local list = mcp_events("unit-mcp")
+  local buf = t.buf
+  local live = {}
+  for _, ev in ipairs(list) do
+    t:on_event(ev)
+    if ev.type == "mcp/wait" then
+      -- Live: the line is there as the event arrives, before the step that waited starts.
+      local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+      table.insert(live, lines[#lines])
+    end
+  end
+  H.eq({ "  ◌ waiting for MCP server fx to start", "  ◌ waiting for MCP servers fx, gy to list their changed tools" }, live)
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local function only(needle)
+    local found = lines_with(buf, needle)
+    H.eq(1, #found, needle)
+    return found[1]
+  end
+  -- Each wait after what came before it and right before the step that waited.
+  local wait1, wait2 = only("◌ waiting for MCP server fx to start"), only("◌ waiting for MCP servers fx, gy to list their changed tools")
+  H.eq("❯ Echo hi through fx.", lines[wait1 - 1])
+  H.eq("── step 1", lines[wait1 + 1])
+  H.eq("── step 2", lines[wait2 + 1])
+  H.eq(nil, H.buf_text(buf):find("zz", 1, true), "the unknown kind left nothing")
+  -- The calls: streamed, and whole; the approval; the results, an isError one as an error.
+  H.eq('  ⚙ fx › echo {"text":"hi"}', lines[only("⚙ fx › echo")])
+  H.eq("  ⚙ fx › fail {}", lines[only("⚙ fx › fail")])
+  H.eq('  ⚙ read_file {"path":"a.txt"}', lines[only("⚙ read_file")])
+  H.eq('  ? fx › echo wants approval: MCP server fx: echo {"text": "hi"}', lines[only("? fx › echo wants approval")])
+  H.eq("  ✓ fx › echo → echo: hi", lines[only("✓ fx › echo")])
+  H.eq("  ✗ fx › fail → it failed", lines[only("✗ fx › fail")])
+  H.eq("  ✓ read_file → A", lines[only("✓ read_file")])
+  H.eq(nil, H.buf_text(buf):find("__", 1, true), "no request name shown")
+  -- The `fx ›` of each MCP line is highlighted as the server; nothing on built-in lines.
+  local marked = {}
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, transcript.ns, 0, -1, { details = true })) do
+    if m[4].hl_group == "DshMcpServer" then
+      local line = lines[m[2] + 1]
+      table.insert(marked, line:sub(m[3] + 1, m[4].end_col))
+      H.eq(nil, line:find("read_file", 1, true), line)
+    end
+  end
+  H.eq({ "fx ›", "fx ›", "fx ›", "fx ›", "fx ›" }, marked)
+  -- The failed result keeps the error highlight of a built-in failure.
+  local err_line = only("✗ fx › fail") - 1
+  local hls = {}
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, transcript.ns, { err_line, 0 }, { err_line, -1 }, { details = true })) do
+    table.insert(hls, m[4].line_hl_group or m[4].hl_group)
+  end
+  H.truthy(vim.tbl_contains(hls, "DshError"), vim.inspect(hls))
+  -- A replay (overlapping) renders nothing twice; a fresh buffer from seq 0 renders the same.
+  local before = H.buf_text(buf)
+  for _, ev in ipairs(list) do
+    t:on_event(ev)
+  end
+  H.eq(before, H.buf_text(buf))
+  vim.api.nvim_buf_delete(buf, { force = true })
+  local again = transcript.get_or_create("unit-mcp")
+  for _, ev in ipairs(list) do
+    again:on_event(ev)
+  end
+  H.eq(before, H.buf_text(again.buf))
+  vim.api.nvim_buf_delete(again.buf, { force = true })
+end)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The VS Code extension's whole test, from a fresh machine: system packages, the extension's npm
-# packages, Node.js 24 and code-server, the dsh binary, then typecheck, lint, unit tests (against
-# the real daemon and mock), package (and check the .vsix holds no test code), and the end-to-end
-# test inside a real VS Code (code-server in headless Chromium), driven by the test-only driver
-# extension `e2e/driver/`. Idempotent: every install step is skipped when already done.
+# packages, Node.js 24 and code-server, the dsh binary, the MCP fixture server, then typecheck,
+# lint, unit tests (against the real daemon and mock), package (and check the .vsix holds no test
+# code), and the end-to-end test inside a real VS Code (code-server in headless Chromium), driven
+# by the test-only driver extension `e2e/driver/`. Idempotent: every install step is skipped when
+# already done.
 # Prints `N passed, N failed` (unit and e2e summed) and exits non-zero on any failure.
 #
 # Environment: DSH_BIN (default: the workspace's target/debug/dsh, built when missing),
@@ -60,6 +61,12 @@ if [[ ! -x "$dsh" ]]; then
   (cd "$repo" && timed cargo build -q -p dsh)
 fi
 export DSH_BIN="$dsh"
+
+# ---- the MCP fixture server (tests/mcp/fixture.py on PyPI `mcp`) the unit tests run through the
+# daemon: installed by the repository's script (idempotent), then required.
+step "tests/mcp/install.sh"
+timed bash "$repo/tests/mcp/install.sh"
+export DSH_MCP_REQUIRED=1
 
 # ---- checks
 failed=0

@@ -2,6 +2,7 @@
 // usage badge colored by hit ratio and the cache-drop cause named from the log. No `vscode`.
 // Buttons carry `data-action` and `data-step`; the webview script posts them to the extension.
 
+import { mcpLabel, mcpTool, mcpWaitText } from "./mcp";
 import type { Entry, StepView, ToolCallView, Transcript } from "./transcript";
 import { dropExplanation, formatMoney, formatTokens, hitClass, hitPercent, usageParts } from "./usage";
 
@@ -74,7 +75,9 @@ function renderEntry(t: Transcript, e: Entry): string {
       return `<div class="turn-end ${cls}" data-seq="${e.seq}">Turn ${e.turn} ${escapeHtml(e.reason)}${err}</div>`;
     }
     case "approval":
-      return `<div class="approval-entry">${renderApproval(e.approval)}</div>`;
+      return `<div class="approval-entry">${renderApproval(e.approval, true)}</div>`;
+    case "mcpWait":
+      return `<div class="notice mcp-wait" data-seq="${e.seq}" data-mcp-wait="${escapeHtml(e.wait.reason)}">${escapeHtml(mcpWaitText(e.wait))} <span class="seq">seq ${e.seq}</span></div>`;
     case "notice":
       return `<div class="notice" data-seq="${e.seq}">${escapeHtml(e.text)}</div>`;
   }
@@ -156,7 +159,7 @@ function renderToolCall(c: ToolCallView): string {
   const progress = c.progress.length ? `<div class="progress">${c.progress.map(escapeHtml).join("<br>")}</div>` : "";
   return (
     `<div class="tool" data-call="${escapeHtml(c.id)}">` +
-    `<div class="tool-head">⚙ <b>${escapeHtml(c.name)}</b> <span class="call-id">${escapeHtml(c.id)}</span>` +
+    `<div class="tool-head">⚙ ${toolName(c.name)} <span class="call-id">${escapeHtml(c.id)}</span>` +
     (c.unconfined ? ` <span class="unconfined" title="this command ran without the sandbox">unconfined</span>` : "") +
     `</div>` +
     `<pre class="args">${escapeHtml(args)}</pre>` +
@@ -165,6 +168,17 @@ function renderToolCall(c: ToolCallView): string {
     result +
     `</div>`
   );
+}
+
+/** A tool's name in bold; an MCP tool's own name with its server's badge (`echo` `MCP · fx`),
+ * the request name (`fx__echo`, what the model called) in its tooltip. */
+export function toolName(name: string): string {
+  const mcp = mcpTool(name);
+  if (!mcp) {
+    return `<b>${escapeHtml(name)}</b>`;
+  }
+  const title = `a tool of MCP server ${mcp.server}; the model calls it ${name}`;
+  return `<b title="${escapeHtml(title)}">${escapeHtml(mcp.tool)}</b> <span class="mcp" data-mcp-server="${escapeHtml(mcp.server)}" title="${escapeHtml(title)}">${escapeHtml(mcpLabel(mcp.server))}</span>`;
 }
 
 /** How a verdict reads in the transcript. */
@@ -183,12 +197,15 @@ export function verdictText(decision: import("./protocol.generated").ApprovalVer
   }
 }
 
-function renderApproval(a: import("./transcript").ApprovalView): string {
+/** An approval; `named` when it stands alone (no tool call around it names the tool). */
+function renderApproval(a: import("./transcript").ApprovalView, named = false): string {
   const decided = a.decision
     ? `<span class="decision ${a.decision}">${verdictText(a.decision)}</span>`
     : `<span class="decision waiting">waiting for you</span> <button data-action="approve" data-approval="${escapeHtml(a.approvalId)}">answer</button>`;
   const sandbox = a.sandbox ? ` <span class="sandbox">[sandbox: ${escapeHtml(a.sandbox)}]</span>` : "";
-  return `<div class="approval" data-approval="${escapeHtml(a.approvalId)}"><span class="approval-label">approval</span> ${escapeHtml(a.summary)}${sandbox} — ${decided}</div>`;
+  // Built-in tools are named by their summary; an MCP tool shows its server's badge.
+  const tool = named && mcpTool(a.tool) ? `${toolName(a.tool)} ` : "";
+  return `<div class="approval" data-approval="${escapeHtml(a.approvalId)}"><span class="approval-label">approval</span> ${tool}${escapeHtml(a.summary)}${sandbox} — ${decided}</div>`;
 }
 
 /** Tool arguments pretty-printed when they are complete JSON, else verbatim (still streaming). */

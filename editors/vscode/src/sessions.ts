@@ -6,7 +6,7 @@ import * as vscode from "vscode";
 import type { Connection } from "./connection";
 import { describeError, RpcError, type DshClient, type Subscription } from "./daemon";
 import { ErrorCodes, type ApprovalChoice, type SessionEvent, type SessionSummary } from "./protocol.generated";
-import { Transcript, approvalChoices, type ApprovalView } from "./transcript";
+import { Transcript, approvalChoices, approvalPrompt, type ApprovalView } from "./transcript";
 
 export class OpenSession {
   readonly transcript: Transcript;
@@ -185,9 +185,8 @@ export class SessionManager implements vscode.Disposable {
     }
     this.asked.add(a.approvalId);
     const choices = approvalChoices(a);
-    const sandbox = a.sandbox ? ` [sandbox: ${a.sandbox}]` : "";
     const pick = await vscode.window.showInformationMessage(
-      `dsh wants to run ${a.tool}: ${a.summary}${sandbox}`,
+      approvalPrompt(a),
       { modal: false },
       ...choices.map((c) => c.label),
     );

@@ -37,6 +37,7 @@ import type {
   UsageEntry,
   UserMessage,
 } from "./protocol.generated";
+import { readMcpWait, toolDisplayName, type McpWait } from "./mcp";
 
 export type ApprovalView = {
   approvalId: string;
@@ -109,6 +110,8 @@ export type Entry =
   | { kind: "compact"; seq: number; reason: string; tokensBefore: number; summary?: string; replaced?: { start: number; end: number; seq: number } }
   | { kind: "turnEnd"; seq: number; turn: number; reason: StopReason; error?: string }
   | { kind: "approval"; approval: ApprovalView }
+  /** A step waited for MCP servers to start or re-list their tools (`mcp/wait`). */
+  | { kind: "mcpWait"; seq: number; wait: McpWait }
   | { kind: "notice"; seq: number; text: string };
 
 export type TurnView = {
@@ -505,6 +508,10 @@ export class Transcript {
         }
         return { kind: "structure" };
       }
+      case "mcp/wait":
+        // Logged before the step whose tools it waited for: the step/start after it ends it.
+        this.entries.push({ kind: "mcpWait", seq: e.seq, wait: readMcpWait(d) });
+        return { kind: "structure" };
       default:
         return { kind: "none" };
     }
@@ -570,6 +577,13 @@ export function noteHeadline(c: Pick<ContextMessage, "source" | "files">): strin
   const what = [...groups].map(([change, paths]) => `${paths.join(", ")} ${CHANGE_WORDS[change] ?? change}${where}`).join("; ");
   const fallback = c.source === "workspace" ? "a file changed on disk" : "the instructions changed";
   return `${what || fallback}: joins the next request as a note`;
+}
+
+/** The text of the native approval prompt: the tool (an MCP tool with its server), what it
+ * would do, and for a command how it would run. */
+export function approvalPrompt(a: { tool: string; summary: string; sandbox?: string }): string {
+  const sandbox = a.sandbox ? ` [sandbox: ${a.sandbox}]` : "";
+  return `dsh wants to run ${toolDisplayName(a.tool)}: ${a.summary}${sandbox}`;
 }
 
 /** The answers an approval offers: a command that would run confined can also be allowed

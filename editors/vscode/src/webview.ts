@@ -58,6 +58,8 @@ details.reasoning .text { white-space: pre-wrap; font-style: italic; padding: 4p
 .answer { white-space: pre-wrap; margin: 6px 0; }
 .tool { margin: 6px 0; padding: 6px 10px; background: var(--vscode-textCodeBlock-background, rgba(127,127,127,.12)); border-radius: 4px; }
 .tool-head { font-size: .9em; }
+.mcp { font-size: .8em; font-weight: 600; padding: 0 5px; border-radius: 3px; white-space: nowrap;
+  border: 1px solid var(--hit-cold); color: var(--hit-cold); }
 .call-id { opacity: .5; font-size: .85em; font-family: var(--vscode-editor-font-family); }
 pre { font-family: var(--vscode-editor-font-family); font-size: var(--vscode-editor-font-size, 12px); white-space: pre-wrap;
   word-break: break-word; margin: 4px 0; max-height: 320px; overflow: auto; }
@@ -78,6 +80,7 @@ details.result.error summary { color: var(--hit-low); }
 .retry { font-size: .85em; color: var(--hit-mid); }
 .turn-end { font-size: .85em; margin: 6px 0 4px; opacity: .75; }
 .turn-end.cancelled, .turn-end.error { color: var(--hit-low); opacity: 1; }
+.notice.mcp-wait { opacity: .8; font-style: italic; }
 .compact, .notice { font-size: .88em; margin: 8px 0; padding: 4px 10px; border-left: 3px solid var(--hit-cold); }
 .empty { opacity: .6; margin-top: 30px; }
 .flash { outline: 2px solid var(--vscode-focusBorder); }

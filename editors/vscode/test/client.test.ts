@@ -13,9 +13,9 @@ import { ErrorCodes, type SessionEvent } from "../src/protocol.generated";
 import { escapeHtml, renderTranscript } from "../src/render";
 import { CONNECTION_CLOSED, RpcClient } from "../src/rpc";
 import { renderSaw } from "../src/saw";
-import { Transcript, approvalChoices } from "../src/transcript";
+import { Transcript, approvalChoices, approvalPrompt } from "../src/transcript";
 import { formatMoney, sessionDescription, statusText, stepAnnotation, usageMarkdown } from "../src/usage";
-import { cleanup, dshBin, expectedCost, hasStdio, makeWorkspace, Mock, tempDir, until } from "./support";
+import { cleanup, dshBin, expectedCost, hasStdio, makeWorkspace, mcpFixtureConfig, mcpFixtureSkip, Mock, tempDir, until } from "./support";
 
 const daemon = hasStdio();
 const skip = daemon ? false : `${dshBin()} has no \`stdio\` subcommand yet (the daemon has not landed)`;
@@ -444,6 +444,76 @@ describe("against the daemon and the mock", { skip }, () => {
       assert.match(describeError(e), /sessionNotFound/);
       return true;
     });
+  });
+});
+
+describe("an MCP server's tools, against the daemon, the mock and tests/mcp/fixture.py", { skip: skip || mcpFixtureSkip() }, () => {
+  let mock: Mock;
+  let home: string;
+  let ws: string;
+  let client: DshClient;
+
+  before(async () => {
+    mock = await Mock.start();
+    home = tempDir("mcphome");
+    ws = makeWorkspace();
+    // The server in the user's file (`$DSH_CONFIG`): its calls ask, but `fail`'s is automatic.
+    const config = path.join(home, "config.toml");
+    writeFileSync(config, `${mcpFixtureConfig("fx")}[approvals]\nfx__fail = "auto"\n`);
+    const env = { ...process.env, DEEPSEEK_API_KEY: "sk-test", DSH_CONFIG: config };
+    client = await DshClient.start({ path: dshBin(), home: path.join(home, "state"), baseUrl: mock.url, inProcess: true, env, clientName: "dsh-vscode-test" });
+  });
+
+  after(async () => {
+    client?.kill();
+    await client?.waitExit();
+    mock?.stop();
+    cleanup(home, ws);
+  });
+
+  test("a turn calling fx__echo and fx__fail shows both as fx's tools, asks with the server named, and logs the results", async () => {
+    await mock.script([
+      { tool_calls: [{ name: "fx__echo", arguments: { text: "hi" } }, { name: "fx__fail", arguments: {} }, { name: "list_dir", arguments: { path: "." } }] },
+      { content: "Echoed." },
+    ]);
+    const { sessionId } = await client.createSession(ws);
+    const t = new Transcript(sessionId);
+    const events: SessionEvent[] = [];
+    const sub = await client.subscribe(sessionId, 0, (e) => {
+      events.push(e);
+      t.apply(e);
+    });
+    const running = client.prompt(sessionId, "Echo hi through fx.");
+    await until(() => t.pendingApprovals.size > 0, "the approval/request of fx__echo", 60_000);
+    const [approval] = [...t.pendingApprovals.values()];
+    assert.equal(approval.tool, "fx__echo");
+    assert.match(approvalPrompt(approval), /^dsh wants to run echo \(MCP · fx\): MCP server fx: echo /);
+    assert.equal((await client.respondApproval(sessionId, approval.approvalId, "allow")).accepted, true);
+    assert.equal((await running).stopReason, "completed");
+    await until(() => !t.running, "turn/end");
+
+    // The tools the model got: fx's, namespaced, beside the built-in ones.
+    const [first] = (await mock.requests()) as Array<{ body: string }>;
+    const names = (JSON.parse(first.body) as { tools: Array<{ function: { name: string } }> }).tools.map((x) => x.function.name);
+    assert.ok(names.includes("fx__echo") && names.includes("read_file"), names.join(", "));
+
+    const [echo, fail, list] = t.steps.get(1)!.toolCalls;
+    assert.deepEqual([echo.name, echo.result?.content, echo.result?.isError, echo.approval?.decision], ["fx__echo", "echo: hi", false, "allow"]);
+    assert.deepEqual([fail.name, fail.result?.content, fail.result?.isError], ["fx__fail", "it failed", true]);
+    assert.equal(list.result?.isError, false);
+    const html = renderTranscript(t);
+    assert.match(html, new RegExp(`data-call="${echo.id}"><div class="tool-head">⚙ <b title="[^"]*">echo</b> <span class="mcp" data-mcp-server="fx"[^>]*>MCP · fx</span>`));
+    assert.match(html, new RegExp(`data-call="${fail.id}"><div class="tool-head">⚙ <b title="[^"]*">fail</b> <span class="mcp" data-mcp-server="fx"[^>]*>MCP · fx</span>.*?<details class="result error"[^>]*><summary>✗ error`, "s"));
+    assert.match(html, new RegExp(`data-call="${list.id}"><div class="tool-head">⚙ <b>list_dir</b> <span class="call-id">`));
+    // A wait the daemon logged (mcp/wait: fx was starting at the first step) shows as its line.
+    for (const e of events.filter((x) => x.type === "mcp/wait")) {
+      assert.ok(html.includes(`data-seq="${e.seq}" data-mcp-wait=`), `the line of mcp/wait at seq ${e.seq}`);
+    }
+    // Reopened from seq 0, the transcript is the same.
+    const again = new Transcript(sessionId);
+    again.applyAll((await client.events(sessionId, 0, 1000)).events);
+    assert.equal(renderTranscript(again), html);
+    await sub.dispose();
   });
 });
 

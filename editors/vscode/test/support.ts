@@ -2,7 +2,7 @@
 // workspaces. Nothing here fakes the daemon.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import type { Price, Usage } from "../src/protocol.generated";
@@ -121,4 +121,31 @@ export function expectedCost(u: Usage, p: Price): { amount: number; saved: numbe
   const amount = (u.cacheHitTokens * p.cacheHit + miss * p.cacheMiss + output) / 1_000_000;
   const uncached = (u.promptTokens * p.cacheMiss + output) / 1_000_000;
   return { amount, saved: uncached - amount };
+}
+
+/** The repository's MCP test servers (`tests/mcp`, installed by `tests/mcp/install.sh`). */
+export function mcpDir(): string {
+  return path.resolve(__dirname, "../../../../tests/mcp");
+}
+
+/**
+ * Whether `tests/mcp/fixture.py`'s PyPI `mcp` SDK is installed; a reason to skip the test when
+ * it is not, unless `DSH_MCP_REQUIRED` is set (test-ci.sh installs it and sets it): then the
+ * test runs, and fails.
+ */
+export function mcpFixtureSkip(): string | false {
+  if (existsSync(path.join(mcpDir(), ".deps/py/mcp")) || process.env.DSH_MCP_REQUIRED) {
+    return false;
+  }
+  return "the MCP fixture server is not installed (run tests/mcp/install.sh)";
+}
+
+/** A `[mcp.servers.NAME]` table running `tests/mcp/fixture.py` (its tools: echo, fail, …). */
+export function mcpFixtureConfig(name: string, extra = ""): string {
+  const dir = mcpDir();
+  return (
+    `[mcp.servers.${name}]\ncommand = "python3"\n` +
+    `args = [${JSON.stringify(path.join(dir, "fixture.py"))}, "tools"]\n` +
+    `env = { PYTHONPATH = ${JSON.stringify(path.join(dir, ".deps/py"))} }\n${extra}\n`
+  );
 }

@@ -253,6 +253,15 @@ function M.approval_choices(req)
   return choices
 end
 
+--- The question an approval asks: the tool (an MCP tool as `server › tool`), what it would do,
+--- and for a command how it would run.
+---@param req dsh.ApprovalRequest
+---@return string
+function M.approval_prompt(req)
+  local sandbox = req.sandbox and (" [sandbox: %s]"):format(req.sandbox) or ""
+  return ("dsh: %s wants to run — %s%s"):format(transcript.tool_label(req.tool), req.summary, sandbox)
+end
+
 local function next_approval()
   if approval_open then
     return
@@ -266,9 +275,8 @@ local function next_approval()
     return next_approval()
   end
   approval_open = true
-  local sandbox = req.sandbox and (" [sandbox: %s]"):format(req.sandbox) or ""
   vim.ui.select(M.approval_choices(req), {
-    prompt = ("dsh: %s wants to run — %s%s"):format(req.tool, req.summary, sandbox),
+    prompt = M.approval_prompt(req),
     kind = "dsh.approval",
   }, function(choice)
     approval_open = false

@@ -1,6 +1,7 @@
 --- The transcript buffer of one session: renders the session's log events as they stream
---- (assistant text, folded reasoning, tool calls with arguments and results, approvals, steering,
---- workspace notes with their text folded, errors) and carries each step's usage as extmark
+--- (assistant text, folded reasoning, tool calls with arguments and results — an MCP server's
+--- tools as `server › tool` —, approvals, steering, workspace notes with their text folded, waits
+--- for MCP servers, errors) and carries each step's usage as extmark
 --- virtual text on the step's header line.
 --- Rendering only appends; a step's annotation is refreshed from `session/usage` so its numbers
 --- and the cause of a cache drop are the daemon's.
@@ -73,6 +74,7 @@ local function define_highlights()
     DshToolResult = "Comment",
     DshError = "ErrorMsg",
     DshApproval = "Question",
+    DshMcpServer = "Label",
     DshDim = "NonText",
     DshUsageGood = "DiagnosticOk",
     DshUsageFair = "DiagnosticWarn",
@@ -144,6 +146,56 @@ function M.note_headline(data)
   end
   local what = #parts > 0 and table.concat(parts, "; ") or (data.source == "workspace" and "a file changed on disk" or "the instructions changed")
   return what .. ": joins the next request as a note"
+end
+
+--- The server and the server's own tool name of an MCP tool's request name `SERVER__TOOL`
+--- (docs/mcp.md: a server name is 1 to 32 letters, digits or `-`, never `_`, so the first `__`
+--- ends it, and no built-in tool has a `__`); nil for a built-in tool.
+---@param name string
+---@return string? server, string? tool
+function M.mcp_tool(name)
+  local server, tool = (name or ""):match("^([%w%-]+)__(.+)$")
+  if not server or #server > 32 then
+    return nil
+  end
+  return server, tool
+end
+
+--- How the transcript names a tool: `fx › echo` for the tool `echo` of MCP server `fx`
+--- (`fx__echo` on the wire), a built-in tool by its name.
+---@param name string
+---@return string
+function M.tool_label(name)
+  local server, tool = M.mcp_tool(name)
+  return server and (server .. " › " .. tool) or name
+end
+
+---@class dsh.McpWait
+---@field servers string[] the servers a step waited for
+---@field reason "starting"|"toolsChanged"|string why: starting, or re-listing tools they said changed
+
+--- The one line the transcript shows for an `mcp/wait` event (not model-visible: a step waited
+--- for MCP servers before its request): "waiting for MCP server fx to start", "waiting for MCP
+--- servers fx, gy to list their changed tools". Written by hand until the generated protocol
+--- carries the event; read tolerantly (other fields ignored, a reason not known yet named).
+---@param data dsh.McpWait
+---@return string
+function M.mcp_wait_text(data)
+  local servers = {}
+  for _, s in ipairs(type(data.servers) == "table" and data.servers or {}) do
+    if type(s) == "string" then
+      table.insert(servers, (s:gsub("%s", " ")))
+    end
+  end
+  local many = #servers ~= 1
+  local who = #servers > 0 and ("MCP server%s %s"):format(many and "s" or "", table.concat(servers, ", ")) or "MCP servers"
+  local reason = type(data.reason) == "string" and data.reason or ""
+  if reason == "starting" then
+    return ("waiting for %s to start"):format(who)
+  elseif reason == "toolsChanged" then
+    return ("waiting for %s to list %s changed tools"):format(who, many and "their" or "its")
+  end
+  return ("waiting for %s%s"):format(who, reason ~= "" and (" (" .. reason:gsub("%s", " ") .. ")") or "")
 end
 
 --- Create (or find) the transcript for a session. Does not subscribe.
@@ -318,6 +370,17 @@ function Transcript:_extend(line, text, prefix, hl, fold)
   return last
 end
 
+--- Highlight the `server ›` of an MCP tool's label written after `prefix` on line `line`.
+---@param line integer 0-based
+---@param prefix string the line's text before the label
+---@param name string the tool's request name
+function Transcript:_mark_server(line, prefix, name)
+  local server = M.mcp_tool(name)
+  if server and vim.api.nvim_buf_is_valid(self.buf) then
+    vim.api.nvim_buf_set_extmark(self.buf, M.ns, line, #prefix, { end_col = #prefix + #server + #" ›", hl_group = "DshMcpServer", priority = 60 })
+  end
+end
+
 local function lines_of(text, prefix, first_prefix, max)
   local out = {}
   local pieces = vim.split(text or "", "\n", { plain = true })
@@ -363,17 +426,19 @@ function Transcript:_chunk(step, delta)
     s.line = last
     self.stream = s
   elseif delta.kind == "toolCall" then
-    local line = self:append({ ("  ⚙ %s "):format(delta.name) }, "DshTool")
+    local line = self:append({ ("  ⚙ %s "):format(M.tool_label(delta.name)) }, "DshTool")
+    self:_mark_server(line, "  ⚙ ", delta.name)
     self.tool_lines[step .. ":" .. delta.index] = line
     self.stream = { step = step, kind = "tool", index = delta.index, line = line }
   elseif delta.kind == "toolArgs" then
     local line = self.tool_lines[step .. ":" .. delta.index]
     if line then
-      -- Argument JSON has no raw newlines; a fragment only extends its call's line.
+      -- Argument JSON has no raw newlines; a fragment only extends its call's line (set as
+      -- text, so the line's marks — its highlight, its server's — stay on it).
       self:_edit(function()
         local cur = vim.api.nvim_buf_get_lines(self.buf, line, line + 1, false)[1] or ""
         local frag = delta.fragment:gsub("\n", " ")
-        vim.api.nvim_buf_set_lines(self.buf, line, line + 1, false, { cur .. frag })
+        vim.api.nvim_buf_set_text(self.buf, line, #cur, line, #cur, { frag })
       end)
     end
   end
@@ -390,7 +455,8 @@ function Transcript:_message(step, msg)
     self:append(lines_of(msg.content, TEXT_PREFIX, TEXT_PREFIX))
   end
   for i, call in ipairs(msg.toolCalls or {}) do
-    local line = self:append({ ("  ⚙ %s %s"):format(call.name, (call.arguments or ""):gsub("\n", " ")) }, "DshTool")
+    local line = self:append({ ("  ⚙ %s %s"):format(M.tool_label(call.name), (call.arguments or ""):gsub("\n", " ")) }, "DshTool")
+    self:_mark_server(line, "  ⚙ ", call.name)
     self.tool_lines[step .. ":" .. (i - 1)] = line
   end
 end
@@ -535,7 +601,7 @@ end
 handlers["tool/call"] = function(self, data)
   -- Only a command that ran without the sandbox is worth a line: everything else is confined.
   if data.unconfined then
-    self:append({ ("  ⚠ %s ran unconfined (no sandbox)"):format(data.name) }, "DshError")
+    self:append({ ("  ⚠ %s ran unconfined (no sandbox)"):format(M.tool_label(data.name)) }, "DshError")
   end
 end
 
@@ -547,13 +613,15 @@ handlers["tool/result"] = function(self, data)
   local mark = data.isError and "✗" or "✓"
   local content = data.content or ""
   local max = require("dsh.config").get().result_lines
-  local lines = lines_of(content, "    ", ("  %s %s → "):format(mark, data.name), max)
-  self:append(lines, data.isError and "DshError" or "DshToolResult")
+  local lines = lines_of(content, "    ", ("  %s %s → "):format(mark, M.tool_label(data.name)), max)
+  local line = self:append(lines, data.isError and "DshError" or "DshToolResult")
+  self:_mark_server(line, ("  %s "):format(mark), data.name)
 end
 
 handlers["approval/request"] = function(self, data)
   local sandbox = data.sandbox and (" [sandbox: %s]"):format(data.sandbox) or ""
-  local line = self:append({ ("  ? %s wants approval: %s%s"):format(data.tool, data.summary, sandbox) }, "DshApproval")
+  local line = self:append({ ("  ? %s wants approval: %s%s"):format(M.tool_label(data.tool), data.summary, sandbox) }, "DshApproval")
+  self:_mark_server(line, "  ? ", data.tool)
   self.approvals[data.approvalId] = data
   self.approval_lines[data.approvalId] = line
   if self.on_approval then
@@ -577,6 +645,11 @@ handlers["approval/decision"] = function(self, data)
       virt_text_pos = "eol",
     })
   end
+end
+
+handlers["mcp/wait"] = function(self, data)
+  -- Logged before the step that waited: the step that follows shows the wait ended.
+  self:append({ "  ◌ " .. M.mcp_wait_text(data) }, "DshDim")
 end
 
 handlers["step/end"] = function(self, data)

@@ -1,0 +1,65 @@
+// Tools from MCP servers as the transcript names them, and the line a step's wait for starting
+// MCP servers shows. No `vscode`.
+//
+// An MCP tool reaches the model, and the log, as `SERVER__TOOL` (docs/mcp.md): a server name is
+// 1 to 32 letters, digits or `-` — never `_` — so the first `__` ends it, and no built-in tool
+// has a `__`. The transcript shows the tool's own name with its server beside it.
+
+/** The server and the server's own tool name of an MCP tool's request name; undefined for a
+ * built-in tool (or any name that does not read as `SERVER__TOOL`). */
+export function mcpTool(name: string): { server: string; tool: string } | undefined {
+  const at = name.indexOf("__");
+  if (at < 1) {
+    return undefined;
+  }
+  const server = name.slice(0, at);
+  const tool = name.slice(at + 2);
+  return /^[A-Za-z0-9-]{1,32}$/.test(server) && tool.length > 0 ? { server, tool } : undefined;
+}
+
+/** The badge an MCP tool carries beside its name: `MCP · fx`. */
+export function mcpLabel(server: string): string {
+  return `MCP · ${server}`;
+}
+
+/** How a tool reads on one line: `echo (MCP · fx)` for an MCP tool, the name for a built-in. */
+export function toolDisplayName(name: string): string {
+  const mcp = mcpTool(name);
+  return mcp ? `${mcp.tool} (${mcpLabel(mcp.server)})` : name;
+}
+
+/**
+ * The data of the `mcp/wait` log event (not model-visible): a step waited for these servers to
+ * start, or to list the tools they said changed, before its request. Written by hand until the
+ * generated protocol types carry it; read tolerantly — other fields are ignored, a missing list
+ * is empty, a reason this client does not know is named as it came.
+ */
+export type McpWait = {
+  servers: string[];
+  reason: "starting" | "toolsChanged" | (string & {});
+};
+
+/** Reads an `mcp/wait` payload as logged, whatever else it holds. */
+export function readMcpWait(data: unknown): McpWait {
+  const d = (typeof data === "object" && data !== null ? data : {}) as Record<string, unknown>;
+  const servers = Array.isArray(d.servers) ? d.servers.filter((s): s is string => typeof s === "string") : [];
+  return { servers, reason: typeof d.reason === "string" ? d.reason : "" };
+}
+
+/**
+ * The one line the transcript shows for an `mcp/wait`: "waiting for MCP server fx to start",
+ * "waiting for MCP servers fx, gy to list their changed tools". It needs no "done": the step that
+ * follows shows that the wait ended.
+ */
+export function mcpWaitText(w: McpWait): string {
+  const many = w.servers.length !== 1;
+  const who = w.servers.length ? `MCP server${many ? "s" : ""} ${w.servers.join(", ")}` : "MCP servers";
+  switch (w.reason) {
+    case "starting":
+      return `waiting for ${who} to start`;
+    case "toolsChanged":
+      return `waiting for ${who} to list ${many ? "their" : "its"} changed tools`;
+    default:
+      return `waiting for ${who}${w.reason ? ` (${w.reason})` : ""}`;
+  }
+}
