@@ -657,9 +657,11 @@ impl WorkspaceTools {
             self.settings.notice(
                 "mcpWaiting",
                 format!(
-                    "waiting for MCP server(s) {} ({}) to start or list their tools",
+                    "waiting for MCP server{} {} ({}) to start or list {} tools",
+                    if names.len() == 1 { "" } else { "s" },
                     names.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", "),
-                    self.workspace.display()
+                    self.workspace.display(),
+                    if names.len() == 1 { "its" } else { "their" },
                 ),
             );
             let _ = waits.send(dsh_session::McpWait { servers: names.clone(), reason });
