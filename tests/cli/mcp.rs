@@ -653,7 +653,12 @@ async fn a_sessions_own_servers_are_its_alone_keep_their_env_secret_and_stop_at_
         { "reasoning": "Again.", "content": "Without it." },
     ]))
     .await;
-    let served = env.serve(&["--unload-after", "0.005"]).await;
+    // Tracing everything: the request's params (the server's `env`) still never reach the log.
+    let served = env
+        .serve_with(&["--unload-after", "0.005"], |command| {
+            command.env("DSH_LOG", "trace");
+        })
+        .await;
     let conn = env.client().await;
     let workspace = env.workspace.display().to_string();
     let created = conn.ok("session/create", json!({"workspace": workspace})).await;
@@ -790,7 +795,9 @@ async fn a_sessions_own_servers_are_its_alone_keep_their_env_secret_and_stop_at_
     for (path, bytes) in env.log_files() {
         assert!(!String::from_utf8_lossy(&bytes).contains(SECRET), "{}", path.display());
     }
-    assert!(!env.daemon_log().contains(SECRET));
+    let daemon_log = env.daemon_log();
+    assert!(daemon_log.contains("TRACE"), "the daemon traced");
+    assert!(!daemon_log.contains(SECRET));
     env.assert_audit_ok(&a).await;
     env.assert_audit_ok(&b).await;
     served.shutdown().await;
