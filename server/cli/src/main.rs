@@ -45,10 +45,17 @@ fn main() -> ExitCode {
     }
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log_level(&cli.command)));
-    // jsonrpsee traces every request with its params; params can hold secrets (an MCP server's
-    // `env` and `headers` in `session/mcpServers`), so its tracing stays at `info` whatever
-    // `DSH_LOG` says.
-    for target in ["jsonrpsee_core", "jsonrpsee-core", "jsonrpsee-server", "jsonrpsee-client"] {
+    // jsonrpsee and the ACP SDK trace messages with their params; params can hold secrets (an
+    // MCP server's `env` and `headers` in `session/mcpServers` and ACP's `mcpServers`), so their
+    // tracing stays at `info` whatever `DSH_LOG` says.
+    let quiet = [
+        "jsonrpsee_core",
+        "jsonrpsee-core",
+        "jsonrpsee-server",
+        "jsonrpsee-client",
+        "agent_client_protocol",
+    ];
+    for target in quiet {
         if let Ok(directive) = format!("{target}=info").parse() {
             filter = filter.add_directive(directive);
         }
