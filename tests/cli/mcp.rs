@@ -640,7 +640,12 @@ async fn a_sessions_own_servers_are_its_alone_keep_their_env_secret_and_stop_at_
     let own = own_fixture(
         "own",
         "tools",
-        json!({"OWN_TOKEN": SECRET, "FIXTURE_STARTS": starts.path().display().to_string()}),
+        // Slow to start, so the first step surely finds it starting (it starts when given).
+        json!({
+            "OWN_TOKEN": SECRET,
+            "FIXTURE_STARTS": starts.path().display().to_string(),
+            "FIXTURE_START_DELAY": "2",
+        }),
     );
     // `shared` is configured for the workspace; `own` is the first session's alone.
     let env = env_with(&fixture("shared", "tools", "")).await;
