@@ -102,6 +102,11 @@ fn method_types(generator: &mut SchemaGenerator) -> Vec<(&'static str, Option<Va
             Some(schema::<McpListParams>(generator)),
             schema::<McpListResult>(generator),
         ),
+        (
+            method::SESSION_MCP_SERVERS,
+            Some(schema::<SessionMcpServersParams>(generator)),
+            schema::<SessionMcpServersResult>(generator),
+        ),
         (method::DAEMON_STATUS, None, schema::<DaemonStatusResult>(generator)),
         (method::DAEMON_SHUTDOWN, None, schema::<DaemonShutdownResult>(generator)),
     ]
@@ -262,6 +267,9 @@ fn declarations() -> Vec<String> {
         McpToolStatus::decl(&config),
         McpServerStatus::decl(&config),
         McpListResult::decl(&config),
+        McpServerSpec::decl(&config),
+        SessionMcpServersParams::decl(&config),
+        SessionMcpServersResult::decl(&config),
         DaemonStatusResult::decl(&config),
         DaemonShutdownResult::decl(&config),
         // The log vocabulary the API hands out.
@@ -307,6 +315,8 @@ fn declarations() -> Vec<String> {
         log::StepEnd::decl(&config),
         log::StepError::decl(&config),
         log::LlmRetry::decl(&config),
+        log::McpWait::decl(&config),
+        log::McpWaitReason::decl(&config),
         log::ApprovalRequest::decl(&config),
         log::ApprovalVerdict::decl(&config),
         log::ApprovalDecision::decl(&config),
@@ -442,6 +452,7 @@ fn payload_schema(name: &str, generator: &mut SchemaGenerator) -> Option<Value> 
         "StepEnd" => generator.subschema_for::<log::StepEnd>(),
         "StepError" => generator.subschema_for::<log::StepError>(),
         "LlmRetry" => generator.subschema_for::<log::LlmRetry>(),
+        "McpWait" => generator.subschema_for::<log::McpWait>(),
         "ApprovalRequest" => generator.subschema_for::<log::ApprovalRequest>(),
         "ApprovalDecision" => generator.subschema_for::<log::ApprovalDecision>(),
         "CompactStart" => generator.subschema_for::<log::CompactStart>(),

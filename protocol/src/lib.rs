@@ -77,6 +77,8 @@ pub mod method {
     pub const WORKSPACE_PROVENANCE: &str = "workspace/provenance";
     /// The MCP tool servers of a workspace: state, tools, last error.
     pub const MCP_LIST: &str = "mcp/list";
+    /// A session's own MCP servers (what an ACP editor passes), replacing the ones it had.
+    pub const SESSION_MCP_SERVERS: &str = "session/mcpServers";
 
     /// The methods that open a subscription.
     pub const SUBSCRIBE: &[&str] = &[SESSION_SUBSCRIBE, DAEMON_SUBSCRIBE];
@@ -102,6 +104,7 @@ pub mod method {
         WORKSPACE_PROVENANCE,
         APPROVAL_RESPOND,
         MCP_LIST,
+        SESSION_MCP_SERVERS,
         DAEMON_STATUS,
         DAEMON_SHUTDOWN,
         DAEMON_SUBSCRIBE,
@@ -178,6 +181,9 @@ pub mod method {
         ApprovalRespond = APPROVAL_RESPOND (ApprovalRespondParams) -> ApprovalRespondResult;
         /// `mcp/list`.
         McpList = MCP_LIST (McpListParams) -> McpListResult;
+        /// `session/mcpServers`.
+        SessionMcpServers = SESSION_MCP_SERVERS (SessionMcpServersParams)
+            -> SessionMcpServersResult;
         /// `daemon/status`.
         DaemonStatus = DAEMON_STATUS (NoParams) -> DaemonStatusResult;
         /// `daemon/shutdown`.
@@ -831,6 +837,11 @@ api_type! {
     pub struct McpServerStatus {
         /// The workspace it serves.
         pub workspace: String,
+        /// The session whose own server it is (`session/mcpServers`); absent for a server
+        /// configured for the workspace, shared by its sessions.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub session: Option<String>,
         /// Its name (its tools are `NAME__TOOL` in requests).
         pub name: String,
         /// `stdio` or `http`.
@@ -848,6 +859,77 @@ api_type! {
         pub last_error: Option<String>,
         /// How many times it was started.
         pub starts: u32,
+    }
+}
+
+api_type! {
+    /// `session/mcpServers` params: the session's own MCP servers, replacing the ones it had.
+    pub struct SessionMcpServersParams {
+        /// The session (loaded if it is not).
+        pub session_id: String,
+        /// Its servers; empty: none of its own.
+        pub servers: Vec<McpServerSpec>,
+    }
+}
+
+/// One MCP server a session brings: `command` (stdio: `args`, `env`, `cwd`) or `url` (streamable
+/// HTTP: `headers`), not both. `env` values and `headers` are secrets: never logged, listed or
+/// shown in an error (this type's `Debug` hides them).
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServerSpec {
+    /// Its name: 1 to 32 letters, digits or `-` (its tools are `NAME__TOOL` in requests).
+    pub name: String,
+    /// A stdio server: the program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub command: Option<String>,
+    /// A stdio server's arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<String>>", optional)]
+    pub args: Vec<String>,
+    /// A stdio server's environment besides `PATH`, `HOME` and `LANG` (nothing else of the
+    /// daemon's is inherited).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[ts(as = "Option<std::collections::BTreeMap<String, String>>", optional)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// A stdio server's working directory, absolute (default: the user's home).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub cwd: Option<String>,
+    /// A streamable-HTTP server: its URL (`http` or `https`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub url: Option<String>,
+    /// An HTTP server's extra request headers.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[ts(as = "Option<std::collections::BTreeMap<String, String>>", optional)]
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for McpServerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |map: &std::collections::BTreeMap<String, String>| {
+            map.keys().map(|key| format!("{key}=…")).collect::<Vec<_>>()
+        };
+        f.debug_struct("McpServerSpec")
+            .field("name", &self.name)
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &hidden(&self.env))
+            .field("cwd", &self.cwd)
+            .field("url", &self.url)
+            .field("headers", &hidden(&self.headers))
+            .finish()
+    }
+}
+
+api_type! {
+    /// `session/mcpServers` result.
+    pub struct SessionMcpServersResult {
+        /// The session's own servers now, by name (started in the background: a step waits
+        /// for them).
+        pub servers: Vec<McpServerStatus>,
     }
 }
 

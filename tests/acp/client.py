@@ -7,11 +7,14 @@ With NODE_CLIENT_MJS, the TypeScript SDK's scenarios (client.mjs) run too, and t
 validated with these.
 
 Scenarios: a prompt whose tool call asks permission (allowed), streamed thoughts and text,
-end_turn; bad input (relative cwd, MCP servers, unknown methods and notifications, a malformed
-frame, an unknown session, a second prompt while one runs); cancel mid-stream; steering mid-turn
-and when idle; list; fork at a step; what the model saw; load after the front exited replays
-what was streamed live; one live session, two fronts (`dsh sessions`, and a second client
-subscribed through `dsh stdio`, sees every event once).
+end_turn; bad input (relative cwd, unknown methods and notifications, a malformed frame, an
+unknown session, a second prompt while one runs); cancel mid-stream; steering mid-turn and when
+idle; list; fork at a step; what the model saw; load after the front exited replays what was
+streamed live; one live session, two fronts (`dsh sessions`, and a second client subscribed
+through `dsh stdio`, sees every event once); MCP servers from the editor (npm server-everything
+and the PyPI fixture of tests/mcp, installed by tests/mcp/install.sh): a turn calls a tool,
+`session/load` with the same servers resumes byte-identical, one server fewer is one logged tools
+delta, SSE and names dsh cannot map are refused.
 """
 
 import asyncio
@@ -108,6 +111,11 @@ async def main(dsh, schema, node_client):
         await scenarios(env, recorders)
     finally:
         env.stop()
+    env = Env(dsh)
+    try:
+        await mcp_scenarios(env, recorders)
+    finally:
+        env.stop()
     print(f"python ACP SDK: {len(PASSED)} scenarios passed: {', '.join(PASSED)}")
     if node_client:
         recorders.append(run_node_client(dsh, node_client))
@@ -143,15 +151,11 @@ async def scenarios(env, recorders):
     meta = caps.field_meta or {}
     check(meta["steering"]["method"] == "_session/steering", meta)
     check("_dsh/fork" in meta["dsh"]["methods"], meta)
-    check(caps.mcp_capabilities is None or not (caps.mcp_capabilities.http or caps.mcp_capabilities.sse), "no MCP")
+    check(caps.mcp_capabilities.http and not caps.mcp_capabilities.sse, caps.mcp_capabilities)
     PASSED.append("initialize")
 
     # Bad input: the front answers each, and stays up.
     await expect_error(conn.new_session(cwd="relative/dir", mcp_servers=[]), code=-32602, contains="absolute")
-    from acp.schema import McpServerStdio
-
-    server = McpServerStdio(name="x", command="/bin/true", args=[], env=[])
-    await expect_error(conn.new_session(cwd=env.ws, mcp_servers=[server]), code=-32602, contains="MCP")
     await expect_error(conn._conn.send_request("_dsh/nope", {}), code=-32601)
     await expect_error(conn._conn.send_request("session/nope", {}), code=-32601)
     await conn._conn.send_notification("_dsh/unknown", {"x": 1})
@@ -374,6 +378,131 @@ async def scenarios(env, recorders):
     check("Finished without the front." in text_of(client.updates[sid], "agent_message_chunk"), "the turn finished after its front left")
     await close(proc, conn)
     PASSED.append("stdin's end ends the front, not the turn")
+
+
+MCP_DIR = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mcp"))
+SECRET = "acp-env-secret-7d41b2"
+
+
+def log_events(env, sid):
+    """The session's log, read from its file."""
+    import glob
+
+    (path,) = glob.glob(os.path.join(env.home, "workspaces", "*", "sessions", sid + ".jsonl"))
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+async def mcp_scenarios(env, recorders):
+    from acp.schema import EnvVariable, McpServerStdio, SseMcpServer
+
+    everything = McpServerStdio(
+        name="every thing",  # not a dsh name: mapped to `every-thing`
+        command=os.path.join(MCP_DIR, "node_modules", ".bin", "mcp-server-everything"),
+        args=["stdio"],
+        env=[EnvVariable(name="EVERY_TOKEN", value=SECRET)],
+    )
+    fixture = McpServerStdio(
+        name="fx",
+        command="python3",
+        args=[os.path.join(MCP_DIR, "fixture.py"), "tools"],
+        env=[
+            EnvVariable(name="PYTHONPATH", value=os.path.join(MCP_DIR, ".deps", "py")),
+            # Slow to start, so the first step surely waits for it (it starts when given).
+            EnvVariable(name="FIXTURE_START_DELAY", value="3"),
+        ],
+    )
+    recorder = Recorder()
+    recorders.append(recorder)
+    client = Client()
+    proc, conn, _ = await connect(env, recorder, client)
+
+    # What dsh cannot take is refused before anything is created.
+    sse = SseMcpServer(type="sse", name="old", url="http://127.0.0.1:1/sse", headers=[])
+    await expect_error(conn.new_session(cwd=env.ws, mcp_servers=[sse]), code=-32602, contains="SSE transport is not supported")
+    nameless = McpServerStdio(name="!!!", command="python3", args=[], env=[])
+    await expect_error(conn.new_session(cwd=env.ws, mcp_servers=[nameless]), code=-32602, contains="no ASCII letter or digit")
+    twins = McpServerStdio(name="every_thing", command="python3", args=[], env=[])
+    await expect_error(conn.new_session(cwd=env.ws, mcp_servers=[everything, twins]), code=-32602, contains="both become `every-thing`")
+    listed = await conn.list_sessions(cwd=env.ws)
+    check(listed.sessions == [], "a refused session/new created nothing")
+    PASSED.append("MCP servers dsh cannot take are refused")
+
+    # A new session with the editor's servers: a turn calls one of their tools through dsh.
+    session = await conn.new_session(cwd=env.ws, mcp_servers=[everything, fixture])
+    sid = session.session_id
+    env.mock.script(
+        [
+            {"reasoning": "Echo through MCP.", "tool_calls": [{"name": "every-thing__echo", "arguments": {"message": "through acp"}}]},
+            {"content": "Echoed."},
+        ]
+    )
+    result = await conn.prompt(session_id=sid, prompt=[text_block("echo through MCP")])
+    check(result.stop_reason == "end_turn", result)
+    updates = client.updates[sid]
+    calls = [u for u in updates if u["sessionUpdate"] == "tool_call"]
+    check(len(calls) == 1 and "every-thing__echo" in json.dumps(calls[0]), calls)
+    check(client.permissions and client.permissions[-1][0] == sid, "an MCP tool asks for permission")
+    done = [u for u in updates if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "completed"]
+    check(len(done) == 1 and "through acp" in json.dumps(done[0]), done)
+    first = env.mock.requests()[0]
+    names = [t["function"]["name"] for t in json.loads(first["body"])["tools"]]
+    check("every-thing__echo" in names and "fx__echo" in names, names)
+    waits = [e for e in log_events(env, sid) if e["type"] == "mcp/wait"]
+    # Once, for the servers still starting: the slow one surely, server-everything if not up yet.
+    check(len(waits) == 1 and waits[0]["data"]["reason"] == "starting", waits)
+    check(waits[0]["data"]["servers"] in (["every-thing", "fx"], ["fx"]), waits)
+    step = max(u["_meta"]["dsh/usage"]["step"] for u in updates if u["sessionUpdate"] == "usage_update")
+    before = await conn._conn.send_request("_dsh/request", {"sessionId": sid, "step": step})
+    await close(proc, conn)
+    PASSED.append("session/new with MCP servers: a turn calls their tool")
+
+    # A new front loads the session with the same servers: the next request's header is the
+    # same, and nothing of it is logged anew as a change.
+    recorder = Recorder()
+    recorders.append(recorder)
+    client = Client()
+    proc, conn, _ = await connect(env, recorder, client)
+    await conn.load_session(cwd=env.ws, session_id=sid, mcp_servers=[everything, fixture])
+    env.mock.script([{"content": "Same tools."}])
+    result = await conn.prompt(session_id=sid, prompt=[text_block("again")])
+    check(result.stop_reason == "end_turn", result)
+    after = await conn._conn.send_request("_dsh/request", {"sessionId": sid, "step": step + 1})
+    check(after["header"] == before["header"], "the header after the load equals the one before")
+    bodies = [json.loads(r["body"]) for r in env.mock.requests()]
+    check(json.dumps(bodies[-1]["tools"]) == json.dumps(bodies[-2]["tools"]), "the same tool bytes")
+    events = log_events(env, sid)
+    kinds_after = [e["type"] for e in events if e["seq"] >= before["boundarySeq"] + 1]
+    check("request/header-delta" not in kinds_after, kinds_after)
+    check(check_saw(env, after), "what the model saw is what the mock received")
+
+    # One server fewer: exactly one logged tools delta, naming its tools.
+    await conn.load_session(cwd=env.ws, session_id=sid, mcp_servers=[everything])
+    env.mock.script([{"content": "Fewer tools."}])
+    result = await conn.prompt(session_id=sid, prompt=[text_block("fewer")])
+    check(result.stop_reason == "end_turn", result)
+    fewer = await conn._conn.send_request("_dsh/request", {"sessionId": sid, "step": step + 2})
+    check(len(fewer["headerEvents"]) == 1, fewer["headerEvents"])
+    (delta,) = [e for e in log_events(env, sid) if e["seq"] in fewer["headerEvents"]]
+    check(delta["type"] == "request/header-delta", delta)
+    text = json.dumps(delta["data"])
+    check("fx__echo" in text and "every-thing__" not in text, text)
+    names = [t["name"] for t in fewer["header"]["tools"]]
+    check("every-thing__echo" in names and not any(n.startswith("fx__") for n in names), names)
+    await close(proc, conn)
+
+    # The environment's values are secrets: in no log, not in the daemon's.
+    import glob
+
+    for path in glob.glob(os.path.join(env.home, "**", "*"), recursive=True):
+        if os.path.isfile(path) and not os.path.islink(path) and not path.endswith(".sock"):
+            with open(path, "rb") as f:
+                check(SECRET.encode() not in f.read(), f"the env value leaked into {path}")
+    PASSED.append("session/load with the same servers resumes byte-identical; one fewer is one delta")
+
+
+def check_saw(env, saw):
+    return saw["wire"]["body"] == env.mock.requests()[-1]["body"]
 
 
 if __name__ == "__main__":

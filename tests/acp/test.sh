@@ -6,8 +6,8 @@
 # every frame the front sends in both runs is validated against the ACP v1 JSON Schema shipped
 # in the npm package (schema/v1/schema.json).
 # Environment: DSH_BIN, the dsh binary (default: target/debug/dsh under the repository root).
-# Installs the pinned SDKs into tests/acp/node_modules and tests/acp/.deps on first use
-# (idempotent; registries only).
+# Installs the pinned SDKs into tests/acp/node_modules and tests/acp/.deps, and the MCP test
+# servers (tests/mcp/install.sh), on first use (idempotent; registries only).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -29,5 +29,8 @@ if [[ ! -f "$marker" ]]; then
     --target "$deps" "${python_deps[@]}" >&2
   touch "$marker"
 fi
+# The MCP servers the editor hands over in the MCP scenarios (npm server-everything, the PyPI
+# fixture's SDK).
+"$root/tests/mcp/install.sh"
 schema="$here/node_modules/@agentclientprotocol/sdk/schema/v1/schema.json"
 PYTHONPATH="$deps" exec python3 "$here/client.py" "$dsh" "$schema" "$here/client.mjs"

@@ -597,3 +597,266 @@ async fn servers_stop_when_no_session_of_the_workspace_is_loaded_and_start_again
     env.assert_audit_ok(&session).await;
     served.shutdown().await;
 }
+
+/// A `session/mcpServers` entry for the Python fixture in `mode`, with more of its environment.
+fn own_fixture(name: &str, mode: &str, env: Value) -> Value {
+    let dir = mcp_dir();
+    let mut environment = json!({"PYTHONPATH": dir.join(".deps/py").display().to_string()});
+    for (key, value) in env.as_object().unwrap() {
+        environment[key] = value.clone();
+    }
+    json!({
+        "name": name,
+        "command": "python3",
+        "args": [dir.join("fixture.py").display().to_string(), mode],
+        "env": environment,
+    })
+}
+
+/// The pids the fixture wrote to its `FIXTURE_STARTS` file, in start order.
+fn started_pids(path: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| line.trim().parse().unwrap())
+        .collect()
+}
+
+fn mcp_waits(env: &Env, session: &str) -> Vec<(u64, Value)> {
+    env.log_values(session)
+        .into_iter()
+        .filter(|event| event["type"] == "mcp/wait")
+        .map(|event| (event["seq"].as_u64().unwrap(), event["data"].clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_own_servers_are_its_alone_keep_their_env_secret_and_stop_at_unload() {
+    if !installed("a_sessions_own_servers_are_its_alone_keep_their_env_secret_and_stop_at_unload") {
+        return;
+    }
+    const SECRET: &str = "own-token-5f1c9e-never-shown";
+    let starts = tempfile::NamedTempFile::new().unwrap();
+    let own = own_fixture(
+        "own",
+        "tools",
+        // Slow to start, so the first step surely finds it starting (it starts when given).
+        json!({
+            "OWN_TOKEN": SECRET,
+            "FIXTURE_STARTS": starts.path().display().to_string(),
+            "FIXTURE_START_DELAY": "2",
+        }),
+    );
+    // `shared` is configured for the workspace; `own` is the first session's alone.
+    let env = env_with(&fixture("shared", "tools", "")).await;
+    env.script(json!([
+        { "reasoning": "Echo.", "tool_calls": [
+            { "name": "own__echo", "arguments": "{\"text\": \"mine\"}" },
+        ] },
+        { "reasoning": "Done.", "content": "Echoed." },
+        { "reasoning": "B.", "content": "The other session." },
+        { "reasoning": "Again.", "content": "Without it." },
+    ]))
+    .await;
+    // Tracing everything: the request's params (the server's `env`) still never reach the log.
+    let served = env
+        .serve_with(&["--unload-after", "0.005"], |command| {
+            command.env("DSH_LOG", "trace");
+        })
+        .await;
+    let conn = env.client().await;
+    let workspace = env.workspace.display().to_string();
+    let created = conn.ok("session/create", json!({"workspace": workspace})).await;
+    let a = created["sessionId"].as_str().unwrap().to_owned();
+    // Held by a subscription: not unloaded while the test works with it.
+    let sub = conn.subscribe(&a, None).await;
+    let given =
+        conn.ok("session/mcpServers", json!({"sessionId": a, "servers": [own.clone()]})).await;
+    assert_eq!(given["servers"][0]["name"], "own", "{given}");
+    assert_eq!(given["servers"][0]["session"], a.as_str(), "{given}");
+    assert!(!given.to_string().contains(SECRET), "{given}");
+
+    // Refused as a whole, with a clear error, changing nothing.
+    let mut colliding = own.clone();
+    colliding["name"] = json!("shared");
+    let message = conn
+        .err("session/mcpServers", json!({"sessionId": a, "servers": [colliding]}), -32602)
+        .await;
+    assert!(
+        message.contains("`shared` from the session collides with the server `shared` configured"),
+        "{message}"
+    );
+    let mut badly_named = own.clone();
+    badly_named["name"] = json!("my server");
+    let message = conn
+        .err("session/mcpServers", json!({"sessionId": a, "servers": [badly_named]}), -32602)
+        .await;
+    assert!(message.contains("mcp server name `my server` is not allowed"), "{message}");
+    let mut both = own.clone();
+    both["url"] = json!("http://127.0.0.1:1/mcp");
+    let message =
+        conn.err("session/mcpServers", json!({"sessionId": a, "servers": [both]}), -32602).await;
+    assert!(message.contains("either `command` (stdio) or `url`"), "{message}");
+    assert!(!message.contains(SECRET));
+
+    // A turn of the session calls its server's tool: asked for, like any MCP tool.
+    let prompt_conn = std::sync::Arc::clone(&conn);
+    let params = json!({"sessionId": a, "text": "Echo"});
+    let turn = tokio::spawn(async move { prompt_conn.request("session/prompt", params).await });
+    let asked = conn.wait_event(&sub, "approval/request", |_| true).await;
+    assert_eq!(asked["data"]["tool"], "own__echo", "{asked}");
+    assert!(asked["data"]["summary"].as_str().unwrap().starts_with("MCP server own: echo"));
+    conn.ok(
+        "approval/respond",
+        json!({"sessionId": a, "approvalId": asked["data"]["approvalId"], "decision": "allow"}),
+    )
+    .await;
+    let answer = turn.await.unwrap();
+    assert_eq!(answer["result"]["stopReason"], "completed", "{answer}");
+    let requests = env.wait_for_requests(2).await;
+    let names = tool_names(&requests[0].body);
+    assert!(names.contains(&"own__echo".to_owned()) && names.contains(&"shared__echo".to_owned()));
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    assert_eq!(results(&env, &a)[0], ("own__echo".into(), "echo: mine".into(), false));
+    // The first step waited for both servers' first start, and said so once.
+    let waits = mcp_waits(&env, &a);
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert_eq!(waits[0].1, json!({"servers": ["own", "shared"], "reason": "starting"}));
+
+    // Another session of the workspace: the configured server, not the first one's own.
+    let created = conn.ok("session/create", json!({"workspace": workspace})).await;
+    let b = created["sessionId"].as_str().unwrap().to_owned();
+    conn.ok("session/prompt", json!({"sessionId": b, "text": "Hello"})).await;
+    let requests = env.wait_for_requests(3).await;
+    let names = tool_names(&requests[2].body);
+    assert!(names.contains(&"shared__echo".to_owned()), "{names:?}");
+    assert!(!names.iter().any(|name| name.starts_with("own__")), "{names:?}");
+
+    // Listed with its session; its environment nowhere.
+    let listed = conn.ok("mcp/list", json!({"workspace": workspace})).await;
+    let servers = listed["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 2, "{listed}");
+    assert_eq!(servers[0]["name"], "shared");
+    assert!(servers[0].get("session").is_none(), "{listed}");
+    assert_eq!((&servers[1]["name"], &servers[1]["session"]), (&json!("own"), &json!(a)));
+    assert_eq!(servers[1]["state"], "running", "{listed}");
+    let status = conn.ok("daemon/status", json!({})).await;
+    assert!(status["mcpServers"].as_array().unwrap().iter().any(|s| s["session"] == a.as_str()));
+    let text = env.dsh_ok(&["mcp", "--workspace", &workspace]).await;
+    assert!(
+        stdout(&text).contains(&format!("own (stdio, session {a}) running")),
+        "{}",
+        stdout(&text)
+    );
+    for shown in [listed.to_string(), status.to_string(), stdout(&text)] {
+        assert!(!shown.contains(SECRET));
+    }
+
+    // Replaced by none: stopped at once, and the next request drops its tools in exactly one
+    // logged delta.
+    let first = started_pids(starts.path());
+    assert_eq!(first.len(), 1, "{first:?}");
+    let given = conn.ok("session/mcpServers", json!({"sessionId": a, "servers": []})).await;
+    assert_eq!(given["servers"], json!([]), "{given}");
+    crate::support::wait_gone(first[0]).await;
+    conn.ok("session/prompt", json!({"sessionId": a, "text": "Again"})).await;
+    let deltas: Vec<_> = env
+        .events(&a)
+        .into_iter()
+        .filter_map(|event| match event.data {
+            EventData::RequestHeaderDelta(delta) => Some((event.seq, delta)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas.len(), 1, "{deltas:?}");
+    let delta = serde_json::to_string(&deltas[0].1).unwrap();
+    assert!(delta.contains("own__echo") && !delta.contains("shared__"), "{delta}");
+    assert_eq!(mcp_waits(&env, &a).len(), 1, "nothing new to wait for");
+
+    // Given again, then the session unloads (its subscription ends): the server is stopped.
+    conn.ok("session/mcpServers", json!({"sessionId": a, "servers": [own]})).await;
+    let started = std::time::Instant::now();
+    while started_pids(starts.path()).len() < 2 {
+        assert!(started.elapsed() < DEADLINE, "the server was not started again");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let second = started_pids(starts.path())[1];
+    let unsubscribe = json!([serde_json::from_str::<Value>(&sub).unwrap()]);
+    conn.ok("session/unsubscribe", unsubscribe).await;
+    crate::support::wait_gone(second).await;
+    let started = std::time::Instant::now();
+    loop {
+        let listed = conn.ok("mcp/list", json!({})).await;
+        if !listed.to_string().contains(&a) {
+            break;
+        }
+        assert!(started.elapsed() < DEADLINE, "still listed: {listed}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    // The environment's value is in no log, and not in the daemon's.
+    for (path, bytes) in env.log_files() {
+        assert!(!String::from_utf8_lossy(&bytes).contains(SECRET), "{}", path.display());
+    }
+    let daemon_log = env.daemon_log();
+    assert!(daemon_log.contains("TRACE"), "the daemon traced");
+    assert!(!daemon_log.contains(SECRET));
+    env.assert_audit_ok(&a).await;
+    env.assert_audit_ok(&b).await;
+    served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_waiting_for_a_slow_server_logs_one_mcp_wait() {
+    if !installed("a_step_waiting_for_a_slow_server_logs_one_mcp_wait") {
+        return;
+    }
+    let config = format!(
+        "{}[approvals]\nfx__echo = \"auto\"\nfx__grow = \"auto\"\n",
+        fixture_with_env(
+            "fx",
+            "tools",
+            "FIXTURE_START_DELAY = \"1.5\", FIXTURE_LIST_DELAY = \"1.5\"",
+            ""
+        )
+    );
+    let env = env_with(&config).await;
+    env.script(json!([
+        { "reasoning": "Echo.", "tool_calls": [{ "name": "fx__echo", "arguments": "{\"text\":\"a\"}" }] },
+        { "reasoning": "Done.", "content": "Echoed." },
+        { "reasoning": "Grow.", "tool_calls": [{ "name": "fx__grow", "arguments": "{}" }] },
+        { "reasoning": "Done.", "content": "Grown." },
+    ]))
+    .await;
+    let (session, output) = env.prompt_new("Echo").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    // The slow start was waited for: its tools are in the first request, and the wait is
+    // logged once, inside the turn, before the first step.
+    let requests = env.wait_for_requests(2).await;
+    assert!(tool_names(&requests[0].body).contains(&"fx__echo".to_owned()));
+    let waits = mcp_waits(&env, &session);
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert_eq!(waits[0].1, json!({"servers": ["fx"], "reason": "starting"}));
+    let values = env.log_values(&session);
+    let seq_of = |kind: &str| {
+        values.iter().find(|e| e["type"] == kind).map(|e| e["seq"].as_u64().unwrap()).unwrap()
+    };
+    assert!(seq_of("turn/start") < waits[0].0 && waits[0].0 < seq_of("step/start"));
+    // A turn with a running server waits for nothing until the server says its tools changed:
+    // then the next step waits for the (slow) new list, and says why.
+    let output = env.prompt_in(&session, "Grow").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let waits = mcp_waits(&env, &session);
+    assert_eq!(waits.len(), 2, "{waits:?}");
+    assert_eq!(waits[1].1, json!({"servers": ["fx"], "reason": "toolsChanged"}));
+    let requests = env.wait_for_requests(4).await;
+    assert!(tool_names(&requests[3].body).contains(&"fx__extra".to_owned()));
+    // Not model-visible: what the model saw is what the mock received, and the log audits.
+    for (step, request) in requests.iter().enumerate() {
+        let saw = env.saw_wire(&session, step as u64 + 1).await;
+        assert_eq!(saw, request.body, "dsh saw --wire differs at step {}", step + 1);
+    }
+    env.assert_audit_ok(&session).await;
+}

@@ -12,7 +12,9 @@ MCP tests. Its behaviour is chosen by its first argument:
   badname    lists a tool whose name providers refuse (`has space`) beside a good one
 
 Every start appends a line to the file named by $FIXTURE_STARTS (when set), so a test can count
-restarts. $FIXTURE_SECRET, when set in the daemon's environment, must never reach this process:
+restarts. $FIXTURE_START_DELAY (seconds) delays its start (a slow server: `initialize` is
+answered that much later); $FIXTURE_LIST_DELAY (seconds) delays `tools/list` once `grow` was
+called (a slow refresh after notifications/tools/list_changed). $FIXTURE_SECRET, when set in the daemon's environment, must never reach this process:
 the server reports whether it sees it through the `env` tool.
 """
 
@@ -29,6 +31,12 @@ starts = os.environ.get("FIXTURE_STARTS")
 if starts:
     with open(starts, "a") as f:
         f.write(f"{os.getpid()}\n")
+
+start_delay = float(os.environ.get("FIXTURE_START_DELAY", "0"))
+if start_delay:
+    import time
+
+    time.sleep(start_delay)
 
 if mode == "garbage":
     sys.stdout.write("this is not JSON-RPC\n")
@@ -58,6 +66,8 @@ async def list_tools() -> list[types.Tool]:
             types.Tool(name="has space", description="refused", inputSchema=schema()),
             types.Tool(name="fine", description="kept", inputSchema=schema()),
         ]
+    if grown and os.environ.get("FIXTURE_LIST_DELAY"):
+        await anyio.sleep(float(os.environ["FIXTURE_LIST_DELAY"]))
     tools = [
         types.Tool(
             name="echo",

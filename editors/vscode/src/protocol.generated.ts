@@ -24,6 +24,7 @@ export const Methods = {
   WorkspaceProvenance: "workspace/provenance",
   ApprovalRespond: "approval/respond",
   McpList: "mcp/list",
+  SessionMcpServers: "session/mcpServers",
   DaemonStatus: "daemon/status",
   DaemonShutdown: "daemon/shutdown",
   DaemonSubscribe: "daemon/subscribe",
@@ -858,6 +859,11 @@ export type McpServerStatus = {
  */
 workspace: string, 
 /**
+ * The session whose own server it is (`session/mcpServers`); absent for a server
+ * configured for the workspace, shared by its sessions.
+ */
+session?: string, 
+/**
  * Its name (its tools are `NAME__TOOL` in requests).
  */
 name: string, 
@@ -890,6 +896,54 @@ starts: number, };
 export type McpListResult = { 
 /**
  * The servers, by workspace and name.
+ */
+servers: Array<McpServerStatus>, };
+
+export type McpServerSpec = { 
+/**
+ * Its name: 1 to 32 letters, digits or `-` (its tools are `NAME__TOOL` in requests).
+ */
+name: string, 
+/**
+ * A stdio server: the program.
+ */
+command?: string, 
+/**
+ * A stdio server's arguments.
+ */
+args?: Array<string>, 
+/**
+ * A stdio server's environment besides `PATH`, `HOME` and `LANG` (nothing else of the
+ * daemon's is inherited).
+ */
+env?: { [key in string]: string }, 
+/**
+ * A stdio server's working directory, absolute (default: the user's home).
+ */
+cwd?: string, 
+/**
+ * A streamable-HTTP server: its URL (`http` or `https`).
+ */
+url?: string, 
+/**
+ * An HTTP server's extra request headers.
+ */
+headers?: { [key in string]: string }, };
+
+export type SessionMcpServersParams = { 
+/**
+ * The session (loaded if it is not).
+ */
+sessionId: string, 
+/**
+ * Its servers; empty: none of its own.
+ */
+servers: Array<McpServerSpec>, };
+
+export type SessionMcpServersResult = { 
+/**
+ * The session's own servers now, by name (started in the background: a step waits
+ * for them).
  */
 servers: Array<McpServerStatus>, };
 
@@ -1666,6 +1720,18 @@ delayMs: number,
  */
 error: string, };
 
+export type McpWait = { 
+/**
+ * The servers waited for, by name, sorted.
+ */
+servers: Array<string>, 
+/**
+ * Why they are waited for.
+ */
+reason: McpWaitReason, };
+
+export type McpWaitReason = "starting" | "toolsChanged";
+
 export type ApprovalRequest = { 
 /**
  * Id a client answers with.
@@ -1774,6 +1840,7 @@ export type LogEvent =
   | { type: "step/end"; data: StepEnd }
   | { type: "step/error"; data: StepError }
   | { type: "llm/retry"; data: LlmRetry }
+  | { type: "mcp/wait"; data: McpWait }
   | { type: "approval/request"; data: ApprovalRequest }
   | { type: "approval/decision"; data: ApprovalDecision }
   | { type: "compact/start"; data: CompactStart }

@@ -22,10 +22,10 @@ use dsh_daemon::client::event_of;
 use dsh_daemon::{Client, ClientError, Unsolicited};
 use dsh_protocol::method::{self};
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Cost, Event, SessionCreateParams,
-    SessionEvent, SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams,
-    SessionParams, SessionPromptParams, SessionRequestParams, SessionSubscribeParams, StopReason,
-    decode_event,
+    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Cost, Event, McpServerSpec,
+    SessionCreateParams, SessionEvent, SessionEventsParams, SessionForkParams, SessionInjectParams,
+    SessionListParams, SessionMcpServersParams, SessionParams, SessionPromptParams,
+    SessionRequestParams, SessionSubscribeParams, StopReason, decode_event,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -207,9 +207,12 @@ impl Front {
         self: &Arc<Self>,
         request: schema::NewSessionRequest,
     ) -> Result<Value, AcpError> {
-        let workspace = checked_cwd(&request.cwd, &request.mcp_servers)?;
+        let workspace = checked_cwd(&request.cwd)?;
+        // Checked before anything is created: a server dsh cannot take fails the request.
+        let servers = server_specs(&request.mcp_servers)?;
         let params = SessionCreateParams { workspace, model: None, config: None };
         let created = self.client.call::<method::SessionCreate>(params).await.map_err(rpc_error)?;
+        self.give_servers(&created.session_id, servers).await?;
         self.open(&created.session_id, true).await?;
         Ok(json!({"sessionId": created.session_id}))
     }
@@ -223,7 +226,11 @@ impl Front {
         replay: bool,
         connection: &Connection,
     ) -> Result<Value, AcpError> {
-        checked_cwd(cwd, mcp_servers)?;
+        checked_cwd(cwd)?;
+        // The session's own servers, as the editor gives them now (the same ones: nothing
+        // changes, the next request is byte-identical; fewer: a logged tools delta).
+        let servers = server_specs(mcp_servers)?;
+        self.give_servers(&session_id, servers).await?;
         let already = lock(&self.sessions).contains_key(&session_id);
         if !already {
             self.open(&session_id, replay).await?;
@@ -233,6 +240,17 @@ impl Front {
             self.replay(&session_id, connection).await?;
         }
         Ok(json!({}))
+    }
+
+    /// Gives the session its own MCP servers (`session/mcpServers`), replacing the ones it had.
+    async fn give_servers(
+        &self,
+        session_id: &str,
+        servers: Vec<McpServerSpec>,
+    ) -> Result<(), AcpError> {
+        let params = SessionMcpServersParams { session_id: session_id.to_owned(), servers };
+        self.client.call::<method::SessionMcpServers>(params).await.map_err(rpc_error)?;
+        Ok(())
     }
 
     /// Opens `session_id` in this front: subscribes to its log — from the start when
@@ -803,6 +821,7 @@ fn initialize() -> Value {
             "loadSession": true,
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
             "sessionCapabilities": {"list": {}, "resume": {}},
+            "mcpCapabilities": {"http": true, "sse": false},
             "_meta": {
                 "steering": steering,
                 "dsh": {
@@ -818,28 +837,92 @@ fn initialize() -> Value {
     })
 }
 
-/// A session's workspace from ACP's `cwd`: absolute, and no MCP servers (dsh's MCP servers come
-/// from its configuration, `docs/mcp.md`, shared by the sessions of a workspace; servers per
-/// ACP session are not taken yet).
-fn checked_cwd(
-    cwd: &std::path::Path,
-    mcp_servers: &[schema::McpServer],
-) -> Result<String, AcpError> {
+/// A session's workspace from ACP's `cwd`: absolute.
+fn checked_cwd(cwd: &std::path::Path) -> Result<String, AcpError> {
     if !cwd.is_absolute() {
         return Err(invalid_params(format!(
             "cwd must be an absolute path, not `{}`",
             cwd.display()
         )));
     }
-    if !mcp_servers.is_empty() {
+    Ok(cwd.display().to_string())
+}
+
+/// The editor's MCP servers as dsh's `session/mcpServers` takes them: stdio and streamable
+/// HTTP; SSE (deprecated by MCP) is refused. Names are mapped by [`server_name`]; two that map
+/// to the same name are refused, naming both.
+fn server_specs(servers: &[schema::McpServer]) -> Result<Vec<McpServerSpec>, AcpError> {
+    let mut specs: Vec<McpServerSpec> = Vec::new();
+    let mut given: HashMap<String, String> = HashMap::new();
+    for server in servers {
+        let spec = match server {
+            schema::McpServer::Stdio(stdio) => McpServerSpec {
+                name: server_name(&stdio.name)?,
+                command: Some(stdio.command.display().to_string()),
+                args: stdio.args.clone(),
+                env: stdio.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect(),
+                cwd: None,
+                url: None,
+                headers: Default::default(),
+            },
+            schema::McpServer::Http(http) => McpServerSpec {
+                name: server_name(&http.name)?,
+                command: None,
+                args: Vec::new(),
+                env: Default::default(),
+                cwd: None,
+                url: Some(http.url.clone()),
+                headers: http.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
+            },
+            schema::McpServer::Sse(sse) => {
+                return Err(invalid_params(format!(
+                    "MCP server `{}`: the SSE transport is not supported (MCP deprecated it); \
+                     use its streamable-HTTP endpoint (`\"type\": \"http\"`) or run it over stdio",
+                    sse.name
+                )));
+            }
+            _ => {
+                return Err(invalid_params(
+                    "an MCP server of a transport dsh does not know: use stdio or http".to_owned(),
+                ));
+            }
+        };
+        let original = match server {
+            schema::McpServer::Stdio(stdio) => stdio.name.clone(),
+            schema::McpServer::Http(http) => http.name.clone(),
+            _ => String::new(),
+        };
+        if let Some(first) = given.insert(spec.name.clone(), original.clone()) {
+            return Err(invalid_params(format!(
+                "MCP servers `{first}` and `{original}` both become `{}` in dsh (server names are \
+                 letters, digits and `-`): rename one",
+                spec.name
+            )));
+        }
+        specs.push(spec);
+    }
+    Ok(specs)
+}
+
+/// An ACP server name as dsh's (1 to 32 ASCII letters, digits or `-`, so its tools can be
+/// `NAME__TOOL`): every other character becomes `-` and the name is cut at 32 characters. The
+/// same name always maps the same way (a `session/load` with the same servers resumes
+/// byte-identical), and a valid name is kept as it is. A name with no letter or digit is
+/// refused.
+fn server_name(name: &str) -> Result<String, AcpError> {
+    let mapped: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .take(32)
+        .collect();
+    if !mapped.chars().any(|c| c.is_ascii_alphanumeric()) {
         return Err(invalid_params(format!(
-            "dsh takes MCP servers from its configuration file, not from the editor: remove the {} \
-             MCP server(s) from the request and add them as [mcp.servers.NAME] in dsh's \
-             configuration (see `dsh mcp`)",
-            mcp_servers.len()
+            "MCP server name `{}` has no ASCII letter or digit: dsh names a server's tools \
+             `NAME__TOOL` with NAME made of letters, digits and `-`",
+            name.escape_debug()
         )));
     }
-    Ok(cwd.display().to_string())
+    Ok(mapped)
 }
 
 /// A prompt's content blocks as the text of a dsh prompt: text as is, resource links as

@@ -272,11 +272,38 @@ impl Agent {
     }
 
     /// The tool schemas of the next request: the built-in tools in their order, then the
-    /// external ones sorted by name (a name taken by a built-in tool is left out).
-    async fn tool_schemas(&mut self) -> Vec<ToolSchema> {
+    /// external ones sorted by name (a name taken by a built-in tool is left out). Waiting for
+    /// MCP servers is logged (`mcp/wait`) when it starts; a cancel ends the wait (`None`).
+    async fn tool_schemas(
+        &mut self,
+        session: &SessionHandle,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Vec<ToolSchema>>, AgentError> {
         let mut schemas = self.toolbox.schemas();
-        let mut external = match &self.external {
-            Some(external) => external.tools().await,
+        let mut external = match self.external.clone() {
+            Some(external) => {
+                let (waits, mut waited) = tokio::sync::mpsc::unbounded_channel();
+                let listing = external.tools(waits);
+                tokio::pin!(listing);
+                let listed = loop {
+                    // Cancel-safety: `cancelled()` and `recv()` are cancel-safe; the listing is
+                    // pinned here and polled again next time round (dropped on cancel, which
+                    // only ends a wait). A wait is logged when it starts, before its end.
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => return Ok(None),
+                        Some(wait) = waited.recv() => {
+                            session.append(EventData::McpWait(wait)).await?;
+                        }
+                        listed = &mut listing => break listed,
+                    }
+                };
+                // A wait announced in the same poll that ended it.
+                while let Ok(wait) = waited.try_recv() {
+                    session.append(EventData::McpWait(wait)).await?;
+                }
+                listed
+            }
             None => Vec::new(),
         };
         external.retain(|tool| {
@@ -294,7 +321,7 @@ impl Agent {
         external.dedup_by(|a, b| a.schema.name == b.schema.name);
         schemas.extend(external.iter().map(|tool| tool.schema.clone()));
         self.external_tools = external;
-        schemas
+        Ok(Some(schemas))
     }
 
     /// Adds a request hook; hooks run in the order added.
@@ -416,11 +443,10 @@ impl Agent {
         if let Some(approvals) = &endpoint.approvals {
             self.config.approvals = approvals.clone();
         }
-        // Waiting for MCP servers that are starting: a cancel ends the wait (nothing is logged
-        // of the step yet). Cancel-safety: `cancelled()` is; the schemas future is dropped.
-        let tools = tokio::select! {
-            tools = self.tool_schemas() => tools,
-            () = cancel.cancelled() => return Ok(StepOutcome::CancelledBeforeStart),
+        // Waiting for MCP servers that are starting: a cancel ends the wait (nothing of the step
+        // is logged yet but the wait itself).
+        let Some(tools) = self.tool_schemas(session, cancel).await? else {
+            return Ok(StepOutcome::CancelledBeforeStart);
         };
         let context = match &self.config.context {
             ContextPolicy::Off => None,

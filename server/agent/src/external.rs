@@ -12,6 +12,9 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::{BoxFuture, Policy};
 use crate::tools::ToolOutput;
 
+/// Where [`ExternalTools::tools`] says what it waits for: one `mcp/wait` payload per wait.
+pub type Waits = tokio::sync::mpsc::UnboundedSender<dsh_session::McpWait>;
+
 /// One external tool, as the model sees it and as the approval policy treats it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExternalTool {
@@ -25,9 +28,10 @@ pub struct ExternalTool {
 
 /// Where external tools come from.
 pub trait ExternalTools: Send + Sync {
-    /// The tools now. Waits (bounded, and saying so in the daemon's log) for servers that are
-    /// still starting, so a slow start does not make the list flap.
-    fn tools(&self) -> BoxFuture<'_, Vec<ExternalTool>>;
+    /// The tools now. Waits (bounded) for servers that are still starting or fetching a tool
+    /// list they said changed, so a slow start does not make the list flap; before it waits, it
+    /// sends what it waits for on `waits` (the loop logs it as `mcp/wait`).
+    fn tools(&self, waits: Waits) -> BoxFuture<'_, Vec<ExternalTool>>;
 
     /// Runs one call with the arguments exactly as the model wrote them. Never fails: a timeout,
     /// a server that died or refused the call is an error output. `cancel` withdraws the call

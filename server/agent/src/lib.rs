@@ -28,6 +28,6 @@ pub use agent::{
 pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now};
 pub use endpoint::{Endpoint, Endpoints, SharedEndpoints};
 pub use error::AgentError;
-pub use external::{ExternalTool, ExternalTools};
+pub use external::{ExternalTool, ExternalTools, Waits};
 pub use invariant::first_difference;
 pub use owner::{SessionHandle, StepSnapshot, spawn_owner};

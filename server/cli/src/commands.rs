@@ -603,8 +603,10 @@ pub async fn status(settings: &Settings) -> anyhow::Result<ExitCode> {
                 .as_deref()
                 .map(|e| format!(" · {}", crate::printer::clean(e)))
                 .unwrap_or_default();
+            let owner =
+                server.session.as_deref().map(|id| format!(" (session {id})")).unwrap_or_default();
             println!(
-                "  mcp {} {} · {} tools{error}",
+                "  mcp {}{owner} {} · {} tools{error}",
                 server.name,
                 server.state,
                 server.tools.len()
@@ -633,8 +635,11 @@ pub async fn mcp(settings: &Settings, workspace: &Path, start: bool) -> anyhow::
         return Ok(ExitCode::SUCCESS);
     }
     for server in &result.servers {
+        // A session's own server (from its editor) says whose it is.
+        let owner =
+            server.session.as_deref().map(|id| format!(", session {id}")).unwrap_or_default();
         println!(
-            "{} ({}) {} · {} tools · started {} times",
+            "{} ({}{owner}) {} · {} tools · started {} times",
             server.name,
             server.transport,
             server.state,

@@ -43,10 +43,25 @@ fn main() -> ExitCode {
     if matches!(cli.command, Command::Serve(_)) {
         give_back_freed_memory();
     }
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log_level(&cli.command)));
+    // jsonrpsee and the ACP SDK trace messages with their params; params can hold secrets (an
+    // MCP server's `env` and `headers` in `session/mcpServers` and ACP's `mcpServers`), so their
+    // tracing stays at `info` whatever `DSH_LOG` says.
+    let quiet = [
+        "jsonrpsee_core",
+        "jsonrpsee-core",
+        "jsonrpsee-server",
+        "jsonrpsee-client",
+        "agent_client_protocol",
+    ];
+    for target in quiet {
+        if let Ok(directive) = format!("{target}=info").parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("DSH_LOG").unwrap_or_else(
-            |_| tracing_subscriber::EnvFilter::new(default_log_level(&cli.command)),
-        ))
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         // No color codes in a file (a daemon started by a client logs to `daemon.log`).
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -177,6 +177,18 @@ where
                 ))
             );
         }
+        EventData::McpWait(wait) => {
+            state.end_line();
+            let what = match wait.reason {
+                dsh_session::McpWaitReason::Starting => "to start",
+                dsh_session::McpWaitReason::ToolsChanged => "to list their changed tools",
+            };
+            let servers = wait.servers.iter().map(|name| clean(name)).collect::<Vec<_>>();
+            println!(
+                "{}",
+                state.dim(&format!("waiting for MCP server(s) {} {what}", servers.join(", ")))
+            );
+        }
         EventData::StepError(failure) => {
             state.end_line();
             state.waiting = false;

@@ -434,10 +434,15 @@ struct PartialServer {
     named_at: Option<Source>,
 }
 
+/// How long starting an MCP server may take unless its `startup_timeout_secs` says otherwise.
+pub const MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one MCP tool call may take unless its server's `call_timeout_secs` says otherwise.
+pub const MCP_CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// The name rule of MCP servers: their tools are named `SERVER__TOOL` in requests, within the
 /// providers' `^[a-zA-Z0-9_-]{1,64}$`, so a server's name is letters, digits and `-`, at most
 /// 32 characters (no `_`, so the namespace separator stays unambiguous).
-fn check_server_name(name: &str) -> Result<(), String> {
+pub fn check_server_name(name: &str) -> Result<(), String> {
     let valid = !name.is_empty()
         && name.len() <= 32
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
@@ -538,8 +543,16 @@ fn finish_server(name: &str, partial: PartialServer) -> Result<McpServer, Config
     Ok(McpServer {
         transport,
         enabled: partial.enabled.unwrap_or_else(|| Sourced::new(true, Source::Default)),
-        startup_timeout: seconds(partial.startup_timeout, 30, "startup_timeout_secs")?,
-        call_timeout: seconds(partial.call_timeout, 120, "call_timeout_secs")?,
+        startup_timeout: seconds(
+            partial.startup_timeout,
+            MCP_STARTUP_TIMEOUT.as_secs(),
+            "startup_timeout_secs",
+        )?,
+        call_timeout: seconds(
+            partial.call_timeout,
+            MCP_CALL_TIMEOUT.as_secs(),
+            "call_timeout_secs",
+        )?,
         approval,
     })
 }

@@ -45,6 +45,7 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     blocking::<method::WorkspaceProvenance>(m, crate::provenance::workspace_provenance)?;
     spawned::<method::ApprovalRespond, _>(m, h::approval_respond)?;
     spawned::<method::McpList, _>(m, h::mcp_list)?;
+    spawned::<method::SessionMcpServers, _>(m, h::session_mcp_servers)?;
     inline::<method::DaemonStatus>(m, h::daemon_status)?;
     inline::<method::DaemonShutdown>(m, h::daemon_shutdown)?;
     // `daemon/subscribe` and its `daemon/unsubscribe`, delivering `daemon/notice`.

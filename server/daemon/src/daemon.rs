@@ -400,7 +400,7 @@ impl Daemon {
             workspace: workspace.clone(),
             auto_approve: self.config.auto_approve,
         });
-        let mcp_tools = self.mcp.tools_for(&workspace, Arc::clone(&self.settings));
+        let mcp_tools = self.mcp.tools_for(&workspace, Arc::clone(&self.settings), Some(&id));
         let live = Arc::new(LiveSession::new(
             id.clone(),
             spawn_owner(log),

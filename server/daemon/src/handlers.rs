@@ -12,9 +12,10 @@ use dsh_protocol::{
     McpListParams, McpListResult, NoParams, PROTOCOL_VERSION, SandboxFeature, SandboxStatus,
     ServerInfo, SessionAuditResult, SessionCancelResult, SessionCompactResult, SessionCreateParams,
     SessionEvent, SessionEventsParams, SessionEventsResult, SessionForkParams, SessionIdResult,
-    SessionInjectParams, SessionInjectResult, SessionListParams, SessionListResult, SessionParams,
-    SessionPromptParams, SessionPromptResult, SessionRequestParams, SessionRequestResult,
-    SessionSummary, SessionUsageResult, WhenBusy,
+    SessionInjectParams, SessionInjectResult, SessionListParams, SessionListResult,
+    SessionMcpServersParams, SessionMcpServersResult, SessionParams, SessionPromptParams,
+    SessionPromptResult, SessionRequestParams, SessionRequestResult, SessionSummary,
+    SessionUsageResult, WhenBusy,
 };
 use dsh_session::{
     ApprovalVerdict, EVENT_KINDS, Event, EventData, ReconstructError, SteeringMessage, StepRequest,
@@ -440,8 +441,9 @@ pub async fn mcp_list(daemon: Arc<Daemon>, params: McpListParams) -> ApiResult<M
     // A handle of our own keeps the servers up while they are listed; dropping it stops them
     // again unless a loaded session of the workspace uses them.
     let reports = if params.start {
-        let tools = daemon.mcp.tools_for(&root, Arc::clone(&daemon.settings));
-        let _ = tools.tools().await;
+        let tools = daemon.mcp.tools_for(&root, Arc::clone(&daemon.settings), None);
+        let (waits, _) = tokio::sync::mpsc::unbounded_channel();
+        let _ = tools.tools(waits).await;
         let reports = daemon.mcp.report();
         drop(tools);
         reports
@@ -450,13 +452,39 @@ pub async fn mcp_list(daemon: Arc<Daemon>, params: McpListParams) -> ApiResult<M
     };
     let mut servers = Vec::new();
     for (name, server) in &config.mcp {
-        let report = reports.iter().find(|report| report.workspace == root && &report.name == name);
+        let report = reports.iter().find(|report| {
+            report.workspace == root && report.session.is_none() && &report.name == name
+        });
         servers.push(match report {
             Some(report) if server.enabled.value => crate::mcp::status(report),
             _ => crate::mcp::not_started(&root, name, server),
         });
     }
+    // Then the sessions' own servers of the workspace, each with its session.
+    servers.extend(
+        reports
+            .iter()
+            .filter(|report| report.workspace == root && report.session.is_some())
+            .map(crate::mcp::status),
+    );
     Ok(McpListResult { servers })
+}
+
+/// `session/mcpServers`: the session's own MCP servers, replacing the ones it had; refused as a
+/// whole (nothing changes) when one of them cannot be used.
+pub async fn session_mcp_servers(
+    daemon: Arc<Daemon>,
+    params: SessionMcpServersParams,
+) -> ApiResult<SessionMcpServersResult> {
+    let servers = params
+        .servers
+        .into_iter()
+        .map(crate::mcp::own_server)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ApiError::invalid_params)?;
+    let live = load(&daemon, &params.session_id).await?;
+    live.mcp_tools.set_own_servers(servers).map_err(ApiError::invalid_params)?;
+    Ok(SessionMcpServersResult { servers: live.mcp_tools.own_status() })
 }
 
 /// `daemon/subscribe`: the daemon's notices and `workspace/changed`, from now on, until

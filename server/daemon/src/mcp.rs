@@ -1,7 +1,9 @@
 //! MCP tool servers (`docs/mcp.md`), on `rmcp`: per workspace, each configured server is started
 //! at the first step that asks for tools, shared by the workspace's sessions, restarted with
 //! backoff when it dies, stopped when no loaded session of its workspace remains and at daemon
-//! shutdown.
+//! shutdown. A session may also have servers of its own (`session/mcpServers`, what an ACP
+//! editor passes): supervised the same way, seen by that session only, stopped when it unloads
+//! or its list is replaced without them.
 //!
 //! Tasks: one supervisor task per running server ([`supervise`]) owns its connection — it
 //! connects (spawn + `initialize` + `tools/list`, bounded by the startup timeout), refreshes the
@@ -84,6 +86,7 @@ pub fn status(report: &ServerReport) -> dsh_protocol::McpServerStatus {
     let state = &report.state;
     dsh_protocol::McpServerStatus {
         workspace: report.workspace.display().to_string(),
+        session: report.session.clone(),
         name: report.name.clone(),
         transport: report.transport.to_owned(),
         state: state.phase.name().to_owned(),
@@ -109,6 +112,7 @@ pub fn not_started(
 ) -> dsh_protocol::McpServerStatus {
     dsh_protocol::McpServerStatus {
         workspace: workspace.display().to_string(),
+        session: None,
         name: name.to_owned(),
         transport: transport_name(&server.transport.value).to_owned(),
         state: if server.enabled.value { "notStarted" } else { "disabled" }.to_owned(),
@@ -156,6 +160,19 @@ impl ServerState {
     }
 }
 
+/// Whose a server is: the workspace's sessions (configured), or one session's own.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Owner {
+    /// Configured for the workspace: shared by its sessions.
+    Workspace,
+    /// Given to one session (`session/mcpServers`), by the handle that holds it: a reloaded
+    /// session's new handle never stops the servers of the one before, nor the other way round.
+    Session { id: String, handle: u64 },
+}
+
+/// A server's place in the table: its workspace, whose it is, its name.
+type Key = (PathBuf, Owner, String);
+
 /// One server of one workspace.
 struct Server {
     config: McpServer,
@@ -164,9 +181,11 @@ struct Server {
     stop: CancellationToken,
 }
 
-/// Every server the daemon runs, by workspace and name.
+/// Every server the daemon runs, by workspace, owner and name.
 pub struct McpManager {
-    servers: Mutex<BTreeMap<(PathBuf, String), Arc<Server>>>,
+    servers: Mutex<BTreeMap<Key, Arc<Server>>>,
+    /// The next [`WorkspaceTools`] handle's number.
+    handles: std::sync::atomic::AtomicU64,
     /// How many live handles ([`WorkspaceTools`]) each workspace has.
     users: Mutex<HashMap<PathBuf, usize>>,
     shutdown: CancellationToken,
@@ -178,6 +197,8 @@ pub struct McpManager {
 pub struct ServerReport {
     /// The workspace it serves.
     pub workspace: PathBuf,
+    /// The session whose own server it is; `None` for a configured one.
+    pub session: Option<String>,
     /// Its name.
     pub name: String,
     /// `stdio` or `http`.
@@ -191,33 +212,43 @@ impl McpManager {
     pub fn new(shutdown: CancellationToken) -> Arc<McpManager> {
         Arc::new(McpManager {
             servers: Mutex::new(BTreeMap::new()),
+            handles: std::sync::atomic::AtomicU64::new(1),
             users: Mutex::new(HashMap::new()),
             shutdown,
             tasks: tokio_util::task::TaskTracker::new(),
         })
     }
 
-    /// The tools of the sessions in `workspace`: a handle the loop asks at every step. While a
-    /// handle of a workspace lives, its servers keep running.
+    /// The tools of a session in `workspace` (`session`: its id; `None` for a handle of no
+    /// session, which has no servers of its own): a handle the loop asks at every step. While
+    /// a handle of a workspace lives, its servers keep running; the session's own servers are
+    /// the handle's, stopped when it is dropped.
     pub fn tools_for(
         self: &Arc<Self>,
         workspace: &Path,
         settings: Arc<Settings>,
+        session: Option<&str>,
     ) -> Arc<WorkspaceTools> {
         *lock(&self.users).entry(workspace.to_path_buf()).or_default() += 1;
+        let handle = self.handles.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Arc::new(WorkspaceTools {
             manager: Arc::downgrade(self),
             workspace: workspace.to_path_buf(),
             settings,
+            own: session.map(|id| Owner::Session { id: id.to_owned(), handle }),
         })
     }
 
-    /// Every server started so far, by workspace and name.
+    /// Every server started so far, by workspace, owner and name.
     pub fn report(&self) -> Vec<ServerReport> {
         lock(&self.servers)
             .iter()
-            .map(|((workspace, name), server)| ServerReport {
+            .map(|((workspace, owner, name), server)| ServerReport {
                 workspace: workspace.clone(),
+                session: match owner {
+                    Owner::Workspace => None,
+                    Owner::Session { id, .. } => Some(id.clone()),
+                },
                 name: name.clone(),
                 transport: transport_name(&server.config.transport.value),
                 state: server.state.borrow().clone(),
@@ -246,19 +277,35 @@ impl McpManager {
         if last {
             users.remove(workspace);
             let mut servers = lock(&self.servers);
-            let names: Vec<_> =
-                servers.keys().filter(|(root, _)| root == workspace).cloned().collect();
+            let names: Vec<_> = servers
+                .keys()
+                .filter(|(root, owner, _)| root == workspace && *owner == Owner::Workspace)
+                .cloned()
+                .collect();
             for key in names {
                 if let Some(server) = servers.remove(&key) {
-                    tracing::info!(server = %key.1, workspace = %workspace.display(), "stopping MCP server: no session uses it");
+                    tracing::info!(server = %key.2, workspace = %workspace.display(), "stopping MCP server: no session uses it");
                     server.stop.cancel();
                 }
             }
         }
     }
 
+    /// Stops the servers `owner` (a session's handle) holds.
+    fn release_own(&self, owner: &Owner) {
+        let mut servers = lock(&self.servers);
+        let keys: Vec<_> = servers.keys().filter(|(_, own, _)| own == owner).cloned().collect();
+        for key in keys {
+            if let Some(server) = servers.remove(&key) {
+                tracing::info!(server = %key.2, "stopping a session's own MCP server: the session is unloaded");
+                server.stop.cancel();
+            }
+        }
+    }
+
     /// The servers `configured` for `workspace`, started when new (or when their configuration
-    /// changed); servers no longer configured are stopped.
+    /// changed); servers no longer configured are stopped. Sessions' own servers are not
+    /// touched.
     fn ensure(
         &self,
         workspace: &Path,
@@ -268,8 +315,9 @@ impl McpManager {
         let mut servers = lock(&self.servers);
         let stale: Vec<_> = servers
             .iter()
-            .filter(|((root, name), server)| {
+            .filter(|((root, owner, name), server)| {
                 root == workspace
+                    && *owner == Owner::Workspace
                     && configured
                         .get(name)
                         .is_none_or(|config| !config.enabled.value || !same(config, &server.config))
@@ -283,46 +331,98 @@ impl McpManager {
         }
         let mut out = Vec::new();
         for (name, config) in configured.iter().filter(|(_, config)| config.enabled.value) {
-            let key = (workspace.to_path_buf(), name.clone());
-            let server = servers.entry(key).or_insert_with(|| {
-                let (sender, receiver) = watch::channel(ServerState::new());
-                let peer = Arc::new(Mutex::new(None));
-                let stop = self.shutdown.child_token();
-                let server = Arc::new(Server {
-                    config: config.clone(),
-                    state: receiver,
-                    peer: Arc::clone(&peer),
-                    stop: stop.clone(),
-                });
-                let sender = Arc::new(sender);
-                let job = Job {
-                    name: name.clone(),
-                    workspace: workspace.to_path_buf(),
-                    config: config.clone(),
-                    state: Arc::clone(&sender),
-                    peer: Arc::clone(&peer),
-                    stop,
-                    settings: Arc::clone(settings),
-                };
-                // A supervisor that panics must not leave its server looking alive: its state
-                // says what happened and calls find no peer.
-                self.tasks.spawn(async move {
-                    if let Err(error) = tokio::spawn(supervise(job)).await {
-                        tracing::error!(%error, "MCP server supervisor failed");
-                        *lock(&peer) = None;
-                        sender.send_modify(|state| {
-                            state.phase = Phase::Failed;
-                            state.tools.clear();
-                            state.last_error =
-                                Some("internal error: the server's supervisor stopped".to_owned());
-                        });
-                    }
-                });
-                server
-            });
+            let key = (workspace.to_path_buf(), Owner::Workspace, name.clone());
+            let server = servers
+                .entry(key)
+                .or_insert_with(|| self.spawn_server(workspace, name, config, settings));
             out.push((name.clone(), Arc::clone(server)));
         }
         out
+    }
+
+    /// Replaces the servers of `owner` (a session's handle) with `wanted`: a server whose
+    /// definition is unchanged keeps running (a reload with the same servers changes nothing),
+    /// one that changed is restarted, one no longer wanted is stopped.
+    fn set_own(
+        &self,
+        workspace: &Path,
+        owner: &Owner,
+        wanted: &BTreeMap<String, McpServer>,
+        settings: &Arc<Settings>,
+    ) {
+        let mut servers = lock(&self.servers);
+        let stale: Vec<_> = servers
+            .iter()
+            .filter(|((_, own, name), server)| {
+                own == owner && wanted.get(name).is_none_or(|config| !same(config, &server.config))
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in stale {
+            if let Some(server) = servers.remove(&key) {
+                tracing::info!(server = %key.2, "stopping a session's own MCP server: replaced");
+                server.stop.cancel();
+            }
+        }
+        for (name, config) in wanted {
+            let key = (workspace.to_path_buf(), owner.clone(), name.clone());
+            servers
+                .entry(key)
+                .or_insert_with(|| self.spawn_server(workspace, name, config, settings));
+        }
+    }
+
+    /// The servers `owner` holds, by name.
+    fn own(&self, owner: &Owner) -> Vec<(String, Arc<Server>)> {
+        lock(&self.servers)
+            .iter()
+            .filter(|((_, own, _), _)| own == owner)
+            .map(|((_, _, name), server)| (name.clone(), Arc::clone(server)))
+            .collect()
+    }
+
+    /// A new server and its supervisor task.
+    fn spawn_server(
+        &self,
+        workspace: &Path,
+        name: &str,
+        config: &McpServer,
+        settings: &Arc<Settings>,
+    ) -> Arc<Server> {
+        let (sender, receiver) = watch::channel(ServerState::new());
+        let peer = Arc::new(Mutex::new(None));
+        let stop = self.shutdown.child_token();
+        let server = Arc::new(Server {
+            config: config.clone(),
+            state: receiver,
+            peer: Arc::clone(&peer),
+            stop: stop.clone(),
+        });
+        let sender = Arc::new(sender);
+        let job = Job {
+            name: name.to_owned(),
+            workspace: workspace.to_path_buf(),
+            config: config.clone(),
+            state: Arc::clone(&sender),
+            peer: Arc::clone(&peer),
+            stop,
+            settings: Arc::clone(settings),
+        };
+        // A supervisor that panics must not leave its server looking alive: its state says
+        // what happened and calls find no peer.
+        self.tasks.spawn(async move {
+            if let Err(error) = tokio::spawn(supervise(job)).await {
+                tracing::error!(%error, "MCP server supervisor failed");
+                *lock(&peer) = None;
+                sender.send_modify(|state| {
+                    state.phase = Phase::Failed;
+                    state.tools.clear();
+                    state.last_error =
+                        Some("internal error: the server's supervisor stopped".to_owned());
+                });
+            }
+        });
+        server
     }
 }
 
@@ -341,18 +441,175 @@ pub struct WorkspaceTools {
     manager: Weak<McpManager>,
     workspace: PathBuf,
     settings: Arc<Settings>,
+    /// Its session's own servers' owner (`None`: a handle of no session).
+    own: Option<Owner>,
 }
 
 impl Drop for WorkspaceTools {
     fn drop(&mut self) {
         if let Some(manager) = self.manager.upgrade() {
+            if let Some(owner) = &self.own {
+                manager.release_own(owner);
+            }
             manager.release(&self.workspace);
         }
     }
 }
 
+/// A server as a session gives it (`session/mcpServers`), checked: a clear error for what
+/// cannot be used, naming the server — and never an `env` or header value.
+pub fn own_server(spec: dsh_protocol::McpServerSpec) -> Result<OwnServer, String> {
+    let name = spec.name;
+    dsh_config::check_server_name(&name)?;
+    let transport = match (spec.command, spec.url) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "MCP server `{name}`: give either `command` (stdio) or `url` (HTTP), not both"
+            ));
+        }
+        (None, None) => {
+            return Err(format!("MCP server `{name}` has neither `command` (stdio) nor `url`"));
+        }
+        (Some(command), None) => {
+            if command.trim().is_empty() {
+                return Err(format!("MCP server `{name}`: `command` is empty"));
+            }
+            if !spec.headers.is_empty() {
+                return Err(format!(
+                    "MCP server `{name}`: `headers` are for HTTP servers, not stdio ones"
+                ));
+            }
+            for variable in spec.env.keys() {
+                if variable.is_empty() || variable.contains(['=', '\0']) {
+                    return Err(format!(
+                        "MCP server `{name}`: `{}` is not an environment variable name",
+                        variable.escape_debug()
+                    ));
+                }
+            }
+            if spec.env.values().any(|value| value.contains('\0')) {
+                return Err(format!(
+                    "MCP server `{name}`: an `env` value holds a NUL byte (values are not shown)"
+                ));
+            }
+            let cwd = match spec.cwd {
+                Some(cwd) if !Path::new(&cwd).is_absolute() => {
+                    return Err(format!(
+                        "MCP server `{name}`: `cwd` must be an absolute path, not `{cwd}`"
+                    ));
+                }
+                cwd => cwd.map(PathBuf::from),
+            };
+            McpTransport::Stdio { command, args: spec.args, env: spec.env, cwd }
+        }
+        (None, Some(url)) => {
+            if !spec.args.is_empty() || !spec.env.is_empty() || spec.cwd.is_some() {
+                return Err(format!(
+                    "MCP server `{name}`: `args`, `env` and `cwd` are for stdio servers, not HTTP \
+                     ones"
+                ));
+            }
+            let parsed = reqwest::Url::parse(&url)
+                .map_err(|error| format!("MCP server `{name}`: `url` is not a URL: {error}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                return Err(format!(
+                    "MCP server `{name}`: `url` must be http or https, not `{}`",
+                    parsed.scheme()
+                ));
+            }
+            for (header, value) in &spec.headers {
+                http::HeaderName::try_from(header.as_str()).map_err(|_| {
+                    format!(
+                        "MCP server `{name}`: header `{}` is not a valid name",
+                        header.escape_debug()
+                    )
+                })?;
+                http::HeaderValue::try_from(value.as_str()).map_err(|_| {
+                    format!(
+                        "MCP server `{name}`: the value of header `{header}` is not valid (values \
+                         are not shown)"
+                    )
+                })?;
+            }
+            McpTransport::Http { url, headers: spec.headers }
+        }
+    };
+    Ok(OwnServer { name, transport })
+}
+
+/// A server a session brings (`session/mcpServers`), checked: its name follows the rule of
+/// configured ones.
+pub struct OwnServer {
+    /// Its name.
+    pub name: String,
+    /// How to reach it.
+    pub transport: McpTransport,
+}
+
 impl WorkspaceTools {
-    async fn current(&self) -> Vec<ExternalTool> {
+    /// Gives the session its own servers, replacing the ones it had (an unchanged one keeps
+    /// running). Refused as a whole, naming both, when a name is one a server configured for
+    /// the workspace has, or is given twice.
+    pub fn set_own_servers(&self, servers: Vec<OwnServer>) -> Result<(), String> {
+        let Some(owner) = &self.own else {
+            return Err("internal error: a handle of no session has no servers of its own".into());
+        };
+        let Some(manager) = self.manager.upgrade() else {
+            return Err("the daemon is shutting down".to_owned());
+        };
+        let configured =
+            self.settings.config(&self.workspace).map_err(|error| error.to_string())?;
+        let mut wanted = BTreeMap::new();
+        for server in servers {
+            if let Some(theirs) = configured.mcp.get(&server.name) {
+                return Err(format!(
+                    "MCP server `{0}` from the session collides with the server `{0}` configured \
+                     for this workspace ({1}): rename the session's server",
+                    server.name, theirs.transport.source
+                ));
+            }
+            let source = dsh_config::Source::Flag("session/mcpServers".to_owned());
+            let sourced = |value| dsh_config::Sourced::new(value, source.clone());
+            // The defaults of a configured server; `ask` whatever the editor wants: a client
+            // never makes tools run unasked (`[approvals]` in your own file still can).
+            let config = McpServer {
+                transport: sourced(server.transport),
+                enabled: dsh_config::Sourced::new(true, source.clone()),
+                startup_timeout: dsh_config::Sourced::new(
+                    dsh_config::MCP_STARTUP_TIMEOUT,
+                    source.clone(),
+                ),
+                call_timeout: dsh_config::Sourced::new(
+                    dsh_config::MCP_CALL_TIMEOUT,
+                    source.clone(),
+                ),
+                approval: dsh_config::Sourced::new(Approval::Ask, source.clone()),
+            };
+            if wanted.insert(server.name.clone(), config).is_some() {
+                return Err(format!("MCP server `{}` is given twice", server.name));
+            }
+        }
+        manager.set_own(&self.workspace, owner, &wanted, &self.settings);
+        Ok(())
+    }
+
+    /// The session's own servers as `mcp/list` shows them, sorted by name.
+    pub fn own_status(&self) -> Vec<dsh_protocol::McpServerStatus> {
+        let (Some(owner), Some(manager)) = (&self.own, self.manager.upgrade()) else {
+            return Vec::new();
+        };
+        manager
+            .report()
+            .iter()
+            .filter(|report| {
+                report.workspace == self.workspace
+                    && matches!(owner, Owner::Session { id, .. } if report.session.as_ref() == Some(id))
+            })
+            .map(status)
+            .collect()
+    }
+
+    async fn current(&self, waits: dsh_agent::Waits) -> Vec<ExternalTool> {
         let Some(manager) = self.manager.upgrade() else { return Vec::new() };
         let configured = match self.settings.config(&self.workspace) {
             Ok(config) => config.mcp.clone(),
@@ -361,25 +618,59 @@ impl WorkspaceTools {
                 return Vec::new();
             }
         };
-        let servers = manager.ensure(&self.workspace, &configured, &self.settings);
+        let mut servers = manager.ensure(&self.workspace, &configured, &self.settings);
+        if let Some(owner) = &self.own {
+            for (name, server) in manager.own(owner) {
+                // Refused when given; a server configured since wins.
+                if configured.contains_key(&name) {
+                    tracing::warn!(server = %name, "a session's own MCP server has the name of a configured one: left out");
+                    continue;
+                }
+                servers.push((name, server));
+            }
+        }
+        // A server on its first start, or fetching the tool list it said changed, is waited for
+        // (bounded by its startup timeout), so the list does not flap between steps. A restart
+        // after a failure is not: its tools are back when it is. What is waited for is decided
+        // once, here, and said (`mcp/wait`) before the wait.
+        let settled = |state: &ServerState| {
+            (state.phase != Phase::Starting || state.starts > 1) && !state.refreshing
+        };
+        let mut starting = Vec::new();
+        let mut changed = Vec::new();
+        for (name, server) in &servers {
+            let state = server.state.borrow();
+            if !settled(&state) {
+                if state.phase == Phase::Starting { &mut starting } else { &mut changed }
+                    .push(name.clone());
+            }
+        }
+        for (names, reason) in [
+            (&mut starting, dsh_session::McpWaitReason::Starting),
+            (&mut changed, dsh_session::McpWaitReason::ToolsChanged),
+        ] {
+            if names.is_empty() {
+                continue;
+            }
+            names.sort();
+            tracing::info!(servers = ?names, ?reason, "waiting for MCP servers");
+            self.settings.notice(
+                "mcpWaiting",
+                format!(
+                    "waiting for MCP server{} {} ({}) to start or list {} tools",
+                    if names.len() == 1 { "" } else { "s" },
+                    names.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", "),
+                    self.workspace.display(),
+                    if names.len() == 1 { "its" } else { "their" },
+                ),
+            );
+            let _ = waits.send(dsh_session::McpWait { servers: names.clone(), reason });
+        }
+        drop(waits);
         let mut tools = Vec::new();
         for (name, server) in servers {
             let mut state = server.state.clone();
-            // A server on its first start, or fetching the tool list it said changed, is waited
-            // for (bounded by its startup timeout), so the list does not flap between steps. A
-            // restart after a failure is not: its tools are back when it is.
-            let settled = |state: &ServerState| {
-                (state.phase != Phase::Starting || state.starts > 1) && !state.refreshing
-            };
-            if !settled(&state.borrow()) {
-                tracing::info!(server = %name, "waiting for MCP server to start or list its tools");
-                self.settings.notice(
-                    "mcpWaiting",
-                    format!(
-                        "waiting for MCP server `{name}` ({}) to start or list its tools",
-                        self.workspace.display()
-                    ),
-                );
+            if starting.contains(&name) || changed.contains(&name) {
                 let limit = server.config.startup_timeout.value + Duration::from_secs(1);
                 if tokio::time::timeout(limit, state.wait_for(settled)).await.is_err() {
                     tracing::warn!(server = %name, "MCP server still not settled: its tools as they were");
@@ -406,6 +697,7 @@ impl WorkspaceTools {
     async fn run_call(
         manager: Weak<McpManager>,
         workspace: PathBuf,
+        own: Option<Owner>,
         name: String,
         arguments: String,
         cancel: CancellationToken,
@@ -413,8 +705,15 @@ impl WorkspaceTools {
         let Some((server_name, tool)) = name.split_once(SEPARATOR) else {
             return ToolOutput::error(format!("`{name}` is not an MCP tool"));
         };
+        // A configured server first: it wins a name collision at step time too.
         let server = manager.upgrade().and_then(|manager| {
-            lock(&manager.servers).get(&(workspace, server_name.to_owned())).cloned()
+            let servers = lock(&manager.servers);
+            let key = (workspace, Owner::Workspace, server_name.to_owned());
+            let configured = servers.get(&key).cloned();
+            configured.or_else(|| {
+                let own = own?;
+                servers.get(&(key.0, own, key.2)).cloned()
+            })
         });
         let Some(server) = server else {
             return ToolOutput::error(format!("MCP server `{server_name}` is not running"));
@@ -461,8 +760,8 @@ impl WorkspaceTools {
 }
 
 impl ExternalTools for WorkspaceTools {
-    fn tools(&self) -> BoxFuture<'_, Vec<ExternalTool>> {
-        Box::pin(self.current())
+    fn tools(&self, waits: dsh_agent::Waits) -> BoxFuture<'_, Vec<ExternalTool>> {
+        Box::pin(self.current(waits))
     }
 
     fn call(
@@ -474,6 +773,7 @@ impl ExternalTools for WorkspaceTools {
         Box::pin(WorkspaceTools::run_call(
             self.manager.clone(),
             self.workspace.clone(),
+            self.own.clone(),
             name.to_owned(),
             arguments.to_owned(),
             cancel.clone(),

@@ -114,6 +114,8 @@ event_kinds! {
     StepError(StepError) = "step/error",
     /// `llm/retry`: the provider call is retried after a retryable failure.
     LlmRetry(LlmRetry) = "llm/retry",
+    /// `mcp/wait`: a step waits for MCP servers before its request (not model-visible).
+    McpWait(McpWait) = "mcp/wait",
     /// `approval/request`: a tool asks for permission.
     ApprovalRequest(ApprovalRequest) = "approval/request",
     /// `approval/decision`: what was decided.
@@ -552,6 +554,30 @@ pub struct LlmRetry {
     pub delay_ms: u64,
     /// What failed.
     pub error: String,
+}
+
+/// `mcp/wait`: before its request, a step waits (bounded by their startup timeouts) for MCP
+/// servers, so their tools join the request instead of flapping in at a later step. Not
+/// model-visible: what the wait produced is in the header that follows.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpWait {
+    /// The servers waited for, by name, sorted.
+    pub servers: Vec<String>,
+    /// Why they are waited for.
+    pub reason: McpWaitReason,
+}
+
+/// Why a step waits for MCP servers.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpWaitReason {
+    /// On their first start: spawned or dialled, `initialize` and `tools/list` under way.
+    Starting,
+    /// They said their tool list changed; the new list is being fetched.
+    ToolsChanged,
 }
 
 /// `approval/request`.

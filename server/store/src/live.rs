@@ -59,6 +59,7 @@ pub fn is_boundary(data: &EventData) -> bool {
         | EventData::ToolProgress(_)
         | EventData::ApprovalRequest(_)
         | EventData::LlmRetry(_)
+        | EventData::McpWait(_)
         | EventData::CompactStart(_) => false,
     }
 }

@@ -24,6 +24,7 @@ M.methods = {
   SessionFork = "session/fork",
   SessionInject = "session/inject",
   SessionList = "session/list",
+  SessionMcpServers = "session/mcpServers",
   SessionPrompt = "session/prompt",
   SessionRequest = "session/request",
   SessionSubscribe = "session/subscribe",
@@ -67,6 +68,7 @@ M.event_kinds = {
   { kind = "step/end", payload = "StepEnd" },
   { kind = "step/error", payload = "StepError" },
   { kind = "llm/retry", payload = "LlmRetry" },
+  { kind = "mcp/wait", payload = "McpWait" },
   { kind = "approval/request", payload = "ApprovalRequest" },
   { kind = "approval/decision", payload = "ApprovalDecision" },
   { kind = "compact/start", payload = "CompactStart" },
@@ -197,11 +199,22 @@ M.event_kinds = {
 ---@class dsh.McpListResult
 ---@field servers dsh.McpServerStatus[] The servers, by workspace and name.
 
+--- One MCP server a session brings: `command` (stdio: `args`, `env`, `cwd`) or `url` (streamable HTTP: `headers`), not both. `env` values and `headers` are secrets: never logged, listed or shown in an error (this type's `Debug` hides them).
+---@class dsh.McpServerSpec
+---@field args? string[] A stdio server's arguments.
+---@field command? string A stdio server: the program.
+---@field cwd? string A stdio server's working directory, absolute (default: the user's home).
+---@field env? table<string, string> A stdio server's environment besides `PATH`, `HOME` and `LANG` (nothing else of the daemon's is inherited).
+---@field headers? table<string, string> An HTTP server's extra request headers.
+---@field name string Its name: 1 to 32 letters, digits or `-` (its tools are `NAME__TOOL` in requests).
+---@field url? string A streamable-HTTP server: its URL (`http` or `https`).
+
 --- One MCP server of one workspace.
 ---@class dsh.McpServerStatus
 ---@field lastError? string The last thing that went wrong with it.
 ---@field name string Its name (its tools are `NAME__TOOL` in requests).
 ---@field refused? string[] Tools it listed that are not offered to the model, each with why.
+---@field session? string The session whose own server it is (`session/mcpServers`); absent for a server configured for the workspace, shared by its sessions.
 ---@field starts integer How many times it was started.
 ---@field state string `notStarted`, `starting`, `running`, `failed` (a restart follows, with backoff), `stopped`, or `disabled` (`enabled = false`).
 ---@field tools dsh.McpToolStatus[] Its tools as the model sees them (names and descriptions), sorted.
@@ -460,6 +473,15 @@ M.event_kinds = {
 --- `session/list` result.
 ---@class dsh.SessionListResult
 ---@field sessions dsh.SessionSummary[] Sessions, oldest first.
+
+--- `session/mcpServers` params: the session's own MCP servers, replacing the ones it had.
+---@class dsh.SessionMcpServersParams
+---@field servers dsh.McpServerSpec[] Its servers; empty: none of its own.
+---@field sessionId string The session (loaded if it is not).
+
+--- `session/mcpServers` result.
+---@class dsh.SessionMcpServersResult
+---@field servers dsh.McpServerStatus[] The session's own servers now, by name (started in the background: a step waits for them).
 
 --- Params naming just a session (`session/cancel`, `session/usage`, `session/compact`).
 ---@class dsh.SessionParams
@@ -723,6 +745,14 @@ M.event_kinds = {
 ---@field error string What failed.
 ---@field step integer The step being retried.
 
+--- `mcp/wait`: before its request, a step waits (bounded by their startup timeouts) for MCP servers, so their tools join the request instead of flapping in at a later step. Not model-visible: what the wait produced is in the header that follows.
+---@class dsh.McpWait
+---@field reason dsh.McpWaitReason Why they are waited for.
+---@field servers string[] The servers waited for, by name, sorted.
+
+--- Why a step waits for MCP servers.
+---@alias dsh.McpWaitReason "starting"|"toolsChanged"
+
 --- `request/header`.
 ---@class dsh.RequestHeader
 ---@field header dsh.EpochHeader The full header.
@@ -828,7 +858,7 @@ M.event_kinds = {
 ---@class dsh.UserMessage
 ---@field text string The prompt text.
 
----@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"
+---@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"
 
 -- One class per event kind: the `session/event` envelope with its typed payload.
 
@@ -903,6 +933,10 @@ M.event_kinds = {
 ---@class dsh.Event.llm_retry: dsh.SessionEvent
 ---@field type "llm/retry"
 ---@field data dsh.LlmRetry
+
+---@class dsh.Event.mcp_wait: dsh.SessionEvent
+---@field type "mcp/wait"
+---@field data dsh.McpWait
 
 ---@class dsh.Event.approval_request: dsh.SessionEvent
 ---@field type "approval/request"

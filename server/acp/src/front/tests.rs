@@ -1,4 +1,5 @@
-//! The front's pure helpers: prompt blocks as dsh prompt text, timestamps, permission answers.
+//! The front's pure helpers: prompt blocks as dsh prompt text, timestamps, permission answers,
+//! the editor's MCP servers as dsh's.
 #![allow(clippy::unwrap_used)]
 
 use super::*;
@@ -51,16 +52,73 @@ fn permission_answers_map_to_dsh_decisions() {
 }
 
 #[test]
-fn a_relative_cwd_or_mcp_servers_are_refused() {
-    let error = checked_cwd(std::path::Path::new("rel"), &[]).unwrap_err();
+fn a_relative_cwd_is_refused() {
+    let error = checked_cwd(std::path::Path::new("rel")).unwrap_err();
     assert!(error.message.contains("absolute"), "{}", error.message);
-    let servers: Vec<schema::McpServer> = serde_json::from_value(json!([
-        {"name": "x", "command": "/bin/true", "args": [], "env": []}
-    ]))
+    assert_eq!(checked_cwd(std::path::Path::new("/w")).unwrap(), "/w");
+}
+
+fn servers(value: Value) -> Vec<schema::McpServer> {
+    serde_json::from_value(value).unwrap()
+}
+
+#[test]
+fn acp_mcp_servers_become_dsh_specs_with_mapped_names() {
+    let specs = server_specs(&servers(json!([
+        {"name": "my server_1", "command": "/bin/srv", "args": ["-v"],
+         "env": [{"name": "TOKEN", "value": "secret"}]},
+        {"type": "http", "name": "web", "url": "https://example.com/mcp",
+         "headers": [{"name": "Authorization", "value": "Bearer x"}]},
+    ])))
     .unwrap();
-    let error = checked_cwd(std::path::Path::new("/w"), &servers).unwrap_err();
-    assert!(error.message.contains("MCP"), "{}", error.message);
-    assert_eq!(checked_cwd(std::path::Path::new("/w"), &[]).unwrap(), "/w");
+    assert_eq!(specs.len(), 2);
+    assert_eq!(specs[0].name, "my-server-1");
+    assert_eq!(specs[0].command.as_deref(), Some("/bin/srv"));
+    assert_eq!(specs[0].args, ["-v"]);
+    assert_eq!(specs[0].env.get("TOKEN").map(String::as_str), Some("secret"));
+    assert_eq!((specs[0].url.as_ref(), specs[0].cwd.as_ref()), (None, None));
+    assert_eq!(specs[1].name, "web");
+    assert_eq!(specs[1].url.as_deref(), Some("https://example.com/mcp"));
+    assert_eq!(specs[1].headers.get("Authorization").map(String::as_str), Some("Bearer x"));
+    // The secrets stay out of Debug output.
+    let shown = format!("{specs:?}");
+    assert!(!shown.contains("secret") && !shown.contains("Bearer"), "{shown}");
+}
+
+#[test]
+fn server_names_map_deterministically_and_keep_valid_ones() {
+    assert_eq!(server_name("filesystem").unwrap(), "filesystem");
+    assert_eq!(server_name("-a-").unwrap(), "-a-");
+    assert_eq!(server_name("my server").unwrap(), "my-server");
+    assert_eq!(server_name("é/x").unwrap(), "--x");
+    assert_eq!(server_name(&"a".repeat(40)).unwrap(), "a".repeat(32));
+    for nameless in ["", "!!!", "日本"] {
+        let error = server_name(nameless).unwrap_err();
+        assert!(error.message.contains("no ASCII letter or digit"), "{}", error.message);
+    }
+}
+
+#[test]
+fn sse_servers_and_names_mapping_to_one_are_refused() {
+    let error = server_specs(&servers(json!([
+        {"type": "sse", "name": "old", "url": "https://example.com/sse", "headers": []},
+    ])))
+    .unwrap_err();
+    assert!(
+        error.message.contains("`old`: the SSE transport is not supported"),
+        "{}",
+        error.message
+    );
+    let error = server_specs(&servers(json!([
+        {"name": "my server", "command": "a", "args": [], "env": []},
+        {"name": "my_server", "command": "b", "args": [], "env": []},
+    ])))
+    .unwrap_err();
+    assert!(
+        error.message.contains("`my server` and `my_server` both become `my-server`"),
+        "{}",
+        error.message
+    );
 }
 
 #[tokio::test]

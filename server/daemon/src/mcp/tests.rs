@@ -1,4 +1,5 @@
-//! What the model gets from a server: tool names and schemas, and results.
+//! What the model gets from a server: tool names and schemas, and results; a session's own
+//! servers as given, checked.
 
 #![allow(clippy::unwrap_used)]
 
@@ -77,4 +78,59 @@ fn a_huge_result_is_cut_with_a_note() {
         "{}",
         &output.content[output.content.len() - 200..]
     );
+}
+
+fn spec(value: serde_json::Value) -> dsh_protocol::McpServerSpec {
+    serde_json::from_value(value).unwrap()
+}
+
+#[test]
+fn a_sessions_server_is_checked_with_errors_that_name_it_and_never_show_a_secret() {
+    let good = own_server(spec(json!({
+        "name": "fx", "command": "python3", "args": ["-m", "x"], "env": {"TOKEN": "s3cret"},
+        "cwd": "/tmp",
+    })))
+    .unwrap();
+    assert_eq!(good.name, "fx");
+    assert!(
+        matches!(good.transport, McpTransport::Stdio { ref cwd, .. } if cwd.as_deref() == Some(Path::new("/tmp")))
+    );
+    let http = own_server(spec(json!({
+        "name": "web", "url": "https://example.com/mcp", "headers": {"Authorization": "Bearer t"},
+    })))
+    .unwrap();
+    assert!(matches!(http.transport, McpTransport::Http { .. }));
+    for (bad, expected) in [
+        (json!({"name": "a_b", "command": "x"}), "mcp server name `a_b` is not allowed"),
+        (json!({"name": "fx"}), "`fx` has neither `command` (stdio) nor `url`"),
+        (json!({"name": "fx", "command": "x", "url": "http://h/"}), "either `command`"),
+        (json!({"name": "fx", "command": " "}), "`command` is empty"),
+        (json!({"name": "fx", "command": "x", "cwd": "rel"}), "`cwd` must be an absolute path"),
+        (
+            json!({"name": "fx", "command": "x", "env": {"A=B": "s3cret"}}),
+            "not an environment variable name",
+        ),
+        (
+            json!({"name": "fx", "command": "x", "headers": {"H": "s3cret"}}),
+            "`headers` are for HTTP servers",
+        ),
+        (json!({"name": "fx", "url": "ftp://h/"}), "`url` must be http or https, not `ftp`"),
+        (json!({"name": "fx", "url": "not a url"}), "`url` is not a URL"),
+        (
+            json!({"name": "fx", "url": "http://h/", "env": {"A": "s3cret"}}),
+            "are for stdio servers",
+        ),
+        (
+            json!({"name": "fx", "url": "http://h/", "headers": {"X": "s3cret\n"}}),
+            "the value of header `X` is not valid",
+        ),
+        (
+            json!({"name": "fx", "url": "http://h/", "headers": {"bad header": "s3cret"}}),
+            "header `bad header` is not a valid name",
+        ),
+    ] {
+        let error = own_server(spec(bad.clone())).err().unwrap_or_else(|| panic!("{bad} passed"));
+        assert!(error.contains(expected), "{bad}: {error}");
+        assert!(!error.contains("s3cret"), "{error}");
+    }
 }
