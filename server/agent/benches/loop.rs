@@ -287,7 +287,7 @@ async fn breakdown(session: &SessionHandle) {
     }
     println!(
         "    {:<62} {}",
-        "Session::messages() snapshot (owner.rs begin_step)",
+        "Session::messages() (a full snapshot: a new loop, after a replace)",
         micros(started.elapsed() / 20)
     );
     let mut allow = dsh_agent::approval::AllowAlways::default();

@@ -30,8 +30,8 @@ use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, Closing,
     ContextMessage, EpochHeader, EventData, GenerateRequest, HeaderPlan, INSTRUCTIONS_SOURCE,
     InstructionFold, LlmCallConfig, LlmRetry, RequestHeader, RequestSent, Session, StepEnd,
-    StepError, StopReason, ToolCall, ToolCallStarted, ToolResult, ToolSchema, TurnEnd, TurnStart,
-    Usage, UserMessage, closing_events, plan_header_event, reconstruct_session_step,
+    StepError, StopReason, SurfaceMark, ToolCall, ToolCallStarted, ToolResult, ToolSchema, TurnEnd,
+    TurnStart, Usage, UserMessage, closing_events, plan_header_event, reconstruct_session_step,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -206,6 +206,10 @@ pub struct Agent {
     /// The serialized conversation so far, extended step by step; shared with whoever shows
     /// "what the model saw" ([`Agent::share_wire_cache`]).
     wire: Arc<std::sync::Mutex<WireCache>>,
+    /// The surface of the last request and where it stood: the next step's snapshot copies
+    /// only what joined since (`None` after anything that did not end with a sent request).
+    surface: Vec<Arc<dsh_session::Message>>,
+    surface_mark: Option<SurfaceMark>,
     /// The `allowAlways` decisions folded from the log so far.
     allow_always: AllowAlways,
     /// What the model knows of the instruction files, folded from the log step by step.
@@ -252,6 +256,8 @@ impl Agent {
             clock: dsh_store::now_ms,
             anchored: false,
             wire: Arc::default(),
+            surface: Vec::new(),
+            surface_mark: None,
             allow_always: AllowAlways::default(),
             instructions: InstructionFold::default(),
             memory: Some(Memory::default()),
@@ -473,7 +479,14 @@ impl Agent {
 
         // 3. Snapshot + step/start, atomically.
         let step = session.query(|s| s.last_step() + 1).await?;
-        let snapshot = session.begin_step(step, turn).await?;
+        let snapshot = session.begin_step(step, turn, self.surface_mark.take()).await?;
+        let messages = if snapshot.extends {
+            let mut messages = std::mem::take(&mut self.surface);
+            messages.extend(snapshot.messages);
+            messages
+        } else {
+            snapshot.messages
+        };
 
         // 4. Seed the call config; the wire format is the profile's, as configured now.
         let mut config = self.seed_config(snapshot.header.as_ref());
@@ -498,7 +511,7 @@ impl Agent {
         self.anchored = true;
 
         // 7. Build, record, check, dispatch.
-        let request = GenerateRequest { header, messages: snapshot.messages };
+        let mut request = GenerateRequest { header, messages };
         // A request its format would reject (a tool result without its call, unsigned
         // reasoning in an Anthropic tool-use turn, …) is never sent: the step fails here, with
         // the reason, instead of as a 400 after the fact.
@@ -516,6 +529,9 @@ impl Agent {
         if self.config.check_invariants {
             check_invariant(session, step, &request, &body.to_vec()).await?;
         }
+        // Kept for the next step's snapshot; the rest of the step needs only the header.
+        self.surface = std::mem::take(&mut request.messages);
+        self.surface_mark = Some(snapshot.mark);
 
         // 8. Stream.
         let dispatched = Instant::now();

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use dsh_session::{EpochHeader, Event, EventData, Message, Session, StepStart};
+use dsh_session::{EpochHeader, Event, EventData, Message, Session, StepStart, SurfaceMark};
 use dsh_store::{LiveLog, StoreError};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -29,8 +29,13 @@ const SUBSCRIBER_BUFFER: usize = 4096;
 pub struct StepSnapshot {
     /// Seq of the `step/start` just appended: the request's messages come from before it.
     pub boundary_seq: u64,
-    /// The surface at the boundary.
+    /// The surface at the boundary — or, when `extends`, only what joined it since the mark
+    /// the caller passed (the caller holds the rest).
     pub messages: Vec<Arc<Message>>,
+    /// Whether `messages` extends the caller's surface instead of being all of it.
+    pub extends: bool,
+    /// Where the surface stands at the boundary: the mark to pass next time.
+    pub mark: SurfaceMark,
     /// The header folded from the log at the boundary.
     pub header: Option<EpochHeader>,
 }
@@ -50,6 +55,7 @@ enum Command {
     },
     BeginStep {
         start: StepStart,
+        known: Option<SurfaceMark>,
         reply: oneshot::Sender<Result<StepSnapshot, StoreError>>,
     },
     Query(Query),
@@ -118,14 +124,20 @@ async fn run_owner(mut log: LiveLog, mut commands: mpsc::Receiver<Command>) {
                 };
                 let _ = reply.send(result);
             }
-            Command::BeginStep { start, reply } => {
-                // The snapshot and the step/start append are one command: the boundary.
-                let messages = log.session().messages();
-                let header = log.session().header().cloned();
+            Command::BeginStep { start, known, reply } => {
+                // The snapshot and the step/start append are one command: the boundary. Only
+                // the messages the caller lacks are copied (a long conversation costs the
+                // step nothing more).
+                let session = log.session();
+                let tail = known.and_then(|mark| session.messages_after(mark));
+                let extends = tail.is_some();
+                let messages = tail.unwrap_or_else(|| session.messages());
+                let mark = session.surface_mark();
+                let header = session.header().cloned();
                 let result = log.append(EventData::StepStart(start)).cloned().map(|event| {
                     let boundary_seq = event.seq;
                     let _ = events.send(event);
-                    StepSnapshot { boundary_seq, messages, header }
+                    StepSnapshot { boundary_seq, messages, extends, mark, header }
                 });
                 let _ = reply.send(result);
             }
@@ -180,9 +192,16 @@ impl SessionHandle {
     }
 
     /// Snapshots the messages and the folded header, then appends `step/start`, atomically.
-    pub async fn begin_step(&self, step: u64, turn: u64) -> Result<StepSnapshot, AgentError> {
+    /// With `known` (the mark of the surface the caller holds), only what joined since is
+    /// returned when that surface is still a prefix (`StepSnapshot::extends`).
+    pub async fn begin_step(
+        &self,
+        step: u64,
+        turn: u64,
+        known: Option<SurfaceMark>,
+    ) -> Result<StepSnapshot, AgentError> {
         let (reply, answer) = oneshot::channel();
-        self.send(Command::BeginStep { start: StepStart { step, turn }, reply }).await?;
+        self.send(Command::BeginStep { start: StepStart { step, turn }, known, reply }).await?;
         Ok(answer.await.map_err(|_| AgentError::SessionClosed)??)
     }
 

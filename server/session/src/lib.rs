@@ -52,7 +52,7 @@ pub use reconstruct::{
     ReconstructError, StepRequest, reconstruct, reconstruct_session_step, reconstruct_step,
 };
 pub use seen::{SeenFiles, WORKSPACE_SOURCE};
-pub use surface::{SeqError, Session, StepIndex, SurfaceEntry};
+pub use surface::{SeqError, Session, StepIndex, SurfaceEntry, SurfaceMark};
 pub use usage::{DROP_SLACK_TOKENS, PrefixCause, UsageRow, is_drop, usage_rows, usage_totals};
 
 #[cfg(test)]

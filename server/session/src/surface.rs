@@ -110,6 +110,8 @@ pub struct Session {
     /// The seqs of the events that can shape a request ([`shapes_request`]), in order: a
     /// rebuild from the session folds only these.
     shaping: Vec<u64>,
+    /// Which fold this is, for [`SurfaceMark`]s.
+    fold: FoldId,
     last_turn: u64,
     anomalies: Vec<(u64, String)>,
 }
@@ -129,6 +131,26 @@ pub(crate) fn shapes_request(data: &EventData) -> bool {
             | EventData::ApprovalRequest(_)
             | EventData::ApprovalDecision(_)
     )
+}
+
+/// Tells folds apart: each new [`Session`] gets its own (a clone keeps it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FoldId(u64);
+
+impl Default for FoldId {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        FoldId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+/// Where a session's surface stood: a caller holding the messages of that moment asks
+/// [`Session::messages_after`] for only what joined since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SurfaceMark {
+    fold: FoldId,
+    generation: u64,
+    len: usize,
 }
 
 /// Why an event could not be appended to a [`Session`].
@@ -205,6 +227,26 @@ impl Session {
     /// A fresh vector over the shared projections of the current surface.
     pub fn messages(&self) -> Vec<Arc<Message>> {
         self.surface.nodes.iter().map(|node| Arc::clone(&node.message)).collect()
+    }
+
+    /// Where the surface stands now.
+    pub fn surface_mark(&self) -> SurfaceMark {
+        SurfaceMark {
+            fold: self.fold,
+            generation: self.surface.generation,
+            len: self.surface.nodes.len(),
+        }
+    }
+
+    /// The messages that joined the surface since `mark`, when the surface then is a prefix
+    /// of the surface now: nodes only ever join at the end, and anything else (a replace)
+    /// starts a new generation. `None` when it is not (another fold, a replace since).
+    pub fn messages_after(&self, mark: SurfaceMark) -> Option<Vec<Arc<Message>>> {
+        let nodes = &self.surface.nodes;
+        let prefix = mark.fold == self.fold
+            && mark.generation == self.surface.generation
+            && mark.len <= nodes.len();
+        prefix.then(|| nodes[mark.len..].iter().map(|node| Arc::clone(&node.message)).collect())
     }
 
     /// The current surface nodes with their ids.

@@ -520,7 +520,19 @@ proptest! {
                     })
                 }
             };
+            let (mark, held) = (live.surface_mark(), live.messages());
+            let generation = live.surface_generation();
             live.append(event(seq, data)).unwrap();
+            // What joined since the mark, added to what was held, is the surface now — or
+            // there is no such tail, exactly when a replace rewrote the surface.
+            match live.messages_after(mark) {
+                Some(tail) => {
+                    prop_assert_eq!(live.surface_generation(), generation);
+                    let joined: Vec<Arc<Message>> = held.into_iter().chain(tail).collect();
+                    prop_assert_eq!(joined, live.messages());
+                }
+                None => prop_assert_ne!(live.surface_generation(), generation),
+            }
             // Interleave reads with appends so the cache is exercised mid-stream.
             let first = live.messages();
             let second = live.messages();
@@ -833,4 +845,13 @@ fn the_kinds_a_rebuild_skips_change_neither_fold() {
         with.append(event(with.next_seq(), steer)).unwrap();
         assert_eq!(with.messages(), a.messages());
     }
+}
+
+#[test]
+fn a_mark_of_another_fold_gets_no_tail() {
+    let events = log(vec![meta(), user("a")]);
+    let one = Session::from_events(events.clone());
+    let two = Session::from_events(events);
+    assert!(one.messages_after(one.surface_mark()).is_some_and(|tail| tail.is_empty()));
+    assert_eq!(two.messages_after(one.surface_mark()), None);
 }
