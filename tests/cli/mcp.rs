@@ -698,6 +698,16 @@ async fn a_sessions_own_servers_are_its_alone_keep_their_env_secret_and_stop_at_
         conn.err("session/mcpServers", json!({"sessionId": a, "servers": [both]}), -32602).await;
     assert!(message.contains("either `command` (stdio) or `url`"), "{message}");
     assert!(!message.contains(SECRET));
+    let many: Vec<serde_json::Value> = (0..65)
+        .map(|n| {
+            let mut server = own.clone();
+            server["name"] = json!(format!("s{n}"));
+            server
+        })
+        .collect();
+    let message =
+        conn.err("session/mcpServers", json!({"sessionId": a, "servers": many}), -32602).await;
+    assert!(message.contains("65 MCP servers given for one session; at most 64"), "{message}");
 
     // A turn of the session calls its server's tool: asked for, like any MCP tool.
     let prompt_conn = std::sync::Arc::clone(&conn);

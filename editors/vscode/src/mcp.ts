@@ -7,7 +7,11 @@
 
 /** The server and the server's own tool name of an MCP tool's request name; undefined for a
  * built-in tool (or any name that does not read as `SERVER__TOOL`). */
-export function mcpTool(name: string): { server: string; tool: string } | undefined {
+export function mcpTool(name: unknown): { server: string; tool: string } | undefined {
+  // Events come from a log: a malformed one (no tool name) must not break the transcript.
+  if (typeof name !== "string") {
+    return undefined;
+  }
   const at = name.indexOf("__");
   if (at < 1) {
     return undefined;

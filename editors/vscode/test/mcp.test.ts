@@ -70,6 +70,7 @@ test("an MCP tool's request name splits at the first __ into its server and its 
   assert.deepEqual(mcpTool("fx__echo"), { server: "fx", tool: "echo" });
   assert.deepEqual(mcpTool("my-db__run__query"), { server: "my-db", tool: "run__query" });
   assert.deepEqual(mcpTool("S3__list_buckets"), { server: "S3", tool: "list_buckets" });
+  assert.equal(mcpTool(undefined), undefined, "an approval without a tool name renders as before");
   for (const builtIn of ["read_file", "write_file", "edit_file", "run_command", "list_dir", "glob", "grep"]) {
     assert.equal(mcpTool(builtIn), undefined, builtIn);
     assert.equal(toolDisplayName(builtIn), builtIn);

@@ -298,8 +298,9 @@ pub async fn session_request(
         if !memo.adopt(&rebuilt.request) {
             // The loop's memo may hold this very request (the step it just sent): reading
             // it (a compare and a copy) is cheaper than serializing and hashing again.
-            let sent =
-                loop_wire.lock().unwrap_or_else(PoisonError::into_inner).peek(&rebuilt.request);
+            // Copied first (shared pieces and pointers): the loop never waits for the compare.
+            let sent = loop_wire.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let sent = sent.peek(&rebuilt.request);
             if let Some(body) = sent {
                 return Ok(views::request_result(&rebuilt, diff, views::Body::Ready(body)));
             }

@@ -42,6 +42,8 @@ mod tests;
 
 /// The namespace separator of tool names in requests: `SERVER__TOOL`.
 pub const SEPARATOR: &str = "__";
+/// The most servers one session may bring (each is a process or a connection).
+const OWN_SERVERS_MAX: usize = 64;
 /// The providers' limit on a tool name.
 const NAME_MAX: usize = 64;
 /// The most bytes of a tool result the model gets; the rest is cut with a note.
@@ -121,6 +123,37 @@ pub fn not_started(
         last_error: None,
         starts: 0,
     }
+}
+
+/// What of a server's definition must never be shown: env and header values, and the
+/// credentials and query of its URL (errors from the HTTP stack quote the URL).
+fn secrets(transport: &McpTransport) -> Vec<String> {
+    let mut secrets: Vec<String> = match transport {
+        McpTransport::Stdio { env, .. } => env.values().cloned().collect(),
+        McpTransport::Http { url, headers } => {
+            let mut secrets: Vec<String> = headers.values().cloned().collect();
+            if let Ok(url) = reqwest::Url::parse(url) {
+                secrets.push(url.username().to_owned());
+                secrets.extend(url.password().map(str::to_owned));
+                secrets.extend(url.query().map(str::to_owned));
+                secrets.extend(url.fragment().map(str::to_owned));
+            }
+            secrets
+        }
+    };
+    // Longest first, so a secret holding another is replaced whole; short values (`1`,
+    // `true`) would blank out ordinary words and protect nothing.
+    secrets.retain(|secret| secret.len() >= 4);
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    secrets.dedup();
+    secrets
+}
+
+/// `text` with every secret of the server replaced by `***`.
+fn scrub(text: String, secrets: &[String]) -> String {
+    secrets.iter().fold(text, |text, secret| {
+        if text.contains(secret.as_str()) { text.replace(secret.as_str(), "***") } else { text }
+    })
 }
 
 fn transport_name(transport: &McpTransport) -> &'static str {
@@ -557,9 +590,21 @@ impl WorkspaceTools {
         let Some(manager) = self.manager.upgrade() else {
             return Err("the daemon is shutting down".to_owned());
         };
+        if servers.len() > OWN_SERVERS_MAX {
+            return Err(format!(
+                "{} MCP servers given for one session; at most {OWN_SERVERS_MAX} are taken",
+                servers.len()
+            ));
+        }
+        let mut wanted = BTreeMap::new();
+        if servers.is_empty() {
+            // Nothing to check against the configuration (which may not be usable): only the
+            // servers the session had stop.
+            manager.set_own(&self.workspace, owner, &wanted, &self.settings);
+            return Ok(());
+        }
         let configured =
             self.settings.config(&self.workspace).map_err(|error| error.to_string())?;
-        let mut wanted = BTreeMap::new();
         for server in servers {
             if let Some(theirs) = configured.mcp.get(&server.name) {
                 return Err(format!(
@@ -744,8 +789,9 @@ impl WorkspaceTools {
         tokio::select! {
             result = call => match result {
                 Ok(result) => render_result(&result),
-                Err(error) => ToolOutput::error(format!(
-                    "MCP server `{server_name}` failed the call: {error}"
+                Err(error) => ToolOutput::error(scrub(
+                    format!("MCP server `{server_name}` failed the call: {error}"),
+                    &secrets(&server.config.transport.value),
                 )),
             },
             () = tokio::time::sleep(timeout) => ToolOutput::error(format!(
@@ -1012,7 +1058,7 @@ async fn connect(
             let running = handler
                 .serve(transport)
                 .await
-                .map_err(|error| format!("initialize failed ({url}): {error}"))?;
+                .map_err(|error| format!("initialize failed: {error}"))?;
             Ok(Connection { running, group: None })
         }
     }
@@ -1088,6 +1134,8 @@ async fn supervise(job: Job) {
         };
         let tail = lock(&stderr_tail).join(" | ");
         let error = if tail.is_empty() { failure } else { format!("{failure} (stderr: {tail})") };
+        // A server's output may quote its environment; an HTTP error, its URL.
+        let error = scrub(error, &secrets(&job.config.transport.value));
         tracing::warn!(server = %job.name, %error, retry_in = ?backoff, "MCP server failed");
         job.settings.notice(
             "mcpFailed",
@@ -1171,7 +1219,9 @@ async fn serve(job: &Job, connection: Connection, tools_changed: &Notify) -> Opt
                     }
                     Err(error) => {
                         job.state.send_modify(|state| {
-                            state.last_error = Some(format!("tools/list failed: {error}"));
+                            let error =
+                                scrub(format!("tools/list failed: {error}"), &secrets(&job.config.transport.value));
+                            state.last_error = Some(error);
                             state.refreshing = false;
                         });
                     }

@@ -134,3 +134,26 @@ fn a_sessions_server_is_checked_with_errors_that_name_it_and_never_show_a_secret
         assert!(!error.contains("s3cret"), "{error}");
     }
 }
+
+#[test]
+fn what_a_server_says_about_itself_is_scrubbed_of_its_secrets() {
+    let http = own_server(spec(json!({
+        "name": "web", "url": "https://me:hunter22@example.com/mcp?api_key=k3y-k3y#frag",
+        "headers": {"Authorization": "Bearer t0ken"},
+    })))
+    .unwrap();
+    let error = "error sending request for url (https://me:hunter22@example.com/mcp?api_key=k3y-k3y#frag): \
+                 401 for Bearer t0ken";
+    let scrubbed = scrub(error.to_owned(), &secrets(&http.transport));
+    for secret in ["hunter22", "k3y-k3y", "t0ken"] {
+        assert!(!scrubbed.contains(secret), "{scrubbed}");
+    }
+    assert!(scrubbed.contains("example.com/mcp"), "{scrubbed}");
+    let stdio = own_server(spec(json!({
+        "name": "fx", "command": "x", "env": {"TOKEN": "s3cret-value", "DEBUG": "1"},
+    })))
+    .unwrap();
+    let said =
+        scrub("started with TOKEN=s3cret-value DEBUG=1".to_owned(), &secrets(&stdio.transport));
+    assert_eq!(said, "started with TOKEN=*** DEBUG=1");
+}
