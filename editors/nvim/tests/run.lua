@@ -8,6 +8,16 @@ vim.cmd("runtime plugin/dsh.lua")
 vim.o.swapfile = false
 vim.o.shortmess = vim.o.shortmess .. "F"
 
+-- Nothing answers a prompt in a headless run: one that reaches the user (a test that failed
+-- before it could stand in for the user, say) must fail loudly, not read stdin — at its end of
+-- input Neovim quit with status 0, before the summary.
+vim.fn.inputlist = function()
+  error("a test reached a real prompt (inputlist): nothing answers in a headless run")
+end
+vim.fn.input = function()
+  error("a test reached a real prompt (input): nothing answers in a headless run")
+end
+
 local H = require("harness")
 _G.test, _G.H = H.test, H
 

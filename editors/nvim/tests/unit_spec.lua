@@ -771,3 +771,33 @@ test("mcp: calls show as `server › tool`, built-in ones as before; the waits a
   H.eq(before, H.buf_text(again.buf))
   vim.api.nvim_buf_delete(again.buf, { force = true })
 end)
+
+test("completion asks the daemon for a workspace's sessions once at a time, then once more", function()
+  local asked, answer = 0, nil
+  local saved = dsh._client
+  dsh._client = {
+    closed = false,
+    request = function(_, method, params, cb)
+      H.eq("session/list", method)
+      H.eq("/w", params.workspace)
+      asked = asked + 1
+      answer = cb
+    end,
+  }
+  local ok, err = pcall(function()
+    for _ = 1, 100 do
+      dsh.known_sessions("/w")
+    end
+    H.eq(1, asked, "one session/list out, however often completion asks")
+    answer(nil, { sessions = { { sessionId = "s1" } } })
+    H.eq(2, asked, "asked again once, for what changed meanwhile")
+    H.eq({ "s1" }, dsh._known_sessions["/w"])
+    answer(nil, { sessions = { { sessionId = "s1" }, { sessionId = "s2" } } })
+    H.eq(2, asked, "nothing asked meanwhile: no third")
+    H.eq({ "s1", "s2" }, dsh._known_sessions["/w"])
+  end)
+  dsh._client = saved
+  dsh._listing = {}
+  dsh._known_sessions["/w"] = nil
+  assert(ok, err)
+end)

@@ -22,6 +22,8 @@ M._stopping = nil
 M._last = nil
 ---@type table<string, string[]> session ids by workspace, as the daemon last listed them
 M._known_sessions = {}
+---@type table<string, true|"again"> workspaces whose `session/list` is out (see refresh_known_sessions)
+M._listing = {}
 
 --- Report an error to the user.
 ---@param msg string
@@ -174,15 +176,28 @@ function M.known_sessions(workspace)
 end
 
 --- Ask the daemon for a workspace's session ids (when connected; never starts the bridge).
+--- One request per workspace at a time: completion asks on every key, and a slow daemon would
+--- otherwise collect a pile of them on the connection (it refuses past 64 in flight). An ask
+--- while one is out asks once more when it answers.
 ---@param workspace string
 function M.refresh_known_sessions(workspace)
   local c = M._client
   if not c or c.closed then
     return
   end
+  if M._listing[workspace] then
+    M._listing[workspace] = "again"
+    return
+  end
+  M._listing[workspace] = true
   c:request(methods.SessionList, { workspace = workspace }, function(err, result)
+    local again = M._listing[workspace] == "again"
+    M._listing[workspace] = nil
     if not err and result then
       M.remember_sessions(workspace, result.sessions or {})
+    end
+    if again then
+      M.refresh_known_sessions(workspace)
     end
   end)
 end
