@@ -212,8 +212,10 @@ impl Front {
         let servers = server_specs(&request.mcp_servers)?;
         let params = SessionCreateParams { workspace, model: None, config: None };
         let created = self.client.call::<method::SessionCreate>(params).await.map_err(rpc_error)?;
-        self.give_servers(&created.session_id, servers).await?;
+        // Opened (subscribed) first: a session this front follows is never unloaded, and its
+        // servers go with an unload.
         self.open(&created.session_id, true).await?;
+        self.give_servers(&created.session_id, servers).await?;
         Ok(json!({"sessionId": created.session_id}))
     }
 
@@ -230,7 +232,6 @@ impl Front {
         // The session's own servers, as the editor gives them now (the same ones: nothing
         // changes, the next request is byte-identical; fewer: a logged tools delta).
         let servers = server_specs(mcp_servers)?;
-        self.give_servers(&session_id, servers).await?;
         let already = lock(&self.sessions).contains_key(&session_id);
         if !already {
             self.open(&session_id, replay).await?;
@@ -239,6 +240,9 @@ impl Front {
             // fold of its own.
             self.replay(&session_id, connection).await?;
         }
+        // Given once the session is followed (a followed session is never unloaded, and its
+        // servers would go with an unload); before any prompt of the editor's either way.
+        self.give_servers(&session_id, servers).await?;
         Ok(json!({}))
     }
 
