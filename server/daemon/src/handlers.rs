@@ -172,6 +172,7 @@ pub async fn session_subscribe(
         Err(error) => return pending.reject(ApiError::from(error)).await,
     };
     let Ok(sink) = pending.accept().await else { return };
+    prime_view(&daemon, &live);
     let id = sink.subscription_id();
     loop {
         for event in stored.drain(..) {
@@ -209,6 +210,33 @@ pub async fn session_subscribe(
             Err(broadcast::error::RecvError::Closed) => return,
         }
     }
+}
+
+/// A session a client follows gets its last step's wire body serialized in the background,
+/// so the first "what the model saw" — of that step, usually — compares instead of
+/// serializing on the click. Not when the loop's memo or the view's already holds a body.
+fn prime_view(daemon: &Arc<Daemon>, live: &Arc<LiveSession>) {
+    let empty = |memo: &std::sync::Mutex<dsh_provider::WireCache>| {
+        memo.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+    };
+    if !empty(&live.wire_memo) || !empty(&live.loop_wire) {
+        return;
+    }
+    let memo = Arc::clone(&live.wire_memo);
+    let handle = live.handle.clone();
+    daemon.tasks.spawn(async move {
+        let rebuilt = handle
+            .query(|session| dsh_session::reconstruct_session_step(session, session.last_step()))
+            .await;
+        let Ok(Ok(rebuilt)) = rebuilt else { return };
+        let _ = tokio::task::spawn_blocking(move || {
+            let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
+            if memo.is_empty() {
+                let _ = memo.body(&rebuilt.request);
+            }
+        })
+        .await;
+    });
 }
 
 /// `session/prompt`: runs a turn (or queues it) and answers when it ends.

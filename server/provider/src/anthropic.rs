@@ -297,6 +297,11 @@ pub(crate) struct Memo {
 }
 
 impl Memo {
+    /// Whether it holds no body yet.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.header.is_none()
+    }
+
     /// [`crate::WireCache::adopt`] for Anthropic Messages bodies.
     pub(crate) fn adopt(&mut self, request: &GenerateRequest) -> bool {
         let keep = turns(request).len().saturating_sub(3);

@@ -236,6 +236,11 @@ impl WireCache {
         Self::default()
     }
 
+    /// Whether it holds no body yet.
+    pub fn is_empty(&self) -> bool {
+        self.header.is_none() && self.messages_memo.is_empty()
+    }
+
     /// Whether the body of `request` extends the one memoized: then [`WireCache::body`]
     /// serializes only its new messages. The memoized messages become `request`'s own (equal)
     /// ones, so the next body of a request sharing them compares pointers, not contents.

@@ -260,8 +260,10 @@ fn main() {
         sent.as_secs_f64() * 1e3,
         share(sent),
     );
-    // 3d. The step after the one looked at last (the view's own memo): only the new messages
-    // are serialized and hashed; the rest is compared.
+    // 3d. The step after the one looked at last, or the last step again — as after a client
+    // subscribed to the session, which prepares the view's memo with the last step in the
+    // background (`handlers::prime_view`): only the new messages are serialized and hashed;
+    // the rest is compared.
     let mut memo = dsh_provider::WireCache::new();
     let before = dsh_session::reconstruct_session_step(&session, last_step - 1).unwrap();
     let _ = memo.body(&before.request);
@@ -277,7 +279,7 @@ fn main() {
     }
     let warm = median(warm);
     println!(
-        "session/request of step {last_step} after step {} or again (the view's memo): median {:.2} ms = {:.1}% of load+fold",
+        "session/request of step {last_step} after step {} or again, or once a client subscribed (the view's memo): median {:.2} ms = {:.1}% of load+fold",
         last_step - 1,
         warm.as_secs_f64() * 1e3,
         share(warm),
