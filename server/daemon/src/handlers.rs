@@ -214,12 +214,14 @@ pub async fn session_subscribe(
 
 /// A session a client follows gets its last step's wire body serialized in the background,
 /// so the first "what the model saw" — of that step, usually — compares instead of
-/// serializing on the click. Not when the loop's memo or the view's already holds a body.
+/// serializing on the click. Not while a turn runs, nor when the loop's memo or the view's
+/// already holds a body.
 fn prime_view(daemon: &Arc<Daemon>, live: &Arc<LiveSession>) {
     let empty = |memo: &std::sync::Mutex<dsh_provider::WireCache>| {
         memo.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
     };
-    if !empty(&live.wire_memo) || !empty(&live.loop_wire) {
+    // A running turn fills the loop's memo with a newer step anyway.
+    if live.is_busy() || !empty(&live.wire_memo) || !empty(&live.loop_wire) {
         return;
     }
     let memo = Arc::clone(&live.wire_memo);
