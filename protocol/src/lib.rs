@@ -335,6 +335,11 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub config: Option<SessionConfig>,
+        /// The session's own MCP servers, as `session/mcpServers` takes them; checked before
+        /// the session is created (nothing is created when they are refused).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub mcp_servers: Option<Vec<McpServerSpec>>,
     }
 }
 

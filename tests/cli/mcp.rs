@@ -666,6 +666,16 @@ async fn a_sessions_own_servers_are_its_alone_keep_their_env_secret_and_stop_at_
         .await;
     let conn = env.client().await;
     let workspace = env.workspace.display().to_string();
+    // Servers given with `session/create` are checked first: refused, nothing is created.
+    let mut clashing = own.clone();
+    clashing["name"] = json!("shared");
+    let message = conn
+        .err("session/create", json!({"workspace": workspace, "mcpServers": [clashing]}), -32602)
+        .await;
+    assert!(message.contains("collides with the server `shared` configured"), "{message}");
+    assert!(!message.contains(SECRET), "{message}");
+    let listed = conn.ok("session/list", json!({"workspace": workspace})).await;
+    assert_eq!(listed["sessions"], json!([]), "a refused create left {listed}");
     let created = conn.ok("session/create", json!({"workspace": workspace})).await;
     let a = created["sessionId"].as_str().unwrap().to_owned();
     // Held by a subscription: not unloaded while the test works with it.

@@ -143,7 +143,12 @@ model?: string,
 /**
  * Call options.
  */
-config?: SessionConfig, };
+config?: SessionConfig, 
+/**
+ * The session's own MCP servers, as `session/mcpServers` takes them; checked before
+ * the session is created (nothing is created when they are refused).
+ */
+mcpServers?: Array<McpServerSpec>, };
 
 export type SessionIdResult = { 
 /**

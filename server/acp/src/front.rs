@@ -210,12 +210,16 @@ impl Front {
         let workspace = checked_cwd(&request.cwd)?;
         // Checked before anything is created: a server dsh cannot take fails the request.
         let servers = server_specs(&request.mcp_servers)?;
-        let params = SessionCreateParams { workspace, model: None, config: None };
+        // The daemon checks the servers before it creates the session: a refused list leaves
+        // nothing behind.
+        let params = SessionCreateParams {
+            workspace,
+            model: None,
+            config: None,
+            mcp_servers: Some(servers),
+        };
         let created = self.client.call::<method::SessionCreate>(params).await.map_err(rpc_error)?;
-        // Opened (subscribed) first: a session this front follows is never unloaded, and its
-        // servers go with an unload.
         self.open(&created.session_id, true).await?;
-        self.give_servers(&created.session_id, servers).await?;
         Ok(json!({"sessionId": created.session_id}))
     }
 

@@ -95,6 +95,7 @@ async fn run() {
                 workspace: workspace.display().to_string(),
                 model: None,
                 config: None,
+                mcp_servers: None,
             };
             let created = client.call::<method::SessionCreate>(params).await.unwrap();
             mine.push(created.session_id);

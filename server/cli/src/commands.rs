@@ -149,6 +149,7 @@ pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Resu
                 workspace: workspace.display().to_string(),
                 model: None,
                 config: Some(config),
+                mcp_servers: None,
             };
             client.call::<method::SessionCreate>(params).await?.session_id
         }

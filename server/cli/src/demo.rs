@@ -91,6 +91,7 @@ pub async fn run_demo(
             workspace: workspace.display().to_string(),
             model: None,
             config: None,
+            mcp_servers: None,
         })
         .await?;
     let id = created.session_id;

@@ -70,7 +70,26 @@ pub fn session_create(
     if params.model.is_some() {
         config.model = params.model;
     }
+    // Servers are checked first: a refused list creates nothing.
+    let servers = match params.mcp_servers {
+        Some(specs) => {
+            let servers = specs
+                .into_iter()
+                .map(crate::mcp::own_server)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(ApiError::invalid_params)?;
+            if let Ok(workspace) = std::fs::canonicalize(&params.workspace) {
+                crate::mcp::own_configs(daemon.settings(), &workspace, servers.clone())
+                    .map_err(ApiError::invalid_params)?;
+            }
+            Some(servers)
+        }
+        None => None,
+    };
     let live = daemon.create(&params.workspace, &config)?;
+    if let Some(servers) = servers {
+        live.mcp_tools.set_own_servers(servers).map_err(ApiError::invalid_params)?;
+    }
     Ok(SessionIdResult { session_id: live.id.clone() })
 }
 

@@ -572,11 +572,60 @@ pub fn own_server(spec: dsh_protocol::McpServerSpec) -> Result<OwnServer, String
 
 /// A server a session brings (`session/mcpServers`), checked: its name follows the rule of
 /// configured ones.
+#[derive(Clone)]
 pub struct OwnServer {
     /// Its name.
     pub name: String,
     /// How to reach it.
     pub transport: McpTransport,
+}
+
+/// A session's own servers as the supervisor runs them, checked: at most [`OWN_SERVERS_MAX`],
+/// each name once, none a name a server configured for `workspace` has. Run before a session
+/// is created with servers (nothing is created when they are refused) and when they change.
+pub fn own_configs(
+    settings: &Settings,
+    workspace: &Path,
+    servers: Vec<OwnServer>,
+) -> Result<BTreeMap<String, McpServer>, String> {
+    if servers.len() > OWN_SERVERS_MAX {
+        return Err(format!(
+            "{} MCP servers given for one session; at most {OWN_SERVERS_MAX} are taken",
+            servers.len()
+        ));
+    }
+    let mut wanted = BTreeMap::new();
+    if servers.is_empty() {
+        // Nothing to check against the configuration (which may not be usable).
+        return Ok(wanted);
+    }
+    let configured = settings.config(workspace).map_err(|error| error.to_string())?;
+    for server in servers {
+        if let Some(theirs) = configured.mcp.get(&server.name) {
+            return Err(format!(
+                "MCP server `{0}` from the session collides with the server `{0}` configured \
+                 for this workspace ({1}): rename the session's server",
+                server.name, theirs.transport.source
+            ));
+        }
+        let source = dsh_config::Source::Flag("session/mcpServers".to_owned());
+        // The defaults of a configured server; `ask` whatever the editor wants: a client
+        // never makes tools run unasked (`[approvals]` in your own file still can).
+        let config = McpServer {
+            transport: dsh_config::Sourced::new(server.transport, source.clone()),
+            enabled: dsh_config::Sourced::new(true, source.clone()),
+            startup_timeout: dsh_config::Sourced::new(
+                dsh_config::MCP_STARTUP_TIMEOUT,
+                source.clone(),
+            ),
+            call_timeout: dsh_config::Sourced::new(dsh_config::MCP_CALL_TIMEOUT, source.clone()),
+            approval: dsh_config::Sourced::new(Approval::Ask, source.clone()),
+        };
+        if wanted.insert(server.name.clone(), config).is_some() {
+            return Err(format!("MCP server `{}` is given twice", server.name));
+        }
+    }
+    Ok(wanted)
 }
 
 impl WorkspaceTools {
@@ -590,50 +639,7 @@ impl WorkspaceTools {
         let Some(manager) = self.manager.upgrade() else {
             return Err("the daemon is shutting down".to_owned());
         };
-        if servers.len() > OWN_SERVERS_MAX {
-            return Err(format!(
-                "{} MCP servers given for one session; at most {OWN_SERVERS_MAX} are taken",
-                servers.len()
-            ));
-        }
-        let mut wanted = BTreeMap::new();
-        if servers.is_empty() {
-            // Nothing to check against the configuration (which may not be usable): only the
-            // servers the session had stop.
-            manager.set_own(&self.workspace, owner, &wanted, &self.settings);
-            return Ok(());
-        }
-        let configured =
-            self.settings.config(&self.workspace).map_err(|error| error.to_string())?;
-        for server in servers {
-            if let Some(theirs) = configured.mcp.get(&server.name) {
-                return Err(format!(
-                    "MCP server `{0}` from the session collides with the server `{0}` configured \
-                     for this workspace ({1}): rename the session's server",
-                    server.name, theirs.transport.source
-                ));
-            }
-            let source = dsh_config::Source::Flag("session/mcpServers".to_owned());
-            let sourced = |value| dsh_config::Sourced::new(value, source.clone());
-            // The defaults of a configured server; `ask` whatever the editor wants: a client
-            // never makes tools run unasked (`[approvals]` in your own file still can).
-            let config = McpServer {
-                transport: sourced(server.transport),
-                enabled: dsh_config::Sourced::new(true, source.clone()),
-                startup_timeout: dsh_config::Sourced::new(
-                    dsh_config::MCP_STARTUP_TIMEOUT,
-                    source.clone(),
-                ),
-                call_timeout: dsh_config::Sourced::new(
-                    dsh_config::MCP_CALL_TIMEOUT,
-                    source.clone(),
-                ),
-                approval: dsh_config::Sourced::new(Approval::Ask, source.clone()),
-            };
-            if wanted.insert(server.name.clone(), config).is_some() {
-                return Err(format!("MCP server `{}` is given twice", server.name));
-            }
-        }
+        let wanted = own_configs(&self.settings, &self.workspace, servers)?;
         manager.set_own(&self.workspace, owner, &wanted, &self.settings);
         Ok(())
     }

@@ -495,6 +495,7 @@ impl State {
                     workspace: workspace.display().to_string(),
                     model: None,
                     config: None,
+                    mcp_servers: None,
                 };
                 self.dsh
                     .call::<method::SessionCreate>(params)

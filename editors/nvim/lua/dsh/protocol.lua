@@ -423,6 +423,7 @@ M.event_kinds = {
 --- `session/create` params.
 ---@class dsh.SessionCreateParams
 ---@field config? dsh.SessionConfig Call options.
+---@field mcpServers? dsh.McpServerSpec[] The session's own MCP servers, as `session/mcpServers` takes them; checked before the session is created (nothing is created when they are refused).
 ---@field model? string Model id (shorthand for `config.model`).
 ---@field workspace string Workspace directory (absolute, existing).
 
