@@ -149,7 +149,12 @@ impl Prefix {
         self.digest.update(&self.open[start..]);
         self.len += self.open.len() - start;
         if self.open.len() >= SEGMENT {
-            self.sealed.push(Bytes::from(std::mem::take(&mut self.open)));
+            // Copied out, so a sealed piece holds no spare capacity and the open buffer keeps
+            // its own for the next segment.
+            self.sealed.push(Bytes::copy_from_slice(&self.open));
+            self.open.clear();
+            // A huge message (a long tool result) does not leave its size behind.
+            self.open.shrink_to(2 * SEGMENT);
         }
     }
 
