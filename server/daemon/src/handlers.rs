@@ -348,9 +348,10 @@ pub async fn session_request(
             // The loop's memo may hold this very request (the step it just sent): reading
             // it (a compare and a copy) is cheaper than serializing and hashing again.
             // Copied first (shared pieces and pointers): the loop never waits for the compare.
-            let sent = loop_wire.lock().unwrap_or_else(PoisonError::into_inner).clone();
-            let sent = sent.peek(&rebuilt.request);
-            if let Some(body) = sent {
+            let copy = loop_wire.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            if let Some(body) = copy.peek(&rebuilt.request) {
+                // Kept as the view's memo (its pieces are shared): a later step extends it.
+                *memo = copy;
                 return Ok(views::request_result(&rebuilt, diff, views::Body::Ready(body)));
             }
         }
