@@ -236,6 +236,9 @@ impl Front {
         // The session's own servers, as the editor gives them now (the same ones: nothing
         // changes, the next request is byte-identical; fewer: a logged tools delta).
         let servers = server_specs(mcp_servers)?;
+        // Given first: a list the daemon refuses leaves nothing open here and nothing replayed.
+        // (Giving touches the session, so it is not idle when the front subscribes next.)
+        self.give_servers(&session_id, servers).await?;
         let already = lock(&self.sessions).contains_key(&session_id);
         if !already {
             self.open(&session_id, replay).await?;
@@ -244,9 +247,6 @@ impl Front {
             // fold of its own.
             self.replay(&session_id, connection).await?;
         }
-        // Given once the session is followed (a followed session is never unloaded, and its
-        // servers would go with an unload); before any prompt of the editor's either way.
-        self.give_servers(&session_id, servers).await?;
         Ok(json!({}))
     }
 

@@ -60,6 +60,11 @@ fn main() -> ExitCode {
             filter = filter.add_directive(directive);
         }
     }
+    // rmcp logs its transport errors whole, and an HTTP error quotes the server's URL (a token
+    // in its path or query); dsh logs every server failure itself, scrubbed.
+    if let Ok(directive) = "rmcp=off".parse() {
+        filter = filter.add_directive(directive);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -285,6 +285,17 @@ impl Daemon {
     /// configured ones). An unknown profile or model, or a profile whose key is missing, is an
     /// error before anything is logged: a session that could never run a turn is not created.
     pub fn create(&self, workspace: &str, config: &SessionConfig) -> ApiResult<Arc<LiveSession>> {
+        self.create_checked(workspace, config, |_| Ok(())).map(|(live, ())| live)
+    }
+
+    /// [`Daemon::create`], running `check` on the workspace once everything else about the
+    /// session is known to be fine and before anything is created: refused, nothing is.
+    pub fn create_checked<T>(
+        &self,
+        workspace: &str,
+        config: &SessionConfig,
+        check: impl FnOnce(&Path) -> ApiResult<T>,
+    ) -> ApiResult<(Arc<LiveSession>, T)> {
         let path = Path::new(workspace);
         if !path.is_absolute() || !path.is_dir() {
             return Err(ApiError::invalid_workspace(format!(
@@ -292,9 +303,10 @@ impl Daemon {
             )));
         }
         let overrides = self.pinned_overrides(path, config, true)?;
+        let checked = check(path)?;
         let store = self.config.home.workspace(path)?;
         let log = store.create_new_session(SyncPolicy::Boundaries)?;
-        self.register(log, overrides, config.max_steps)
+        Ok((self.register(log, overrides, config.max_steps)?, checked))
     }
 
     /// Forks session `parent` at `at_seq` into a new live session; a profile or model in
@@ -412,6 +424,9 @@ impl Daemon {
             mcp_tools,
             self.config.approval_timeout,
         ));
+        // Used now: a session just created or loaded is not idle (its servers would stop with
+        // an unload before its first caller got to it).
+        live.touch(self.now_ms());
         let mut sessions = lock(&self.sessions);
         // Two callers may have loaded the same session at once; the log's lock lets only one
         // open succeed, so the first registration is the one that stays.

@@ -72,23 +72,25 @@ pub fn session_create(
     }
     // Servers are checked first: a refused list creates nothing.
     let servers = match params.mcp_servers {
-        Some(specs) => {
-            let servers = specs
+        Some(specs) => Some(
+            specs
                 .into_iter()
                 .map(crate::mcp::own_server)
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(ApiError::invalid_params)?;
-            if let Ok(workspace) = std::fs::canonicalize(&params.workspace) {
-                crate::mcp::own_configs(daemon.settings(), &workspace, servers.clone())
-                    .map_err(ApiError::invalid_params)?;
-            }
-            Some(servers)
-        }
+                .map_err(ApiError::invalid_params)?,
+        ),
         None => None,
     };
-    let live = daemon.create(&params.workspace, &config)?;
-    if let Some(servers) = servers {
-        live.mcp_tools.set_own_servers(servers).map_err(ApiError::invalid_params)?;
+    let (live, wanted) = daemon.create_checked(&params.workspace, &config, |workspace| {
+        let Some(servers) = servers else { return Ok(None) };
+        // A configuration that cannot be used is `config` (1012), as for the session itself.
+        let configured = daemon.config_for(workspace)?;
+        crate::mcp::own_configs(|| Ok(configured), servers)
+            .map(Some)
+            .map_err(ApiError::invalid_params)
+    })?;
+    if let Some(wanted) = wanted {
+        live.mcp_tools.give_own_configs(&wanted);
     }
     Ok(SessionIdResult { session_id: live.id.clone() })
 }

@@ -133,6 +133,10 @@ fn secrets(transport: &McpTransport) -> Vec<String> {
         McpTransport::Http { url, headers } => {
             let mut secrets: Vec<String> = headers.values().cloned().collect();
             if let Ok(url) = reqwest::Url::parse(url) {
+                // Hosted servers put tokens in the path too: its long segments (short ones are
+                // words like `mcp` or `servers`, which would blank out messages).
+                let long = url.path().split('/').filter(|segment| segment.len() >= 12);
+                secrets.extend(long.map(str::to_owned));
                 secrets.push(url.username().to_owned());
                 secrets.extend(url.password().map(str::to_owned));
                 secrets.extend(url.query().map(str::to_owned));
@@ -584,8 +588,7 @@ pub struct OwnServer {
 /// each name once, none a name a server configured for `workspace` has. Run before a session
 /// is created with servers (nothing is created when they are refused) and when they change.
 pub fn own_configs(
-    settings: &Settings,
-    workspace: &Path,
+    configured: impl FnOnce() -> Result<Arc<dsh_config::Config>, String>,
     servers: Vec<OwnServer>,
 ) -> Result<BTreeMap<String, McpServer>, String> {
     if servers.len() > OWN_SERVERS_MAX {
@@ -599,7 +602,7 @@ pub fn own_configs(
         // Nothing to check against the configuration (which may not be usable).
         return Ok(wanted);
     }
-    let configured = settings.config(workspace).map_err(|error| error.to_string())?;
+    let configured = configured()?;
     for server in servers {
         if let Some(theirs) = configured.mcp.get(&server.name) {
             return Err(format!(
@@ -639,9 +642,17 @@ impl WorkspaceTools {
         let Some(manager) = self.manager.upgrade() else {
             return Err("the daemon is shutting down".to_owned());
         };
-        let wanted = own_configs(&self.settings, &self.workspace, servers)?;
+        let configured = || self.settings.config(&self.workspace).map_err(|e| e.to_string());
+        let wanted = own_configs(configured, servers)?;
         manager.set_own(&self.workspace, owner, &wanted, &self.settings);
         Ok(())
+    }
+
+    /// Gives a new session the servers [`own_configs`] checked before it was created.
+    pub fn give_own_configs(&self, wanted: &BTreeMap<String, McpServer>) {
+        if let (Some(owner), Some(manager)) = (&self.own, self.manager.upgrade()) {
+            manager.set_own(&self.workspace, owner, wanted, &self.settings);
+        }
     }
 
     /// The session's own servers as `mcp/list` shows them, sorted by name.
@@ -1011,9 +1022,11 @@ async fn connect(
             *lock(spawned) = group;
             if let Some(stderr) = stderr {
                 let tail = Arc::clone(stderr_tail);
+                let secrets = secrets(&job.config.transport.value);
                 tokio::spawn(async move {
                     // Read in bounded pieces: a server that writes no newline (a progress bar,
-                    // binary) never grows a line without limit.
+                    // binary) never grows a line without limit. A line is scrubbed whole (a
+                    // server may print its environment), then shortened for showing.
                     use tokio::io::AsyncReadExt as _;
                     let mut stderr = stderr;
                     let mut buffer = vec![0u8; 4096];
@@ -1023,12 +1036,15 @@ async fn connect(
                             break;
                         }
                         for &byte in &buffer[..read] {
-                            if byte == b'\n' || line.len() >= 300 {
+                            if byte == b'\n' || line.len() >= 16 * 1024 {
+                                let text = String::from_utf8_lossy(&line).into_owned();
+                                let text: String =
+                                    scrub(text, &secrets).chars().take(300).collect();
                                 let mut tail = lock(&tail);
                                 if tail.len() == STDERR_LINES {
                                     tail.remove(0);
                                 }
-                                tail.push(String::from_utf8_lossy(&line).into_owned());
+                                tail.push(text);
                                 line.clear();
                                 if byte == b'\n' {
                                     continue;

@@ -138,14 +138,15 @@ fn a_sessions_server_is_checked_with_errors_that_name_it_and_never_show_a_secret
 #[test]
 fn what_a_server_says_about_itself_is_scrubbed_of_its_secrets() {
     let http = own_server(spec(json!({
-        "name": "web", "url": "https://me:hunter22@example.com/mcp?api_key=k3y-k3y#frag",
+        "name": "web", "url": "https://me:hunter22@example.com/mcp/tok-0123456789abcdef?api_key=k3y-k3y#frag",
         "headers": {"Authorization": "Bearer t0ken"},
     })))
     .unwrap();
-    let error = "error sending request for url (https://me:hunter22@example.com/mcp?api_key=k3y-k3y#frag): \
+    let error = "error sending request for url \
+                 (https://me:hunter22@example.com/mcp/tok-0123456789abcdef?api_key=k3y-k3y#frag): \
                  401 for Bearer t0ken";
     let scrubbed = scrub(error.to_owned(), &secrets(&http.transport));
-    for secret in ["hunter22", "k3y-k3y", "t0ken"] {
+    for secret in ["hunter22", "k3y-k3y", "t0ken", "tok-0123456789abcdef"] {
         assert!(!scrubbed.contains(secret), "{scrubbed}");
     }
     assert!(scrubbed.contains("example.com/mcp"), "{scrubbed}");
