@@ -238,16 +238,24 @@ pub async fn session_subscribe(
 /// serializing on the click. Not while a turn runs, nor when the loop's memo or the view's
 /// already holds a body.
 fn prime_view(daemon: &Arc<Daemon>, live: &Arc<LiveSession>) {
+    // Never waits: a memo in use is being filled already.
     let empty = |memo: &std::sync::Mutex<dsh_provider::WireCache>| {
-        memo.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+        memo.try_lock().is_ok_and(|memo| memo.is_empty())
     };
     // A running turn fills the loop's memo with a newer step anyway.
-    if live.is_busy() || !empty(&live.wire_memo) || !empty(&live.loop_wire) {
+    let idle = !live.is_busy() && !daemon.shutdown.is_cancelled();
+    if !idle || !empty(&live.wire_memo) || !empty(&live.loop_wire) {
+        return;
+    }
+    // One at a time: subscribers arriving together share the one preparation.
+    let priming = Arc::clone(&live.priming);
+    if priming.swap(true, std::sync::atomic::Ordering::AcqRel) {
         return;
     }
     let memo = Arc::clone(&live.wire_memo);
     let handle = live.handle.clone();
     daemon.tasks.spawn(async move {
+        let _done = Priming(priming);
         let rebuilt = handle
             .query(|session| dsh_session::reconstruct_session_step(session, session.last_step()))
             .await;
@@ -260,6 +268,15 @@ fn prime_view(daemon: &Arc<Daemon>, live: &Arc<LiveSession>) {
         })
         .await;
     });
+}
+
+/// Clears a session's "priming" flag when its preparation ends, however it ends.
+struct Priming(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Priming {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// `session/prompt`: runs a turn (or queues it) and answers when it ends.

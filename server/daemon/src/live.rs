@@ -61,6 +61,8 @@ pub struct LiveSession {
     /// The loop's own memo (its last request's body), which `session/request` copies when its
     /// own does not extend the step asked for: the step the loop just sent is then at hand.
     pub(crate) loop_wire: Arc<Mutex<dsh_provider::WireCache>>,
+    /// Whether a background preparation of `wire_memo` is under way (one at a time).
+    pub(crate) priming: Arc<std::sync::atomic::AtomicBool>,
     pub(crate) toolbox: Arc<Toolbox>,
     /// The MCP tools of its workspace (their servers run while a session of it is loaded).
     pub(crate) mcp_tools: Arc<crate::mcp::WorkspaceTools>,
@@ -122,6 +124,7 @@ impl LiveSession {
             endpoints,
             wire_memo: Arc::default(),
             loop_wire: Arc::default(),
+            priming: Arc::default(),
             toolbox: Arc::new(toolbox),
             mcp_tools,
             state: Arc::default(),
