@@ -71,16 +71,7 @@ pub fn session_create(
         config.model = params.model;
     }
     // Servers are checked first: a refused list creates nothing.
-    let servers = match params.mcp_servers {
-        Some(specs) => Some(
-            specs
-                .into_iter()
-                .map(crate::mcp::own_server)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(ApiError::invalid_params)?,
-        ),
-        None => None,
-    };
+    let servers = params.mcp_servers.map(own_servers).transpose()?;
     let (live, wanted) = daemon.create_checked(&params.workspace, &config, |workspace| {
         let Some(servers) = servers else { return Ok(None) };
         // A configuration that cannot be used is `config` (1012), as for the session itself.
@@ -352,29 +343,36 @@ pub async fn session_request(
         .map(|live| (Arc::clone(&live.wire_memo), Arc::clone(&live.loop_wire)));
     // Serializing a long conversation takes a while: not on the runtime's threads.
     blocking(move || {
-        let diff = match previous {
-            Some(previous) => {
-                let previous = previous.map_err(ApiError::from_reconstruct)?;
-                Some(views::diff_text(&previous, &rebuilt))
+        let mut result = match memos {
+            None => views::request_result(&rebuilt, views::Body::Fresh),
+            Some((memo, loop_wire)) => {
+                let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
+                // The loop's memo may hold this very request (the step it just sent): reading
+                // it (a compare and a copy) is cheaper than serializing and hashing again.
+                // Copied first (shared pieces and pointers): the loop never waits for the
+                // compare.
+                let sent = if memo.adopt(&rebuilt.request) {
+                    None
+                } else {
+                    let copy = loop_wire.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                    copy.peek(&rebuilt.request).map(|body| (copy, body))
+                };
+                match sent {
+                    Some((copy, body)) => {
+                        // Kept as the view's memo (its pieces are shared): a later step
+                        // extends it.
+                        *memo = copy;
+                        views::request_result(&rebuilt, views::Body::Ready(body))
+                    }
+                    None => views::request_result(&rebuilt, views::Body::Memo(&mut memo)),
+                }
             }
-            None => None,
         };
-        let Some((memo, loop_wire)) = memos else {
-            return Ok(views::request_result(&rebuilt, diff, views::Body::Fresh));
-        };
-        let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
-        if !memo.adopt(&rebuilt.request) {
-            // The loop's memo may hold this very request (the step it just sent): reading
-            // it (a compare and a copy) is cheaper than serializing and hashing again.
-            // Copied first (shared pieces and pointers): the loop never waits for the compare.
-            let copy = loop_wire.lock().unwrap_or_else(PoisonError::into_inner).clone();
-            if let Some(body) = copy.peek(&rebuilt.request) {
-                // Kept as the view's memo (its pieces are shared): a later step extends it.
-                *memo = copy;
-                return Ok(views::request_result(&rebuilt, diff, views::Body::Ready(body)));
-            }
+        if let Some(previous) = previous {
+            let previous = previous.map_err(ApiError::from_reconstruct)?;
+            result.diff = Some(views::diff_text(&previous, &result));
         }
-        Ok(views::request_result(&rebuilt, diff, views::Body::Memo(&mut memo)))
+        Ok(result)
     })
     .await
 }
@@ -546,15 +544,19 @@ pub async fn session_mcp_servers(
     daemon: Arc<Daemon>,
     params: SessionMcpServersParams,
 ) -> ApiResult<SessionMcpServersResult> {
-    let servers = params
-        .servers
-        .into_iter()
-        .map(crate::mcp::own_server)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(ApiError::invalid_params)?;
+    let servers = own_servers(params.servers)?;
     let live = load(&daemon, &params.session_id).await?;
     live.mcp_tools.set_own_servers(servers).map_err(ApiError::invalid_params)?;
     Ok(SessionMcpServersResult { servers: live.mcp_tools.own_status() })
+}
+
+/// A client's MCP server specs, each checked (`INVALID_PARAMS` naming the first bad one).
+fn own_servers(specs: Vec<dsh_protocol::McpServerSpec>) -> ApiResult<Vec<crate::mcp::OwnServer>> {
+    specs
+        .into_iter()
+        .map(crate::mcp::own_server)
+        .collect::<Result<_, _>>()
+        .map_err(ApiError::invalid_params)
 }
 
 /// `daemon/subscribe`: the daemon's notices and `workspace/changed`, from now on, until

@@ -43,11 +43,7 @@ pub enum Body<'a> {
 }
 
 /// "What the model saw" in the API's shape, from a rebuilt step.
-pub fn request_result(
-    rebuilt: &StepRequest,
-    diff: Option<String>,
-    body: Body<'_>,
-) -> SessionRequestResult {
+pub fn request_result(rebuilt: &StepRequest, body: Body<'_>) -> SessionRequestResult {
     let (body, sha256) = match body {
         Body::Memo(memo) => {
             let (body, sha256) = memo.body(&rebuilt.request);
@@ -81,7 +77,7 @@ pub fn request_result(
         },
         sent: rebuilt.sent.clone(),
         usage: rebuilt.usage,
-        diff,
+        diff: None,
     }
 }
 
@@ -200,9 +196,10 @@ fn message_text(message: &Message, full: bool) -> String {
 }
 
 /// A unified diff of step `step - 1`'s request against step `step`'s, both rebuilt.
-pub fn diff_text(previous: &StepRequest, current: &StepRequest) -> String {
-    let old = request_text(&request_result(previous, None, Body::Fresh), true);
-    let new = request_text(&request_result(current, None, Body::Fresh), true);
+/// `current` is the step's answer already built (its body is not serialized again).
+pub fn diff_text(previous: &StepRequest, current: &SessionRequestResult) -> String {
+    let old = request_text(&request_result(previous, Body::Fresh), true);
+    let new = request_text(current, true);
     similar::TextDiff::from_lines(&old, &new)
         .unified_diff()
         .context_radius(3)

@@ -56,7 +56,10 @@ use dsh_session::{
 };
 
 use crate::body::{Prefix, WireBytes};
-use crate::wire::{EMPTY_TOOL_OUTPUT, extends, put, put_canonical, put_str, sorted_tools};
+use crate::wire::{
+    EMPTY_TOOL_OUTPUT, adopt_messages, extends, put, put_canonical, put_sampling, put_str,
+    sorted_tools,
+};
 
 /// The adapter id logged in `request/sent` for Anthropic Messages bodies. Bump it whenever
 /// [`body`]'s bytes change for the same request.
@@ -269,14 +272,7 @@ fn put_tail(out: &mut Vec<u8>, header: &EpochHeader) {
         put_str(out, effort);
         out.push(b'}');
     }
-    if let Some(temperature) = config.temperature {
-        out.extend_from_slice(b",\"temperature\":");
-        put(out, &temperature);
-    }
-    if let Some(top_p) = config.top_p {
-        out.extend_from_slice(b",\"top_p\":");
-        put(out, &top_p);
-    }
+    put_sampling(out, config);
     out.extend_from_slice(b",\"stream\":true}");
 }
 
@@ -304,27 +300,24 @@ impl Memo {
 
     /// [`crate::WireCache::adopt`] for Anthropic Messages bodies.
     pub(crate) fn adopt(&mut self, request: &GenerateRequest) -> bool {
-        let keep = turns(request).len().saturating_sub(3);
-        let extends = self.turns <= keep && extends(self.header.as_ref(), &self.messages, request);
-        if extends {
-            let known = self.messages.len();
-            self.messages.clone_from_slice(&request.messages[..known]);
+        let holds = self.holds_prefix_of(request, &turns(request));
+        if holds {
+            adopt_messages(&mut self.messages, request);
         }
-        extends
+        holds
     }
 
     /// The body of `request` (equal to `body(request)`) and its lowercase hex sha256.
     pub(crate) fn body(&mut self, request: &GenerateRequest) -> (WireBytes, String) {
         let header = &request.header;
         let turns = turns(request);
-        let keep = turns.len().saturating_sub(3);
-        let extends = self.turns <= keep && extends(self.header.as_ref(), &self.messages, request);
-        if !extends {
+        if !self.holds_prefix_of(request, &turns) {
             *self = Memo { header: Some(header.clone()), ..Memo::default() };
             self.prefix.extend(|out| put_head(out, header));
         }
-        let cache = cache_on(header);
+        let keep = memoizable(&turns);
         if keep > self.turns {
+            let cache = cache_on(header);
             self.prefix.extend(|out| put_turns(out, &turns, self.turns..keep, cache));
             self.turns = keep;
             // `keep < turns.len()`: the turn after the memoized ones exists.
@@ -332,25 +325,35 @@ impl Memo {
             let known = self.messages.len();
             self.messages.extend(request.messages[known..=through].iter().cloned());
         }
-        let mut rest = Vec::with_capacity(4096);
-        put_turns(&mut rest, &turns, self.turns..turns.len(), cache);
-        put_tail(&mut rest, header);
-        self.prefix.finish(&rest)
+        self.prefix.finish(&self.rest(header, &turns))
     }
 
     /// [`crate::WireCache::peek`] for Anthropic Messages bodies.
     pub(crate) fn peek(&self, request: &GenerateRequest) -> Option<(WireBytes, String)> {
-        let header = &request.header;
         let turns = turns(request);
-        let keep = turns.len().saturating_sub(3);
-        if !(self.turns <= keep && extends(self.header.as_ref(), &self.messages, request)) {
-            return None;
-        }
-        let mut rest = Vec::with_capacity(4096);
-        put_turns(&mut rest, &turns, self.turns..turns.len(), cache_on(header));
-        put_tail(&mut rest, header);
-        Some(self.prefix.finish(&rest))
+        self.holds_prefix_of(request, &turns)
+            .then(|| self.prefix.finish(&self.rest(&request.header, &turns)))
     }
+
+    /// Whether the memoized turns start `request`'s body: the same header and messages, and
+    /// no more turns than may be memoized for it.
+    fn holds_prefix_of(&self, request: &GenerateRequest, turns: &[Turn<'_>]) -> bool {
+        self.turns <= memoizable(turns) && extends(self.header.as_ref(), &self.messages, request)
+    }
+
+    /// What follows the memoized turns: the other turns and the tail.
+    fn rest(&self, header: &EpochHeader, turns: &[Turn<'_>]) -> Vec<u8> {
+        let mut rest = Vec::with_capacity(4096);
+        put_turns(&mut rest, turns, self.turns..turns.len(), cache_on(header));
+        put_tail(&mut rest, header);
+        rest
+    }
+}
+
+/// How many turns can be memoized: all but the last three (breakpoints sit only on the last
+/// turn and the third-to-last, and a turn is closed once one of the other role follows).
+fn memoizable(turns: &[Turn<'_>]) -> usize {
+    turns.len().saturating_sub(3)
 }
 
 /// Whether thinking on is adaptive (no budget).

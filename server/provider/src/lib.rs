@@ -22,6 +22,8 @@ mod client;
 mod config;
 mod error;
 mod sse;
+#[cfg(test)]
+mod test_support;
 mod wire;
 
 pub use anthropic::ANTHROPIC_ADAPTER;

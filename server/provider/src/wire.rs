@@ -183,6 +183,12 @@ fn put_tail(out: &mut Vec<u8>, header: &EpochHeader) {
         b",\"max_tokens\":"
     });
     put(out, &config.max_tokens);
+    put_sampling(out, config);
+    out.extend_from_slice(b",\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+}
+
+/// `temperature` and `top_p`, when set: the same fields, in this order, in both formats.
+pub(crate) fn put_sampling(out: &mut Vec<u8>, config: &LlmCallConfig) {
     if let Some(temperature) = config.temperature {
         out.extend_from_slice(b",\"temperature\":");
         put(out, &temperature);
@@ -191,7 +197,6 @@ fn put_tail(out: &mut Vec<u8>, header: &EpochHeader) {
         out.extend_from_slice(b",\"top_p\":");
         put(out, &top_p);
     }
-    out.extend_from_slice(b",\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
 }
 
 /// Lowercase hex sha256 of a wire body, as `request/sent` records it.
@@ -250,8 +255,7 @@ impl WireCache {
         }
         let extends = extends(self.header.as_ref(), &self.messages, request);
         if extends {
-            let known = self.messages.len();
-            self.messages.clone_from_slice(&request.messages[..known]);
+            adopt_messages(&mut self.messages, request);
         }
         extends
     }
@@ -308,6 +312,13 @@ pub(crate) fn extends(
     header == Some(&request.header)
         && request.messages.len() >= messages.len()
         && messages.iter().zip(&request.messages).all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
+}
+
+/// Replaces memoized messages by `request`'s equal ones, so the next compare with a request
+/// sharing them is by pointer.
+pub(crate) fn adopt_messages(memoized: &mut [Arc<Message>], request: &GenerateRequest) {
+    let known = memoized.len();
+    memoized.clone_from_slice(&request.messages[..known]);
 }
 
 /// Tools in UTF-16 code-unit order of their names; equal names keep their order.

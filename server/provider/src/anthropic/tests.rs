@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use dsh_session::{
     AssistantMessage, ContentBlock, EpochHeader, GenerateRequest, LlmCallConfig, Message,
-    ProviderKind, ToolCall, ToolSchema, WireFormat,
+    ProviderKind, ToolCall, WireFormat,
 };
 use expect_test::{Expect, expect};
 use proptest::prelude::*;
@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 
 use super::{body, check, tool_input};
 use crate::{WireCache, adapter_id, sha256_hex, wire_body};
+
+use crate::test_support::{tool, tool_result, user};
 
 fn config(thinking: bool) -> LlmCallConfig {
     LlmCallConfig {
@@ -28,18 +30,6 @@ fn config(thinking: bool) -> LlmCallConfig {
         temperature: None,
         top_p: None,
     }
-}
-
-fn tool(name: &str) -> ToolSchema {
-    ToolSchema {
-        name: name.to_owned(),
-        description: format!("{name} things"),
-        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-    }
-}
-
-fn user(text: &str) -> Arc<Message> {
-    Arc::new(Message::User { content: text.to_owned() })
 }
 
 fn assistant(
@@ -73,10 +63,6 @@ fn assistant(
             })
             .collect(),
     }))
-}
-
-fn tool_result(call_id: &str, content: &str) -> Arc<Message> {
-    Arc::new(Message::Tool { call_id: call_id.to_owned(), content: content.to_owned() })
 }
 
 fn request(

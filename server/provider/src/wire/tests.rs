@@ -6,13 +6,15 @@
 use std::sync::Arc;
 
 use dsh_session::{
-    AssistantMessage, EpochHeader, GenerateRequest, LlmCallConfig, Message, ToolCall, ToolSchema,
+    AssistantMessage, EpochHeader, GenerateRequest, LlmCallConfig, Message, ToolCall,
 };
 use expect_test::{Expect, expect};
 use proptest::prelude::*;
 use serde_json::json;
 
 use super::wire_body;
+
+use crate::test_support::{tool, tool_result, user};
 
 fn config(thinking: bool) -> LlmCallConfig {
     LlmCallConfig {
@@ -25,18 +27,6 @@ fn config(thinking: bool) -> LlmCallConfig {
         temperature: None,
         top_p: None,
     }
-}
-
-fn tool(name: &str) -> ToolSchema {
-    ToolSchema {
-        name: name.to_owned(),
-        description: format!("{name} things"),
-        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-    }
-}
-
-fn user(text: &str) -> Arc<Message> {
-    Arc::new(Message::User { content: text.to_owned() })
 }
 
 fn assistant(content: &str, reasoning: Option<&str>, calls: &[(&str, &str, &str)]) -> Arc<Message> {
@@ -53,10 +43,6 @@ fn assistant(content: &str, reasoning: Option<&str>, calls: &[(&str, &str, &str)
             })
             .collect(),
     }))
-}
-
-fn tool_result(call_id: &str, content: &str) -> Arc<Message> {
-    Arc::new(Message::Tool { call_id: call_id.to_owned(), content: content.to_owned() })
 }
 
 fn check(request: &GenerateRequest, expected: Expect) {
