@@ -318,7 +318,9 @@ impl Memo {
         let keep = memoizable(&turns);
         if keep > self.turns {
             let cache = cache_on(header);
-            self.prefix.extend(|out| put_turns(out, &turns, self.turns..keep, cache));
+            self.prefix.extend_each(self.turns..keep, |out, turn| {
+                put_turns(out, &turns, turn..turn + 1, cache);
+            });
             self.turns = keep;
             // `keep < turns.len()`: the turn after the memoized ones exists.
             let through = turns[keep].first_message;

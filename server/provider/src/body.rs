@@ -21,6 +21,10 @@ use crate::wire::hex;
 /// its prefix.
 const SEGMENT: usize = 64 * 1024;
 
+/// Bytes a batch of [`Prefix::extend_each`] writes before the rest is hashed on a thread of its
+/// own: a thread costs tens of microseconds, hashing this much about a millisecond.
+const HASH_APART_FROM: usize = 1024 * 1024;
+
 /// A request body: the exact bytes, as pieces. Two are equal when their bytes are, however cut.
 #[derive(Clone, Default)]
 pub struct WireBytes {
@@ -148,14 +152,88 @@ impl Prefix {
         put(&mut self.open);
         self.digest.update(&self.open[start..]);
         self.len += self.open.len() - start;
-        if self.open.len() >= SEGMENT {
-            // Copied out, so a sealed piece holds no spare capacity and the open buffer keeps
-            // its own for the next segment.
-            self.sealed.push(Bytes::copy_from_slice(&self.open));
-            self.open.clear();
-            // A huge message (a long tool result) does not leave its size behind.
-            self.open.shrink_to(2 * SEGMENT);
+        self.seal_if_full();
+    }
+
+    /// Appends what `put` writes for each item, in order: [`Prefix::extend`] for each. Once the
+    /// batch has written [`HASH_APART_FROM`] bytes (a conversation serialized from scratch:
+    /// "what the model saw" of a long session nobody looked at yet), the rest is hashed on a
+    /// second thread, a sealed segment at a time, while the serialization goes on — the bytes
+    /// and the digest are the same, in about the time of the slower of the two instead of both.
+    pub(crate) fn extend_each<T>(
+        &mut self,
+        items: impl IntoIterator<Item = T>,
+        mut put: impl FnMut(&mut Vec<u8>, T),
+    ) {
+        let mut items = items.into_iter().peekable();
+        let start = self.len;
+        while self.len - start < HASH_APART_FROM {
+            let Some(item) = items.next() else { return };
+            self.extend(|out| put(out, item));
         }
+        if items.peek().is_some() {
+            self.extend_hashing_apart(items, put);
+        }
+    }
+
+    /// [`Prefix::extend_each`] with the digest updated on a thread of its own. Without one (the
+    /// thread could not be started) it hashes as it goes.
+    fn extend_hashing_apart<T>(
+        &mut self,
+        items: impl Iterator<Item = T>,
+        mut put: impl FnMut(&mut Vec<u8>, T),
+    ) {
+        // The digest covers every byte so far, the open segment's included: the first piece
+        // sealed from here on starts with `hashed` bytes it must not hash again.
+        let mut hashed = self.open.len();
+        let (pieces, received) = std::sync::mpsc::sync_channel::<(Bytes, usize)>(64);
+        let mut digest = self.digest.clone();
+        std::thread::scope(|scope| {
+            let hasher = std::thread::Builder::new().name("dsh-wire-hash".into()).spawn_scoped(
+                scope,
+                move || {
+                    for (piece, skip) in received {
+                        digest.update(&piece[skip..]);
+                    }
+                    digest
+                },
+            );
+            let Ok(hasher) = hasher else {
+                for item in items {
+                    self.extend(|out| put(out, item));
+                }
+                return;
+            };
+            for item in items {
+                let before = self.open.len();
+                put(&mut self.open, item);
+                self.len += self.open.len() - before;
+                if let Some(piece) = self.seal_if_full() {
+                    // The hasher stops early only by panicking, which `join` passes on below.
+                    let _ = pieces.send((piece, hashed));
+                    hashed = 0;
+                }
+            }
+            drop(pieces);
+            let mut digest = hasher.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            digest.update(&self.open[hashed..]);
+            self.digest = digest;
+        });
+    }
+
+    /// Seals the open segment once it is full; returns the sealed piece.
+    fn seal_if_full(&mut self) -> Option<Bytes> {
+        if self.open.len() < SEGMENT {
+            return None;
+        }
+        // Copied out, so a sealed piece holds no spare capacity and the open buffer keeps its
+        // own for the next segment.
+        let piece = Bytes::copy_from_slice(&self.open);
+        self.sealed.push(piece.clone());
+        self.open.clear();
+        // A huge message (a long tool result) does not leave its size behind.
+        self.open.shrink_to(2 * SEGMENT);
+        Some(piece)
     }
 
     /// The prefix followed by `rest`, and the whole body's lowercase hex sha256.
@@ -171,5 +249,53 @@ impl Prefix {
             parts.push(Bytes::from(last));
         }
         (WireBytes { parts, len: self.len + rest.len() }, hex(&digest.finalize()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Items of uneven sizes, most smaller than a segment (the open one is rarely empty when
+    /// the batch goes over to hashing apart), some larger, with bytes that vary.
+    fn item(index: usize) -> Vec<u8> {
+        let len = if index % 17 == 5 { 3 * SEGMENT + index } else { 1 + (index * 7919) % 40_000 };
+        (0..len).map(|at| (at * 31 + index) as u8).collect()
+    }
+
+    /// A batch far past [`HASH_APART_FROM`], hashed on the second thread, gives the bytes and the
+    /// digest of one hashed as it goes — from an empty prefix and from one whose open segment
+    /// was already hashed (the first piece sealed apart must skip those bytes, not hash them
+    /// twice).
+    #[test]
+    fn a_batch_hashed_apart_has_the_same_bytes_and_digest() {
+        for (already, count) in [(0, 150), (1, 150), (2, 300), (0, 3), (1, 2)] {
+            let mut sequential = Prefix::default();
+            let mut batched = Prefix::default();
+            for index in 0..already {
+                // Less than a segment: left open, hashed already.
+                let bytes = vec![b'h'; 1000 + index];
+                sequential.extend(|out| out.extend_from_slice(&bytes));
+                batched.extend(|out| out.extend_from_slice(&bytes));
+            }
+            assert_eq!(!batched.open.is_empty(), already > 0);
+            for index in 0..count {
+                sequential.extend(|out| out.extend_from_slice(&item(index)));
+            }
+            let put = |out: &mut Vec<u8>, index: usize| out.extend_from_slice(&item(index));
+            if already > 0 {
+                // Straight to the second thread with hashed bytes in the open segment.
+                batched.extend_hashing_apart(0..count, put);
+            } else {
+                batched.extend_each(0..count, put);
+            }
+            assert!(count < 10 || batched.len() > 2 * HASH_APART_FROM, "not a long batch");
+            let (expected, expected_sha) = sequential.finish(b"]}");
+            let (body, sha) = batched.finish(b"]}");
+            assert!(body.to_vec() == expected.to_vec(), "{already} + {count}: bytes differ");
+            assert_eq!(body.len(), expected.len());
+            assert_eq!(sha, expected_sha, "{already} + {count}");
+            assert_eq!(sha, hex(&Sha256::digest(body.to_vec())));
+        }
     }
 }

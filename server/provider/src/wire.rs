@@ -290,11 +290,12 @@ impl WireCache {
             self.prefix = Prefix::default();
             self.prefix.extend(|out| put_head(out, header));
         }
-        for message in &request.messages[self.messages.len()..] {
-            let after_another = header.system.is_some() || !self.messages.is_empty();
-            self.prefix.extend(|out| put_element(out, header, message, after_another));
-            self.messages.push(Arc::clone(message));
-        }
+        let known = self.messages.len();
+        let new = &request.messages[known..];
+        self.prefix.extend_each(new.iter().enumerate(), |out, (index, message)| {
+            put_element(out, header, message, header.system.is_some() || known + index > 0);
+        });
+        self.messages.extend(new.iter().cloned());
         let mut tail = Vec::with_capacity(1024);
         put_tail(&mut tail, header);
         self.prefix.finish(&tail)

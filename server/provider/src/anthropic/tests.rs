@@ -596,3 +596,27 @@ proptest! {
         }
     }
 }
+
+/// A long conversation serialized at once (its rest hashed on a second thread) is the body
+/// `wire_body` writes, with its sha256, whether the memo was empty or held its start.
+#[test]
+fn a_long_conversation_serialized_at_once_equals_the_body() {
+    let messages: Vec<Arc<Message>> = (0..90)
+        .map(|n| {
+            let text = format!("{n}: {}", "the \"cache\"\n\tprefix é ".repeat(500 + n * 25));
+            if n % 2 == 0 { user(&text) } else { assistant(&text, None, &[]) }
+        })
+        .collect();
+    let whole = request(config(false), Some("sys"), messages.clone());
+    let expected = wire_body(&whole);
+    assert!(expected.len() > 3 * 1024 * 1024, "not long enough to be hashed apart");
+    for held in [0, 9] {
+        let mut cache = WireCache::new();
+        if held > 0 {
+            let _ = cache.body(&request(config(false), Some("sys"), messages[..held].to_vec()));
+        }
+        let (body, sha) = cache.body(&whole);
+        assert!(body.to_vec() == expected, "holding {held}: the body differs from wire_body");
+        assert_eq!(sha, sha256_hex(&expected), "holding {held}");
+    }
+}

@@ -377,6 +377,57 @@ proptest! {
     }
 }
 
+/// Every ASCII byte at every offset of an eight-byte word, among bytes that need no escape and
+/// beside one that does: the word-at-a-time scan flags exactly the bytes `serde_json` escapes.
+#[test]
+fn every_ascii_byte_at_every_offset_is_written_as_serde_json_writes_it() {
+    for byte in 0u8..0x80 {
+        for offset in 0..16 {
+            for neighbour in ["a", "\"", "\n", "é"] {
+                let mut text = "x".repeat(offset);
+                text.push(char::from(byte));
+                text.push_str(neighbour);
+                text.push_str("yyyyyyyyy");
+                let mut ours = Vec::new();
+                super::put_str(&mut ours, &text);
+                assert_eq!(ours, serde_json::to_vec(&text).unwrap(), "{text:?}");
+            }
+        }
+    }
+}
+
+/// A long conversation serialized at once (its rest hashed on a second thread) is the body
+/// `wire_body` writes, with its sha256, whether the memo was empty or held its start.
+#[test]
+fn a_long_conversation_serialized_at_once_equals_wire_body() {
+    let header = EpochHeader::new(config(false), Some("s".into()), Vec::new());
+    let messages: Vec<Arc<Message>> = (0..120)
+        .map(|n| {
+            let content = format!("{n}: {}", "the \"cache\"\n\tprefix é ".repeat(200 + n * 13));
+            if n % 2 == 0 {
+                crate::test_support::user(&content)
+            } else {
+                crate::test_support::tool_result(&format!("call_{n}"), &content)
+            }
+        })
+        .collect();
+    let whole = GenerateRequest { header: header.clone(), messages: messages.clone() };
+    let expected = wire_body(&whole);
+    assert!(expected.len() > 3 * 1024 * 1024, "not long enough to be hashed apart");
+    for held in [0, 1, 7] {
+        let mut cache = super::WireCache::new();
+        if held > 0 {
+            let _ = cache.body(&GenerateRequest {
+                header: header.clone(),
+                messages: messages[..held].to_vec(),
+            });
+        }
+        let (body, sha) = cache.body(&whole);
+        assert!(body.to_vec() == expected, "holding {held}: the body differs from wire_body");
+        assert_eq!(sha, crate::sha256_hex(&expected), "holding {held}");
+    }
+}
+
 /// Bodies far longer than a sealed segment: `body`, `peek` and `adopt` agree with `wire_body`,
 /// and a body's pieces share the sealed prefix with the memo (no copy of it).
 #[test]
