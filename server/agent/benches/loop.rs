@@ -221,6 +221,8 @@ async fn paired_harness(steps: u32, check_invariants: bool, context: bool) {
         assert_eq!(outcome.steps, u64::from(at), "{:?}", outcome.error);
         sides.push((session, agent, Vec::new()));
     }
+    // A turn's own work outside its steps (opening and closing it), per side.
+    let mut outside: [Vec<Duration>; 2] = Default::default();
     for round in 0..ROUNDS {
         for index in [round % 2, 1 - round % 2] {
             let (session, agent, samples) = &mut sides[index];
@@ -230,11 +232,22 @@ async fn paired_harness(steps: u32, check_invariants: bool, context: bool) {
                     { "reasoning": "Enough.", "content": "The notes have four lines." },
                 ]))
                 .await;
+            let started = Instant::now();
             let outcome = agent.run_turn(session, "Once more.", &cancel).await.unwrap();
+            let elapsed = started.elapsed();
             assert_eq!(outcome.steps, 2, "{:?}", outcome.error);
             samples.extend(outcome.timings.iter().map(StepTiming::harness));
+            let in_steps: Duration = outcome.timings.iter().map(|timing| timing.total).sum();
+            outside[index].push(elapsed.saturating_sub(in_steps));
         }
     }
+    let [small, large] = outside.map(|mut side| percentile(&mut side, 0.5));
+    println!(
+        "  paired: p50 of a turn's work outside its steps near step 10 {}, near step {steps} {}: {:.2}×",
+        micros(small),
+        micros(large),
+        large.as_secs_f64() / small.as_secs_f64().max(1e-9)
+    );
     // The median, and the 25th percentile: other load only ever adds time, so the lower
     // quantile is the closer to what the step itself costs.
     for (name, quantile) in [("p50", 0.5), ("p25", 0.25)] {

@@ -212,6 +212,8 @@ pub struct Agent {
     surface_mark: Option<SurfaceMark>,
     /// The `allowAlways` decisions folded from the log so far.
     allow_always: AllowAlways,
+    /// The last `date` context note, folded from the log so far.
+    dates: DateFold,
     /// What the model knows of the instruction files, folded from the log step by step.
     instructions: InstructionFold,
     /// What the agent has seen of the files it read and wrote.
@@ -259,6 +261,7 @@ impl Agent {
             surface: Vec::new(),
             surface_mark: None,
             allow_always: AllowAlways::default(),
+            dates: DateFold::default(),
             instructions: InstructionFold::default(),
             memory: Some(Memory::default()),
             external: None,
@@ -350,12 +353,18 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         close_interrupted(session).await?;
-        let (turn, last_date) =
-            session.query(|s| (s.last_turn() + 1, last_date_context(s))).await?;
+        let mut dates = std::mem::take(&mut self.dates);
+        let (turn, dates) = session
+            .query(move |s| {
+                dates.fold(s.events());
+                (s.last_turn() + 1, dates)
+            })
+            .await?;
+        self.dates = dates;
         session.append(EventData::TurnStart(TurnStart { turn })).await?;
         if self.config.date_context {
             let today = date_context(&local_date((self.clock)()));
-            if last_date.as_deref() != Some(today.as_str()) {
+            if self.dates.last.as_deref() != Some(today.as_str()) {
                 let context = ContextMessage {
                     text: today,
                     source: Some("date".to_owned()),
@@ -926,13 +935,35 @@ async fn check_invariant(
     }
 }
 
-fn last_date_context(session: &Session) -> Option<String> {
-    session.events().iter().rev().find_map(|event| match &event.data {
-        EventData::ContextMessage(context) if context.source.as_deref() == Some("date") => {
-            Some(context.text.clone())
+/// The text of the session's last `date` context note, folded incrementally: each
+/// [`DateFold::fold`] reads only the events it has not seen, so a turn's start costs O(new
+/// events), not O(log).
+#[derive(Clone, Debug, Default)]
+struct DateFold {
+    last: Option<String>,
+    /// How many events of the log have been folded.
+    folded: usize,
+}
+
+impl DateFold {
+    /// Folds the events of `log` not folded yet (`log` is the whole log, growing).
+    fn fold(&mut self, log: &[dsh_session::Event]) {
+        if log.len() < self.folded {
+            // Not the log folded so far: start over.
+            *self = DateFold::default();
         }
-        _ => None,
-    })
+        let new = log.get(self.folded..).unwrap_or_default();
+        let last = new.iter().rev().find_map(|event| match &event.data {
+            EventData::ContextMessage(context) if context.source.as_deref() == Some("date") => {
+                Some(&context.text)
+            }
+            _ => None,
+        });
+        if let Some(text) = last {
+            self.last = Some(text.clone());
+        }
+        self.folded = log.len();
+    }
 }
 
 /// What is wrong with a message's tool calls, if anything: every call needs a non-empty id and

@@ -318,6 +318,9 @@ impl Memo {
         let keep = memoizable(&turns);
         if keep > self.turns {
             let cache = cache_on(header);
+            // Held out while the prefix grows: a panic halfway leaves a memo that matches
+            // nothing and starts over, not one whose bytes, digest and messages disagree.
+            let memoized = self.header.take();
             self.prefix.extend_each(self.turns..keep, |out, turn| {
                 put_turns(out, &turns, turn..turn + 1, cache);
             });
@@ -326,6 +329,7 @@ impl Memo {
             let through = turns[keep].first_message;
             let known = self.messages.len();
             self.messages.extend(request.messages[known..=through].iter().cloned());
+            self.header = memoized;
         }
         self.prefix.finish(&self.rest(header, &turns))
     }

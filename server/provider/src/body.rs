@@ -183,6 +183,8 @@ impl Prefix {
         items: impl Iterator<Item = T>,
         mut put: impl FnMut(&mut Vec<u8>, T),
     ) {
+        #[cfg(test)]
+        tests::HASHED_APART.with(|count| count.set(count.get() + 1));
         // The digest covers every byte so far, the open segment's included: the first piece
         // sealed from here on starts with `hashed` bytes it must not hash again.
         let mut hashed = self.open.len();
@@ -209,8 +211,11 @@ impl Prefix {
                 put(&mut self.open, item);
                 self.len += self.open.len() - before;
                 if let Some(piece) = self.seal_if_full() {
-                    // The hasher stops early only by panicking, which `join` passes on below.
-                    let _ = pieces.send((piece, hashed));
+                    // The hasher stops early only by panicking: `join` passes that on below,
+                    // without serializing the rest first.
+                    if pieces.send((piece, hashed)).is_err() {
+                        break;
+                    }
                     hashed = 0;
                 }
             }
@@ -256,6 +261,11 @@ impl Prefix {
 mod tests {
     use super::*;
 
+    thread_local! {
+        /// How many batches this thread hashed apart.
+        pub(super) static HASHED_APART: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
     /// Items of uneven sizes, most smaller than a segment (the open one is rarely empty when
     /// the batch goes over to hashing apart), some larger, with bytes that vary.
     fn item(index: usize) -> Vec<u8> {
@@ -283,6 +293,7 @@ mod tests {
                 sequential.extend(|out| out.extend_from_slice(&item(index)));
             }
             let put = |out: &mut Vec<u8>, index: usize| out.extend_from_slice(&item(index));
+            let apart_before = HASHED_APART.with(std::cell::Cell::get);
             if already > 0 {
                 // Straight to the second thread with hashed bytes in the open segment.
                 batched.extend_hashing_apart(0..count, put);
@@ -290,6 +301,9 @@ mod tests {
                 batched.extend_each(0..count, put);
             }
             assert!(count < 10 || batched.len() > 2 * HASH_APART_FROM, "not a long batch");
+            // A long batch went over to the second thread by itself; a short one never did.
+            let hashed_apart = HASHED_APART.with(std::cell::Cell::get) > apart_before;
+            assert_eq!(hashed_apart, already > 0 || count >= 10, "{already} + {count}");
             let (expected, expected_sha) = sequential.finish(b"]}");
             let (body, sha) = batched.finish(b"]}");
             assert!(body.to_vec() == expected.to_vec(), "{already} + {count}: bytes differ");

@@ -292,10 +292,14 @@ impl WireCache {
         }
         let known = self.messages.len();
         let new = &request.messages[known..];
+        // Held out while the prefix grows: a panic halfway leaves a memo that matches nothing
+        // and starts over, not one whose bytes, digest and messages disagree.
+        let memoized = self.header.take();
         self.prefix.extend_each(new.iter().enumerate(), |out, (index, message)| {
             put_element(out, header, message, header.system.is_some() || known + index > 0);
         });
         self.messages.extend(new.iter().cloned());
+        self.header = memoized;
         let mut tail = Vec::with_capacity(1024);
         put_tail(&mut tail, header);
         self.prefix.finish(&tail)

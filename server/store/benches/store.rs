@@ -228,13 +228,16 @@ fn main() {
     let (rebuild, body_and_hash, body_len) = parts[parts.len() / 2];
     // The same body written and hashed one after the other, for comparison.
     let rebuilt = dsh_session::reconstruct_session_step(&session, last_step).unwrap();
-    let (serialize, hash) = {
+    let (mut serialize, mut hash) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
         let start = Instant::now();
         let body = dsh_provider::wire_body(&rebuilt.request);
         let written = start.elapsed();
         std::hint::black_box(dsh_provider::sha256_hex(&body));
-        (written, start.elapsed() - written)
-    };
+        serialize.push(written);
+        hash.push(start.elapsed() - written);
+    }
+    let (serialize, hash) = (median(serialize), median(hash));
     drop(rebuilt);
     let share = |time: Duration| 100.0 * time.as_secs_f64() / total.as_secs_f64();
     println!(

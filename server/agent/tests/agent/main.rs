@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod compaction;
+mod date;
 mod instructions;
 mod steering;
 mod support;

@@ -47,10 +47,16 @@ impl Fixture {
 
     /// A loop instance over the fixture's session, tools allowed, invariants on.
     pub fn agent(&self) -> Agent {
+        self.agent_with(|_| {})
+    }
+
+    /// [`Fixture::agent`] with its configuration changed by `edit` first.
+    pub fn agent_with(&self, edit: impl FnOnce(&mut AgentConfig)) -> Agent {
         let mut config = AgentConfig::new("deepseek-v4-flash");
         config.approvals = ApprovalPolicy::allow_all();
         config.check_invariants = true;
         config.date_context = false;
+        edit(&mut config);
         let toolbox =
             Arc::new(Toolbox::new(Workspace::new(&self.workspace).unwrap(), ToolConfig::default()));
         Agent::new(
