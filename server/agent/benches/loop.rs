@@ -5,8 +5,11 @@
 //!    reconstruction invariant off (with and without the context-pressure hook) and on. The
 //!    session is one turn of 1,000 steps, each a `read_file` call the mock makes because the file
 //!    it reads asks for it again (a `[[fake:tool …]]` directive), so the log grows by a step's
-//!    events each time. Then the per-step operations whose cost grows with the log are timed on
-//!    the final log, to say where the growth comes from.
+//!    events each time. Then two sessions brought to step 10 and to step 1,000 take turns side
+//!    by side (paired, so the host's noise hits both alike): the harness per step near each, and
+//!    a turn's own work outside its steps (opening and closing it). Then the per-step
+//!    operations whose cost grows with the log are timed on the final log, to say where the
+//!    growth comes from.
 //! 2. Cache efficiency over a scripted 100-step session (10 turns of 9 tool steps and an
 //!    answer, with an `AGENTS.md` edit before turn 4 and a new loop instance — a resume — at
 //!    turn 7): Σ cache-hit tokens ÷ the theoretical maximum, overall and with the steps whose
