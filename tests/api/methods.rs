@@ -186,6 +186,16 @@ async fn exercise_every_method(target: Target<'_>) {
     assert_eq!(requests.len(), 3);
     let body = String::from_utf8_lossy(&requests[2].body);
     assert!(body.contains("STEER-ALPHA"), "the steering text is not in the next request: {body}");
+    // session/usage again: the view kept with the session, advanced over the new turn, has the
+    // same first rows and one more.
+    let again = conn.ok("session/usage", json!({"sessionId": session})).await;
+    let rows_again = again["rows"].as_array().unwrap();
+    assert_eq!(rows_again.len(), 3, "{again}");
+    assert_eq!(rows_again[..2], rows[..], "{again}");
+    assert_eq!(rows_again[2]["turn"], 2, "{again}");
+    let prompt_sum: u64 =
+        rows_again.iter().map(|r| r["usage"]["promptTokens"].as_u64().unwrap()).sum();
+    assert_eq!(again["totals"]["promptTokens"], prompt_sum, "{again}");
 
     // approval/respond: a write with the default `ask` policy, allowed.
     let write = |name: &str, content: &str| {

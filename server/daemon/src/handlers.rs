@@ -382,9 +382,17 @@ pub async fn session_usage(
     daemon: Arc<Daemon>,
     params: SessionParams,
 ) -> ApiResult<SessionUsageResult> {
-    let (rows, workspace, call) = with_events(&daemon, &params.session_id, |events| {
-        let call = dsh_session::fold_request_header(events).map(|header| header.config);
-        (usage_rows(events), views::workspace_of(events), call)
+    let (rows, workspace, call) = with_log(&daemon, &params.session_id, |log| match log {
+        Log::Loaded(session, live) => {
+            let mut usage = live.usage.lock().unwrap_or_else(PoisonError::into_inner);
+            usage.advance(session.events());
+            let call = session.header().map(|header| header.config.clone());
+            (usage.rows().to_vec(), views::workspace_of(session.events()), call)
+        }
+        Log::File(events) => {
+            let call = dsh_session::fold_request_header(events).map(|header| header.config);
+            (usage_rows(events), views::workspace_of(events), call)
+        }
     })
     .await?;
     let config = workspace.and_then(|workspace| daemon.config_for(&workspace).ok());
@@ -645,16 +653,17 @@ async fn with_events<R: Send + 'static>(
     with_log(daemon, id, move |log| view(log.events())).await
 }
 
-/// A session's log as a view reads it: loaded (with the fold's indexes) or from its file.
+/// A session's log as a view reads it: loaded (with the fold's indexes and the views kept
+/// beside it) or from its file.
 enum Log<'a> {
-    Loaded(&'a dsh_session::Session),
+    Loaded(&'a dsh_session::Session, &'a LiveSession),
     File(&'a [Event]),
 }
 
 impl Log<'_> {
     fn events(&self) -> &[Event] {
         match self {
-            Log::Loaded(session) => session.events(),
+            Log::Loaded(session, _) => session.events(),
             Log::File(events) => events,
         }
     }
@@ -663,7 +672,7 @@ impl Log<'_> {
     /// can shape a request (the same result, `dsh_session::reconstruct_session_step`).
     fn reconstruct(&self, step: u64) -> Result<StepRequest, ReconstructError> {
         match self {
-            Log::Loaded(session) => dsh_session::reconstruct_session_step(session, step),
+            Log::Loaded(session, _) => dsh_session::reconstruct_session_step(session, step),
             Log::File(events) => reconstruct_step(events, step),
         }
     }
@@ -682,7 +691,10 @@ async fn with_log<R: Send + 'static>(
     };
     daemon.enforce_budget().await;
     match source {
-        Ok(live) => Ok(live.handle.query(move |session| view(Log::Loaded(session))).await?),
+        Ok(live) => {
+            let held = Arc::clone(&live);
+            Ok(live.handle.query(move |session| view(Log::Loaded(session, &held))).await?)
+        }
         Err(path) => {
             blocking(move || Ok(view(Log::File(&dsh_store::read_log(&path)?.events)))).await
         }

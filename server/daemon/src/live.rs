@@ -63,6 +63,10 @@ pub struct LiveSession {
     pub(crate) loop_wire: Arc<Mutex<dsh_provider::WireCache>>,
     /// Whether a background preparation of `wire_memo` is under way (one at a time).
     pub(crate) priming: Arc<std::sync::atomic::AtomicBool>,
+    /// The usage view, advanced over the events logged since `session/usage` last asked:
+    /// editors ask after every step, and a fold of a long log each time held the owner task
+    /// (and the turn's appends) for milliseconds.
+    pub(crate) usage: Mutex<dsh_session::UsageFold>,
     pub(crate) toolbox: Arc<Toolbox>,
     /// The MCP tools of its workspace (their servers run while a session of it is loaded).
     pub(crate) mcp_tools: Arc<crate::mcp::WorkspaceTools>,
@@ -125,6 +129,7 @@ impl LiveSession {
             wire_memo: Arc::default(),
             loop_wire: Arc::default(),
             priming: Arc::default(),
+            usage: Mutex::default(),
             toolbox: Arc::new(toolbox),
             mcp_tools,
             state: Arc::default(),

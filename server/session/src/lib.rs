@@ -53,7 +53,9 @@ pub use reconstruct::{
 };
 pub use seen::{SeenFiles, WORKSPACE_SOURCE};
 pub use surface::{SeqError, Session, StepIndex, SurfaceEntry, SurfaceMark};
-pub use usage::{DROP_SLACK_TOKENS, PrefixCause, UsageRow, is_drop, usage_rows, usage_totals};
+pub use usage::{
+    DROP_SLACK_TOKENS, PrefixCause, UsageFold, UsageRow, is_drop, usage_rows, usage_totals,
+};
 
 #[cfg(test)]
 mod tests;

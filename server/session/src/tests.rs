@@ -821,6 +821,33 @@ proptest! {
     }
 }
 
+proptest! {
+    /// The usage fold advanced over a growing log, a few events at a time (as a loaded
+    /// session's usage view is kept), has the rows of a fold over the whole log at every point.
+    #[test]
+    fn the_usage_fold_advanced_in_pieces_equals_a_whole_fold(
+        data in proptest::collection::vec(any_event_data(), 1..60),
+        cuts in proptest::collection::vec(1usize..8, 1..20),
+    ) {
+        let events = log(data);
+        let mut fold = UsageFold::default();
+        let mut at = 0;
+        for cut in cuts.iter().cycle() {
+            at = (at + cut).min(events.len());
+            fold.advance(&events[..at]);
+            let whole = usage_rows(&events[..at]);
+            prop_assert_eq!(fold.rows(), whole.as_slice());
+            if at == events.len() {
+                break;
+            }
+        }
+        // A shorter log is another one: folded from its start.
+        fold.advance(&events[..1]);
+        let whole = usage_rows(&events[..1]);
+        prop_assert_eq!(fold.rows(), whole.as_slice());
+    }
+}
+
 #[test]
 fn the_kinds_a_rebuild_skips_change_neither_fold() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();

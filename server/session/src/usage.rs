@@ -188,83 +188,123 @@ pub fn is_drop(previous_prompt: u64, hit: u64) -> bool {
 
 /// Folds the usage view of a log.
 pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
-    let mut rows: Vec<UsageRow> = Vec::new();
-    let mut header: Option<EpochHeader> = None;
-    let mut pending_causes: Vec<PrefixCause> = Vec::new();
-    let mut previous_prompt: Option<u64> = None;
-    // An instructions note stands until the system prompt is next rewritten.
-    let mut noted_instructions = false;
-    for event in events {
+    let mut fold = UsageFold::default();
+    fold.advance(events);
+    fold.rows
+}
+
+/// The usage view folded event by event: [`usage_rows`] over a whole log, or kept beside a
+/// loaded session and advanced over the events logged since it last was, so that asking for
+/// the usage of a long session — editors do after every step — costs O(new events), not a fold
+/// of the whole log.
+#[derive(Clone, Debug, Default)]
+pub struct UsageFold {
+    rows: Vec<UsageRow>,
+    /// The request header as folded so far.
+    header: Option<EpochHeader>,
+    /// Causes logged between steps, for the next row.
+    pending_causes: Vec<PrefixCause>,
+    /// The last finished step's prompt.
+    previous_prompt: Option<u64>,
+    /// Whether an instructions note stands (until the system prompt is next rewritten).
+    noted_instructions: bool,
+    /// How many events of the log have been folded.
+    folded: usize,
+}
+
+impl UsageFold {
+    /// Folds the events of `log` not folded yet (`log` is the whole log, growing; a shorter
+    /// one is another log, folded from its start).
+    pub fn advance(&mut self, log: &[Event]) {
+        if log.len() < self.folded {
+            *self = UsageFold::default();
+        }
+        for event in log.get(self.folded..).unwrap_or_default() {
+            self.push(event);
+        }
+        self.folded = log.len();
+    }
+
+    /// The rows so far, one per step started.
+    pub fn rows(&self) -> &[UsageRow] {
+        &self.rows
+    }
+
+    fn push(&mut self, event: &Event) {
         match &event.data {
             EventData::ContextMessage(context)
                 if context.source.as_deref() == Some(INSTRUCTIONS_SOURCE) =>
             {
-                noted_instructions = true;
+                self.noted_instructions = true;
             }
-            EventData::StepStart(start) => rows.push(UsageRow {
+            EventData::StepStart(start) => self.rows.push(UsageRow {
                 step: start.step,
                 turn: start.turn,
                 seq: event.seq,
                 usage: None,
                 hit_percent: 0.0,
                 dropped: false,
-                causes: std::mem::take(&mut pending_causes),
+                causes: std::mem::take(&mut self.pending_causes),
                 profile: None,
                 model: None,
                 cost: None,
             }),
             EventData::RequestHeader(snapshot) => {
-                let before = header.clone();
-                let _ = fold_header_event(&mut header, event);
+                let before = self.header.clone();
+                let _ = fold_header_event(&mut self.header, event);
                 let system = |header: &Option<EpochHeader>| {
                     header.as_ref().and_then(|header| header.system.clone())
                 };
-                if system(&before) != system(&header) {
-                    noted_instructions = false;
+                if system(&before) != system(&self.header) {
+                    self.noted_instructions = false;
                 }
                 let cause = match snapshot.reason {
                     SnapshotReason::Initial => PrefixCause::FirstRequest { seq: event.seq },
                     SnapshotReason::Resume => {
-                        PrefixCause::Resume { seq: event.seq, changed: before != header }
+                        PrefixCause::Resume { seq: event.seq, changed: before != self.header }
                     }
                     SnapshotReason::Fallback => PrefixCause::Fallback {
                         seq: event.seq,
-                        servers: changed_tool_servers(before.as_ref(), header.as_ref()),
+                        servers: changed_tool_servers(before.as_ref(), self.header.as_ref()),
                     },
                 };
-                push_cause(&mut rows, &mut pending_causes, cause);
+                push_cause(&mut self.rows, &mut self.pending_causes, cause);
                 let _ = provider_change(
-                    &mut rows,
-                    &mut pending_causes,
+                    &mut self.rows,
+                    &mut self.pending_causes,
                     before.as_ref(),
-                    &header,
+                    &self.header,
                     event,
                 );
             }
             EventData::RequestHeaderDelta(delta) => {
-                let before = header.clone();
-                let _ = fold_header_event(&mut header, event);
+                let before = self.header.clone();
+                let _ = fold_header_event(&mut self.header, event);
                 let moved = provider_change(
-                    &mut rows,
-                    &mut pending_causes,
+                    &mut self.rows,
+                    &mut self.pending_causes,
                     before.as_ref(),
-                    &header,
+                    &self.header,
                     event,
                 );
                 let seq = event.seq;
                 if delta.system.is_some() {
-                    let folded_instructions = std::mem::take(&mut noted_instructions);
+                    let folded_instructions = std::mem::take(&mut self.noted_instructions);
                     let cause = PrefixCause::SystemChanged { seq, folded_instructions };
-                    push_cause(&mut rows, &mut pending_causes, cause);
+                    push_cause(&mut self.rows, &mut self.pending_causes, cause);
                 }
                 if delta.tools.is_some() {
-                    let servers = changed_tool_servers(before.as_ref(), header.as_ref());
+                    let servers = changed_tool_servers(before.as_ref(), self.header.as_ref());
                     let cause = PrefixCause::ToolsChanged { seq, servers };
-                    push_cause(&mut rows, &mut pending_causes, cause);
+                    push_cause(&mut self.rows, &mut self.pending_causes, cause);
                 }
                 // A move to another profile or model says so instead.
                 if delta.config.is_some() && !moved {
-                    push_cause(&mut rows, &mut pending_causes, PrefixCause::ConfigChanged { seq });
+                    push_cause(
+                        &mut self.rows,
+                        &mut self.pending_causes,
+                        PrefixCause::ConfigChanged { seq },
+                    );
                 }
             }
             EventData::SurfaceReplace(replace) => {
@@ -272,25 +312,25 @@ pub fn usage_rows(events: &[Event]) -> Vec<UsageRow> {
                     SurfaceNode::Summary { .. } => PrefixCause::Compaction { seq: event.seq },
                     SurfaceNode::ToolResult(_) => PrefixCause::Trim { seq: event.seq },
                 };
-                pending_causes.push(cause);
+                self.pending_causes.push(cause);
             }
             EventData::StepEnd(end) => {
-                if let Some(row) = rows.iter_mut().rev().find(|row| row.step == end.step) {
-                    if let Some(header) = &header {
+                if let Some(row) = self.rows.iter_mut().rev().find(|row| row.step == end.step) {
+                    if let Some(header) = &self.header {
                         row.profile.clone_from(&header.config.profile);
                         row.model = Some(header.config.model.clone());
                     }
                     row.usage = Some(end.usage);
                     row.hit_percent = end.usage.hit_ratio() * 100.0;
-                    row.dropped = previous_prompt
+                    row.dropped = self
+                        .previous_prompt
                         .is_some_and(|previous| is_drop(previous, end.usage.cache_hit_tokens));
-                    previous_prompt = Some(end.usage.prompt_tokens);
+                    self.previous_prompt = Some(end.usage.prompt_tokens);
                 }
             }
             _ => {}
         }
     }
-    rows
 }
 
 /// A header event that moved the session to another profile or model names the move; returns

@@ -298,6 +298,40 @@ fn main() {
         warm.as_secs_f64() * 1e3,
         share(warm),
     );
+    // 3e. `session/usage`: the usage view folded over the whole log (a session read from its
+    // file), in the session's owner task.
+    let usage = median(
+        (0..5)
+            .map(|_| {
+                let start = Instant::now();
+                std::hint::black_box(dsh_session::usage_rows(&events));
+                std::hint::black_box(dsh_session::fold_request_header(&events));
+                start.elapsed()
+            })
+            .collect(),
+    );
+    // What a loaded session's usage view costs after a step (`handlers::session_usage`): its
+    // fold advanced over that step's events, the rows copied out.
+    let last_start = session.steps().last().map_or(0, |index| index.start_seq as usize);
+    let mut before = dsh_session::UsageFold::default();
+    before.advance(&events[..last_start]);
+    let after_step = median(
+        (0..5)
+            .map(|_| {
+                let mut fold = before.clone();
+                let start = Instant::now();
+                fold.advance(&events);
+                std::hint::black_box(fold.rows().to_vec());
+                start.elapsed()
+            })
+            .collect(),
+    );
+    println!(
+        "session/usage, folded over every event: median {:.2} ms = {:.1}% of load+fold; a loaded session's after a step (its fold advanced over the step, the rows copied): {:.3} ms",
+        usage.as_secs_f64() * 1e3,
+        share(usage),
+        after_step.as_secs_f64() * 1e3,
+    );
     drop(session);
     drop(events);
 
