@@ -196,6 +196,14 @@ async fn exercise_every_method(target: Target<'_>) {
     let prompt_sum: u64 =
         rows_again.iter().map(|r| r["usage"]["promptTokens"].as_u64().unwrap()).sum();
     assert_eq!(again["totals"]["promptTokens"], prompt_sum, "{again}");
+    // The same rows as a fold of the log file (the view adds only the costs).
+    let fresh = serde_json::to_value(dsh_session::usage_rows(&env.events(&session))).unwrap();
+    assert_eq!(fresh.as_array().unwrap().len(), 3);
+    for (row, fresh) in rows_again.iter().zip(fresh.as_array().unwrap()) {
+        for field in ["step", "turn", "seq", "usage", "hitPercent", "dropped", "causes", "model"] {
+            assert_eq!(row.get(field), fresh.get(field), "{field}: {again}");
+        }
+    }
 
     // approval/respond: a write with the default `ask` policy, allowed.
     let write = |name: &str, content: &str| {

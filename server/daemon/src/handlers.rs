@@ -19,7 +19,7 @@ use dsh_protocol::{
 };
 use dsh_session::{
     ApprovalVerdict, EVENT_KINDS, Event, EventData, ReconstructError, SteeringMessage, StepRequest,
-    reconstruct_step, usage_rows,
+    UsageFold, reconstruct_step,
 };
 use jsonrpsee::types::Params;
 use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage};
@@ -382,16 +382,22 @@ pub async fn session_usage(
     daemon: Arc<Daemon>,
     params: SessionParams,
 ) -> ApiResult<SessionUsageResult> {
-    let (rows, workspace, call) = with_log(&daemon, &params.session_id, |log| match log {
-        Log::Loaded(session, live) => {
-            let mut usage = live.usage.lock().unwrap_or_else(PoisonError::into_inner);
-            usage.advance(session.events());
-            let call = session.header().map(|header| header.config.clone());
-            (usage.rows().to_vec(), views::workspace_of(session.events()), call)
-        }
-        Log::File(events) => {
-            let call = dsh_session::fold_request_header(events).map(|header| header.config);
-            (usage_rows(events), views::workspace_of(events), call)
+    let (rows, workspace, call) = with_log(&daemon, &params.session_id, |log| {
+        let answer = |usage: &UsageFold, events: &[Event]| {
+            let call = usage.header().map(|header| header.config.clone());
+            (usage.rows().to_vec(), views::workspace_of(events), call)
+        };
+        match log {
+            Log::Loaded(session, live) => {
+                let mut usage = live.usage.lock().unwrap_or_else(PoisonError::into_inner);
+                usage.advance(session.events());
+                answer(&usage, session.events())
+            }
+            Log::File(events) => {
+                let mut usage = UsageFold::default();
+                usage.advance(events);
+                answer(&usage, events)
+            }
         }
     })
     .await?;

@@ -65,7 +65,8 @@ pub struct LiveSession {
     pub(crate) priming: Arc<std::sync::atomic::AtomicBool>,
     /// The usage view, advanced over the events logged since `session/usage` last asked:
     /// editors ask after every step, and a fold of a long log each time held the owner task
-    /// (and the turn's appends) for milliseconds.
+    /// (and the turn's appends) for milliseconds. It holds a row per step and its own copy of
+    /// the request header (not counted by the loaded-sessions budget, which counts log bytes).
     pub(crate) usage: Mutex<dsh_session::UsageFold>,
     pub(crate) toolbox: Arc<Toolbox>,
     /// The MCP tools of its workspace (their servers run while a session of it is loaded).

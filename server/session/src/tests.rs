@@ -821,12 +821,30 @@ proptest! {
     }
 }
 
+/// Every event [`any_event_data`] makes, and those only the usage view reads: an
+/// instructions note (it stands until the system prompt is next rewritten) and resume and
+/// fallback snapshots.
+fn usage_event_data() -> impl Strategy<Value = EventData> {
+    let note = text().prop_map(|text| {
+        EventData::ContextMessage(ContextMessage {
+            text,
+            source: Some(INSTRUCTIONS_SOURCE.to_owned()),
+            instructions: None,
+            files: None,
+        })
+    });
+    let reason = prop_oneof![Just(SnapshotReason::Resume), Just(SnapshotReason::Fallback)];
+    let snapshot = (any_header(), reason)
+        .prop_map(|(header, reason)| EventData::RequestHeader(RequestHeader { reason, header }));
+    prop_oneof![6 => any_event_data(), 1 => note, 1 => snapshot]
+}
+
 proptest! {
     /// The usage fold advanced over a growing log, a few events at a time (as a loaded
     /// session's usage view is kept), has the rows of a fold over the whole log at every point.
     #[test]
     fn the_usage_fold_advanced_in_pieces_equals_a_whole_fold(
-        data in proptest::collection::vec(any_event_data(), 1..60),
+        data in proptest::collection::vec(usage_event_data(), 1..60),
         cuts in proptest::collection::vec(1usize..8, 1..20),
     ) {
         let events = log(data);
@@ -837,6 +855,8 @@ proptest! {
             fold.advance(&events[..at]);
             let whole = usage_rows(&events[..at]);
             prop_assert_eq!(fold.rows(), whole.as_slice());
+            let header = fold_request_header(&events[..at]);
+            prop_assert_eq!(fold.header(), header.as_ref());
             if at == events.len() {
                 break;
             }

@@ -230,6 +230,11 @@ impl UsageFold {
         &self.rows
     }
 
+    /// The request header folded so far (`fold_request_header` of the same events).
+    pub fn header(&self) -> Option<&EpochHeader> {
+        self.header.as_ref()
+    }
+
     fn push(&mut self, event: &Event) {
         match &event.data {
             EventData::ContextMessage(context)
