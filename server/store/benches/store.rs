@@ -30,6 +30,19 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// The median of five runs of `run`, which returns the time it measured (what it sets up or
+/// checks around that is not counted).
+fn median_of_five(mut run: impl FnMut() -> Duration) -> Duration {
+    median((0..5).map(|_| run()).collect())
+}
+
+/// How long `work` took.
+fn timed(work: impl FnOnce()) -> Duration {
+    let start = Instant::now();
+    work();
+    start.elapsed()
+}
+
 struct AppendRun {
     events: u64,
     bytes: u64,
@@ -179,19 +192,15 @@ fn main() {
     // 3. Reconstruct the first and the last step's request from the whole log.
     let last_step = shape.turns * shape.steps_per_turn;
     for step in [1, last_step] {
-        let samples: Vec<Duration> = (0..5)
-            .map(|_| {
-                let start = Instant::now();
-                let request = reconstruct(&events, step).unwrap();
-                let elapsed = start.elapsed();
-                std::hint::black_box(request);
-                elapsed
+        let time = median_of_five(|| {
+            timed(|| {
+                std::hint::black_box(reconstruct(&events, step).unwrap());
             })
-            .collect();
+        });
         let request = reconstruct(&events, step).unwrap();
         println!(
             "reconstruct step {step:>5}: median {:>8.2} ms over 5 runs ({} messages)",
-            median(samples).as_secs_f64() * 1e3,
+            time.as_secs_f64() * 1e3,
             request.messages.len()
         );
     }
@@ -201,30 +210,23 @@ fn main() {
     // loading the session costs in the first place. Nothing of it was serialized before: the
     // session was loaded and nobody looked at it yet, nor did a turn run in this daemon.
     let session = Session::from_events(events.clone());
-    let full_fold = median(
-        (0..5)
-            .map(|_| {
-                let start = Instant::now();
-                std::hint::black_box(dsh_session::reconstruct_step(&events, last_step).unwrap());
-                start.elapsed()
-            })
-            .collect(),
-    );
-    let mut parts = Vec::new();
-    let samples: Vec<Duration> = (0..5)
-        .map(|_| {
-            let start = Instant::now();
-            let rebuilt = dsh_session::reconstruct_session_step(&session, last_step).unwrap();
-            let rebuilt_at = start.elapsed();
-            // What the daemon does with a view memo that holds nothing yet.
-            let (body, sha) = dsh_provider::WireCache::new().body(&rebuilt.request);
-            let total = start.elapsed();
-            std::hint::black_box(sha);
-            parts.push((rebuilt_at, total - rebuilt_at, body.len()));
-            total
+    let full_fold = median_of_five(|| {
+        timed(|| {
+            std::hint::black_box(dsh_session::reconstruct_step(&events, last_step).unwrap());
         })
-        .collect();
-    let cold = median(samples);
+    });
+    let mut parts = Vec::new();
+    let cold = median_of_five(|| {
+        let start = Instant::now();
+        let rebuilt = dsh_session::reconstruct_session_step(&session, last_step).unwrap();
+        let rebuilt_at = start.elapsed();
+        // What the daemon does with a view memo that holds nothing yet.
+        let (body, sha) = dsh_provider::WireCache::new().body(&rebuilt.request);
+        let total = start.elapsed();
+        std::hint::black_box(sha);
+        parts.push((rebuilt_at, total - rebuilt_at, body.len()));
+        total
+    });
     let (rebuild, body_and_hash, body_len) = parts[parts.len() / 2];
     // The same body written and hashed one after the other, for comparison.
     let rebuilt = dsh_session::reconstruct_session_step(&session, last_step).unwrap();
@@ -259,16 +261,15 @@ fn main() {
     let _ =
         loop_wire.body(&dsh_session::reconstruct_session_step(&live, last_step).unwrap().request);
     drop(live);
-    let mut sent = Vec::new();
-    for _ in 0..5 {
+    let sent = median_of_five(|| {
         let start = Instant::now();
         let rebuilt = dsh_session::reconstruct_session_step(&session, last_step).unwrap();
         let (body, sha) = loop_wire.peek(&rebuilt.request).unwrap();
-        sent.push(start.elapsed());
+        let elapsed = start.elapsed();
         assert_eq!(sha, dsh_provider::sha256_hex(&dsh_provider::wire_body(&rebuilt.request)));
         std::hint::black_box(body);
-    }
-    let sent = median(sent);
+        elapsed
+    });
     println!(
         "session/request of step {last_step} just sent by this daemon's loop (read from its memo): median {:.2} ms = {:.1}% of load+fold",
         sent.as_secs_f64() * 1e3,
@@ -281,17 +282,16 @@ fn main() {
     let mut memo = dsh_provider::WireCache::new();
     let before = dsh_session::reconstruct_session_step(&session, last_step - 1).unwrap();
     let _ = memo.body(&before.request);
-    let mut warm = Vec::new();
-    for _ in 0..5 {
+    let warm = median_of_five(|| {
         let start = Instant::now();
         let rebuilt = dsh_session::reconstruct_session_step(&session, last_step).unwrap();
         assert!(memo.adopt(&rebuilt.request));
         let (body, sha) = memo.body(&rebuilt.request);
-        warm.push(start.elapsed());
+        let elapsed = start.elapsed();
         assert_eq!(sha, dsh_provider::sha256_hex(&dsh_provider::wire_body(&rebuilt.request)));
         std::hint::black_box(body);
-    }
-    let warm = median(warm);
+        elapsed
+    });
     println!(
         "session/request of step {last_step} after step {} or again, or once a client subscribed (the view's memo): median {:.2} ms = {:.1}% of load+fold",
         last_step - 1,
@@ -300,34 +300,26 @@ fn main() {
     );
     // 3e. `session/usage`: the usage view folded over the whole log (what a session read from
     // its file costs, and what every call of a loaded session cost before it kept its fold).
-    let usage = median(
-        (0..5)
-            .map(|_| {
-                let start = Instant::now();
-                std::hint::black_box(dsh_session::usage_rows(&events));
-                std::hint::black_box(dsh_session::fold_request_header(&events));
-                start.elapsed()
-            })
-            .collect(),
-    );
+    let usage = median_of_five(|| {
+        timed(|| {
+            std::hint::black_box(dsh_session::usage_rows(&events));
+        })
+    });
     // What a loaded session's usage view costs after a step (`handlers::session_usage`): its
     // fold advanced over that step's events, the rows copied out.
     let last_start = session.steps().last().map_or(0, |index| index.start_seq as usize);
     let mut before = dsh_session::UsageFold::default();
     before.advance(&events[..last_start]);
-    let after_step = median(
-        (0..5)
-            .map(|_| {
-                let mut fold = before.clone();
-                let start = Instant::now();
-                fold.advance(&events);
-                let rows = fold.rows().to_vec();
-                let elapsed = start.elapsed();
-                assert_eq!(rows, dsh_session::usage_rows(&events));
-                elapsed
-            })
-            .collect(),
-    );
+    let after_step = median_of_five(|| {
+        let mut fold = before.clone();
+        let mut rows = Vec::new();
+        let elapsed = timed(|| {
+            fold.advance(&events);
+            rows = fold.rows().to_vec();
+        });
+        assert_eq!(rows, dsh_session::usage_rows(&events));
+        elapsed
+    });
     println!(
         "session/usage, folded over every event: median {:.2} ms = {:.1}% of load+fold; a loaded session's after a step (its fold advanced over the step, the rows copied): {:.3} ms",
         usage.as_secs_f64() * 1e3,
