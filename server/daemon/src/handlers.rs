@@ -347,25 +347,17 @@ pub async fn session_request(
             None => views::request_result(&rebuilt, views::Body::Fresh),
             Some((memo, loop_wire)) => {
                 let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
-                // The loop's memo may hold this very request (the step it just sent): reading
-                // it (a compare and a copy) is cheaper than serializing and hashing again.
-                // Copied first (shared pieces and pointers): the loop never waits for the
+                // The loop's memo may hold this very request (the step it just sent): taking
+                // it as the view's memo (a compare and a copy of shared pieces) is cheaper than
+                // serializing and hashing again. Copied first: the loop never waits for the
                 // compare.
-                let sent = if memo.adopt(&rebuilt.request) {
-                    None
-                } else {
-                    let copy = loop_wire.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                    copy.peek(&rebuilt.request).map(|body| (copy, body))
-                };
-                match sent {
-                    Some((copy, body)) => {
-                        // Kept as the view's memo (its pieces are shared): a later step
-                        // extends it.
+                if !memo.adopt(&rebuilt.request) {
+                    let mut copy = loop_wire.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                    if copy.adopt(&rebuilt.request) {
                         *memo = copy;
-                        views::request_result(&rebuilt, views::Body::Ready(body))
                     }
-                    None => views::request_result(&rebuilt, views::Body::Memo(&mut memo)),
                 }
+                views::request_result(&rebuilt, views::Body::Memo(&mut memo))
             }
         };
         if let Some(previous) = previous {

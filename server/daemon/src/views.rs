@@ -12,7 +12,7 @@ use dsh_protocol::{
     ModelStatus, PriceUsed, ProfileStatus, SeqMessage, SessionAuditResult, SessionRequestResult,
     SessionUsageResult, UsageEntry, WireBody,
 };
-use dsh_provider::{WireBytes, WireCache, adapter_id, sha256_hex, wire_body};
+use dsh_provider::{WireCache, adapter_id, sha256_hex, wire_body};
 use dsh_session::{
     Cost, Event, EventData, Message, Price, Severity, StepRequest, Usage, UsageRow, check_log,
     reconstruct_step, usage_totals,
@@ -38,8 +38,6 @@ pub enum Body<'a> {
     /// serialized only for its new messages — the same bytes ([`WireCache`] equals
     /// `wire_body` by construction).
     Memo(&'a mut WireCache),
-    /// Already there (the body and its sha256), from a memo that held it.
-    Ready((WireBytes, String)),
 }
 
 /// "What the model saw" in the API's shape, from a rebuilt step.
@@ -49,7 +47,6 @@ pub fn request_result(rebuilt: &StepRequest, body: Body<'_>) -> SessionRequestRe
             let (body, sha256) = memo.body(&rebuilt.request);
             (body.to_vec(), sha256)
         }
-        Body::Ready((body, sha256)) => (body.to_vec(), sha256),
         Body::Fresh => {
             let body = wire_body(&rebuilt.request);
             let sha256 = sha256_hex(&body);

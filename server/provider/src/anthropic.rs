@@ -334,13 +334,6 @@ impl Memo {
         self.prefix.finish(&self.rest(header, &turns))
     }
 
-    /// [`crate::WireCache::peek`] for Anthropic Messages bodies.
-    pub(crate) fn peek(&self, request: &GenerateRequest) -> Option<(WireBytes, String)> {
-        let turns = turns(request);
-        self.holds_prefix_of(request, &turns)
-            .then(|| self.prefix.finish(&self.rest(&request.header, &turns)))
-    }
-
     /// Whether the memoized turns start `request`'s body: the same header and messages, and
     /// no more turns than may be memoized for it.
     fn holds_prefix_of(&self, request: &GenerateRequest, turns: &[Turn<'_>]) -> bool {

@@ -260,24 +260,6 @@ impl WireCache {
         extends
     }
 
-    /// [`WireCache::body`] without changing the cache: `None` unless `request` extends the
-    /// body memoized (then only what follows it is serialized, into the returned body).
-    pub fn peek(&self, request: &GenerateRequest) -> Option<(WireBytes, String)> {
-        let header = &request.header;
-        if header.config.kind() == ProviderKind::Anthropic {
-            return self.messages_memo.peek(request);
-        }
-        if !extends(self.header.as_ref(), &self.messages, request) {
-            return None;
-        }
-        let mut rest = Vec::with_capacity(1024);
-        for (index, message) in request.messages.iter().enumerate().skip(self.messages.len()) {
-            put_element(&mut rest, header, message, header.system.is_some() || index > 0);
-        }
-        put_tail(&mut rest, header);
-        Some(self.prefix.finish(&rest))
-    }
-
     /// The body of `request` (equal to `wire_body(request)`) and its lowercase hex sha256.
     pub fn body(&mut self, request: &GenerateRequest) -> (WireBytes, String) {
         let header = &request.header;
