@@ -863,25 +863,35 @@ fn server_specs(servers: &[schema::McpServer]) -> Result<Vec<McpServerSpec>, Acp
     let mut specs: Vec<McpServerSpec> = Vec::new();
     let mut given: HashMap<String, String> = HashMap::new();
     for server in servers {
-        let spec = match server {
-            schema::McpServer::Stdio(stdio) => McpServerSpec {
-                name: server_name(&stdio.name)?,
-                command: Some(stdio.command.display().to_string()),
-                args: stdio.args.clone(),
-                env: stdio.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect(),
-                cwd: None,
-                url: None,
-                headers: Default::default(),
-            },
-            schema::McpServer::Http(http) => McpServerSpec {
-                name: server_name(&http.name)?,
-                command: None,
-                args: Vec::new(),
-                env: Default::default(),
-                cwd: None,
-                url: Some(http.url.clone()),
-                headers: http.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
-            },
+        let (original, spec) = match server {
+            schema::McpServer::Stdio(stdio) => (
+                &stdio.name,
+                McpServerSpec {
+                    name: server_name(&stdio.name)?,
+                    command: Some(stdio.command.display().to_string()),
+                    args: stdio.args.clone(),
+                    env: stdio.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect(),
+                    cwd: None,
+                    url: None,
+                    headers: Default::default(),
+                },
+            ),
+            schema::McpServer::Http(http) => (
+                &http.name,
+                McpServerSpec {
+                    name: server_name(&http.name)?,
+                    command: None,
+                    args: Vec::new(),
+                    env: Default::default(),
+                    cwd: None,
+                    url: Some(http.url.clone()),
+                    headers: http
+                        .headers
+                        .iter()
+                        .map(|h| (h.name.clone(), h.value.clone()))
+                        .collect(),
+                },
+            ),
             schema::McpServer::Sse(sse) => {
                 return Err(invalid_params(format!(
                     "MCP server `{}`: the SSE transport is not supported (MCP deprecated it); \
@@ -894,11 +904,6 @@ fn server_specs(servers: &[schema::McpServer]) -> Result<Vec<McpServerSpec>, Acp
                     "an MCP server of a transport dsh does not know: use stdio or http".to_owned(),
                 ));
             }
-        };
-        let original = match server {
-            schema::McpServer::Stdio(stdio) => stdio.name.clone(),
-            schema::McpServer::Http(http) => http.name.clone(),
-            _ => String::new(),
         };
         if let Some(first) = given.insert(spec.name.clone(), original.clone()) {
             return Err(invalid_params(format!(

@@ -333,10 +333,22 @@ async fn breakdown(session: &SessionHandle) {
         "compact::decide (pre-step context-pressure hook)",
         micros(started.elapsed() / 20)
     );
-    time("reconstruct(events, step) + wire_body  (invariant check only)", &mut || {
-        let rebuilt = dsh_session::reconstruct(&events, step).unwrap();
-        std::hint::black_box(dsh_provider::wire_body(&rebuilt));
-    });
+    let rebuild_session = session.clone();
+    let started = Instant::now();
+    for _ in 0..20 {
+        rebuild_session
+            .query(move |s| {
+                let rebuilt = dsh_session::reconstruct_session_step(s, step).unwrap();
+                std::hint::black_box(dsh_provider::wire_body(&rebuilt.request));
+            })
+            .await
+            .unwrap();
+    }
+    println!(
+        "    {:<62} {}",
+        "reconstruct_session_step + wire_body (invariant check only)",
+        micros(started.elapsed() / 20)
+    );
 }
 
 fn tool_step(turn: usize, step: usize) -> serde_json::Value {

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh_provider::{
-    MessageAssembler, StreamEvent, WireCache, adapter_id, check_request, check_tool_arguments,
-    wire_body,
+    MessageAssembler, StreamEvent, WireBytes, WireCache, adapter_id, check_request,
+    check_tool_arguments, wire_body,
 };
 use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, Closing,
@@ -536,7 +536,7 @@ impl Agent {
         let sent = RequestSent { adapter, sha256, bytes: body.len() as u64 };
         session.append(EventData::RequestSent(sent)).await?;
         if self.config.check_invariants {
-            check_invariant(session, step, &request, &body.to_vec()).await?;
+            check_invariant(session, step, &request, &body).await?;
         }
         // Kept for the next step's snapshot; the rest of the step needs only the header.
         self.surface = std::mem::take(&mut request.messages);
@@ -911,7 +911,7 @@ async fn check_invariant(
     session: &SessionHandle,
     step: u64,
     live: &GenerateRequest,
-    live_body: &[u8],
+    live_body: &WireBytes,
 ) -> Result<(), AgentError> {
     // A fresh fold of the logged events (those that can shape a request), independent of the
     // live one the request came from.

@@ -1,15 +1,17 @@
 //! The reconstruction invariant: at every dispatch, the request rebuilt from the log through a
-//! fresh fold over `events[..step_start_seq)` must equal the live request — messages, header and
-//! wire bytes. The live session's caches never vouch for themselves: [`dsh_session::reconstruct`]
-//! folds from scratch. A mismatch is a bug; the step fails with the first differing field.
+//! fresh fold over the events before the step's `step/start` (those that can shape a request,
+//! found by the session's index: [`dsh_session::reconstruct_session_step`]) must equal the live
+//! request — messages, header and wire bytes. The live session's caches never vouch for
+//! themselves. A mismatch is a bug; the step fails with the first differing field.
 
+use dsh_provider::WireBytes;
 use dsh_session::{GenerateRequest, Message};
 
 /// The first difference between the live request (and its wire body) and the rebuilt one, as a
 /// field path a person can act on; `None` when they are equal.
 pub fn first_difference(
     live: &GenerateRequest,
-    live_body: &[u8],
+    live_body: &WireBytes,
     rebuilt: &GenerateRequest,
     rebuilt_body: &[u8],
 ) -> Option<String> {
@@ -54,9 +56,7 @@ pub fn first_difference(
             return Some(format!("messages[{index}].{}", message_field(x, y)));
         }
     }
-    if live_body != rebuilt_body {
-        let offset = live_body.iter().zip(rebuilt_body).position(|(x, y)| x != y);
-        let offset = offset.unwrap_or(live_body.len().min(rebuilt_body.len()));
+    if let Some(offset) = live_body.first_difference(rebuilt_body) {
         return Some(format!("wire body, first differing byte at offset {offset}"));
     }
     None

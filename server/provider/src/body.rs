@@ -57,6 +57,23 @@ impl WireBytes {
         out
     }
 
+    /// The offset of the first byte where `other` differs from these bytes (the shorter one's
+    /// length when one is a prefix of the other); `None` when they are equal. Compared a
+    /// piece at a time, without copying the pieces into one buffer.
+    pub fn first_difference(&self, other: &[u8]) -> Option<usize> {
+        let mut at = 0;
+        for part in &self.parts {
+            let theirs = other.get(at..).unwrap_or_default();
+            let theirs = &theirs[..theirs.len().min(part.len())];
+            if part[..theirs.len()] != *theirs || theirs.len() < part.len() {
+                let within = part.iter().zip(theirs).position(|(x, y)| x != y);
+                return Some(at + within.unwrap_or(theirs.len()));
+            }
+            at += part.len();
+        }
+        (other.len() != at).then_some(at)
+    }
+
     /// The body of an HTTP request: the pieces in order, with an exact size (so the request
     /// carries `Content-Length`, never chunked encoding).
     pub(crate) fn to_http(&self) -> reqwest::Body {
@@ -264,6 +281,24 @@ mod tests {
     thread_local! {
         /// How many batches this thread hashed apart.
         pub(super) static HASHED_APART: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// The first differing byte is found across pieces, and a prefix differs at its end.
+    #[test]
+    fn the_first_difference_is_found_across_pieces() {
+        let body = WireBytes {
+            parts: vec![Bytes::from_static(b"abc"), Bytes::from_static(b"def")],
+            len: 6,
+        };
+        assert_eq!(body.first_difference(b"abcdef"), None);
+        assert_eq!(body.first_difference(b"abXdef"), Some(2));
+        assert_eq!(body.first_difference(b"abcdeX"), Some(5));
+        assert_eq!(body.first_difference(b"abcd"), Some(4));
+        assert_eq!(body.first_difference(b"abc"), Some(3));
+        assert_eq!(body.first_difference(b"abcdefg"), Some(6));
+        assert_eq!(body.first_difference(b""), Some(0));
+        assert_eq!(WireBytes::default().first_difference(b""), None);
+        assert_eq!(WireBytes::default().first_difference(b"a"), Some(0));
     }
 
     /// Items of uneven sizes, most smaller than a segment (the open one is rarely empty when
