@@ -16,7 +16,9 @@
 //! The only in-process state of a loop instance that the log does not hold is one boolean:
 //! whether it has anchored its header snapshot. The rest is either read from the log or a cache
 //! of a fold over it that the log rebuilds (the memoized wire body, `WireCache`, which the
-//! invariant checks against a fresh `wire_body`; the `allowAlways` fold).
+//! invariant checks against a fresh `wire_body`; the last request's messages with their
+//! `SurfaceMark`; the folds of `allowAlways` decisions, instruction notes, seen files and the
+//! last date note, each advanced over the events logged since).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
