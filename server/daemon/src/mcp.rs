@@ -210,6 +210,25 @@ enum Owner {
 /// A server's place in the table: its workspace, whose it is, its name.
 type Key = (PathBuf, Owner, String);
 
+/// Stops the servers `doomed` picks, saying why in the daemon's log.
+fn stop_where(
+    servers: &mut BTreeMap<Key, Arc<Server>>,
+    why: &str,
+    doomed: impl Fn(&Key, &Server) -> bool,
+) {
+    let keys: Vec<Key> = servers
+        .iter()
+        .filter(|(key, server)| doomed(key, server))
+        .map(|(key, _)| key.clone())
+        .collect();
+    for key in keys {
+        if let Some(server) = servers.remove(&key) {
+            tracing::info!(server = %key.2, workspace = %key.0.display(), "stopping MCP server: {why}");
+            server.stop.cancel();
+        }
+    }
+}
+
 /// One server of one workspace.
 struct Server {
     config: McpServer,
@@ -310,34 +329,19 @@ impl McpManager {
         let mut users = lock(&self.users);
         let count = users.entry(workspace.to_path_buf()).or_default();
         *count = count.saturating_sub(1);
-        let last = *count == 0;
-        if last {
+        if *count == 0 {
             users.remove(workspace);
-            let mut servers = lock(&self.servers);
-            let names: Vec<_> = servers
-                .keys()
-                .filter(|(root, owner, _)| root == workspace && *owner == Owner::Workspace)
-                .cloned()
-                .collect();
-            for key in names {
-                if let Some(server) = servers.remove(&key) {
-                    tracing::info!(server = %key.2, workspace = %workspace.display(), "stopping MCP server: no session uses it");
-                    server.stop.cancel();
-                }
-            }
+            stop_where(&mut lock(&self.servers), "no session uses it", |(root, owner, _), _| {
+                root == workspace && *owner == Owner::Workspace
+            });
         }
     }
 
     /// Stops the servers `owner` (a session's handle) holds.
     fn release_own(&self, owner: &Owner) {
-        let mut servers = lock(&self.servers);
-        let keys: Vec<_> = servers.keys().filter(|(_, own, _)| own == owner).cloned().collect();
-        for key in keys {
-            if let Some(server) = servers.remove(&key) {
-                tracing::info!(server = %key.2, "stopping a session's own MCP server: the session is unloaded");
-                server.stop.cancel();
-            }
-        }
+        stop_where(&mut lock(&self.servers), "its session is unloaded", |(_, own, _), _| {
+            own == owner
+        });
     }
 
     /// The servers `configured` for `workspace`, started when new (or when their configuration
@@ -349,37 +353,11 @@ impl McpManager {
         configured: &BTreeMap<String, McpServer>,
         settings: &Arc<Settings>,
     ) -> Vec<(String, Arc<Server>)> {
-        let mut servers = lock(&self.servers);
-        let stale: Vec<_> = servers
-            .iter()
-            .filter(|((root, owner, name), server)| {
-                root == workspace
-                    && *owner == Owner::Workspace
-                    && configured
-                        .get(name)
-                        .is_none_or(|config| !config.enabled.value || !same(config, &server.config))
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in stale {
-            if let Some(server) = servers.remove(&key) {
-                server.stop.cancel();
-            }
-        }
-        let mut out = Vec::new();
-        for (name, config) in configured.iter().filter(|(_, config)| config.enabled.value) {
-            let key = (workspace.to_path_buf(), Owner::Workspace, name.clone());
-            let server = servers
-                .entry(key)
-                .or_insert_with(|| self.spawn_server(workspace, name, config, settings));
-            out.push((name.clone(), Arc::clone(server)));
-        }
-        out
+        let enabled = configured.iter().filter(|(_, config)| config.enabled.value);
+        self.reconcile(workspace, &Owner::Workspace, enabled.collect(), settings)
     }
 
-    /// Replaces the servers of `owner` (a session's handle) with `wanted`: a server whose
-    /// definition is unchanged keeps running (a reload with the same servers changes nothing),
-    /// one that changed is restarted, one no longer wanted is stopped.
+    /// Replaces the servers of `owner` (a session's handle) with `wanted`.
     fn set_own(
         &self,
         workspace: &Path,
@@ -387,26 +365,35 @@ impl McpManager {
         wanted: &BTreeMap<String, McpServer>,
         settings: &Arc<Settings>,
     ) {
+        self.reconcile(workspace, owner, wanted.iter().collect(), settings);
+    }
+
+    /// Makes the servers of `owner` in `workspace` those of `wanted`: a server whose definition
+    /// is unchanged keeps running (a reload with the same servers changes nothing), one that
+    /// changed is restarted, one no longer wanted is stopped. Returns `wanted`'s servers.
+    fn reconcile(
+        &self,
+        workspace: &Path,
+        owner: &Owner,
+        wanted: BTreeMap<&String, &McpServer>,
+        settings: &Arc<Settings>,
+    ) -> Vec<(String, Arc<Server>)> {
         let mut servers = lock(&self.servers);
-        let stale: Vec<_> = servers
-            .iter()
-            .filter(|((_, own, name), server)| {
-                own == owner && wanted.get(name).is_none_or(|config| !same(config, &server.config))
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in stale {
-            if let Some(server) = servers.remove(&key) {
-                tracing::info!(server = %key.2, "stopping a session's own MCP server: replaced");
-                server.stop.cancel();
-            }
-        }
+        let stale = |(root, own, name): &Key, server: &Server| {
+            root == workspace
+                && own == owner
+                && wanted.get(name).is_none_or(|config| !same(config, &server.config))
+        };
+        stop_where(&mut servers, "its definition changed or it is no longer wanted", stale);
+        let mut out = Vec::new();
         for (name, config) in wanted {
             let key = (workspace.to_path_buf(), owner.clone(), name.clone());
-            servers
+            let server = servers
                 .entry(key)
                 .or_insert_with(|| self.spawn_server(workspace, name, config, settings));
+            out.push((name.clone(), Arc::clone(server)));
         }
+        out
     }
 
     /// The servers `owner` holds, by name.
