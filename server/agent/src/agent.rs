@@ -950,10 +950,6 @@ struct DateFold {
 impl DateFold {
     /// Folds the events of `log` not folded yet (`log` is the whole log, growing).
     fn fold(&mut self, log: &[dsh_session::Event]) {
-        if log.len() < self.folded {
-            // Not the log folded so far: start over.
-            *self = DateFold::default();
-        }
         let new = log.get(self.folded..).unwrap_or_default();
         let last = new.iter().rev().find_map(|event| match &event.data {
             EventData::ContextMessage(context) if context.source.as_deref() == Some("date") => {

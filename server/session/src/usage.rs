@@ -208,21 +208,16 @@ pub struct UsageFold {
     previous_prompt: Option<u64>,
     /// Whether an instructions note stands (until the system prompt is next rewritten).
     noted_instructions: bool,
-    /// How many events of the log have been folded.
-    folded: usize,
+    /// The seq of the next event to fold.
+    next_seq: u64,
 }
 
 impl UsageFold {
-    /// Folds the events of `log` not folded yet (`log` is the whole log, growing; a shorter
-    /// one is another log, folded from its start).
+    /// Folds the events of `log` (the whole log, growing) not folded yet.
     pub fn advance(&mut self, log: &[Event]) {
-        if log.len() < self.folded {
-            *self = UsageFold::default();
-        }
-        for event in log.get(self.folded..).unwrap_or_default() {
+        for event in crate::event::since(log, self.next_seq) {
             self.push(event);
         }
-        self.folded = log.len();
     }
 
     /// The rows so far, one per step started.
@@ -236,6 +231,7 @@ impl UsageFold {
     }
 
     fn push(&mut self, event: &Event) {
+        self.next_seq = event.seq + 1;
         match &event.data {
             EventData::ContextMessage(context)
                 if context.source.as_deref() == Some(INSTRUCTIONS_SOURCE) =>
