@@ -208,10 +208,10 @@ pub struct Agent {
     /// The serialized conversation so far, extended step by step; shared with whoever shows
     /// "what the model saw" ([`Agent::share_wire_cache`]).
     wire: Arc<std::sync::Mutex<WireCache>>,
-    /// The surface of the last request and where it stood: the next step's snapshot copies
-    /// only what joined since (`None` after anything that did not end with a sent request).
-    surface: Vec<Arc<dsh_session::Message>>,
-    surface_mark: Option<SurfaceMark>,
+    /// The messages of the last request and where the surface stood then: the next step's
+    /// snapshot copies only what joined since (`None` after anything that did not end with a
+    /// sent request).
+    last_surface: Option<(SurfaceMark, Vec<Arc<dsh_session::Message>>)>,
     /// The `allowAlways` decisions folded from the log so far.
     allow_always: AllowAlways,
     /// The last `date` context note, folded from the log so far.
@@ -260,8 +260,7 @@ impl Agent {
             clock: dsh_store::now_ms,
             anchored: false,
             wire: Arc::default(),
-            surface: Vec::new(),
-            surface_mark: None,
+            last_surface: None,
             allow_always: AllowAlways::default(),
             dates: DateFold::default(),
             instructions: InstructionFold::default(),
@@ -490,13 +489,14 @@ impl Agent {
 
         // 3. Snapshot + step/start, atomically.
         let step = session.query(|s| s.last_step() + 1).await?;
-        let snapshot = session.begin_step(step, turn, self.surface_mark.take()).await?;
-        let messages = if snapshot.extends {
-            let mut messages = std::mem::take(&mut self.surface);
-            messages.extend(snapshot.messages);
-            messages
-        } else {
-            snapshot.messages
+        let held = self.last_surface.take();
+        let snapshot = session.begin_step(step, turn, held.as_ref().map(|(mark, _)| *mark)).await?;
+        let messages = match held {
+            Some((_, mut messages)) if snapshot.extends => {
+                messages.extend(snapshot.messages);
+                messages
+            }
+            _ => snapshot.messages,
         };
 
         // 4. Seed the call config; the wire format is the profile's, as configured now.
@@ -541,8 +541,7 @@ impl Agent {
             check_invariant(session, step, &request, &body).await?;
         }
         // Kept for the next step's snapshot; the rest of the step needs only the header.
-        self.surface = std::mem::take(&mut request.messages);
-        self.surface_mark = Some(snapshot.mark);
+        self.last_surface = Some((snapshot.mark, std::mem::take(&mut request.messages)));
 
         // 8. Stream.
         let dispatched = Instant::now();
