@@ -356,7 +356,7 @@ proptest! {
 
 proptest! {
     /// The fast string writer is `serde_json`'s, byte for byte: quotes, backslashes, every
-    /// control character, multi-byte characters, at every offset within an eight-byte word.
+    /// control character, multi-byte characters, at every offset within a block.
     #[test]
     fn strings_are_written_exactly_as_serde_json_writes_them(
         pieces in proptest::collection::vec(
@@ -377,12 +377,13 @@ proptest! {
     }
 }
 
-/// Every ASCII byte at every offset of an eight-byte word, among bytes that need no escape and
-/// beside one that does: the word-at-a-time scan flags exactly the bytes `serde_json` escapes.
+/// Every ASCII byte at every offset of a sixteen-byte block and of its two words, and in the
+/// tail after the last whole block, among bytes that need no escape and beside one that does:
+/// the scan flags exactly the bytes `serde_json` escapes, and each is written in its form.
 #[test]
 fn every_ascii_byte_at_every_offset_is_written_as_serde_json_writes_it() {
     for byte in 0u8..0x80 {
-        for offset in 0..16 {
+        for offset in 0..40 {
             for neighbour in ["a", "\"", "\n", "é"] {
                 let mut text = "x".repeat(offset);
                 text.push(char::from(byte));
