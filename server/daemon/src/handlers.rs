@@ -248,7 +248,9 @@ fn prime_view(daemon: &Arc<Daemon>, live: &Arc<LiveSession>) {
     daemon.tasks.spawn(async move {
         let _done = Priming(priming);
         let rebuilt = handle
-            .query(|session| dsh_session::reconstruct_session_step(session, session.last_step()))
+            .query(|session| {
+                dsh_session::reconstruct_session_step_shared(session, session.last_step())
+            })
             .await;
         let Ok(Ok(rebuilt)) = rebuilt else { return };
         let _ = tokio::task::spawn_blocking(move || {
@@ -667,10 +669,11 @@ impl Log<'_> {
     }
 
     /// A step's request rebuilt by a fresh fold: from a loaded session over the events that
-    /// can shape a request (the same result, `dsh_session::reconstruct_session_step`).
+    /// can shape a request, its messages shared with the session's surface (the same result,
+    /// `dsh_session::reconstruct_session_step_shared`).
     fn reconstruct(&self, step: u64) -> Result<StepRequest, ReconstructError> {
         match self {
-            Log::Loaded(session, _) => dsh_session::reconstruct_session_step(session, step),
+            Log::Loaded(session, _) => dsh_session::reconstruct_session_step_shared(session, step),
             Log::File(events) => reconstruct_step(events, step),
         }
     }

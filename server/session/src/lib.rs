@@ -49,7 +49,8 @@ pub use provenance::{
     FileLines, Fit, Line as ProvenanceLine, Origin, Provenance, attribute, provenance,
 };
 pub use reconstruct::{
-    ReconstructError, StepRequest, reconstruct, reconstruct_session_step, reconstruct_step,
+    ReconstructError, StepRequest, reconstruct, reconstruct_session_step,
+    reconstruct_session_step_shared, reconstruct_step,
 };
 pub use seen::{SeenFiles, WORKSPACE_SOURCE};
 pub use surface::{SeqError, Session, StepIndex, SurfaceEntry, SurfaceMark};

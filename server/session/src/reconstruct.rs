@@ -5,9 +5,12 @@
 //! events (which sit between its `step/start` and its first response event) or the fold carried
 //! forward from earlier steps.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use crate::event::{Event, EventData, RequestSent, Usage};
 use crate::header::fold_header_event;
-use crate::message::GenerateRequest;
+use crate::message::{GenerateRequest, Message, derive_event_message};
 use crate::surface::{Session, SurfaceEntry, SurfaceFold};
 
 /// Everything "what the model saw" needs about one step, rebuilt from the log.
@@ -72,7 +75,8 @@ pub fn reconstruct_step(events: &[Event], step: u64) -> Result<StepRequest, Reco
             .unwrap_or(0);
         return Err(ReconstructError::StepOutOfRange { step, last });
     };
-    rebuild(events, boundary, (step, turn), &events[..boundary])
+    let project = |event: &Event| derive_event_message(event).map(Arc::new);
+    rebuild(events, boundary, (step, turn), &events[..boundary], project)
 }
 
 /// [`reconstruct_step`] from a loaded session, the same fresh fold without its bulk: the
@@ -82,6 +86,35 @@ pub fn reconstruct_step(events: &[Event], step: u64) -> Result<StepRequest, Reco
 pub fn reconstruct_session_step(
     session: &Session,
     step: u64,
+) -> Result<StepRequest, ReconstructError> {
+    session_step(session, step, |event| derive_event_message(event).map(Arc::new))
+}
+
+/// [`reconstruct_session_step`] sharing the session's own messages. The fold is as fresh —
+/// which nodes, in what order, under which header — but a node still on the session's surface
+/// takes the message the session projected from the same event rather than projecting it
+/// again: [`derive_event_message`] is pure and a node is named by the seq of its event, so the
+/// two are equal, and a long conversation's texts are not all copied (tens of megabytes, most
+/// of the cost of the rebuild). "What the model saw" uses it. The loop's invariant check, which
+/// holds the loop's request against the log, projects every event afresh
+/// ([`reconstruct_session_step`]) so that it never compares a message with itself.
+pub fn reconstruct_session_step_shared(
+    session: &Session,
+    step: u64,
+) -> Result<StepRequest, ReconstructError> {
+    let projected: HashMap<u64, &Arc<Message>> =
+        session.surface().iter().map(|node| (node.id, &node.message)).collect();
+    session_step(session, step, |event| match projected.get(&event.seq) {
+        Some(message) => Some(Arc::clone(message)),
+        None => derive_event_message(event).map(Arc::new),
+    })
+}
+
+/// The request of `step` of `session`, each node's message from `project`.
+fn session_step(
+    session: &Session,
+    step: u64,
+    project: impl FnMut(&Event) -> Option<Arc<Message>>,
 ) -> Result<StepRequest, ReconstructError> {
     let events = session.events();
     let found = session.steps().iter().find(|index| index.step == step);
@@ -97,22 +130,25 @@ pub fn reconstruct_session_step(
     let shaping = session.shaping();
     let before = shaping.partition_point(|seq| *seq < index.start_seq);
     let prefix = shaping[..before].iter().filter_map(|seq| events.get(*seq as usize));
-    rebuild(events, boundary, (index.step, index.turn), prefix)
+    rebuild(events, boundary, (index.step, index.turn), prefix, project)
 }
 
 /// The request of `step` (of `turn`) whose `step/start` is `events[boundary]`, from a fold over
-/// `prefix` — the events before the boundary, all of them or all that can shape a request.
+/// `prefix` — the events before the boundary, all of them or all that can shape a request —
+/// each node's message from `project`.
 fn rebuild<'a>(
     events: &[Event],
     boundary: usize,
     (step, turn): (u64, u64),
     prefix: impl IntoIterator<Item = &'a Event>,
+    mut project: impl FnMut(&Event) -> Option<Arc<Message>>,
 ) -> Result<StepRequest, ReconstructError> {
-    // A fresh fold over the prefix: the live session's cache never vouches for itself.
+    // A fresh fold over the prefix — which nodes, in what order: the live session's fold never
+    // vouches for itself.
     let mut surface = SurfaceFold::default();
     let mut header = None;
     for event in prefix {
-        let _ = surface.push(event);
+        let _ = surface.push_projected(event, &mut project);
         let _ = fold_header_event(&mut header, event);
     }
 

@@ -42,6 +42,16 @@ impl SurfaceFold {
     /// Folds one event. A replace naming nodes that are not on the surface is refused with a
     /// message and leaves the surface unchanged.
     pub(crate) fn push(&mut self, event: &Event) -> Result<(), String> {
+        self.push_projected(event, |event| derive_event_message(event).map(Arc::new))
+    }
+
+    /// [`SurfaceFold::push`] with each new node's message from `project`, which must return
+    /// what [`derive_event_message`] does for the event (a projection made earlier, shared).
+    pub(crate) fn push_projected(
+        &mut self,
+        event: &Event,
+        project: impl FnOnce(&Event) -> Option<Arc<Message>>,
+    ) -> Result<(), String> {
         if let EventData::SurfaceReplace(replace) = &event.data {
             let start = self.position(replace.start)?;
             let end = self.position(replace.end)?;
@@ -51,8 +61,8 @@ impl SurfaceFold {
                     replace.start, replace.end
                 ));
             }
-            let Some(message) = derive_event_message(event) else { return Ok(()) };
-            let entry = SurfaceEntry { id: event.seq, message: Arc::new(message) };
+            let Some(message) = project(event) else { return Ok(()) };
+            let entry = SurfaceEntry { id: event.seq, message };
             // A new generation: the untouched nodes keep their shared projections.
             self.nodes.splice(start..=end, std::iter::once(entry));
             self.generation += 1;
@@ -66,8 +76,8 @@ impl SurfaceFold {
             }
             _ => {}
         }
-        let Some(message) = derive_event_message(event) else { return Ok(()) };
-        let entry = SurfaceEntry { id: event.seq, message: Arc::new(message) };
+        let Some(message) = project(event) else { return Ok(()) };
+        let entry = SurfaceEntry { id: event.seq, message };
         let interjection =
             matches!(event.data, EventData::SteeringMessage(_) | EventData::ContextMessage(_));
         if interjection && self.in_step {

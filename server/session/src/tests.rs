@@ -802,7 +802,9 @@ fn skipped_kinds() -> impl Strategy<Value = EventData> {
 
 proptest! {
     /// A rebuild from a loaded session (its step index, only the events that shape requests)
-    /// equals the fresh fold over every event before the boundary, for every step.
+    /// equals the fresh fold over every event before the boundary, for every step — and so does
+    /// one sharing the session's messages, which takes every node still on the surface from
+    /// the surface (the same `Arc`), not from a projection of its own.
     #[test]
     fn a_session_rebuild_equals_the_full_fold(
         data in proptest::collection::vec(prop_oneof![4 => any_event_data(), 1 => skipped_kinds()], 1..60)
@@ -811,11 +813,23 @@ proptest! {
         for index in session.steps() {
             let full = reconstruct_step(session.events(), index.step);
             let indexed = reconstruct_session_step(&session, index.step);
-            prop_assert_eq!(indexed, full);
+            prop_assert_eq!(&indexed, &full);
+            let shared = reconstruct_session_step_shared(&session, index.step);
+            prop_assert_eq!(&shared, &full);
+            let Ok(shared) = shared else { continue };
+            for node in &shared.surface {
+                if let Some(live) = session.surface().iter().find(|live| live.id == node.id) {
+                    prop_assert!(Arc::ptr_eq(&live.message, &node.message), "node {} copied", node.id);
+                }
+            }
         }
         let beyond = session.last_step() + 1;
         prop_assert_eq!(
             reconstruct_session_step(&session, beyond),
+            reconstruct_step(session.events(), beyond)
+        );
+        prop_assert_eq!(
+            reconstruct_session_step_shared(&session, beyond),
             reconstruct_step(session.events(), beyond)
         );
     }

@@ -13,7 +13,7 @@ mod fixture;
 
 use std::time::{Duration, Instant};
 
-use dsh_session::{EventData, Session, reconstruct};
+use dsh_session::{EventData, GenerateRequest, Session, reconstruct};
 use dsh_store::{DshHome, SessionId, SyncPolicy, Workspace, is_boundary, read_log};
 use fixture::{Shape, session_events};
 
@@ -206,19 +206,28 @@ fn main() {
     }
     // 3b. What `session/request` does for the last step of a loaded session: rebuild it from
     // the session in memory (a fresh fold over the events that can shape a request, found by
-    // the session's step index) and serialize its wire body with its sha256 — against what
-    // loading the session costs in the first place. Nothing of it was serialized before: the
-    // session was loaded and nobody looked at it yet, nor did a turn run in this daemon.
+    // the session's step index, its messages shared with the session's surface) and serialize
+    // its wire body with its sha256 — against what loading the session costs in the first
+    // place. Nothing of it was serialized before: the session was loaded and nobody looked at
+    // it yet, nor did a turn run in this daemon.
     let session = Session::from_events(events.clone());
     let full_fold = median_of_five(|| {
         timed(|| {
             std::hint::black_box(dsh_session::reconstruct_step(&events, last_step).unwrap());
         })
     });
+    // The same rebuild projecting every message afresh, as the loop's invariant check does.
+    let projecting = median_of_five(|| {
+        timed(|| {
+            std::hint::black_box(
+                dsh_session::reconstruct_session_step(&session, last_step).unwrap(),
+            );
+        })
+    });
     let mut parts = Vec::new();
     let cold = median_of_five(|| {
         let start = Instant::now();
-        let rebuilt = dsh_session::reconstruct_session_step(&session, last_step).unwrap();
+        let rebuilt = dsh_session::reconstruct_session_step_shared(&session, last_step).unwrap();
         let rebuilt_at = start.elapsed();
         // What the daemon does with a view memo that holds nothing yet.
         let (body, sha) = dsh_provider::WireCache::new().body(&rebuilt.request);
@@ -229,7 +238,7 @@ fn main() {
     });
     let (rebuild, body_and_hash, body_len) = parts[parts.len() / 2];
     // The same body written and hashed one after the other, for comparison.
-    let rebuilt = dsh_session::reconstruct_session_step(&session, last_step).unwrap();
+    let rebuilt = dsh_session::reconstruct_session_step_shared(&session, last_step).unwrap();
     let (mut serialize, mut hash) = (Vec::new(), Vec::new());
     for _ in 0..5 {
         let start = Instant::now();
@@ -240,13 +249,15 @@ fn main() {
         hash.push(start.elapsed() - written);
     }
     let (serialize, hash) = (median(serialize), median(hash));
+    let rebuilt_len = rebuilt.request.messages.len();
     drop(rebuilt);
     let share = |time: Duration| 100.0 * time.as_secs_f64() / total.as_secs_f64();
     println!(
-        "session/request of step {last_step}, nothing serialized before: median {:.2} ms = {:.1}% of load+fold (rebuild {:.1} ms — over every event {:.1} ms; wire body of {:.1} MB with its sha256 {:.1} ms, hashed beside the writing — one after the other: writing {:.1} ms, sha256 {:.1} ms)",
+        "session/request of step {last_step}, nothing serialized before: median {:.2} ms = {:.1}% of load+fold (rebuild {:.1} ms — projecting every message afresh {:.1} ms, over every event {:.1} ms; wire body of {:.1} MB with its sha256 {:.1} ms, hashed beside the writing — one after the other: writing {:.1} ms, sha256 {:.1} ms)",
         cold.as_secs_f64() * 1e3,
         share(cold),
         rebuild.as_secs_f64() * 1e3,
+        projecting.as_secs_f64() * 1e3,
         full_fold.as_secs_f64() * 1e3,
         mb(body_len as u64),
         body_and_hash.as_secs_f64() * 1e3,
@@ -254,16 +265,18 @@ fn main() {
         hash.as_secs_f64() * 1e3,
     );
     // 3c. The step a turn of this daemon just sent: the loop's memo holds its body (with the
-    // live fold's messages, equal to the rebuilt ones); `session/request` reads it (compares and
-    // copies) instead of serializing (`handlers::session_request`).
+    // live fold's messages, the very ones the rebuild shares); `session/request` reads it
+    // (compares and copies) instead of serializing (`handlers::session_request`).
     let mut loop_wire = dsh_provider::WireCache::new();
-    let live = Session::from_events(events.clone());
-    let _ =
-        loop_wire.body(&dsh_session::reconstruct_session_step(&live, last_step).unwrap().request);
-    drop(live);
+    let sent_request = GenerateRequest {
+        header: session.header().unwrap().clone(),
+        messages: session.messages()[..rebuilt_len].to_vec(),
+    };
+    let _ = loop_wire.body(&sent_request);
+    drop(sent_request);
     let sent = median_of_five(|| {
         let start = Instant::now();
-        let rebuilt = dsh_session::reconstruct_session_step(&session, last_step).unwrap();
+        let rebuilt = dsh_session::reconstruct_session_step_shared(&session, last_step).unwrap();
         let mut copy = loop_wire.clone();
         assert!(copy.adopt(&rebuilt.request));
         let (body, sha) = copy.body(&rebuilt.request);
@@ -282,11 +295,11 @@ fn main() {
     // background (`handlers::prime_view`): only the new messages are serialized and hashed;
     // the rest is compared.
     let mut memo = dsh_provider::WireCache::new();
-    let before = dsh_session::reconstruct_session_step(&session, last_step - 1).unwrap();
+    let before = dsh_session::reconstruct_session_step_shared(&session, last_step - 1).unwrap();
     let _ = memo.body(&before.request);
     let warm = median_of_five(|| {
         let start = Instant::now();
-        let rebuilt = dsh_session::reconstruct_session_step(&session, last_step).unwrap();
+        let rebuilt = dsh_session::reconstruct_session_step_shared(&session, last_step).unwrap();
         assert!(memo.adopt(&rebuilt.request));
         let (body, sha) = memo.body(&rebuilt.request);
         let elapsed = start.elapsed();
