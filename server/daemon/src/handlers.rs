@@ -326,7 +326,8 @@ pub fn session_fork(daemon: &Arc<Daemon>, params: SessionForkParams) -> ApiResul
 }
 
 /// `session/request`: "what the model saw" at a step, rebuilt by a fresh fold over the events
-/// before its boundary (the live surface never vouches for itself).
+/// before its boundary (the live surface never vouches for its structure; it lends only the
+/// messages it projected from the same events).
 pub async fn session_request(
     daemon: Arc<Daemon>,
     params: SessionRequestParams,

@@ -246,6 +246,11 @@ impl WireCache {
         self.header.is_none() && self.messages_memo.is_empty()
     }
 
+    /// The bytes of body it holds (what it costs in memory, besides its shared messages).
+    pub fn memoized_bytes(&self) -> usize {
+        self.prefix.len() + self.messages_memo.memoized_bytes()
+    }
+
     /// Whether the body of `request` extends the one memoized: then [`WireCache::body`]
     /// serializes only its new messages. The memoized messages become `request`'s own (equal)
     /// ones, so the next body of a request sharing them compares pointers, not contents.
@@ -422,7 +427,7 @@ pub(crate) fn put_canonical(out: &mut Vec<u8>, value: &serde_json::Value) {
 /// A long conversation's body is mostly long strings, so this is the hot loop of serializing
 /// one from scratch. It goes sixteen bytes at a time: a block with nothing to escape (found
 /// eight bytes at a time) is copied as it is; any other block is written byte by byte without
-/// a branch per byte — each byte's JSON form comes from [`FORM`], is stored whole and the
+/// a branch on the byte — each byte's JSON form comes from [`FORM`], is stored whole and the
 /// cursor moves by its length — into a staging buffer appended at once. Code and prose have an
 /// escape every few dozen bytes (a newline, a quote), which made a copy per run and a write per
 /// escape cost more than the bytes themselves.

@@ -47,6 +47,8 @@ impl SurfaceFold {
 
     /// [`SurfaceFold::push`] with each new node's message from `project`, which must return
     /// what [`derive_event_message`] does for the event (a projection made earlier, shared).
+    /// A [`Session`]'s own surface is only ever built by [`SurfaceFold::push`]: that is what
+    /// lets a rebuild borrow its projections (`reconstruct_session_step_shared`).
     pub(crate) fn push_projected(
         &mut self,
         event: &Event,

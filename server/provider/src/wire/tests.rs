@@ -397,6 +397,21 @@ fn every_ascii_byte_at_every_offset_is_written_as_serde_json_writes_it() {
     }
 }
 
+/// Blocks made only of bytes written as six (`\u00xx`), two (`\n`) or mixed: the staging
+/// buffer holds a block's longest form, whole blocks and the tail alike.
+#[test]
+fn blocks_of_the_longest_forms_are_written_as_serde_json_writes_them() {
+    for len in 0..50 {
+        for text in
+            ["\u{1}".repeat(len), "\n".repeat(len), "\u{1f}\"".repeat(len), "é\u{0}".repeat(len)]
+        {
+            let mut ours = Vec::new();
+            super::put_str(&mut ours, &text);
+            assert_eq!(ours, serde_json::to_vec(&text).unwrap(), "{text:?}");
+        }
+    }
+}
+
 /// A long conversation serialized at once (its rest hashed on a second thread) is the body
 /// `wire_body` writes, with its sha256, whether the memo was empty or held its start.
 #[test]
