@@ -423,3 +423,41 @@ async fn beyond_the_memory_budget_the_least_recently_used_idle_sessions_are_unlo
     assert_eq!(usage["rows"].as_array().unwrap().len(), 1, "{usage}");
     served.shutdown().await;
 }
+
+/// The budget weighs what a loaded session holds besides its log: the request body its loop
+/// keeps (and the one "what the model saw" serialized last). Four sessions whose logs fit the
+/// budget together, but not with their bodies: the least recently used are unloaded until
+/// the rest fit.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_memory_budget_counts_the_request_bodies_sessions_hold() {
+    let env = Env::new().await;
+    let served = env.serve(&["--loaded-budget", "1", "--unload-after", "600"]).await;
+    let conn = env.client().await;
+    // About 200 KB each: in the log once, and in the body of the step's request once.
+    let text = "abcd efgh ".repeat(20_000);
+    let mut sessions = Vec::new();
+    for _ in 0..4 {
+        let session = new_session(&env, &conn).await;
+        let outcome = conn.ok("session/prompt", json!({"sessionId": session, "text": text})).await;
+        assert_eq!(outcome["stopReason"], "completed", "{outcome}");
+        sessions.push(session);
+    }
+    let logs: u64 =
+        sessions.iter().map(|id| std::fs::metadata(env.log_path(id)).unwrap().len()).sum();
+    assert!(logs < 1024 * 1024 && logs > 600 * 1024, "the logs alone fit the budget: {logs}");
+    let status = wait_loaded(&conn, 2).await;
+    let mut loaded: Vec<&str> = status["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    loaded.sort_unstable();
+    let mut recent = vec![sessions[2].as_str(), sessions[3].as_str()];
+    recent.sort_unstable();
+    assert_eq!(loaded, recent, "the least recently used were unloaded: {status}");
+    // An unloaded one answers as before, from its log.
+    let request = conn.ok("session/request", json!({"sessionId": sessions[0], "step": 1})).await;
+    assert!(request.to_string().contains("abcd efgh abcd"), "{request}");
+    served.shutdown().await;
+}

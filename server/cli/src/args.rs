@@ -253,8 +253,8 @@ pub struct ServeArgs {
     /// Unload a session nothing uses after this many minutes (it reloads when named again).
     #[arg(long, value_name = "MINUTES", default_value_t = 10.0, value_parser = positive_minutes)]
     pub unload_after: f64,
-    /// Unload idle sessions, least recently used first, while the loaded logs add up to more
-    /// than this many MiB.
+    /// Unload idle sessions, least recently used first, while the loaded sessions (their logs
+    /// and the request bodies they hold) add up to more than this many MiB.
     #[arg(long, value_name = "MIB", default_value_t = 512)]
     pub loaded_budget: u64,
     /// Read the provider's API key from standard input (how a client that starts the daemon

@@ -47,8 +47,8 @@ pub struct DaemonConfig {
     pub auto_approve: bool,
     /// A loaded session nothing uses is unloaded after this long (it reloads when named again).
     pub unload_after: Duration,
-    /// While the logs of the loaded sessions add up to more than this, idle ones are unloaded,
-    /// least recently used first.
+    /// While the loaded sessions weigh more than this together (their logs and the request
+    /// bodies they hold), idle ones are unloaded, least recently used first.
     pub loaded_budget_bytes: u64,
     /// The command sandbox's policy.
     pub sandbox: SandboxConfig,

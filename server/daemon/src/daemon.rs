@@ -165,8 +165,9 @@ impl Daemon {
     }
 
     /// Unloads idle sessions: those no call, subscription or turn holds (nothing but the daemon's
-    /// map refers to them) that were not used for `unload_after`, and — while the loaded logs
-    /// add up to more than `loaded_budget_bytes` — the least recently used idle ones. Each is
+    /// map refers to them) that were not used for `unload_after`, and — while the loaded
+    /// sessions weigh more than `loaded_budget_bytes` together (their logs and the request
+    /// bodies they hold, `LiveSession::weight`) — the least recently used idle ones. Each is
     /// closed (synced, unlocked) before this returns; a call naming it later loads it again.
     pub async fn unload_idle(&self) -> usize {
         let now = self.now_ms();
@@ -174,19 +175,15 @@ impl Daemon {
         let unloaded: Vec<Arc<LiveSession>> = {
             let mut sessions = lock(&self.sessions);
             // Only the map holds it (one strong reference), and nothing waits in it.
-            let mut idle: Vec<(u64, u64, String)> = sessions
-                .values()
-                .filter(|live| Arc::strong_count(live) == 1 && !live.is_busy())
-                .map(|live| {
-                    let size = std::fs::metadata(&live.path).map_or(0, |meta| meta.len());
-                    (live.last_used(), size, live.id.clone())
-                })
+            let weights: Vec<(&Arc<LiveSession>, u64)> =
+                sessions.values().map(|live| (live, live.weight())).collect();
+            let mut loaded_bytes: u64 = weights.iter().map(|(_, weight)| weight).sum();
+            let mut idle: Vec<(u64, u64, String)> = weights
+                .into_iter()
+                .filter(|(live, _)| Arc::strong_count(live) == 1 && !live.is_busy())
+                .map(|(live, weight)| (live.last_used(), weight, live.id.clone()))
                 .collect();
             idle.sort();
-            let mut loaded_bytes: u64 = sessions
-                .values()
-                .map(|live| std::fs::metadata(&live.path).map_or(0, |meta| meta.len()))
-                .sum();
             let mut chosen = Vec::new();
             for (last_used, size, id) in idle {
                 let stale = now.saturating_sub(last_used) >= idle_for;

@@ -66,7 +66,7 @@ pub struct LiveSession {
     /// The usage view, advanced over the events logged since `session/usage` last asked:
     /// editors ask after every step, and a fold of a long log each time held the owner task
     /// (and the turn's appends) for milliseconds. It holds a row per step and its own copy of
-    /// the request header (not counted by the loaded-sessions budget, which counts log bytes).
+    /// the request header (not counted by the loaded-sessions budget: see `weight`).
     pub(crate) usage: Mutex<dsh_session::UsageFold>,
     pub(crate) toolbox: Arc<Toolbox>,
     /// The MCP tools of its workspace (their servers run while a session of it is loaded).
@@ -147,6 +147,23 @@ impl LiveSession {
     /// When it was last used (ms since the daemon started).
     pub(crate) fn last_used(&self) -> u64 {
         self.last_used.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// What it weighs against the loaded-sessions budget, in bytes: its log (the events in
+    /// memory are about as large) and the request bodies its two memos hold — the loop's last
+    /// and the one "what the model saw" serialized last, tens of megabytes each for a long
+    /// conversation. A body the two share is counted twice, and a memo in use right now (being
+    /// filled, behind its lock) is not counted at all until the next look.
+    pub(crate) fn weight(&self) -> u64 {
+        let log = std::fs::metadata(&self.path).map_or(0, |meta| meta.len());
+        let held = |memo: &Mutex<dsh_provider::WireCache>| match memo.try_lock() {
+            Ok(memo) => memo.memoized_bytes() as u64,
+            Err(std::sync::TryLockError::Poisoned(memo)) => {
+                memo.into_inner().memoized_bytes() as u64
+            }
+            Err(std::sync::TryLockError::WouldBlock) => 0,
+        };
+        log + held(&self.wire_memo) + held(&self.loop_wire)
     }
 
     /// Whether it must stay loaded: a turn runs, prompts wait, approvals wait, or it failed (a

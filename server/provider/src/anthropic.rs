@@ -298,6 +298,11 @@ impl Memo {
         self.header.is_none()
     }
 
+    /// The bytes of body it holds.
+    pub(crate) fn memoized_bytes(&self) -> usize {
+        self.prefix.len()
+    }
+
     /// [`crate::WireCache::adopt`] for Anthropic Messages bodies.
     pub(crate) fn adopt(&mut self, request: &GenerateRequest) -> bool {
         let holds = self.holds_prefix_of(request, &turns(request));
