@@ -565,7 +565,9 @@ api_type! {
         /// The node's seq.
         pub seq: u64,
         /// The message.
-        pub message: Message,
+        // Shared with the session that holds it: "what the model saw" of a long conversation
+        // does not copy its texts to answer.
+        pub message: std::sync::Arc<Message>,
     }
 }
 

@@ -6,6 +6,7 @@
 //! used.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use dsh_config::Config;
 use dsh_protocol::{
@@ -62,7 +63,7 @@ pub fn request_result(rebuilt: &StepRequest, body: Body<'_>) -> SessionRequestRe
         messages: rebuilt
             .surface
             .iter()
-            .map(|node| SeqMessage { seq: node.id, message: (*node.message).clone() })
+            .map(|node| SeqMessage { seq: node.id, message: Arc::clone(&node.message) })
             .collect(),
         wire: WireBody {
             adapter: adapter_id(&rebuilt.request.header.config).to_owned(),
