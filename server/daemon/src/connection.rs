@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dsh_protocol::code::OVERLOADED;
+use dsh_protocol::code::{OVERLOADED, STORE};
 use dsh_protocol::jsonrpc::{ErrorObject, INVALID_REQUEST, Id, Response, raw};
 use dsh_protocol::method::{SUBSCRIBE, UNSUBSCRIBE};
 use futures::StreamExt;
@@ -44,6 +44,14 @@ const OUTGOING_BUFFER: usize = 1024;
 pub const OUTBOUND_BUDGET_BYTES: usize = 16 * 1024 * 1024;
 /// Notifications a subscription may buffer inside jsonrpsee before it waits.
 const SUBSCRIPTION_BUFFER: usize = 1024;
+/// Methods whose answer can be very large — "what the model saw" of a long conversation is a
+/// hundred megabytes of JSON — run and are serialized on the blocking pool, [`LARGE_AT_ONCE`] at
+/// a time across the daemon: writing such an answer takes a third of a second, and two at once
+/// on the runtime's workers held them all, stalling every other call of every client.
+const LARGE_ANSWERS: &[&str] = &[dsh_protocol::method::SESSION_REQUEST];
+/// How many [`LARGE_ANSWERS`] are computed at once; the others wait their turn.
+const LARGE_AT_ONCE: usize = 2;
+static LARGE: Semaphore = Semaphore::const_new(LARGE_AT_ONCE);
 /// How long a closed connection waits for the answers to the requests it already sent.
 const ANSWER_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
 /// The same wait when the daemon is shutting down (turns are being cancelled).
@@ -242,15 +250,18 @@ async fn answer(
     outgoing: &Outgoing,
     subscriptions: &Subscriptions,
 ) {
-    let (response, mut notifications) =
-        match methods.raw_json_request(&call.line, SUBSCRIPTION_BUFFER).await {
-            Ok(answer) => answer,
-            Err(error) => {
-                let message = format!("invalid request: {error}");
-                let _ = outgoing.send(error_line(call.id, INVALID_REQUEST, message)).await;
-                return;
-            }
-        };
+    let answered = if LARGE_ANSWERS.contains(&call.method.as_str()) {
+        answer_apart(&methods, &call).await
+    } else {
+        methods.raw_json_request(&call.line, SUBSCRIPTION_BUFFER).await.map_err(invalid)
+    };
+    let (response, mut notifications) = match answered {
+        Ok(answer) => answer,
+        Err((code, message)) => {
+            let _ = outgoing.send(error_line(call.id, code, message)).await;
+            return;
+        }
+    };
     // Only a (un)subscription's answer is read back, for its subscription id: "what the model
     // saw" of a long session is a hundred megabytes, which parsing again cost a third of its
     // time.
@@ -282,6 +293,29 @@ async fn answer(
             () = outgoing.closed() => break,
         }
     }
+}
+
+/// A response and its notifications, as [`Methods::raw_json_request`] gives them.
+type Answer = (Box<serde_json::value::RawValue>, mpsc::Receiver<Box<serde_json::value::RawValue>>);
+
+/// [`Methods::raw_json_request`] on the blocking pool, once one of the [`LARGE_AT_ONCE`]
+/// places is free (see [`LARGE_ANSWERS`]). The handler's own awaits are driven from there; the
+/// runtime's workers stay free for everyone else.
+async fn answer_apart(methods: &Methods, call: &Call) -> Result<Answer, (i32, String)> {
+    let failed = || (STORE, format!("the {} handler failed", call.method));
+    // The semaphore is never closed.
+    let _place = LARGE.acquire().await.map_err(|_| failed())?;
+    let (methods, line) = (methods.clone(), call.line.clone());
+    let runtime = tokio::runtime::Handle::current();
+    let answered = tokio::task::spawn_blocking(move || {
+        runtime.block_on(methods.raw_json_request(&line, SUBSCRIPTION_BUFFER))
+    });
+    answered.await.map_err(|_| failed())?.map_err(invalid)
+}
+
+/// The answer to a line `jsonrpsee` could not read as a request.
+fn invalid(error: serde_json::Error) -> (i32, String) {
+    (INVALID_REQUEST, format!("invalid request: {error}"))
 }
 
 fn error_line(id: Id, code: i32, message: String) -> String {
