@@ -116,6 +116,46 @@ async fn the_network_listener_wants_the_token_and_an_allowed_origin() {
     served.shutdown().await;
 }
 
+/// "What the model saw" of a long conversation is larger than jsonrpsee's default answer limit
+/// (10 MB); over HTTP it is answered whole, as on the socket.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_network_listener_answers_a_request_larger_than_ten_megabytes() {
+    let env = Env::new().await;
+    let served = env.serve(&["--listen", "127.0.0.1:0"]).await;
+    let address = bound_address(&env).await;
+    let token = std::fs::read_to_string(env.home.join("token")).unwrap().trim().to_owned();
+    let conn = env.client().await;
+    let workspace = env.workspace.display().to_string();
+    let created = conn.ok("session/create", json!({"workspace": workspace})).await;
+    let session = created["sessionId"].as_str().unwrap().to_owned();
+    // A control character is one token and thirteen bytes of the answer: `\u0001` in the
+    // message, `\\u0001` in the wire body. Three turns (a request line is at most 4 MiB) bring
+    // the last request to 825,000 tokens, under the compaction threshold of the 1M window.
+    let text = "\u{1}".repeat(275_000);
+    for _ in 0..3 {
+        let outcome = conn.ok("session/prompt", json!({"sessionId": session, "text": text})).await;
+        assert_eq!(outcome["stopReason"], "completed", "{outcome}");
+    }
+    let params = json!({"sessionId": session, "step": 3});
+    let body = Request::new(Id::Number(1), "session/request", raw(&params)).to_line();
+    let response = reqwest::Client::new()
+        .post(format!("http://{address}"))
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {token}"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    assert!(text.len() > 10_000_000, "not past the default limit: {} bytes", text.len());
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    let wire = &answer["result"]["wire"];
+    assert_eq!(wire["sha256"], answer["result"]["sent"]["sha256"], "{}", &text[..300]);
+    assert!(wire["body"].as_str().unwrap().len() > 4_900_000);
+    served.shutdown().await;
+}
+
 const SECRET: &str = "SECRET123";
 
 #[tokio::test(flavor = "multi_thread")]

@@ -45,11 +45,12 @@ pub const OUTBOUND_BUDGET_BYTES: usize = 16 * 1024 * 1024;
 /// Notifications a subscription may buffer inside jsonrpsee before it waits.
 const SUBSCRIPTION_BUFFER: usize = 1024;
 /// Methods whose answer can be very large — "what the model saw" of a long conversation is a
-/// hundred megabytes of JSON — run and are serialized on the blocking pool, [`LARGE_AT_ONCE`] at
-/// a time across the daemon: writing such an answer takes a third of a second, and two at once
-/// on the runtime's workers held them all, stalling every other call of every client.
+/// hundred megabytes of JSON — run and are serialized on the blocking pool, one per connection
+/// and [`LARGE_AT_ONCE`] in the process at a time: writing such an answer takes a third of a
+/// second, and two at once on the runtime's workers held them all, stalling every other call of
+/// every client. One per connection keeps a client that queues many from holding every place.
 const LARGE_ANSWERS: &[&str] = &[dsh_protocol::method::SESSION_REQUEST];
-/// How many [`LARGE_ANSWERS`] are computed at once; the others wait their turn.
+/// How many [`LARGE_ANSWERS`] are computed at once in the process; the others wait their turn.
 const LARGE_AT_ONCE: usize = 2;
 static LARGE: Semaphore = Semaphore::const_new(LARGE_AT_ONCE);
 /// How long a closed connection waits for the answers to the requests it already sent.
@@ -161,6 +162,8 @@ where
     ));
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let subscriptions: Subscriptions = Arc::default();
+    // This connection's place among the large answers (see [`LARGE_ANSWERS`]).
+    let large = Arc::new(Semaphore::new(1));
     let mut frames =
         FramedRead::new(reader, Lines(LinesCodec::new_with_max_length(MAX_LINE_BYTES)));
     loop {
@@ -201,7 +204,10 @@ where
         let methods = methods.clone();
         let outgoing = outgoing.clone();
         let subscriptions = Arc::clone(&subscriptions);
-        tokio::spawn(async move { answer(methods, call, permit, &outgoing, &subscriptions).await });
+        let large = Arc::clone(&large);
+        tokio::spawn(async move {
+            answer(methods, call, permit, &outgoing, &subscriptions, large).await;
+        });
     }
     // The peer stopped sending (or the daemon is stopping). Requests already read still get
     // their answers — `echo REQUEST | dsh stdio` waits for the response — then subscriptions
@@ -249,9 +255,10 @@ async fn answer(
     in_flight: tokio::sync::OwnedSemaphorePermit,
     outgoing: &Outgoing,
     subscriptions: &Subscriptions,
+    large: Arc<Semaphore>,
 ) {
     let answered = if LARGE_ANSWERS.contains(&call.method.as_str()) {
-        answer_apart(&methods, &call).await
+        answer_apart(&methods, &call, large).await
     } else {
         methods.raw_json_request(&call.line, SUBSCRIPTION_BUFFER).await.map_err(invalid)
     };
@@ -298,16 +305,23 @@ async fn answer(
 /// A response and its notifications, as [`Methods::raw_json_request`] gives them.
 type Answer = (Box<serde_json::value::RawValue>, mpsc::Receiver<Box<serde_json::value::RawValue>>);
 
-/// [`Methods::raw_json_request`] on the blocking pool, once one of the [`LARGE_AT_ONCE`]
-/// places is free (see [`LARGE_ANSWERS`]). The handler's own awaits are driven from there; the
-/// runtime's workers stay free for everyone else.
-async fn answer_apart(methods: &Methods, call: &Call) -> Result<Answer, (i32, String)> {
+/// [`Methods::raw_json_request`] on the blocking pool, once the connection's place and one of
+/// the process's [`LARGE_AT_ONCE`] are free (see [`LARGE_ANSWERS`]). The handler's own awaits
+/// are driven from there; the runtime's workers stay free for everyone else. The places go with
+/// the work: they are given back when it ends, even if this future is dropped first.
+async fn answer_apart(
+    methods: &Methods,
+    call: &Call,
+    large: Arc<Semaphore>,
+) -> Result<Answer, (i32, String)> {
     let failed = || (STORE, format!("the {} handler failed", call.method));
-    // The semaphore is never closed.
-    let _place = LARGE.acquire().await.map_err(|_| failed())?;
+    // Neither semaphore is ever closed.
+    let connection_place = large.acquire_owned().await.map_err(|_| failed())?;
+    let place = LARGE.acquire().await.map_err(|_| failed())?;
     let (methods, line) = (methods.clone(), call.line.clone());
     let runtime = tokio::runtime::Handle::current();
     let answered = tokio::task::spawn_blocking(move || {
+        let _places = (connection_place, place);
         runtime.block_on(methods.raw_json_request(&line, SUBSCRIPTION_BUFFER))
     });
     answered.await.map_err(|_| failed())?.map_err(invalid)

@@ -70,10 +70,13 @@ pub async fn start(
         token: Arc::from(format!("Bearer {token}")),
         origins: Arc::new(allow_origins.to_vec()),
     };
-    // As on the socket: one request per message, no batches; a bounded number of subscriptions.
+    // As on the socket: one request per message, no batches; a bounded number of subscriptions;
+    // answers of any size — "what the model saw" of a long conversation is a hundred megabytes,
+    // and jsonrpsee refuses anything past 10 MB by default.
     let config = jsonrpsee::server::ServerConfig::builder()
         .set_batch_request_config(jsonrpsee::server::BatchRequestConfig::Disabled)
         .max_subscriptions_per_connection(64)
+        .max_response_body_size(u32::MAX)
         .build();
     let server = jsonrpsee::server::Server::builder()
         .set_config(config)
