@@ -341,14 +341,15 @@ pub async fn session_request(
     })
     .await?;
     let rebuilt = rebuilt.map_err(ApiError::from_reconstruct)?;
-    let memos = daemon
-        .loaded_session(&params.session_id)
-        .map(|live| (Arc::clone(&live.wire_memo), Arc::clone(&live.loop_wire)));
+    // Held to the end: a session answering is not idle, so it is not unloaded (and its memo
+    // not left outside the budget) halfway.
+    let live = daemon.loaded_session(&params.session_id);
     // Serializing a long conversation takes a while: not on the runtime's threads.
     blocking(move || {
-        let mut result = match memos {
+        let mut result = match &live {
             None => views::request_result(&rebuilt, views::Body::Fresh),
-            Some((memo, loop_wire)) => {
+            Some(live) => {
+                let (memo, loop_wire) = (&live.wire_memo, &live.loop_wire);
                 let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
                 // The loop's memo may hold this very request (the step it just sent): taking
                 // it as the view's memo (a compare and a copy of shared pieces) is cheaper than
