@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 pub use file::Layer;
 pub use resolve::{
     Approval, Config, ContextSettings, Entry, InstructionSettings, KeySource, MCP_CALL_TIMEOUT,
-    MCP_STARTUP_TIMEOUT, McpServer, McpTransport, Model, Overrides, Profile, check_server_name,
-    resolve,
+    MCP_STARTUP_TIMEOUT, McpServer, McpTransport, Model, Overrides, Profile, TransportError,
+    check_server_name, resolve,
 };
 
 /// The built-in layer's text.

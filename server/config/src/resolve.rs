@@ -184,7 +184,8 @@ pub enum McpTransport {
         args: Vec<String>,
         /// Its whole environment besides `PATH`, `HOME` and `LANG` (nothing else is inherited).
         env: BTreeMap<String, String>,
-        /// Its working directory (`None`: the workspace root).
+        /// Its working directory, absolute (`None`: the user's home directory, never the
+        /// workspace: `npx` or `uvx` started there would run what a cloned repository ships).
         cwd: Option<PathBuf>,
     },
     /// A streamable-HTTP endpoint.
@@ -194,6 +195,93 @@ pub enum McpTransport {
         /// Extra request headers (values are secrets: never shown).
         headers: BTreeMap<String, String>,
     },
+}
+
+/// Which part of a transport [`McpTransport::check`] refused, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransportError {
+    /// The key: `command`, `env`, `cwd`, `url` or `headers`.
+    pub key: &'static str,
+    /// What is wrong, naming the server (never a value of `env` or of a header: secrets).
+    pub message: String,
+}
+
+impl McpTransport {
+    /// Checks what a transport holds, whoever gives it — the user's configuration file or an
+    /// editor (`session/mcpServers`): a command that is not blank; environment variable names
+    /// and values a process can be given; an absolute working directory; an http(s) URL; header
+    /// names and values HTTP allows. Which keys go with which transport is the giver's to check
+    /// (their forms differ); this is the one place for the rest.
+    pub fn check(&self, name: &str) -> Result<(), TransportError> {
+        let refuse = |key, message: String| {
+            Err(TransportError { key, message: format!("mcp server `{name}`: {message}") })
+        };
+        match self {
+            McpTransport::Stdio { command, env, cwd, .. } => {
+                if command.trim().is_empty() {
+                    return refuse("command", "`command` is empty".to_owned());
+                }
+                if let Some(variable) =
+                    env.keys().find(|key| key.is_empty() || key.contains(['=', '\0']))
+                {
+                    let message = format!(
+                        "`{}` is not an environment variable name",
+                        variable.escape_debug()
+                    );
+                    return refuse("env", message);
+                }
+                if env.values().any(|value| value.contains('\0')) {
+                    let message = "an `env` value holds a NUL byte (values are not shown)";
+                    return refuse("env", message.to_owned());
+                }
+                match cwd {
+                    Some(cwd) if !cwd.is_absolute() => refuse(
+                        "cwd",
+                        format!("`cwd` must be an absolute path, not `{}`", cwd.display()),
+                    ),
+                    _ => Ok(()),
+                }
+            }
+            McpTransport::Http { url, headers } => {
+                let parsed = match url::Url::parse(url) {
+                    Ok(parsed) => parsed,
+                    Err(error) => return refuse("url", format!("`url` is not a URL: {error}")),
+                };
+                if !matches!(parsed.scheme(), "http" | "https") {
+                    let message = format!("`url` must be http or https, not `{}`", parsed.scheme());
+                    return refuse("url", message);
+                }
+                for (header, value) in headers {
+                    if !is_header_name(header) {
+                        let message =
+                            format!("header `{}` is not a valid name", header.escape_debug());
+                        return refuse("headers", message);
+                    }
+                    if !is_header_value(value) {
+                        let message = format!(
+                            "the value of header `{header}` is not valid (values are not shown)"
+                        );
+                        return refuse("headers", message);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// An HTTP field name: one or more token characters (RFC 9110).
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte))
+}
+
+/// An HTTP field value as the `http` crate accepts it: tabs and every byte from the space up
+/// but DEL — no line breaks, no NUL, no other control character.
+fn is_header_value(value: &str) -> bool {
+    value.bytes().all(|byte| byte == b'\t' || (byte >= b' ' && byte != 0x7f))
 }
 
 /// One `[mcp.servers.NAME]`: defined in the user's file only; a workspace's file may turn it
@@ -460,6 +548,12 @@ pub fn check_server_name(name: &str) -> Result<(), String> {
 fn finish_server(name: &str, partial: PartialServer) -> Result<McpServer, ConfigError> {
     let named_at = partial.named_at.clone().unwrap_or(Source::Default);
     check_server_name(name).map_err(|message| at(&named_at, message))?;
+    // Where each key the transport check may refuse was set, for the error's file and line.
+    let key_sources = [
+        ("env", partial.env.as_ref().map(|env| env.source.clone())),
+        ("cwd", partial.cwd.as_ref().map(|cwd| cwd.source.clone())),
+        ("headers", partial.headers.as_ref().map(|headers| headers.source.clone())),
+    ];
     let transport = match (partial.command, partial.url) {
         (Some(command), None) => {
             if partial.headers.is_some() {
@@ -477,12 +571,6 @@ fn finish_server(name: &str, partial: PartialServer) -> Result<McpServer, Config
             Sourced::new(value, command.source)
         }
         (None, Some(url)) => {
-            if !(url.value.starts_with("http://") || url.value.starts_with("https://")) {
-                return Err(at(
-                    &url.source,
-                    format!("mcp server `{name}`: url `{}` is not http(s)", url.value),
-                ));
-            }
             if let Some(extra) = [
                 ("args", partial.args.map(|a| a.source)),
                 ("env", partial.env.map(|e| e.source)),
@@ -518,6 +606,11 @@ fn finish_server(name: &str, partial: PartialServer) -> Result<McpServer, Config
             ));
         }
     };
+    if let Err(refused) = transport.value.check(name) {
+        let source = key_sources.into_iter().find(|(key, _)| *key == refused.key);
+        let source = source.and_then(|(_, source)| source).unwrap_or(transport.source);
+        return Err(at(&source, refused.message));
+    }
     let seconds = |value: Option<Sourced<u64>>, default: u64, field: &str| {
         let value = value.unwrap_or_else(|| Sourced::new(default, Source::Default));
         if value.value == 0 {

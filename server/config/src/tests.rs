@@ -400,7 +400,22 @@ fn bad_mcp_server_definitions_are_refused_with_file_and_line() {
     let cases = [
         ("[mcp.servers.a_b]\ncommand = \"x\"\n", "mcp server name `a_b` is not allowed"),
         ("[mcp.servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n", "not both"),
-        ("[mcp.servers.a]\nurl = \"ftp://h\"\n", "is not http(s)"),
+        ("[mcp.servers.a]\nurl = \"ftp://h\"\n", "`url` must be http or https, not `ftp`"),
+        ("[mcp.servers.a]\nurl = \"http//h\"\n", "`url` is not a URL"),
+        ("[mcp.servers.a]\ncommand = \" \"\n", "`command` is empty"),
+        ("[mcp.servers.a]\ncommand = \"x\"\ncwd = \"notes\"\n", "`cwd` must be an absolute path"),
+        (
+            "[mcp.servers.a]\ncommand = \"x\"\n[mcp.servers.a.env]\n\"A=B\" = \"s3cret\"\n",
+            "`A=B` is not an environment variable name",
+        ),
+        (
+            "[mcp.servers.a]\nurl = \"http://h/\"\n[mcp.servers.a.headers]\nX = \"s3cret\\nY: 1\"\n",
+            "the value of header `X` is not valid",
+        ),
+        (
+            "[mcp.servers.a]\nurl = \"http://h/\"\n[mcp.servers.a.headers]\n\"bad header\" = \"s3cret\"\n",
+            "header `bad header` is not a valid name",
+        ),
         ("[mcp.servers.a]\nurl = \"http://h\"\nargs = [\"x\"]\n", "`args` goes with `command`"),
         ("[mcp.servers.a]\ncommand = \"x\"\napproval = \"maybe\"\n", "is not a policy"),
         ("[mcp.servers.a]\ncommand = \"x\"\ncall_timeout_secs = 0\n", "must be above 0"),
@@ -410,7 +425,19 @@ fn bad_mcp_server_definitions_are_refused_with_file_and_line() {
         let message = resolve(&[&builtin(), &user], &Overrides::default()).unwrap_err().to_string();
         assert!(message.starts_with("/u/config.toml:"), "{message}");
         assert!(message.contains(expected), "{text}: {message}");
+        assert!(!message.contains("s3cret"), "{message}");
     }
+    // A transport's refusal points at the key that holds the fault.
+    let message = resolve(
+        &[
+            &builtin(),
+            &layer("[mcp.servers.a]\ncommand = \"x\"\ncwd = \"notes\"\n", "/u/config.toml", false),
+        ],
+        &Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(message.starts_with("/u/config.toml:3:"), "{message}");
     let message = error("[mcp.servers.a]\ncommand = \"x\"\nbogus = 1\n", "/u/config.toml", false);
     assert!(message.contains("unknown field `bogus`"), "{message}");
 }

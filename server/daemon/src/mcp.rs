@@ -488,76 +488,33 @@ pub fn own_server(spec: dsh_protocol::McpServerSpec) -> Result<OwnServer, String
     let transport = match (spec.command, spec.url) {
         (Some(_), Some(_)) => {
             return Err(format!(
-                "MCP server `{name}`: give either `command` (stdio) or `url` (HTTP), not both"
+                "mcp server `{name}`: give either `command` (stdio) or `url` (HTTP), not both"
             ));
         }
         (None, None) => {
-            return Err(format!("MCP server `{name}` has neither `command` (stdio) nor `url`"));
+            return Err(format!("mcp server `{name}` has neither `command` (stdio) nor `url`"));
         }
         (Some(command), None) => {
-            if command.trim().is_empty() {
-                return Err(format!("MCP server `{name}`: `command` is empty"));
-            }
             if !spec.headers.is_empty() {
                 return Err(format!(
-                    "MCP server `{name}`: `headers` are for HTTP servers, not stdio ones"
+                    "mcp server `{name}`: `headers` are for HTTP servers, not stdio ones"
                 ));
             }
-            for variable in spec.env.keys() {
-                if variable.is_empty() || variable.contains(['=', '\0']) {
-                    return Err(format!(
-                        "MCP server `{name}`: `{}` is not an environment variable name",
-                        variable.escape_debug()
-                    ));
-                }
-            }
-            if spec.env.values().any(|value| value.contains('\0')) {
-                return Err(format!(
-                    "MCP server `{name}`: an `env` value holds a NUL byte (values are not shown)"
-                ));
-            }
-            let cwd = match spec.cwd {
-                Some(cwd) if !Path::new(&cwd).is_absolute() => {
-                    return Err(format!(
-                        "MCP server `{name}`: `cwd` must be an absolute path, not `{cwd}`"
-                    ));
-                }
-                cwd => cwd.map(PathBuf::from),
-            };
+            let cwd = spec.cwd.map(PathBuf::from);
             McpTransport::Stdio { command, args: spec.args, env: spec.env, cwd }
         }
         (None, Some(url)) => {
             if !spec.args.is_empty() || !spec.env.is_empty() || spec.cwd.is_some() {
                 return Err(format!(
-                    "MCP server `{name}`: `args`, `env` and `cwd` are for stdio servers, not HTTP \
+                    "mcp server `{name}`: `args`, `env` and `cwd` are for stdio servers, not HTTP \
                      ones"
                 ));
-            }
-            let parsed = reqwest::Url::parse(&url)
-                .map_err(|error| format!("MCP server `{name}`: `url` is not a URL: {error}"))?;
-            if !matches!(parsed.scheme(), "http" | "https") {
-                return Err(format!(
-                    "MCP server `{name}`: `url` must be http or https, not `{}`",
-                    parsed.scheme()
-                ));
-            }
-            for (header, value) in &spec.headers {
-                http::HeaderName::try_from(header.as_str()).map_err(|_| {
-                    format!(
-                        "MCP server `{name}`: header `{}` is not a valid name",
-                        header.escape_debug()
-                    )
-                })?;
-                http::HeaderValue::try_from(value.as_str()).map_err(|_| {
-                    format!(
-                        "MCP server `{name}`: the value of header `{header}` is not valid (values \
-                         are not shown)"
-                    )
-                })?;
             }
             McpTransport::Http { url, headers: spec.headers }
         }
     };
+    // The rules of what each key may hold are the configuration's, for both kinds of server.
+    transport.check(&name).map_err(|refused| refused.message)?;
     Ok(OwnServer { name, transport })
 }
 
