@@ -117,9 +117,9 @@ async fn the_network_listener_wants_the_token_and_an_allowed_origin() {
 }
 
 /// "What the model saw" of a long conversation is larger than jsonrpsee's default answer limit
-/// (10 MB); over HTTP it is answered whole, as on the socket.
+/// (10 MiB); over HTTP it is answered whole, as on the socket.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_network_listener_answers_a_request_larger_than_ten_megabytes() {
+async fn the_network_listener_gives_answers_larger_than_ten_megabytes() {
     let env = Env::new().await;
     let served = env.serve(&["--listen", "127.0.0.1:0"]).await;
     let address = bound_address(&env).await;
@@ -129,8 +129,9 @@ async fn the_network_listener_answers_a_request_larger_than_ten_megabytes() {
     let created = conn.ok("session/create", json!({"workspace": workspace})).await;
     let session = created["sessionId"].as_str().unwrap().to_owned();
     // A control character is one token and thirteen bytes of the answer: `\u0001` in the
-    // message, `\\u0001` in the wire body. Three turns (a request line is at most 4 MiB) bring
-    // the last request to 825,000 tokens, under the compaction threshold of the 1M window.
+    // message, `\\u0001` in the wire body. Three turns (the mock's window is 1M tokens, a
+    // request line at most 4 MiB) bring the last request to 825,000 tokens and its answer to
+    // about 10.7 MB.
     let text = "\u{1}".repeat(275_000);
     for _ in 0..3 {
         let outcome = conn.ok("session/prompt", json!({"sessionId": session, "text": text})).await;
@@ -148,7 +149,7 @@ async fn the_network_listener_answers_a_request_larger_than_ten_megabytes() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 200);
     let text = response.text().await.unwrap();
-    assert!(text.len() > 10_000_000, "not past the default limit: {} bytes", text.len());
+    assert!(text.len() > 10 * 1024 * 1024, "not past the default limit: {} bytes", text.len());
     let answer: Value = serde_json::from_str(&text).unwrap();
     let wire = &answer["result"]["wire"];
     assert_eq!(wire["sha256"], answer["result"]["sent"]["sha256"], "{}", &text[..300]);

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dsh_protocol::code::{OVERLOADED, STORE};
+use dsh_protocol::code::{OVERLOADED, SHUTTING_DOWN, STORE};
 use dsh_protocol::jsonrpc::{ErrorObject, INVALID_REQUEST, Id, Response, raw};
 use dsh_protocol::method::{SUBSCRIBE, UNSUBSCRIBE};
 use futures::StreamExt;
@@ -258,7 +258,7 @@ async fn answer(
     large: Arc<Semaphore>,
 ) {
     let answered = if LARGE_ANSWERS.contains(&call.method.as_str()) {
-        answer_apart(&methods, &call, large).await
+        answer_apart(&methods, &call, large, outgoing).await
     } else {
         methods.raw_json_request(&call.line, SUBSCRIPTION_BUFFER).await.map_err(invalid)
     };
@@ -308,23 +308,39 @@ type Answer = (Box<serde_json::value::RawValue>, mpsc::Receiver<Box<serde_json::
 /// [`Methods::raw_json_request`] on the blocking pool, once the connection's place and one of
 /// the process's [`LARGE_AT_ONCE`] are free (see [`LARGE_ANSWERS`]). The handler's own awaits
 /// are driven from there; the runtime's workers stay free for everyone else. The places go with
-/// the work: they are given back when it ends, even if this future is dropped first.
+/// the work: they are given back when it ends, even if this future is dropped first. A request
+/// still waiting for its places when the connection's writer is gone (the client left, or the
+/// daemon stopped waiting for it) is dropped: nobody could read its answer.
 async fn answer_apart(
     methods: &Methods,
     call: &Call,
     large: Arc<Semaphore>,
+    outgoing: &Outgoing,
 ) -> Result<Answer, (i32, String)> {
-    let failed = || (STORE, format!("the {} handler failed", call.method));
-    // Neither semaphore is ever closed.
-    let connection_place = large.acquire_owned().await.map_err(|_| failed())?;
-    let place = LARGE.acquire().await.map_err(|_| failed())?;
+    let gone = || (SHUTTING_DOWN, "the connection closed before the answer".to_owned());
+    let places = async {
+        // Neither semaphore is ever closed.
+        let connection_place = large.acquire_owned().await.ok()?;
+        let place = LARGE.acquire().await.ok()?;
+        Some((connection_place, place))
+    };
+    // Cancel-safety: waiting for a semaphore is cancel-safe (the place is not taken), and so is
+    // `closed`.
+    let places = tokio::select! {
+        places = places => places.ok_or_else(gone)?,
+        () = outgoing.closed() => return Err(gone()),
+    };
     let (methods, line) = (methods.clone(), call.line.clone());
     let runtime = tokio::runtime::Handle::current();
     let answered = tokio::task::spawn_blocking(move || {
-        let _places = (connection_place, place);
+        let _places = places;
         runtime.block_on(methods.raw_json_request(&line, SUBSCRIPTION_BUFFER))
     });
-    answered.await.map_err(|_| failed())?.map_err(invalid)
+    match answered.await {
+        Ok(answer) => answer.map_err(invalid),
+        Err(error) if error.is_cancelled() => Err(gone()),
+        Err(_) => Err((STORE, format!("the {} handler panicked", call.method))),
+    }
 }
 
 /// The answer to a line `jsonrpsee` could not read as a request.

@@ -341,8 +341,8 @@ pub async fn session_request(
     })
     .await?;
     let rebuilt = rebuilt.map_err(ApiError::from_reconstruct)?;
-    // Held to the end: a session answering is not idle, so it is not unloaded (and its memo
-    // not left outside the budget) halfway.
+    // Held from here to the end of the answer: a session answering is not idle, so the unloader
+    // does not close it halfway (a reload would then serialize the same body a second time).
     let live = daemon.loaded_session(&params.session_id);
     // Serializing a long conversation takes a while: not on the runtime's threads.
     blocking(move || {

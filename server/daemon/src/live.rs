@@ -16,6 +16,12 @@
 //!   wait for an answer. A plain mutex (as in mini-redis's `Db`): every critical section is a
 //!   few field reads and writes, never an await, so it is never held across one (clippy's
 //!   `await_holding_lock` is denied) and a blocking lock costs less than an async one.
+//! - **The two wire memos** (`wire_memo`, the view's; `loop_wire`, the loop's; each a
+//!   `std::sync::Mutex<WireCache>`) and **the usage fold** (`usage`): held only on blocking
+//!   threads or around one synchronous call, never across an await. The loop locks `loop_wire`
+//!   alone, around one body; `session/request` locks `wire_memo`, then `loop_wire` briefly to
+//!   copy it (always in that order); the unloader only tries them (`try_lock`, under the daemon's
+//!   map of sessions), so it never waits on a long serialization.
 //!
 //! One lock for all of it means the questions that used to span several atomics ("is this
 //! still my turn?", "may one more prompt queue?") are answered under one guard, with no

@@ -70,13 +70,14 @@ pub async fn start(
         token: Arc::from(format!("Bearer {token}")),
         origins: Arc::new(allow_origins.to_vec()),
     };
-    // As on the socket: one request per message, no batches; a bounded number of subscriptions;
-    // answers of any size — "what the model saw" of a long conversation is a hundred megabytes,
-    // and jsonrpsee refuses anything past 10 MB by default.
+    // As on the socket: one request per message, no batches; a bounded number of subscriptions.
+    // Answers up to `MAX_ANSWER_BYTES`: "what the model saw" of a long conversation is a hundred
+    // megabytes, and jsonrpsee refuses anything past 10 MB by default. Unlike the socket's, this
+    // front's answers are serialized on the runtime's workers (jsonrpsee's server does it).
     let config = jsonrpsee::server::ServerConfig::builder()
         .set_batch_request_config(jsonrpsee::server::BatchRequestConfig::Disabled)
         .max_subscriptions_per_connection(64)
-        .max_response_body_size(u32::MAX)
+        .max_response_body_size(MAX_ANSWER_BYTES)
         .build();
     let server = jsonrpsee::server::Server::builder()
         .set_config(config)
@@ -88,6 +89,9 @@ pub async fn start(
     tracing::info!(%bound, "network listener (WebSocket/HTTP, bearer token required)");
     Ok(server.start(methods))
 }
+
+/// The largest answer the network front sends (256 MiB); a larger one is an error.
+const MAX_ANSWER_BYTES: u32 = 256 * 1024 * 1024;
 
 /// The middleware: bearer token, then Origin.
 #[derive(Clone)]
