@@ -117,7 +117,7 @@ async fn the_network_listener_wants_the_token_and_an_allowed_origin() {
 }
 
 /// "What the model saw" of a long conversation is larger than jsonrpsee's default answer limit
-/// (10 MiB); over HTTP it is answered whole, as on the socket.
+/// (10 MiB); over HTTP it is answered whole (up to 256 MiB).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_network_listener_gives_answers_larger_than_ten_megabytes() {
     let env = Env::new().await;

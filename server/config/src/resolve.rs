@@ -270,9 +270,11 @@ impl McpTransport {
     }
 }
 
-/// An HTTP field name: one or more token characters (RFC 9110).
+/// An HTTP field name: one or more token characters (RFC 9110), shorter than 64 KiB (the
+/// `http` crate's limit).
 fn is_header_name(name: &str) -> bool {
     !name.is_empty()
+        && name.len() < 1 << 16
         && name
             .bytes()
             .all(|byte| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte))

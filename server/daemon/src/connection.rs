@@ -309,8 +309,9 @@ type Answer = (Box<serde_json::value::RawValue>, mpsc::Receiver<Box<serde_json::
 /// the process's [`LARGE_AT_ONCE`] are free (see [`LARGE_ANSWERS`]). The handler's own awaits
 /// are driven from there; the runtime's workers stay free for everyone else. The places go with
 /// the work: they are given back when it ends, even if this future is dropped first. A request
-/// still waiting for its places when the connection's writer is gone (the client left, or the
-/// daemon stopped waiting for it) is dropped: nobody could read its answer.
+/// still waiting for its places when the connection's writer is gone (a write to the client
+/// failed, or the daemon stopped waiting for it) is dropped: nobody would read its answer. A
+/// client that closed its end is noticed only at the first write that fails.
 async fn answer_apart(
     methods: &Methods,
     call: &Call,
