@@ -40,13 +40,15 @@ const OUTGOING_BUFFER: usize = 1024;
 /// Bytes of answers and events one connection may have waiting to be written. A client that
 /// falls further behind than this is disconnected with a last error line saying why: one client
 /// that does not read can cost the daemon this much memory, not gigabytes. A single line larger
-/// than the budget still goes out when nothing else waits.
+/// than the budget still goes out when nothing else waits; a large answer ([`LARGE_ANSWERS`])
+/// larger than the budget is not counted at all — it is one at a time per connection until
+/// written, so it costs at most its own size once.
 pub const OUTBOUND_BUDGET_BYTES: usize = 16 * 1024 * 1024;
 /// Notifications a subscription may buffer inside jsonrpsee before it waits.
 const SUBSCRIPTION_BUFFER: usize = 1024;
 /// Methods whose answer can be very large — "what the model saw" of a long conversation is a
 /// hundred megabytes of JSON — run and are serialized on the blocking pool, one per connection
-/// and [`LARGE_AT_ONCE`] in the process at a time: writing such an answer takes a third of a
+/// (until it is written) and [`LARGE_AT_ONCE`] in the process at a time: writing such an answer takes a third of a
 /// second, and two at once on the runtime's workers held them all, stalling every other call of
 /// every client. One per connection keeps a client that queues many from holding every place.
 const LARGE_ANSWERS: &[&str] = &[dsh_protocol::method::SESSION_REQUEST];
@@ -101,11 +103,21 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The subscriptions one connection holds, by id as JSON text.
 type Subscriptions = Arc<Mutex<HashSet<String>>>;
 
+/// One line for the writer, with the bytes it counts against the budget and what it holds until
+/// it is written.
+struct Line {
+    text: String,
+    counted: usize,
+    /// A large answer's place on its connection (see [`LARGE_ANSWERS`]), given back once the
+    /// line is written or dropped.
+    _place: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
 /// The sending side of a connection's writer, bounded in lines (senders wait) and in bytes (the
 /// connection is dropped).
 #[derive(Clone)]
 struct Outgoing {
-    lines: mpsc::Sender<String>,
+    lines: mpsc::Sender<Line>,
     /// Bytes queued and not written yet.
     queued: Arc<AtomicUsize>,
     /// Fired when the client fell behind by more than the budget.
@@ -118,19 +130,37 @@ struct Overflowed;
 impl Outgoing {
     /// Queues one line, or drops the connection when that would put more than the budget in
     /// waiting.
-    async fn send(&self, line: String) -> Result<(), Overflowed> {
+    async fn send(&self, text: String) -> Result<(), Overflowed> {
+        let counted = text.len();
+        self.queue(Line { text, counted, _place: None }).await
+    }
+
+    /// Queues a large answer with its connection's place, which it keeps until it is written:
+    /// the connection's next large answer is not computed before, so at most one waits. One
+    /// larger than the whole budget is therefore not counted against it — a 100 MB answer
+    /// being written must not make the next event look like a client that fell behind.
+    async fn send_large(
+        &self,
+        text: String,
+        place: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<(), Overflowed> {
+        let counted = if text.len() > OUTBOUND_BUDGET_BYTES { 0 } else { text.len() };
+        self.queue(Line { text, counted, _place: Some(place) }).await
+    }
+
+    async fn queue(&self, line: Line) -> Result<(), Overflowed> {
         if self.overflow.is_cancelled() {
             return Err(Overflowed);
         }
-        let waiting = self.queued.fetch_add(line.len(), Ordering::SeqCst);
-        if waiting > 0 && waiting + line.len() > OUTBOUND_BUDGET_BYTES {
-            self.queued.fetch_sub(line.len(), Ordering::SeqCst);
+        let counted = line.counted;
+        let waiting = self.queued.fetch_add(counted, Ordering::SeqCst);
+        if waiting > 0 && waiting + counted > OUTBOUND_BUDGET_BYTES {
+            self.queued.fetch_sub(counted, Ordering::SeqCst);
             self.overflow.cancel();
             return Err(Overflowed);
         }
-        let len = line.len();
         if self.lines.send(line).await.is_err() {
-            self.queued.fetch_sub(len, Ordering::SeqCst);
+            self.queued.fetch_sub(counted, Ordering::SeqCst);
             return Err(Overflowed);
         }
         Ok(())
@@ -148,7 +178,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (lines, lines_out) = mpsc::channel::<String>(OUTGOING_BUFFER);
+    let (lines, lines_out) = mpsc::channel::<Line>(OUTGOING_BUFFER);
     let outgoing = Outgoing { lines, queued: Arc::default(), overflow: CancellationToken::new() };
     // The writer stops on its own token, not the daemon's: on shutdown the answers to requests
     // in flight (prompts whose turns are being cancelled) are still written.
@@ -257,10 +287,13 @@ async fn answer(
     subscriptions: &Subscriptions,
     large: Arc<Semaphore>,
 ) {
-    let answered = if LARGE_ANSWERS.contains(&call.method.as_str()) {
-        answer_apart(&methods, &call, large, outgoing).await
+    let (answered, place) = if LARGE_ANSWERS.contains(&call.method.as_str()) {
+        match answer_apart(&methods, &call, large, outgoing).await {
+            Ok((answer, place)) => (Ok(answer), Some(place)),
+            Err(error) => (Err(error), None),
+        }
     } else {
-        methods.raw_json_request(&call.line, SUBSCRIPTION_BUFFER).await.map_err(invalid)
+        (methods.raw_json_request(&call.line, SUBSCRIPTION_BUFFER).await.map_err(invalid), None)
     };
     let (response, mut notifications) = match answered {
         Ok(answer) => answer,
@@ -284,7 +317,11 @@ async fn answer(
         }
     }
     // The answer's own buffer becomes the line: no copy.
-    let _ = outgoing.send(String::from(Box::<str>::from(response))).await;
+    let line = String::from(Box::<str>::from(response));
+    let _ = match place {
+        Some(place) => outgoing.send_large(line, place).await,
+        None => outgoing.send(line).await,
+    };
     drop(in_flight);
     loop {
         // Cancel-safety: both `recv` and `closed` are cancel-safe.
@@ -308,16 +345,18 @@ type Answer = (Box<serde_json::value::RawValue>, mpsc::Receiver<Box<serde_json::
 /// [`Methods::raw_json_request`] on the blocking pool, once the connection's place and one of
 /// the process's [`LARGE_AT_ONCE`] are free (see [`LARGE_ANSWERS`]). The handler's own awaits
 /// are driven from there; the runtime's workers stay free for everyone else. The places go with
-/// the work: they are given back when it ends, even if this future is dropped first. A request
-/// still waiting for its places when the connection's writer is gone (a write to the client
-/// failed, or the daemon stopped waiting for it) is dropped: nobody would read its answer. A
-/// client that closed its end is noticed only at the first write that fails.
+/// the work, even if this future is dropped first: the process's is given back when the answer
+/// is computed; the connection's comes back with the answer, to be held until it is written
+/// ([`Outgoing::send_large`]). A request still waiting for its places when the connection's
+/// writer is gone (a write to the client failed, or the daemon stopped waiting for it) is
+/// dropped: nobody would read its answer. A client that closed its end is noticed only at the
+/// first write that fails.
 async fn answer_apart(
     methods: &Methods,
     call: &Call,
     large: Arc<Semaphore>,
     outgoing: &Outgoing,
-) -> Result<Answer, (i32, String)> {
+) -> Result<(Answer, tokio::sync::OwnedSemaphorePermit), (i32, String)> {
     let gone = || (SHUTTING_DOWN, "the connection closed before the answer".to_owned());
     let places = async {
         // Neither semaphore is ever closed.
@@ -327,18 +366,19 @@ async fn answer_apart(
     };
     // Cancel-safety: waiting for a semaphore is cancel-safe (the place is not taken), and so is
     // `closed`.
-    let places = tokio::select! {
+    let (connection_place, place) = tokio::select! {
         places = places => places.ok_or_else(gone)?,
         () = outgoing.closed() => return Err(gone()),
     };
     let (methods, line) = (methods.clone(), call.line.clone());
     let runtime = tokio::runtime::Handle::current();
     let answered = tokio::task::spawn_blocking(move || {
-        let _places = places;
-        runtime.block_on(methods.raw_json_request(&line, SUBSCRIPTION_BUFFER))
+        let _place = place;
+        let answer = runtime.block_on(methods.raw_json_request(&line, SUBSCRIPTION_BUFFER));
+        (answer, connection_place)
     });
     match answered.await {
-        Ok(answer) => answer.map_err(invalid),
+        Ok((answer, connection_place)) => Ok((answer.map_err(invalid)?, connection_place)),
         Err(error) if error.is_cancelled() => Err(gone()),
         Err(_) => Err((STORE, format!("the {} handler panicked", call.method))),
     }
@@ -358,7 +398,7 @@ const LAST_WORD: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut writer: W,
-    mut lines: mpsc::Receiver<String>,
+    mut lines: mpsc::Receiver<Line>,
     queued: Arc<AtomicUsize>,
     overflow: CancellationToken,
     connection: CancellationToken,
@@ -372,22 +412,21 @@ async fn write_lines<W: AsyncWrite + Unpin>(
                 // Flush what is already queued, then stop: dropping the receiver ends every
                 // subscription forwarder of this connection.
                 while let Ok(line) = lines.try_recv() {
-                    if write_line(&mut writer, line).await.is_err() {
+                    if write_line(&mut writer, line.text).await.is_err() {
                         break;
                     }
                 }
                 return;
             }
         };
-        let Some(line) = line else { return };
-        let len = line.len();
+        let Some(Line { text, counted, _place }) = line else { return };
         // A client that does not read blocks this write: the overflow must still end it.
         // Cancel-safety: a write cut short leaves a partial line, which `last_word` ends.
         let written = tokio::select! {
-            written = write_line(&mut writer, line) => written,
+            written = write_line(&mut writer, text) => written,
             () = overflow.cancelled() => return last_word(&mut writer, &mut lines, &queued, true).await,
         };
-        queued.fetch_sub(len, Ordering::SeqCst);
+        queued.fetch_sub(counted, Ordering::SeqCst);
         if written.is_err() {
             return;
         }
@@ -399,7 +438,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(
 /// last word has a deadline.
 async fn last_word<W: AsyncWrite + Unpin>(
     writer: &mut W,
-    lines: &mut mpsc::Receiver<String>,
+    lines: &mut mpsc::Receiver<Line>,
     queued: &AtomicUsize,
     cut_mid_line: bool,
 ) {
@@ -427,3 +466,6 @@ async fn write_line<W: AsyncWrite + Unpin>(
     writer.write_all(line.as_bytes()).await?;
     writer.flush().await
 }
+
+#[cfg(test)]
+mod tests;
