@@ -40,17 +40,18 @@ const OUTGOING_BUFFER: usize = 1024;
 /// Bytes of answers and events one connection may have waiting to be written. A client that
 /// falls further behind than this is disconnected with a last error line saying why: one client
 /// that does not read can cost the daemon this much memory, not gigabytes. A single line larger
-/// than the budget still goes out when nothing else waits; a large answer ([`LARGE_ANSWERS`])
-/// larger than the budget is not counted at all — it is one at a time per connection until
-/// written, so it costs at most its own size once.
+/// than the budget still goes out when nothing else waits. A large answer ([`LARGE_ANSWERS`]) is
+/// not counted at all: it is one at a time per connection until written, so it costs at most
+/// its own size once, besides the budget.
 pub const OUTBOUND_BUDGET_BYTES: usize = 16 * 1024 * 1024;
 /// Notifications a subscription may buffer inside jsonrpsee before it waits.
 const SUBSCRIPTION_BUFFER: usize = 1024;
 /// Methods whose answer can be very large — "what the model saw" of a long conversation is a
 /// hundred megabytes of JSON — run and are serialized on the blocking pool, one per connection
-/// (until it is written) and [`LARGE_AT_ONCE`] in the process at a time: writing such an answer takes a third of a
-/// second, and two at once on the runtime's workers held them all, stalling every other call of
-/// every client. One per connection keeps a client that queues many from holding every place.
+/// (until it is written) and [`LARGE_AT_ONCE`] in the process at a time: writing such an answer
+/// takes a third of a second, and two at once on the runtime's workers held them all, stalling
+/// every other call of every client. One per connection keeps a client that queues many from
+/// holding every place.
 const LARGE_ANSWERS: &[&str] = &[dsh_protocol::method::SESSION_REQUEST];
 /// How many [`LARGE_ANSWERS`] are computed at once in the process; the others wait their turn.
 const LARGE_AT_ONCE: usize = 2;
@@ -136,16 +137,15 @@ impl Outgoing {
     }
 
     /// Queues a large answer with its connection's place, which it keeps until it is written:
-    /// the connection's next large answer is not computed before, so at most one waits. One
-    /// larger than the whole budget is therefore not counted against it — a 100 MB answer
-    /// being written must not make the next event look like a client that fell behind.
+    /// the connection's next large answer is not computed before, so at most one waits. It is
+    /// therefore not counted against the budget — a 15 or a 100 MB answer being written must
+    /// not make the next event look like a client that fell behind.
     async fn send_large(
         &self,
         text: String,
         place: tokio::sync::OwnedSemaphorePermit,
     ) -> Result<(), Overflowed> {
-        let counted = if text.len() > OUTBOUND_BUDGET_BYTES { 0 } else { text.len() };
-        self.queue(Line { text, counted, _place: Some(place) }).await
+        self.queue(Line { text, counted: 0, _place: Some(place) }).await
     }
 
     async fn queue(&self, line: Line) -> Result<(), Overflowed> {
@@ -365,10 +365,12 @@ async fn answer_apart(
         Some((connection_place, place))
     };
     // Cancel-safety: waiting for a semaphore is cancel-safe (the place is not taken), and so is
-    // `closed`.
+    // `closed`. Biased: the writer's end frees the place of the line it drops, so both can be
+    // ready at once; the end wins.
     let (connection_place, place) = tokio::select! {
-        places = places => places.ok_or_else(gone)?,
+        biased;
         () = outgoing.closed() => return Err(gone()),
+        places = places => places.ok_or_else(gone)?,
     };
     let (methods, line) = (methods.clone(), call.line.clone());
     let runtime = tokio::runtime::Handle::current();
