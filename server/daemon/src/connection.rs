@@ -52,10 +52,11 @@ const SUBSCRIPTION_BUFFER: usize = 1024;
 /// takes a third of a second, and two at once on the runtime's workers held them all, stalling
 /// every other call of every client. One per connection keeps a client that queues many from
 /// holding every place.
-const LARGE_ANSWERS: &[&str] = &[dsh_protocol::method::SESSION_REQUEST];
-/// How many [`LARGE_ANSWERS`] are computed at once in the process; the others wait their turn.
+pub(crate) const LARGE_ANSWERS: &[&str] = &[dsh_protocol::method::SESSION_REQUEST];
+/// How many [`LARGE_ANSWERS`] are computed at once in the process, on every front; the others
+/// wait their turn.
 const LARGE_AT_ONCE: usize = 2;
-static LARGE: Semaphore = Semaphore::const_new(LARGE_AT_ONCE);
+pub(crate) static LARGE: Semaphore = Semaphore::const_new(LARGE_AT_ONCE);
 /// How long a closed connection waits for the answers to the requests it already sent.
 const ANSWER_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
 /// The same wait when the daemon is shutting down (turns are being cancelled).

@@ -2,6 +2,8 @@
 //! WebSocket and HTTP through `jsonrpsee`'s server, behind two checks in an HTTP middleware:
 //! a bearer token (read from `$DSH_HOME/token`, mode 0600, created on first use) and an Origin
 //! check (a browser page may only connect from an origin the user allowed). Loopback only.
+//! An RPC middleware gives "what the model saw" the line transport's treatment: answered and
+//! serialized on the blocking pool, one per connection and two in the process at a time.
 
 use std::future::Future;
 use std::io::Write as _;
@@ -13,10 +15,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use anyhow::{Context as _, bail};
-use jsonrpsee::Methods;
+use dsh_protocol::code::{SHUTTING_DOWN, STORE};
+use jsonrpsee::core::middleware::{Batch, Notification, Request, RpcServiceBuilder, RpcServiceT};
 use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse, ServerHandle};
+use jsonrpsee::types::ErrorObject;
+use jsonrpsee::{MethodResponse, Methods};
+use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 
+use crate::connection::{LARGE, LARGE_ANSWERS};
 use crate::serve::TOKEN_FILE;
 
 /// Reads (or creates) the bearer token; refuses a token file others can read.
@@ -72,8 +79,7 @@ pub async fn start(
     };
     // As on the socket: one request per message, no batches; a bounded number of subscriptions.
     // Answers up to `MAX_ANSWER_BYTES`: "what the model saw" of a long conversation is a hundred
-    // megabytes, and jsonrpsee refuses anything past 10 MB by default. Unlike the socket's, this
-    // front's answers are serialized on the runtime's workers (jsonrpsee's server does it).
+    // megabytes, and jsonrpsee refuses anything past 10 MB by default.
     let config = jsonrpsee::server::ServerConfig::builder()
         .set_batch_request_config(jsonrpsee::server::BatchRequestConfig::Disabled)
         .max_subscriptions_per_connection(64)
@@ -82,6 +88,10 @@ pub async fn start(
     let server = jsonrpsee::server::Server::builder()
         .set_config(config)
         .set_http_middleware(tower::ServiceBuilder::new().layer(layer))
+        .set_rpc_middleware(
+            RpcServiceBuilder::new()
+                .layer_fn(|inner| LargeAnswers { inner, connection: Arc::new(Semaphore::new(1)) }),
+        )
         .build(addr)
         .await
         .with_context(|| format!("listening on {addr}"))?;
@@ -92,6 +102,75 @@ pub async fn start(
 
 /// The largest answer the network front sends (256 MiB); a larger one is an error.
 const MAX_ANSWER_BYTES: u32 = 256 * 1024 * 1024;
+
+/// The RPC middleware of one connection (jsonrpsee builds one per connection): a
+/// [`LARGE_ANSWERS`] method runs, its answer serialized, on the blocking pool once this
+/// connection's place and one of the process's are free (the line transport's places,
+/// `connection::LARGE`); any other call goes straight through.
+#[derive(Clone)]
+struct LargeAnswers<S> {
+    inner: S,
+    connection: Arc<Semaphore>,
+}
+
+impl<S> RpcServiceT for LargeAnswers<S>
+where
+    S: RpcServiceT<MethodResponse = MethodResponse> + Clone + Send + Sync + 'static,
+{
+    type MethodResponse = MethodResponse;
+    type NotificationResponse = S::NotificationResponse;
+    type BatchResponse = S::BatchResponse;
+
+    fn call<'a>(&self, request: Request<'a>) -> impl Future<Output = MethodResponse> + Send + 'a {
+        let inner = self.inner.clone();
+        let connection = Arc::clone(&self.connection);
+        async move {
+            if !LARGE_ANSWERS.contains(&request.method_name()) {
+                return inner.call(request).await;
+            }
+            let id = request.id().into_owned();
+            let failed = |code, message: &str| {
+                MethodResponse::error(id.clone(), ErrorObject::owned(code, message, None::<()>))
+            };
+            // The blocking pool needs the request for as long as it runs: an owned copy.
+            let params = request.params().as_str().map(str::to_owned);
+            let params =
+                params.and_then(|params| serde_json::value::RawValue::from_string(params).ok());
+            let mut owned = Request::owned(request.method_name().to_owned(), params, id.clone());
+            *owned.extensions_mut() = request.extensions().clone();
+            // Neither semaphore is ever closed.
+            let (Ok(connection_place), Ok(place)) =
+                (connection.acquire_owned().await, LARGE.acquire().await)
+            else {
+                return failed(SHUTTING_DOWN, "the daemon is shutting down");
+            };
+            let runtime = tokio::runtime::Handle::current();
+            let answered = tokio::task::spawn_blocking(move || {
+                let _places = (connection_place, place);
+                runtime.block_on(inner.call(owned))
+            });
+            match answered.await {
+                Ok(response) => response,
+                Err(error) if error.is_cancelled() => {
+                    failed(SHUTTING_DOWN, "the daemon is shutting down")
+                }
+                Err(_) => failed(STORE, "the handler panicked"),
+            }
+        }
+    }
+
+    fn batch<'a>(&self, batch: Batch<'a>) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
+        // Batches are disabled on this front (`BatchRequestConfig::Disabled`).
+        self.inner.batch(batch)
+    }
+
+    fn notification<'a>(
+        &self,
+        notification: Notification<'a>,
+    ) -> impl Future<Output = Self::NotificationResponse> + Send + 'a {
+        self.inner.notification(notification)
+    }
+}
 
 /// The middleware: bearer token, then Origin.
 #[derive(Clone)]
