@@ -3,8 +3,10 @@
 //! a bearer token (read from `$DSH_HOME/token`, mode 0600, created on first use) and an Origin
 //! check (a browser page may only connect from an origin the user allowed). Loopback only.
 //! An RPC middleware gives "what the model saw" the line transport's treatment: answered and
-//! serialized on the blocking pool, one per connection and two in the process at a time.
+//! serialized on the blocking pool, one per WebSocket connection (an HTTP request is its own)
+//! and two in the process at a time.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -103,10 +105,11 @@ pub async fn start(
 /// The largest answer the network front sends (256 MiB); a larger one is an error.
 const MAX_ANSWER_BYTES: u32 = 256 * 1024 * 1024;
 
-/// The RPC middleware of one connection (jsonrpsee builds one per connection): a
-/// [`LARGE_ANSWERS`] method runs, its answer serialized, on the blocking pool once this
-/// connection's place and one of the process's are free (the line transport's places,
-/// `connection::LARGE`); any other call goes straight through.
+/// The RPC middleware of one WebSocket connection or one HTTP request (jsonrpsee builds one for
+/// each): a [`LARGE_ANSWERS`] method runs, its answer serialized, on the blocking pool once its
+/// own place and one of the process's are free (the line transport's, `connection::LARGE`);
+/// any other call goes straight through. Unlike the socket's, the places are given back when
+/// the answer is made, not when it is written: jsonrpsee's server writes it.
 #[derive(Clone)]
 struct LargeAnswers<S> {
     inner: S,
@@ -128,16 +131,19 @@ where
             if !LARGE_ANSWERS.contains(&request.method_name()) {
                 return inner.call(request).await;
             }
-            let id = request.id().into_owned();
+            // The blocking pool needs the request for as long as it runs: owned.
+            let Request { jsonrpc, id, method, params, extensions } = request;
+            let id = id.into_owned();
+            let owned = Request {
+                jsonrpc,
+                id: id.clone(),
+                method: Cow::Owned(method.into_owned()),
+                params: params.map(|params| Cow::Owned(params.into_owned())),
+                extensions,
+            };
             let failed = |code, message: &str| {
                 MethodResponse::error(id.clone(), ErrorObject::owned(code, message, None::<()>))
             };
-            // The blocking pool needs the request for as long as it runs: an owned copy.
-            let params = request.params().as_str().map(str::to_owned);
-            let params =
-                params.and_then(|params| serde_json::value::RawValue::from_string(params).ok());
-            let mut owned = Request::owned(request.method_name().to_owned(), params, id.clone());
-            *owned.extensions_mut() = request.extensions().clone();
             // Neither semaphore is ever closed.
             let (Ok(connection_place), Ok(place)) =
                 (connection.acquire_owned().await, LARGE.acquire().await)
@@ -160,7 +166,8 @@ where
     }
 
     fn batch<'a>(&self, batch: Batch<'a>) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
-        // Batches are disabled on this front (`BatchRequestConfig::Disabled`).
+        // Batches are disabled on this front (`BatchRequestConfig::Disabled` above): a batched
+        // `session/request` would bypass the places.
         self.inner.batch(batch)
     }
 
