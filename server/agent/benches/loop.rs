@@ -300,16 +300,8 @@ async fn breakdown(session: &SessionHandle) {
     time("sha256_hex(body) from scratch (audit only)", &mut || {
         std::hint::black_box(dsh_provider::sha256_hex(&body));
     });
-    let messages_session = session.clone();
-    let started = Instant::now();
-    for _ in 0..20 {
-        messages_session.query(|s| s.messages().len()).await.unwrap();
-    }
-    println!(
-        "    {:<62} {}",
-        "Session::messages() (a full snapshot: a new loop, after a replace)",
-        micros(started.elapsed() / 20)
-    );
+    let full_snapshot = "Session::messages() (a full snapshot: a new loop, after a replace)";
+    time_query(session, full_snapshot, |s| s.messages().len()).await;
     let mut allow = dsh_agent::approval::AllowAlways::default();
     allow.fold(&events[..events.len().saturating_sub(40)]);
     time("AllowAlways::fold, 40 new events (agent.rs run_tool, ask policy)", &mut || {
@@ -317,38 +309,32 @@ async fn breakdown(session: &SessionHandle) {
         step_allow.fold(&events);
         std::hint::black_box(step_allow.allows("write_file"));
     });
-    let pressure_session = session.clone();
+    time_query(session, "compact::decide (pre-step context-pressure hook)", |s| {
+        let config = dsh_agent::ContextConfig::for_model("deepseek-v4-flash");
+        std::hint::black_box(dsh_agent::compact::decide(s, &config));
+    })
+    .await;
+    let check = "reconstruct_session_step + wire_body (invariant check only)";
+    time_query(session, check, move |s| {
+        let rebuilt = dsh_session::reconstruct_session_step(s, step).unwrap();
+        std::hint::black_box(dsh_provider::wire_body(&rebuilt.request));
+    })
+    .await;
+}
+
+/// The `time` of `breakdown` for work done in the session's owner task, as the loop does it:
+/// a query to warm up, then the mean of 20.
+async fn time_query<R: Send + 'static>(
+    session: &SessionHandle,
+    what: &str,
+    run: impl Fn(&dsh_session::Session) -> R + Clone + Send + 'static,
+) {
+    session.query(run.clone()).await.unwrap();
     let started = Instant::now();
     for _ in 0..20 {
-        pressure_session
-            .query(|s| {
-                let config = dsh_agent::ContextConfig::for_model("deepseek-v4-flash");
-                std::hint::black_box(dsh_agent::compact::decide(s, &config));
-            })
-            .await
-            .unwrap();
+        std::hint::black_box(session.query(run.clone()).await.unwrap());
     }
-    println!(
-        "    {:<62} {}",
-        "compact::decide (pre-step context-pressure hook)",
-        micros(started.elapsed() / 20)
-    );
-    let rebuild_session = session.clone();
-    let started = Instant::now();
-    for _ in 0..20 {
-        rebuild_session
-            .query(move |s| {
-                let rebuilt = dsh_session::reconstruct_session_step(s, step).unwrap();
-                std::hint::black_box(dsh_provider::wire_body(&rebuilt.request));
-            })
-            .await
-            .unwrap();
-    }
-    println!(
-        "    {:<62} {}",
-        "reconstruct_session_step + wire_body (invariant check only)",
-        micros(started.elapsed() / 20)
-    );
+    println!("    {what:<62} {}", micros(started.elapsed() / 20));
 }
 
 fn tool_step(turn: usize, step: usize) -> serde_json::Value {

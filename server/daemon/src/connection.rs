@@ -374,16 +374,33 @@ async fn answer_apart(
         places = places => places.ok_or_else(gone)?,
     };
     let (methods, line) = (methods.clone(), call.line.clone());
-    let runtime = tokio::runtime::Handle::current();
-    let answered = tokio::task::spawn_blocking(move || {
-        let _place = place;
-        let answer = runtime.block_on(methods.raw_json_request(&line, SUBSCRIPTION_BUFFER));
-        (answer, connection_place)
+    let answered = on_blocking_pool(&call.method, place, async move {
+        (methods.raw_json_request(&line, SUBSCRIPTION_BUFFER).await, connection_place)
     });
-    match answered.await {
-        Ok((answer, connection_place)) => Ok((answer.map_err(invalid)?, connection_place)),
-        Err(error) if error.is_cancelled() => Err(gone()),
-        Err(_) => Err((STORE, format!("the {} handler panicked", call.method))),
+    let (answer, connection_place) = answered.await?;
+    Ok((answer.map_err(invalid)?, connection_place))
+}
+
+/// Drives `work` — a [`LARGE_ANSWERS`] method's handler and the serialization of its answer —
+/// to its end on the blocking pool, holding `places` until then, even if the returned future is
+/// dropped first. Both fronts answer such methods through it. An error when the task could not
+/// finish: the runtime is shutting down, or the handler panicked.
+pub(crate) async fn on_blocking_pool<T: Send + 'static>(
+    method: &str,
+    places: impl Send + 'static,
+    work: impl Future<Output = T> + Send + 'static,
+) -> Result<T, (i32, String)> {
+    let runtime = tokio::runtime::Handle::current();
+    let done = tokio::task::spawn_blocking(move || {
+        let _places = places;
+        runtime.block_on(work)
+    });
+    match done.await {
+        Ok(done) => Ok(done),
+        Err(error) if error.is_cancelled() => {
+            Err((SHUTTING_DOWN, "the daemon is shutting down".to_owned()))
+        }
+        Err(_) => Err((STORE, format!("the {method} handler panicked"))),
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use anyhow::{Context as _, bail};
-use dsh_protocol::code::{SHUTTING_DOWN, STORE};
+use dsh_protocol::code::SHUTTING_DOWN;
 use jsonrpsee::core::middleware::{Batch, Notification, Request, RpcServiceBuilder, RpcServiceT};
 use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse, ServerHandle};
 use jsonrpsee::types::ErrorObject;
@@ -25,7 +25,7 @@ use jsonrpsee::{MethodResponse, Methods};
 use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 
-use crate::connection::{LARGE, LARGE_ANSWERS};
+use crate::connection::{LARGE, LARGE_ANSWERS, on_blocking_pool};
 use crate::serve::TOKEN_FILE;
 
 /// Reads (or creates) the bearer token; refuses a token file others can read.
@@ -141,27 +141,20 @@ where
                 params: params.map(|params| Cow::Owned(params.into_owned())),
                 extensions,
             };
-            let failed = |code, message: &str| {
+            let failed = |(code, message): (i32, String)| {
                 MethodResponse::error(id.clone(), ErrorObject::owned(code, message, None::<()>))
             };
             // Neither semaphore is ever closed.
             let (Ok(connection_place), Ok(place)) =
                 (connection.acquire_owned().await, LARGE.acquire().await)
             else {
-                return failed(SHUTTING_DOWN, "the daemon is shutting down");
+                return failed((SHUTTING_DOWN, "the daemon is shutting down".to_owned()));
             };
-            let runtime = tokio::runtime::Handle::current();
-            let answered = tokio::task::spawn_blocking(move || {
-                let _places = (connection_place, place);
-                runtime.block_on(inner.call(owned))
-            });
-            match answered.await {
-                Ok(response) => response,
-                Err(error) if error.is_cancelled() => {
-                    failed(SHUTTING_DOWN, "the daemon is shutting down")
-                }
-                Err(_) => failed(STORE, "the handler panicked"),
-            }
+            let method = owned.method.to_string();
+            let places = (connection_place, place);
+            let answered =
+                on_blocking_pool(&method, places, async move { inner.call(owned).await });
+            answered.await.unwrap_or_else(failed)
         }
     }
 
