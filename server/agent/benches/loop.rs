@@ -7,9 +7,13 @@
 //!    it reads asks for it again (a `[[fake:tool …]]` directive), so the log grows by a step's
 //!    events each time. Then two sessions brought to step 10 and to step 1,000 take turns side
 //!    by side (paired, so the host's noise hits both alike): the harness per step near each, and
-//!    a turn's own work outside its steps (opening and closing it). Then the per-step
-//!    operations whose cost grows with the log are timed on the final log, to say where the
-//!    growth comes from.
+//!    a turn's own work outside its steps (opening and closing it) — once as fast as the mock
+//!    answers, once with every answer paced to the same 50 ms. The paced ratio is the figure
+//!    for "harness at step 1,000 against step 10": the harness after a provider call costs more
+//!    the longer the machine sat idle during it, and unpaced the mock takes ten times longer to
+//!    answer at step 1,000 (see [`paired_harness`]); the windows of the long turn mix both
+//!    effects the same way. Then the per-step operations whose cost grows with the log are
+//!    timed on the final log, to say where the growth comes from.
 //! 2. Cache efficiency over a scripted 100-step session (10 turns of 9 tool steps and an
 //!    answer, with an `AGENTS.md` edit before turn 4 and a new loop instance — a resume — at
 //!    turn 7): Σ cache-hit tokens ÷ the theoretical maximum, overall and with the steps whose
@@ -182,20 +186,15 @@ async fn harness_overhead(steps: u32, check_invariants: bool, context: bool) {
     let mut windows = vec![(1, 20), (91, 110), (491, 510), (n - 19, n)];
     windows.retain(|(a, b)| *a >= 1 && *b <= n && a <= b);
     windows.dedup();
-    let mut first_and_last = Vec::new();
+    // The windows are seconds apart and unpaced: the machine's other load and the mock's slower
+    // answers both show in them (their ratio swung from 0.8× to 9.6× run to run); the paired
+    // figures below are the ones to compare.
     for (from, to) in windows {
         let (harness, provider) = window(&outcome.timings, from..=to);
         println!(
             "  steps {from:>4}..={to:<4}  p50 harness {}   (p50 provider {})",
             micros(harness),
             micros(provider)
-        );
-        first_and_last.push(harness);
-    }
-    if let (Some(first), Some(last)) = (first_and_last.first(), first_and_last.last()) {
-        println!(
-            "  harness at step {n} ÷ harness at step 10, windows of this turn: {:.2}×",
-            last.as_secs_f64() / first.as_secs_f64()
         );
     }
     paired_harness(steps, check_invariants, context).await;
@@ -204,11 +203,22 @@ async fn harness_overhead(steps: u32, check_invariants: bool, context: bool) {
     }
 }
 
+/// The mock's pause before every answer of the paced pairs: longer than its own work on a
+/// step-1,000 prompt (about 12 ms), shorter than any real provider's first token.
+const PACE_MS: u64 = 50;
+
 /// Harness time per step near step 10 against near step `steps`, measured in pairs: two
 /// sessions are brought to 10 and to `steps` steps, then take turns of two scripted steps (a
 /// `read_file` call and an answer), alternately, the order swapped every round. Other load on
 /// the machine comes and goes over seconds: measured side by side, both sides see the same,
 /// which the windows of one long turn (seconds apart) do not.
+///
+/// Twice: as fast as the mock answers, then with every answer paced to [`PACE_MS`]. What the
+/// harness costs after a provider call depends on how long the machine sat idle during it
+/// (woken cores, cold caches: near step 10, about 0.7 ms after a 1 ms answer, 0.9 ms after a
+/// 20 ms one, 1.0 ms after a 50 ms one), and unpaced the mock answers a step-1,000 prompt ten
+/// times slower than a step-10 one. Paced, both sides wait alike, as they would for a real
+/// provider, and the ratio is the conversation's length alone.
 async fn paired_harness(steps: u32, check_invariants: bool, context: bool) {
     const ROUNDS: usize = 120;
     let bench = Bench::new(MockConfig::default()).await;
@@ -222,45 +232,63 @@ async fn paired_harness(steps: u32, check_invariants: bool, context: bool) {
         let mut agent = bench.agent_with(check_invariants, at, context);
         let outcome = agent.run_turn(&session, &prompt, &cancel).await.unwrap();
         assert_eq!(outcome.steps, u64::from(at), "{:?}", outcome.error);
-        sides.push((session, agent, Vec::new()));
+        sides.push((session, agent));
     }
-    // A turn's own work outside its steps (opening and closing it), per side.
-    let mut outside: [Vec<Duration>; 2] = Default::default();
-    for round in 0..ROUNDS {
-        for index in [round % 2, 1 - round % 2] {
-            let (session, agent, samples) = &mut sides[index];
-            bench
-                .script(json!([
-                    tool_step(round, 1),
-                    { "reasoning": "Enough.", "content": "The notes have four lines." },
-                ]))
-                .await;
-            let started = Instant::now();
-            let outcome = agent.run_turn(session, "Once more.", &cancel).await.unwrap();
-            let elapsed = started.elapsed();
-            assert_eq!(outcome.steps, 2, "{:?}", outcome.error);
-            samples.extend(outcome.timings.iter().map(StepTiming::harness));
-            let in_steps: Duration = outcome.timings.iter().map(|timing| timing.total).sum();
-            outside[index].push(elapsed.saturating_sub(in_steps));
+    for pace in [0, PACE_MS] {
+        let mut timings: [Vec<StepTiming>; 2] = Default::default();
+        // A turn's own work outside its steps (opening and closing it), per side.
+        let mut outside: [Vec<Duration>; 2] = Default::default();
+        for round in 0..ROUNDS {
+            for index in [round % 2, 1 - round % 2] {
+                let (session, agent) = &mut sides[index];
+                let mut call = tool_step(round, 1);
+                call["delay_ms"] = json!(pace);
+                let answer = json!({
+                    "reasoning": "Enough.",
+                    "content": "The notes have four lines.",
+                    "delay_ms": pace,
+                });
+                bench.script(json!([call, answer])).await;
+                let started = Instant::now();
+                let outcome = agent.run_turn(session, "Once more.", &cancel).await.unwrap();
+                let elapsed = started.elapsed();
+                assert_eq!(outcome.steps, 2, "{:?}", outcome.error);
+                let in_steps: Duration = outcome.timings.iter().map(|timing| timing.total).sum();
+                outside[index].push(elapsed.saturating_sub(in_steps));
+                timings[index].extend(outcome.timings);
+            }
         }
-    }
-    let [small, large] = outside.map(|mut side| percentile(&mut side, 0.5));
-    println!(
-        "  paired: p50 of a turn's work outside its steps near step 10 {}, near step {steps} {}: {:.2}×",
-        micros(small),
-        micros(large),
-        large.as_secs_f64() / small.as_secs_f64().max(1e-9)
-    );
-    // The median, and the 25th percentile: other load only ever adds time, so the lower
-    // quantile is the closer to what the step itself costs.
-    for (name, quantile) in [("p50", 0.5), ("p25", 0.25)] {
-        let [small, large] = [0, 1].map(|index| percentile(&mut sides[index].2, quantile));
+        let [small, large] = timings.each_ref().map(|side| {
+            let mut provider: Vec<Duration> = side.iter().map(|timing| timing.provider).collect();
+            percentile(&mut provider, 0.5)
+        });
+        let paced = if pace == 0 { "unpaced".to_owned() } else { format!("paced to {pace} ms") };
         println!(
-            "  paired, {ROUNDS} rounds of 2 steps each, interleaved: {name} harness near step 10 {}, near step {steps} {}: {:.2}×",
+            "  paired, {ROUNDS} rounds of 2 steps each, interleaved, {paced}: p50 provider near step 10 {}, near step {steps} {}",
             micros(small),
             micros(large),
-            large.as_secs_f64() / small.as_secs_f64()
         );
+        let [small, large] = outside.map(|mut side| percentile(&mut side, 0.5));
+        println!(
+            "    p50 of a turn's work outside its steps near step 10 {}, near step {steps} {}: {:.2}×",
+            micros(small),
+            micros(large),
+            large.as_secs_f64() / small.as_secs_f64().max(1e-9)
+        );
+        // The median, and the 25th percentile: other load only ever adds time, so the lower
+        // quantile is the closer to what the step itself costs.
+        for (name, quantile) in [("p50", 0.5), ("p25", 0.25)] {
+            let [small, large] = timings.each_ref().map(|side| {
+                let mut harness: Vec<Duration> = side.iter().map(StepTiming::harness).collect();
+                percentile(&mut harness, quantile)
+            });
+            println!(
+                "    {name} harness near step 10 {}, near step {steps} {}: {:.2}×",
+                micros(small),
+                micros(large),
+                large.as_secs_f64() / small.as_secs_f64()
+            );
+        }
     }
 }
 
