@@ -10,8 +10,8 @@
 //!    a turn's own work outside its steps (opening and closing it) — once as fast as the mock
 //!    answers, once with every answer paced to the same 50 ms. The paced ratio is the figure
 //!    for "harness at step 1,000 against step 10": the harness after a provider call costs more
-//!    the longer the machine sat idle during it, and unpaced the mock takes ten times longer to
-//!    answer at step 1,000 (see [`paired_harness`]); the windows of the long turn mix both
+//!    the longer the machine sat idle during it, and unpaced the mock takes about six times longer
+//!    to answer at step 1,000 (see [`paired_harness`]); the windows of the long turn mix both
 //!    effects the same way. Then the per-step operations whose cost grows with the log are
 //!    timed on the final log, to say where the growth comes from.
 //! 2. Cache efficiency over a scripted 100-step session (10 turns of 9 tool steps and an
@@ -215,9 +215,9 @@ const PACE_MS: u64 = 50;
 ///
 /// Twice: as fast as the mock answers, then with every answer paced to [`PACE_MS`]. What the
 /// harness costs after a provider call depends on how long the machine sat idle during it
-/// (woken cores, cold caches: near step 10, about 0.7 ms after a 1 ms answer, 0.9 ms after a
-/// 20 ms one, 1.0 ms after a 50 ms one), and unpaced the mock answers a step-1,000 prompt ten
-/// times slower than a step-10 one. Paced, both sides wait alike, as they would for a real
+/// (measured near step 10: about 0.7 ms after a 2 ms answer, 0.9 ms after a 20 ms one, 1.0 ms
+/// after a 50 ms one; cores to wake and caches gone cold, most likely), and unpaced the mock
+/// answers a step-1,000 prompt about six times slower than a step-10 one (14 ms against 2 ms). Paced, both sides wait alike, as they would for a real
 /// provider, and the ratio is the conversation's length alone.
 async fn paired_harness(steps: u32, check_invariants: bool, context: bool) {
     const ROUNDS: usize = 120;
