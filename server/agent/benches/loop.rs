@@ -8,12 +8,12 @@
 //!    events each time. Then two sessions brought to step 10 and to step 1,000 take turns side
 //!    by side (paired, so the host's noise hits both alike): the harness per step near each, and
 //!    a turn's own work outside its steps (opening and closing it) — once as fast as the mock
-//!    answers, once with every answer paced to the same 50 ms. The paced ratio is the figure
+//!    answers, once with every answer delayed by a further 50 ms. The paced ratio is the figure
 //!    for "harness at step 1,000 against step 10": the harness after a provider call costs more
-//!    the longer the machine sat idle during it, and unpaced the mock takes about six times longer
-//!    to answer at step 1,000 (see [`paired_harness`]); the windows of the long turn mix both
-//!    effects the same way. Then the per-step operations whose cost grows with the log are
-//!    timed on the final log, to say where the growth comes from.
+//!    the longer the machine sat idle during it, and unpaced the mock takes about seven times
+//!    longer to answer at step 1,000 (see [`paired_harness`]); the windows of the long turn mix
+//!    both effects the same way. Then the per-step operations whose cost grows with the log
+//!    are timed on the final log, to say where the growth comes from.
 //! 2. Cache efficiency over a scripted 100-step session (10 turns of 9 tool steps and an
 //!    answer, with an `AGENTS.md` edit before turn 4 and a new loop instance — a resume — at
 //!    turn 7): Σ cache-hit tokens ÷ the theoretical maximum, overall and with the steps whose
@@ -197,29 +197,33 @@ async fn harness_overhead(steps: u32, check_invariants: bool, context: bool) {
             micros(provider)
         );
     }
-    paired_harness(steps, check_invariants, context).await;
+    paired_harness(steps, check_invariants, context, 0).await;
+    paired_harness(steps, check_invariants, context, PACE_MS).await;
     if check_invariants {
         breakdown(&session).await;
     }
 }
 
-/// The mock's pause before every answer of the paced pairs: longer than its own work on a
-/// step-1,000 prompt (about 12 ms), shorter than any real provider's first token.
+/// The further pause before every answer of the paced pairs (after the mock's own work, which
+/// takes about 12 ms on a step-1,000 prompt): far shorter than any real provider's first token.
 const PACE_MS: u64 = 50;
 
 /// Harness time per step near step 10 against near step `steps`, measured in pairs: two
 /// sessions are brought to 10 and to `steps` steps, then take turns of two scripted steps (a
 /// `read_file` call and an answer), alternately, the order swapped every round. Other load on
 /// the machine comes and goes over seconds: measured side by side, both sides see the same,
-/// which the windows of one long turn (seconds apart) do not.
+/// which the windows of one long turn (seconds apart) do not. Each side grows by two steps a
+/// round: the steps measured are printed.
 ///
-/// Twice: as fast as the mock answers, then with every answer paced to [`PACE_MS`]. What the
-/// harness costs after a provider call depends on how long the machine sat idle during it
-/// (measured near step 10: about 0.7 ms after a 2 ms answer, 0.9 ms after a 20 ms one, 1.0 ms
-/// after a 50 ms one; cores to wake and caches gone cold, most likely), and unpaced the mock
-/// answers a step-1,000 prompt about six times slower than a step-10 one (14 ms against 2 ms). Paced, both sides wait alike, as they would for a real
-/// provider, and the ratio is the conversation's length alone.
-async fn paired_harness(steps: u32, check_invariants: bool, context: bool) {
+/// Twice, on fresh sessions: as fast as the mock answers, then with every answer delayed by a
+/// further [`PACE_MS`]. What the harness costs after a provider call depends on how long the
+/// machine sat idle during it (measured near step 10: about 0.7 ms after a 2 ms answer,
+/// 0.9 ms after a 20 ms one, 1.0 ms after a 50 ms one; cores to wake and caches gone cold,
+/// most likely), and unpaced the mock answers a step-1,000 prompt about seven times slower
+/// than a step-10 one (about 14 ms against 2 ms). Paced, both sides idle at least 50 ms, as
+/// they would for any real provider (the step-1,000 side still about 12 ms longer, which if
+/// anything counts against it): the paced ratio is the figure for the conversation's length.
+async fn paired_harness(steps: u32, check_invariants: bool, context: bool, pace: u64) {
     const ROUNDS: usize = 120;
     let bench = Bench::new(MockConfig::default()).await;
     std::fs::write(bench.workspace.join(LOOP_FILE), format!("{LOOP_DIRECTIVE}\n")).unwrap();
@@ -234,61 +238,61 @@ async fn paired_harness(steps: u32, check_invariants: bool, context: bool) {
         assert_eq!(outcome.steps, u64::from(at), "{:?}", outcome.error);
         sides.push((session, agent));
     }
-    for pace in [0, PACE_MS] {
-        let mut timings: [Vec<StepTiming>; 2] = Default::default();
-        // A turn's own work outside its steps (opening and closing it), per side.
-        let mut outside: [Vec<Duration>; 2] = Default::default();
-        for round in 0..ROUNDS {
-            for index in [round % 2, 1 - round % 2] {
-                let (session, agent) = &mut sides[index];
-                let mut call = tool_step(round, 1);
-                call["delay_ms"] = json!(pace);
-                let answer = json!({
-                    "reasoning": "Enough.",
-                    "content": "The notes have four lines.",
-                    "delay_ms": pace,
-                });
-                bench.script(json!([call, answer])).await;
-                let started = Instant::now();
-                let outcome = agent.run_turn(session, "Once more.", &cancel).await.unwrap();
-                let elapsed = started.elapsed();
-                assert_eq!(outcome.steps, 2, "{:?}", outcome.error);
-                let in_steps: Duration = outcome.timings.iter().map(|timing| timing.total).sum();
-                outside[index].push(elapsed.saturating_sub(in_steps));
-                timings[index].extend(outcome.timings);
-            }
+    let mut timings: [Vec<StepTiming>; 2] = Default::default();
+    // A turn's own work outside its steps (opening and closing it), per side.
+    let mut outside: [Vec<Duration>; 2] = Default::default();
+    for round in 0..ROUNDS {
+        for index in [round % 2, 1 - round % 2] {
+            let (session, agent) = &mut sides[index];
+            let mut call = tool_step(round, 1);
+            call["delay_ms"] = json!(pace);
+            let content = "The notes have four lines.";
+            let answer = json!({ "reasoning": "Enough.", "content": content, "delay_ms": pace });
+            bench.script(json!([call, answer])).await;
+            let started = Instant::now();
+            let outcome = agent.run_turn(session, "Once more.", &cancel).await.unwrap();
+            let elapsed = started.elapsed();
+            assert_eq!(outcome.steps, 2, "{:?}", outcome.error);
+            let in_steps: Duration = outcome.timings.iter().map(|timing| timing.total).sum();
+            outside[index].push(elapsed.saturating_sub(in_steps));
+            timings[index].extend(outcome.timings);
         }
+    }
+    let paced = if pace == 0 { "unpaced".to_owned() } else { format!("paced (+{pace} ms)") };
+    let [small, large] = timings.each_ref().map(|side| {
+        let first = side.iter().map(|timing| timing.step).min().unwrap_or_default();
+        let last = side.iter().map(|timing| timing.step).max().unwrap_or_default();
+        let mut provider: Vec<Duration> = side.iter().map(|timing| timing.provider).collect();
+        format!(
+            "steps {first}..={last} (p50 provider {})",
+            micros(percentile(&mut provider, 0.5)).trim()
+        )
+    });
+    println!(
+        "  paired, {ROUNDS} rounds of 2 steps each, interleaved, {paced}: near step 10 = {small}, near step {steps} = {large}"
+    );
+    let [small, large] = outside.map(|mut side| percentile(&mut side, 0.5));
+    println!(
+        "    p50 of a turn's work outside its steps near step 10 {}, near step {steps} {}: {:.2}×",
+        micros(small),
+        micros(large),
+        large.as_secs_f64() / small.as_secs_f64().max(1e-9)
+    );
+    // The median, and the 25th percentile: other load only ever adds time, so the lower
+    // quantile is the closer to what the step itself costs. The difference too: a cost both
+    // sides pay alike (the idling above) makes the ratio smaller, not the difference.
+    for (name, quantile) in [("p50", 0.5), ("p25", 0.25)] {
         let [small, large] = timings.each_ref().map(|side| {
-            let mut provider: Vec<Duration> = side.iter().map(|timing| timing.provider).collect();
-            percentile(&mut provider, 0.5)
+            let mut harness: Vec<Duration> = side.iter().map(StepTiming::harness).collect();
+            percentile(&mut harness, quantile)
         });
-        let paced = if pace == 0 { "unpaced".to_owned() } else { format!("paced to {pace} ms") };
+        let difference = (large.as_secs_f64() - small.as_secs_f64()) * 1e6;
         println!(
-            "  paired, {ROUNDS} rounds of 2 steps each, interleaved, {paced}: p50 provider near step 10 {}, near step {steps} {}",
+            "    {name} harness near step 10 {}, near step {steps} {}: {:.2}× ({difference:+.1} µs)",
             micros(small),
             micros(large),
+            large.as_secs_f64() / small.as_secs_f64()
         );
-        let [small, large] = outside.map(|mut side| percentile(&mut side, 0.5));
-        println!(
-            "    p50 of a turn's work outside its steps near step 10 {}, near step {steps} {}: {:.2}×",
-            micros(small),
-            micros(large),
-            large.as_secs_f64() / small.as_secs_f64().max(1e-9)
-        );
-        // The median, and the 25th percentile: other load only ever adds time, so the lower
-        // quantile is the closer to what the step itself costs.
-        for (name, quantile) in [("p50", 0.5), ("p25", 0.25)] {
-            let [small, large] = timings.each_ref().map(|side| {
-                let mut harness: Vec<Duration> = side.iter().map(StepTiming::harness).collect();
-                percentile(&mut harness, quantile)
-            });
-            println!(
-                "    {name} harness near step 10 {}, near step {steps} {}: {:.2}×",
-                micros(small),
-                micros(large),
-                large.as_secs_f64() / small.as_secs_f64()
-            );
-        }
     }
 }
 
