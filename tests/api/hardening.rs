@@ -24,7 +24,7 @@ fn clock_ticks_per_second() -> u64 {
 }
 
 /// A field of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`).
-fn vm_kib(pid: u32, field: &str) -> u64 {
+pub(super) fn vm_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|line| line.starts_with(field)).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
@@ -146,7 +146,7 @@ async fn connections_past_the_cap_are_refused_with_an_error() {
 }
 
 /// Writes a log with one `session/meta` and one user message of `text`, as a fork of nothing.
-fn write_log(env: &Env, id: &str, text: &str) -> std::path::PathBuf {
+pub(super) fn write_log(env: &Env, id: &str, text: &str) -> std::path::PathBuf {
     let home = dsh_store::DshHome::new(&env.home);
     let dir = home.workspace(&env.workspace).unwrap().sessions_dir();
     std::fs::create_dir_all(&dir).unwrap();

@@ -13,6 +13,7 @@
 //! - `bad_input`: malformed and impossible requests on a live daemon.
 //! - `provenance`: `workspace/provenance` — which step wrote each line, across sessions.
 //! - `security`: permissions, the network listener's token and Origin checks, no key leaks.
+//! - `websocket`: the network listener's WebSockets, served like the socket (budget included).
 
 mod bad_input;
 mod clients;
@@ -21,3 +22,4 @@ mod lifecycle;
 mod methods;
 mod provenance;
 mod security;
+mod websocket;

@@ -32,7 +32,7 @@ async fn the_socket_is_private_and_a_shared_home_is_refused() {
 }
 
 /// The address the network listener reports in the daemon's log (`--listen 127.0.0.1:0`).
-async fn bound_address(env: &Env) -> String {
+pub(super) async fn bound_address(env: &Env) -> String {
     let started = std::time::Instant::now();
     loop {
         let log = env.daemon_log();

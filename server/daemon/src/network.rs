@@ -1,10 +1,12 @@
-//! The optional network front (`dsh serve --listen 127.0.0.1:PORT`): the same [`Methods`] over
-//! WebSocket and HTTP through `jsonrpsee`'s server, behind two checks in an HTTP middleware:
-//! a bearer token (read from `$DSH_HOME/token`, mode 0600, created on first use) and an Origin
-//! check (a browser page may only connect from an origin the user allowed). Loopback only.
-//! An RPC middleware gives "what the model saw" the line transport's treatment: answered and
-//! serialized on the blocking pool, one per WebSocket connection (an HTTP request is its own)
-//! and two in the process at a time.
+//! The optional network front (`dsh serve --listen 127.0.0.1:PORT`): the same [`jsonrpsee::Methods`] over
+//! WebSocket and HTTP, behind two checks in an HTTP middleware: a bearer token (read from
+//! `$DSH_HOME/token`, mode 0600, created on first use) and an Origin check (a browser page may
+//! only connect from an origin the user allowed). Loopback only.
+//!
+//! `jsonrpsee`'s server takes the HTTP connections and answers plain HTTP requests itself; an
+//! RPC middleware gives "what the model saw" the line transport's treatment there (answered
+//! and serialized on the blocking pool, two in the process at a time). A WebSocket upgrade is
+//! taken over by the middleware and served by the socket's line transport ([`websocket`]).
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -18,15 +20,19 @@ use std::task::{Context, Poll};
 
 use anyhow::{Context as _, bail};
 use dsh_protocol::code::SHUTTING_DOWN;
+use jsonrpsee::MethodResponse;
 use jsonrpsee::core::middleware::{Batch, Notification, Request, RpcServiceBuilder, RpcServiceT};
-use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse, ServerHandle};
+use jsonrpsee::server::{HttpRequest, HttpResponse, ServerHandle};
 use jsonrpsee::types::ErrorObject;
-use jsonrpsee::{MethodResponse, Methods};
-use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 
 use crate::connection::{LARGE, LARGE_ANSWERS, on_blocking_pool};
 use crate::serve::TOKEN_FILE;
+
+mod websocket;
+
+pub use websocket::WebSockets;
+use websocket::refuse;
 
 /// Reads (or creates) the bearer token; refuses a token file others can read.
 pub fn load_token(home: &Path) -> anyhow::Result<String> {
@@ -69,31 +75,30 @@ pub async fn start(
     home: &Path,
     addr: SocketAddr,
     allow_origins: &[String],
-    methods: Methods,
+    websockets: WebSockets,
 ) -> anyhow::Result<ServerHandle> {
     if !addr.ip().is_loopback() {
         bail!("--listen {addr}: only loopback addresses are allowed");
     }
     let token = load_token(home)?;
+    let methods = websockets.methods.clone();
     let layer = AuthLayer {
         token: Arc::from(format!("Bearer {token}")),
         origins: Arc::new(allow_origins.to_vec()),
+        websockets,
     };
-    // As on the socket: one request per message, no batches; a bounded number of subscriptions.
-    // Answers up to `MAX_ANSWER_BYTES`: "what the model saw" of a long conversation is a hundred
-    // megabytes, and jsonrpsee refuses anything past 10 MB by default.
+    // As on the socket: one request per message, no batches. Answers up to `MAX_ANSWER_BYTES`:
+    // "what the model saw" of a long conversation is a hundred megabytes, and jsonrpsee refuses
+    // anything past 10 MB by default. HTTP only: the middleware takes every WebSocket upgrade.
     let config = jsonrpsee::server::ServerConfig::builder()
+        .http_only()
         .set_batch_request_config(jsonrpsee::server::BatchRequestConfig::Disabled)
-        .max_subscriptions_per_connection(64)
         .max_response_body_size(MAX_ANSWER_BYTES)
         .build();
     let server = jsonrpsee::server::Server::builder()
         .set_config(config)
         .set_http_middleware(tower::ServiceBuilder::new().layer(layer))
-        .set_rpc_middleware(
-            RpcServiceBuilder::new()
-                .layer_fn(|inner| LargeAnswers { inner, connection: Arc::new(Semaphore::new(1)) }),
-        )
+        .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(|inner| LargeAnswers { inner }))
         .build(addr)
         .await
         .with_context(|| format!("listening on {addr}"))?;
@@ -105,15 +110,14 @@ pub async fn start(
 /// The largest answer the network front sends (256 MiB); a larger one is an error.
 const MAX_ANSWER_BYTES: u32 = 256 * 1024 * 1024;
 
-/// The RPC middleware of one WebSocket connection or one HTTP request (jsonrpsee builds one for
-/// each): a [`LARGE_ANSWERS`] method runs, its answer serialized, on the blocking pool once its
-/// own place and one of the process's are free (the line transport's, `connection::LARGE`);
-/// any other call goes straight through. Unlike the socket's, the places are given back when
-/// the answer is made, not when it is written: jsonrpsee's server writes it.
+/// The RPC middleware of one HTTP request: a [`LARGE_ANSWERS`] method runs, its answer
+/// serialized, on the blocking pool once one of the process's places is free (the line
+/// transport's, `connection::LARGE`); any other call goes straight through. The place is given
+/// back when the answer is made, not when it is written (hyper writes it): an HTTP request has
+/// one answer, and a client holds as many as the connections it opens.
 #[derive(Clone)]
 struct LargeAnswers<S> {
     inner: S,
-    connection: Arc<Semaphore>,
 }
 
 impl<S> RpcServiceT for LargeAnswers<S>
@@ -126,7 +130,6 @@ where
 
     fn call<'a>(&self, request: Request<'a>) -> impl Future<Output = MethodResponse> + Send + 'a {
         let inner = self.inner.clone();
-        let connection = Arc::clone(&self.connection);
         async move {
             if !LARGE_ANSWERS.contains(&request.method_name()) {
                 return inner.call(request).await;
@@ -144,16 +147,12 @@ where
             let failed = |(code, message): (i32, String)| {
                 MethodResponse::error(id.clone(), ErrorObject::owned(code, message, None::<()>))
             };
-            // Neither semaphore is ever closed.
-            let (Ok(connection_place), Ok(place)) =
-                (connection.acquire_owned().await, LARGE.acquire().await)
-            else {
+            // The semaphore is never closed.
+            let Ok(place) = LARGE.acquire().await else {
                 return failed((SHUTTING_DOWN, "the daemon is shutting down".to_owned()));
             };
             let method = owned.method.to_string();
-            let places = (connection_place, place);
-            let answered =
-                on_blocking_pool(&method, places, async move { inner.call(owned).await });
+            let answered = on_blocking_pool(&method, place, async move { inner.call(owned).await });
             answered.await.unwrap_or_else(failed)
         }
     }
@@ -172,11 +171,12 @@ where
     }
 }
 
-/// The middleware: bearer token, then Origin.
+/// The middleware: bearer token, then Origin; then a WebSocket upgrade is taken over.
 #[derive(Clone)]
 struct AuthLayer {
     token: Arc<str>,
     origins: Arc<Vec<String>>,
+    websockets: WebSockets,
 }
 
 impl<S> Layer<S> for AuthLayer {
@@ -198,17 +198,11 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn refuse(status: u16, message: &'static str) -> HttpResponse {
-    let mut response = HttpResponse::new(HttpBody::from(message));
-    *response.status_mut() =
-        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::FORBIDDEN);
-    response
-}
-
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl<S, B> Service<HttpRequest<B>> for Auth<S>
 where
+    B: Send + 'static,
     S: Service<HttpRequest<B>, Response = HttpResponse>,
     S::Error: Into<BoxError> + 'static,
     S::Future: Send + 'static,
@@ -236,6 +230,10 @@ where
             if !allowed {
                 return Box::pin(async { Ok(refuse(403, "origin not allowed\n")) });
             }
+        }
+        if websocket::is_upgrade_request(&request) {
+            let response = self.layer.websockets.upgrade(request);
+            return Box::pin(async { Ok(response) });
         }
         let future = self.inner.call(request);
         Box::pin(async move { future.await.map_err(Into::into) })

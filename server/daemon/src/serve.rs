@@ -42,6 +42,7 @@ use crate::api;
 use crate::config::DaemonConfig;
 use crate::connection::serve_lines;
 use crate::daemon::Daemon;
+use crate::network::WebSockets;
 use crate::settings::Settings;
 
 /// The socket's file name under `$DSH_HOME`.
@@ -64,7 +65,8 @@ pub struct ServeOptions {
     pub allow_origins: Vec<String>,
     /// Exit when no client is connected and no turn runs for this long.
     pub idle_exit: Option<Duration>,
-    /// Connections served at once on the socket; one more is answered with an error and closed.
+    /// Connections served at once, on the socket and over WebSocket; one more is answered with
+    /// an error and closed.
     pub max_connections: usize,
 }
 
@@ -130,13 +132,18 @@ impl Exhaustion {
     }
 }
 
+/// Why a connection past the cap is refused.
+pub(crate) fn overloaded_message(max: usize) -> String {
+    format!(
+        "overloaded, retry later: the daemon serves at most {max} connections at once (dsh serve --max-connections)"
+    )
+}
+
 /// Answers a connection past the cap with one error line, then closes it. The write is
 /// bounded in time: a peer that does not read is simply closed.
 fn refuse_connection(stream: tokio::net::UnixStream, max: usize) {
     use tokio::io::AsyncWriteExt as _;
-    let message = format!(
-        "overloaded, retry later: the daemon serves at most {max} connections at once (dsh serve --max-connections)"
-    );
+    let message = overloaded_message(max);
     let line = dsh_protocol::jsonrpc::Response::error(
         dsh_protocol::jsonrpc::Id::Null,
         dsh_protocol::jsonrpc::ErrorObject::new(dsh_protocol::code::OVERLOADED, message),
@@ -264,10 +271,18 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
     daemon.add_warnings(warnings);
     Settings::watch(&daemon.settings);
     let methods: Methods = api::module(Arc::clone(&daemon))?.into();
+    // Every connection's task, so shutdown can wait for the answers they still owe.
+    let connections = TaskTracker::new();
     // The network front first: if it cannot start, nothing is left behind.
     let network = match options.listen {
         Some(addr) => {
-            Some(crate::network::start(&home, addr, &options.allow_origins, methods.clone()).await?)
+            let websockets = WebSockets {
+                methods: methods.clone(),
+                daemon: Arc::clone(&daemon),
+                connections: connections.clone(),
+                max_connections: options.max_connections,
+            };
+            Some(crate::network::start(&home, addr, &options.allow_origins, websockets).await?)
         }
         None => None,
     };
@@ -281,8 +296,6 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
     tokio::spawn(unload_watch(Arc::clone(&daemon)));
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "dsh daemon listening");
 
-    // Every connection's task, so shutdown can wait for the answers they still owe.
-    let connections = TaskTracker::new();
     let mut exhausted = Exhaustion::default();
     loop {
         // Cancel-safety: `accept` is cancel-safe (a connection not returned stays queued);
