@@ -74,6 +74,23 @@ fn token(env: &Env) -> String {
     std::fs::read_to_string(env.home.join("token")).unwrap().trim().to_owned()
 }
 
+/// Whether the connection ends (within the deadline) before any message that answers.
+async fn closes(receiver: &mut Receiver<Stream>) -> bool {
+    let read = async {
+        loop {
+            let mut message = Vec::new();
+            if receiver.receive_data(&mut message).await.is_err() {
+                return true;
+            }
+            let value: Value = serde_json::from_slice(&message).unwrap();
+            if value.get("id").is_some() {
+                return false;
+            }
+        }
+    };
+    tokio::time::timeout(DEADLINE, read).await.expect("neither an answer nor the end in time")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_websocket_is_served_like_the_socket() {
     let env = Env::new().await;
@@ -88,30 +105,30 @@ async fn a_websocket_is_served_like_the_socket() {
     // The WebSocket is one of the daemon's clients.
     assert_eq!(status["result"]["clients"], 1, "{status}");
 
-    // A request written over several lines is one message, so one request.
-    let pretty = serde_json::to_string_pretty(&json!({
-        "jsonrpc": "2.0", "id": 2, "method": "daemon/status", "params": {}
-    }))
-    .unwrap();
+    // A request written over several lines is one message, so one request; a binary message
+    // is read as text.
+    let status: Value = serde_json::from_str(&request(2, "daemon/status", json!({}))).unwrap();
+    let pretty = serde_json::to_string_pretty(&status).unwrap();
     assert!(pretty.contains('\n'));
     first.0.send_text(pretty).await.unwrap();
     first.0.flush().await.unwrap();
     let status = answer(&mut first.1, json!(2)).await;
     assert_eq!(status["result"]["pid"], served.pid(), "{status}");
-
-    // Refusals are the socket's: an unknown method, a message past the line limit (and the
-    // connection goes on).
-    let unknown = call(&mut first, 3, "no/such", json!({})).await;
-    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
-    let long =
-        format!(r#"{{"jsonrpc":"2.0","id":4,"method":"x","params":"{}"}}"#, "y".repeat(5 << 20));
-    first.0.send_text(long).await.unwrap();
+    first.0.send_binary(request(3, "daemon/status", json!({}))).await.unwrap();
     first.0.flush().await.unwrap();
-    let refused = answer(&mut first.1, Value::Null).await;
-    let message = refused["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("exceeds 4194304 bytes"), "{refused}");
-    let status = call(&mut first, 5, "daemon/status", json!({})).await;
+    let status = answer(&mut first.1, json!(3)).await;
     assert_eq!(status["result"]["pid"], served.pid(), "{status}");
+
+    // Refusals are the socket's: an unknown method, a raw line break inside a string (the
+    // connection goes on).
+    let unknown = call(&mut first, 4, "no/such", json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let raw_break = request(5, "no\nsuch", json!({})).replace("\\n", "\n");
+    assert!(raw_break.contains('\n'));
+    first.0.send_text(raw_break).await.unwrap();
+    first.0.flush().await.unwrap();
+    let broken = answer(&mut first.1, Value::Null).await;
+    assert_eq!(broken["error"]["code"], -32700, "{broken}");
 
     // A subscription belongs to the connection that made it.
     let subscribed = call(&mut first, 6, "daemon/subscribe", json!({})).await;
@@ -131,9 +148,32 @@ async fn a_websocket_is_served_like_the_socket() {
     let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stream));
     let line = tokio::time::timeout(DEADLINE, lines.next_line()).await.unwrap().unwrap().unwrap();
     assert!(line.contains("at most 2 connections"), "{line}");
-    drop(second);
-    drop(first);
-    served.shutdown().await;
+
+    // A message past the line limit gets the socket's error, then the connection closes
+    // (the WebSocket layer cannot skip a fragmented one whole); the count goes down.
+    let long = request(8, "x", json!("y".repeat(5 << 20)));
+    second.0.send_text(long).await.unwrap();
+    second.0.flush().await.unwrap();
+    let refused = answer(&mut second.1, Value::Null).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("exceeds 4194304 bytes"), "{refused}");
+    assert!(closes(&mut second.1).await, "the connection went on after a message past the limit");
+    let started = Instant::now();
+    loop {
+        let status = call(&mut first, 9, "daemon/status", json!({})).await;
+        if status["result"]["clients"] == 1 {
+            break;
+        }
+        assert!(started.elapsed() < DEADLINE, "the closed WebSocket is still counted: {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Shutdown answers, then closes the WebSocket.
+    let stopping = call(&mut first, 10, "daemon/shutdown", json!({})).await;
+    assert_eq!(stopping["result"], json!({"stopping": true}), "{stopping}");
+    assert!(closes(&mut first.1).await, "the WebSocket outlived the daemon's shutdown");
+    let mut served = served;
+    assert!(served.wait().await.success());
 }
 
 #[tokio::test(flavor = "multi_thread")]

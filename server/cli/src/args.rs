@@ -237,13 +237,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
     /// Exit after this many minutes with no client and no running turn (not with --listen:
-    /// network clients are not counted).
+    /// WebSockets are counted, HTTP requests are not).
     #[arg(long, value_name = "MINUTES", value_parser = positive_minutes, conflicts_with = "listen")]
     pub idle_exit: Option<f64>,
     /// An approval nobody answers within this many seconds is denied.
     #[arg(long, default_value_t = 300)]
     pub approval_timeout: u64,
-    /// Connections served at once on the socket; one more is refused with an error.
+    /// Connections served at once, on the socket and over WebSocket; one more is refused with an
+    /// error.
     #[arg(long, default_value_t = dsh_daemon::serve::DEFAULT_MAX_CONNECTIONS, value_parser = connection_count)]
     pub max_connections: usize,
     /// Rebuild every request from the log before sending it and compare (always on in debug

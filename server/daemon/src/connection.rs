@@ -173,11 +173,63 @@ impl Outgoing {
     }
 }
 
+/// Where a connection's lines go, one whole line at a time: a byte stream ([`ByteLines`]), or a
+/// WebSocket (one message per line).
+pub trait LineSink: Send + 'static {
+    /// Writes one line (without its end) and flushes it.
+    fn write_line(&mut self, line: String) -> impl Future<Output = std::io::Result<()>> + Send;
+    /// The last line to a client that fell behind, after a line cut short when `cut_mid_line`.
+    /// A byte stream ends the cut line first; a sink that cannot resume after a cut says
+    /// nothing.
+    fn last_line(
+        &mut self,
+        line: String,
+        cut_mid_line: bool,
+    ) -> impl Future<Output = std::io::Result<()>> + Send;
+    /// Ends the stream (a byte stream's shutdown, a WebSocket's close).
+    fn close(&mut self) -> impl Future<Output = std::io::Result<()>> + Send;
+}
+
+/// Lines over a byte stream: each ends with a newline.
+pub struct ByteLines<W>(pub W);
+
+impl<W: AsyncWrite + Unpin + Send + 'static> LineSink for ByteLines<W> {
+    async fn write_line(&mut self, mut line: String) -> std::io::Result<()> {
+        line.push('\n');
+        self.0.write_all(line.as_bytes()).await?;
+        self.0.flush().await
+    }
+
+    async fn last_line(&mut self, mut line: String, cut_mid_line: bool) -> std::io::Result<()> {
+        if cut_mid_line {
+            line.insert(0, '\n');
+        }
+        self.write_line(line).await
+    }
+
+    async fn close(&mut self) -> std::io::Result<()> {
+        self.0.shutdown().await
+    }
+}
+
 /// Serves `methods` over one connection until the peer closes it or `shutdown` fires.
 pub async fn serve_lines<R, W>(methods: Methods, reader: R, writer: W, shutdown: CancellationToken)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
+{
+    serve_line_sink(methods, reader, ByteLines(writer), shutdown).await;
+}
+
+/// [`serve_lines`], its answers and events written to `sink`.
+pub async fn serve_line_sink<R, S>(
+    methods: Methods,
+    reader: R,
+    sink: S,
+    shutdown: CancellationToken,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    S: LineSink,
 {
     let (lines, lines_out) = mpsc::channel::<Line>(OUTGOING_BUFFER);
     let outgoing = Outgoing { lines, queued: Arc::default(), overflow: CancellationToken::new() };
@@ -185,7 +237,7 @@ where
     // in flight (prompts whose turns are being cancelled) are still written.
     let writer_stop = CancellationToken::new();
     let writer_task = tokio::spawn(write_lines(
-        writer,
+        sink,
         lines_out,
         Arc::clone(&outgoing.queued),
         outgoing.overflow.clone(),
@@ -416,8 +468,8 @@ fn error_line(id: Id, code: i32, message: String) -> String {
 /// How long the last line to a client that fell behind may take to write.
 const LAST_WORD: std::time::Duration = std::time::Duration::from_secs(1);
 
-async fn write_lines<W: AsyncWrite + Unpin>(
-    mut writer: W,
+async fn write_lines<S: LineSink>(
+    mut sink: S,
     mut lines: mpsc::Receiver<Line>,
     queued: Arc<AtomicUsize>,
     overflow: CancellationToken,
@@ -427,37 +479,38 @@ async fn write_lines<W: AsyncWrite + Unpin>(
         // Cancel-safety: `recv` is cancel-safe; `cancelled` is cancel-safe.
         let line = tokio::select! {
             line = lines.recv() => line,
-            () = overflow.cancelled() => return last_word(&mut writer, &mut lines, &queued, false).await,
+            () = overflow.cancelled() => return last_word(&mut sink, &mut lines, &queued, false).await,
             () = connection.cancelled() => {
                 // Flush what is already queued, then stop: dropping the receiver ends every
                 // subscription forwarder of this connection.
                 while let Ok(line) = lines.try_recv() {
-                    if write_line(&mut writer, line.text).await.is_err() {
-                        break;
+                    if sink.write_line(line.text).await.is_err() {
+                        return;
                     }
                 }
-                return;
+                break;
             }
         };
-        let Some(Line { text, counted, _place }) = line else { return };
+        let Some(Line { text, counted, _place }) = line else { break };
         // A client that does not read blocks this write: the overflow must still end it.
         // Cancel-safety: a write cut short leaves a partial line, which `last_word` ends.
         let written = tokio::select! {
-            written = write_line(&mut writer, text) => written,
-            () = overflow.cancelled() => return last_word(&mut writer, &mut lines, &queued, true).await,
+            written = sink.write_line(text) => written,
+            () = overflow.cancelled() => return last_word(&mut sink, &mut lines, &queued, true).await,
         };
         queued.fetch_sub(counted, Ordering::SeqCst);
         if written.is_err() {
             return;
         }
     }
+    let _ = tokio::time::timeout(LAST_WORD, sink.close()).await;
 }
 
 /// The end of a connection whose client fell behind: drop what waits (that is the memory to
 /// give back), say why in one last line, and close. The client may not read even that: the
 /// last word has a deadline.
-async fn last_word<W: AsyncWrite + Unpin>(
-    writer: &mut W,
+async fn last_word<S: LineSink>(
+    sink: &mut S,
     lines: &mut mpsc::Receiver<Line>,
     queued: &AtomicUsize,
     cut_mid_line: bool,
@@ -470,21 +523,9 @@ async fn last_word<W: AsyncWrite + Unpin>(
         OUTBOUND_BUDGET_BYTES / (1024 * 1024),
     );
     tracing::warn!(waiting, "a client fell behind by more than the outbound budget: disconnected");
-    let mut last = error_line(Id::Null, OVERLOADED, message);
-    if cut_mid_line {
-        last.insert(0, '\n');
-    }
-    let _ = tokio::time::timeout(LAST_WORD, write_line(writer, last)).await;
-    let _ = tokio::time::timeout(LAST_WORD, writer.shutdown()).await;
-}
-
-async fn write_line<W: AsyncWrite + Unpin>(
-    writer: &mut W,
-    mut line: String,
-) -> std::io::Result<()> {
-    line.push('\n');
-    writer.write_all(line.as_bytes()).await?;
-    writer.flush().await
+    let last = error_line(Id::Null, OVERLOADED, message);
+    let _ = tokio::time::timeout(LAST_WORD, sink.last_line(last, cut_mid_line)).await;
+    let _ = tokio::time::timeout(LAST_WORD, sink.close()).await;
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -79,6 +79,15 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A poisoned lock only means a panic happened while it was held; the maps and options it
     // guards stay consistent for our uses, so keep going.
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One connected client, counted in `Daemon::clients` until dropped (see [`Daemon::admit`]).
+pub(crate) struct ClientSlot(Arc<Daemon>);
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.clients.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Daemon {
@@ -205,6 +214,18 @@ impl Daemon {
             tracing::debug!(session = %live.id, "unloaded an idle session");
         }
         count
+    }
+
+    /// Counts a new client unless `max` are connected already (the socket's and the
+    /// WebSockets' alike); the count goes down when the returned slot is dropped.
+    pub(crate) fn admit(self: &Arc<Self>, max: usize) -> Option<ClientSlot> {
+        let max = u64::try_from(max).unwrap_or(u64::MAX);
+        self.clients
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |open| {
+                (open < max).then_some(open + 1)
+            })
+            .ok()
+            .map(|_| ClientSlot(Arc::clone(self)))
     }
 
     /// Whether any turn is running.

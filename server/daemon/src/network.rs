@@ -1,7 +1,7 @@
-//! The optional network front (`dsh serve --listen 127.0.0.1:PORT`): the same [`jsonrpsee::Methods`] over
-//! WebSocket and HTTP, behind two checks in an HTTP middleware: a bearer token (read from
-//! `$DSH_HOME/token`, mode 0600, created on first use) and an Origin check (a browser page may
-//! only connect from an origin the user allowed). Loopback only.
+//! The optional network front (`dsh serve --listen 127.0.0.1:PORT`): the same
+//! [`jsonrpsee::Methods`] over WebSocket and HTTP, behind two checks in an HTTP middleware: a
+//! bearer token (read from `$DSH_HOME/token`, mode 0600, created on first use) and an Origin
+//! check (a browser page may only connect from an origin the user allowed). Loopback only.
 //!
 //! `jsonrpsee`'s server takes the HTTP connections and answers plain HTTP requests itself; an
 //! RPC middleware gives "what the model saw" the line transport's treatment there (answered
@@ -113,8 +113,8 @@ const MAX_ANSWER_BYTES: u32 = 256 * 1024 * 1024;
 /// The RPC middleware of one HTTP request: a [`LARGE_ANSWERS`] method runs, its answer
 /// serialized, on the blocking pool once one of the process's places is free (the line
 /// transport's, `connection::LARGE`); any other call goes straight through. The place is given
-/// back when the answer is made, not when it is written (hyper writes it): an HTTP request has
-/// one answer, and a client holds as many as the connections it opens.
+/// back when the answer is made, not when it is written (hyper writes it): over HTTP a client
+/// holds as many answers as the requests it has open (HTTP/2 runs several on one connection).
 #[derive(Clone)]
 struct LargeAnswers<S> {
     inner: S,

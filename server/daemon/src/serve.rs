@@ -323,19 +323,17 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
                 continue;
             }
         };
-        let open = daemon.clients.load(Ordering::SeqCst);
-        if open >= options.max_connections as u64 {
+        // Counted here, not in the task: the next accept must see this connection.
+        let Some(slot) = daemon.admit(options.max_connections) else {
             refuse_connection(stream, options.max_connections);
             continue;
-        }
-        // Counted here, not in the task: the next accept must see this connection.
-        daemon.clients.fetch_add(1, Ordering::SeqCst);
-        let daemon = Arc::clone(&daemon);
+        };
+        let shutdown = daemon.shutdown.clone();
         let methods = methods.clone();
         connections.spawn(async move {
             let (reader, writer) = stream.into_split();
-            serve_lines(methods, reader, writer, daemon.shutdown.clone()).await;
-            daemon.clients.fetch_sub(1, Ordering::SeqCst);
+            serve_lines(methods, reader, writer, shutdown).await;
+            drop(slot);
         });
     }
 
@@ -402,9 +400,9 @@ where
             () = shutdown.cancelled() => {}
         }
     });
-    daemon.clients.fetch_add(1, Ordering::SeqCst);
+    let slot = daemon.admit(usize::MAX);
     serve_lines(methods, reader, writer, daemon.shutdown.clone()).await;
-    daemon.clients.fetch_sub(1, Ordering::SeqCst);
+    drop(slot);
     finish(&daemon).await;
     Ok(())
 }

@@ -1,19 +1,18 @@
 //! The network front's WebSocket connections, served by the socket's line transport
-//! ([`serve_lines`]): one message each way is one line. So a WebSocket client gets what a
+//! ([`serve_line_sink`]): one message each way is one line. So a WebSocket client gets what a
 //! socket client gets — the outbound budget in bytes (a client that falls behind is told why
-//! and disconnected), "what the model saw" on the blocking pool with one place per connection,
-//! the in-flight limit, subscriptions only its own — and counts among the daemon's clients and
-//! against `--max-connections`. jsonrpsee's own WebSocket server queued up to 1,024 answers of
-//! any size for a client that did not read.
+//! and disconnected), "what the model saw" on the blocking pool with one place per connection
+//! held until the answer is sent, the in-flight limit, subscriptions only its own — and counts
+//! among the daemon's clients and against `--max-connections`. (jsonrpsee's own WebSocket
+//! server queued up to 1,024 answers of any size for a client that did not read.)
 //!
-//! Between the WebSocket and the line transport are two in-memory pipes of [`PIPE_BYTES`]: a
-//! client that does not read stops the sending side, the pipe fills, and the line transport's
-//! budget takes it from there. What a connection holds beyond the budget: the message being
-//! sent, and the line being written into the pipe.
+//! Answers and events are sent by the line transport's writer itself, one text message per
+//! line ([`WebSocketLines`]). Requests go through an in-memory pipe of [`PIPE_BYTES`] into its
+//! reader, one line per message ([`one_line`]). A message past the line limit is answered with
+//! the line transport's own error, then the connection closes: the WebSocket layer cannot skip
+//! a fragmented message whole, so reading on would lose track of the frames.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use futures::io::{BufReader, BufWriter};
 use hyper_util::rt::TokioIo;
@@ -21,24 +20,19 @@ use jsonrpsee::Methods;
 use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse};
 use soketto::connection::{Error as WsError, Receiver, Sender};
 use soketto::handshake::http::Server as Handshake;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, DuplexStream};
+use tokio::io::{AsyncWriteExt, DuplexStream};
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::connection::{MAX_LINE_BYTES, serve_lines};
+use crate::connection::{LineSink, MAX_LINE_BYTES, serve_line_sink};
 use crate::daemon::Daemon;
 use crate::serve::overloaded_message;
 
 pub use soketto::handshake::http::is_upgrade_request;
 
-/// Bytes each pipe between a WebSocket and its line transport holds.
+/// Bytes the pipe from a WebSocket to its line transport's reader holds.
 const PIPE_BYTES: usize = 64 * 1024;
-
-/// How long a WebSocket is still written to once its line transport has ended (the daemon is
-/// stopping, or the client fell behind and was told so): a client that does not read is not
-/// waited for.
-const LAST_WRITES: Duration = Duration::from_secs(2);
 
 type Stream = BufReader<BufWriter<Compat<TokioIo<hyper::upgrade::Upgraded>>>>;
 
@@ -65,14 +59,12 @@ impl WebSockets {
             Ok(response) => response,
             Err(error) => return refuse(400, format!("WebSocket handshake failed: {error}\n")),
         };
-        let clients = &self.daemon.clients;
-        if clients.load(Ordering::SeqCst) >= self.max_connections as u64 {
-            return refuse(503, format!("{}\n", overloaded_message(self.max_connections)));
-        }
         // Counted now, not in the task: the next request must see this connection.
-        clients.fetch_add(1, Ordering::SeqCst);
+        let Some(slot) = self.daemon.admit(self.max_connections) else {
+            return refuse(503, format!("{}\n", overloaded_message(self.max_connections)));
+        };
         let methods = self.methods.clone();
-        let daemon = Arc::clone(&self.daemon);
+        let shutdown = self.daemon.shutdown.clone();
         self.connections.spawn(async move {
             match hyper::upgrade::on(request).await {
                 Ok(upgraded) => {
@@ -81,11 +73,11 @@ impl WebSockets {
                     // One byte past the line limit, so that the line transport refuses it.
                     builder.set_max_message_size(MAX_LINE_BYTES + 1);
                     let (sender, receiver) = builder.finish();
-                    serve(methods, sender, receiver, daemon.shutdown.clone()).await;
+                    serve(methods, sender, receiver, shutdown).await;
                 }
                 Err(error) => tracing::debug!(%error, "WebSocket upgrade failed"),
             }
-            daemon.clients.fetch_sub(1, Ordering::SeqCst);
+            drop(slot);
         });
         response.map(|()| HttpBody::default())
     }
@@ -107,52 +99,65 @@ async fn serve(
     receiver: Receiver<Stream>,
     shutdown: CancellationToken,
 ) {
-    let (requests, lines_in) = tokio::io::duplex(PIPE_BYTES);
-    let (lines_out, answers) = tokio::io::duplex(PIPE_BYTES);
-    let ended = CancellationToken::new();
-    let serving = async {
-        serve_lines(methods, lines_in, lines_out, shutdown).await;
-        ended.cancel();
-    };
-    let answering = async { tokio::join!(serving, send_lines(answers, sender, &ended)) };
-    tokio::pin!(answering);
-    // Cancel-safety: whichever ends first, the other is either awaited to its end or dropped
-    // with the connection (a client that stopped reading and sending both).
+    let (requests, lines) = tokio::io::duplex(PIPE_BYTES);
+    let serving = serve_line_sink(methods, lines, WebSocketLines(sender), shutdown);
+    tokio::pin!(serving);
+    // Cancel-safety: when the line transport ends first, the reading side is dropped with the
+    // connection; when the client is done sending, the line transport answers what it read.
     tokio::select! {
-        _ = &mut answering => {}
-        () = receive_lines(receiver, requests) => {
-            // The client is done sending: the line transport answers what it read, then ends.
-            answering.await;
+        () = &mut serving => {}
+        () = receive_lines(receiver, requests) => serving.await,
+    }
+}
+
+/// The line transport's lines as WebSocket text messages.
+struct WebSocketLines(Sender<Stream>);
+
+fn io_error(error: WsError) -> std::io::Error {
+    match error {
+        WsError::Io(error) => error,
+        error => std::io::Error::other(error),
+    }
+}
+
+impl LineSink for WebSocketLines {
+    async fn write_line(&mut self, line: String) -> std::io::Result<()> {
+        self.0.send_text_owned(line).await.map_err(io_error)?;
+        self.0.flush().await.map_err(io_error)
+    }
+
+    async fn last_line(&mut self, line: String, cut_mid_line: bool) -> std::io::Result<()> {
+        // A message cut short leaves the client's frame half read: nothing more can follow.
+        if cut_mid_line {
+            return Ok(());
         }
+        self.write_line(line).await
+    }
+
+    async fn close(&mut self) -> std::io::Result<()> {
+        self.0.close().await.map_err(io_error)
     }
 }
 
 /// Each message the client sends, as one line into `lines`, until the client closes the
-/// connection or it fails.
+/// connection, it fails, or a message is past the line limit.
 async fn receive_lines(mut receiver: Receiver<Stream>, mut lines: DuplexStream) {
     let mut message = Vec::new();
     loop {
         message.clear();
         match receiver.receive_data(&mut message).await {
             Ok(_) => {
-                // In JSON a line break is only ever whitespace between tokens (inside a string
-                // it must be escaped): a message written over several lines stays one line.
-                for byte in &mut message {
-                    if matches!(*byte, b'\n' | b'\r') {
-                        *byte = b' ';
-                    }
-                }
+                one_line(&mut message);
                 message.push(b'\n');
                 if lines.write_all(&message).await.is_err() {
                     return;
                 }
             }
-            // Discarded by the WebSocket layer: the line transport still answers it, with its
+            // Skipped by the WebSocket layer: the line transport still answers it, with its
             // own "line too long" error, from a line as long as the limit plus one.
             Err(WsError::MessageTooLarge { .. }) => {
-                if write_overlong_line(&mut lines).await.is_err() {
-                    return;
-                }
+                let _ = write_overlong_line(&mut lines).await;
+                return;
             }
             Err(error) => {
                 tracing::debug!(%error, "WebSocket read ended");
@@ -161,6 +166,27 @@ async fn receive_lines(mut receiver: Receiver<Stream>, mut lines: DuplexStream) 
         }
         // A large message does not leave its size behind.
         message.shrink_to(PIPE_BYTES);
+    }
+}
+
+/// Makes one message one line. Outside strings a line break is whitespace: a space does as
+/// well. Inside a string a raw line break is invalid JSON (it must be escaped): it becomes
+/// another control character, so the request is still refused, not read as something else.
+pub(crate) fn one_line(message: &mut [u8]) {
+    let mut in_string = false;
+    let mut escaped = false;
+    for byte in message {
+        match *byte {
+            b'\n' | b'\r' if in_string => *byte = 0x01,
+            b'\n' | b'\r' => *byte = b' ',
+            b'\\' if in_string && !escaped => {
+                escaped = true;
+                continue;
+            }
+            b'"' if !escaped => in_string = !in_string,
+            _ => {}
+        }
+        escaped = false;
     }
 }
 
@@ -175,43 +201,5 @@ async fn write_overlong_line(lines: &mut DuplexStream) -> std::io::Result<()> {
     lines.write_all(b"\n").await
 }
 
-/// Each line the line transport writes, as one text message, until it ends; then a close.
-/// Once it has ended, what is left gets [`LAST_WRITES`].
-async fn send_lines(answers: DuplexStream, mut sender: Sender<Stream>, ended: &CancellationToken) {
-    let mut answers = tokio::io::BufReader::with_capacity(PIPE_BYTES, answers);
-    let give_up = async {
-        ended.cancelled().await;
-        tokio::time::sleep(LAST_WRITES).await;
-    };
-    tokio::pin!(give_up);
-    loop {
-        let mut line = Vec::new();
-        // Cancel-safety: both branches only wait; a line cut short by the deadline is dropped
-        // with the connection.
-        let read = tokio::select! {
-            read = answers.read_until(b'\n', &mut line) => read,
-            () = &mut give_up => return,
-        };
-        if !matches!(read, Ok(read) if read > 0) {
-            break;
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        // The line transport writes JSON: always UTF-8.
-        let Ok(text) = String::from_utf8(line) else { break };
-        let sent = async {
-            sender.send_text_owned(text).await?;
-            sender.flush().await
-        };
-        // Cancel-safety: a message cut short by the deadline ends the connection.
-        let sent = tokio::select! {
-            sent = sent => sent,
-            () = &mut give_up => return,
-        };
-        if sent.is_err() {
-            return;
-        }
-    }
-    let _ = tokio::time::timeout(LAST_WRITES, sender.close()).await;
-}
+#[cfg(test)]
+mod tests;
