@@ -1,5 +1,6 @@
 //! Newline-delimited JSON-RPC over any byte stream (the Unix socket, stdio, an in-process
-//! pipe): the answering step of the line transport.
+//! pipe), or one message per line over a WebSocket ([`LineSink`]): the answering step of the
+//! line transport.
 //!
 //! `jsonrpsee` has no line transport, so this is a small loop around
 //! [`jsonrpsee::Methods::raw_json_request`]: each frame goes through the admission step
@@ -175,7 +176,7 @@ impl Outgoing {
 
 /// Where a connection's lines go, one whole line at a time: a byte stream ([`ByteLines`]), or a
 /// WebSocket (one message per line).
-pub trait LineSink: Send + 'static {
+pub(crate) trait LineSink: Send + 'static {
     /// Writes one line (without its end) and flushes it.
     fn write_line(&mut self, line: String) -> impl Future<Output = std::io::Result<()>> + Send;
     /// The last line to a client that fell behind, after a line cut short when `cut_mid_line`.
@@ -191,7 +192,7 @@ pub trait LineSink: Send + 'static {
 }
 
 /// Lines over a byte stream: each ends with a newline.
-pub struct ByteLines<W>(pub W);
+pub(crate) struct ByteLines<W>(pub W);
 
 impl<W: AsyncWrite + Unpin + Send + 'static> LineSink for ByteLines<W> {
     async fn write_line(&mut self, mut line: String) -> std::io::Result<()> {
@@ -222,7 +223,7 @@ where
 }
 
 /// [`serve_lines`], its answers and events written to `sink`.
-pub async fn serve_line_sink<R, S>(
+pub(crate) async fn serve_line_sink<R, S>(
     methods: Methods,
     reader: R,
     sink: S,
@@ -465,7 +466,8 @@ fn error_line(id: Id, code: i32, message: String) -> String {
     Response::error(id, ErrorObject::new(code, message)).to_line()
 }
 
-/// How long the last line to a client that fell behind may take to write.
+/// How long the last line to a client that fell behind may take to write, and the end of a
+/// connection (its stream shut down, its WebSocket closed).
 const LAST_WORD: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn write_lines<S: LineSink>(
@@ -493,7 +495,8 @@ async fn write_lines<S: LineSink>(
         };
         let Some(Line { text, counted, _place }) = line else { break };
         // A client that does not read blocks this write: the overflow must still end it.
-        // Cancel-safety: a write cut short leaves a partial line, which `last_word` ends.
+        // Cancel-safety: a write cut short leaves a partial line, which `last_word` ends (or,
+        // when the sink cannot, says nothing after).
         let written = tokio::select! {
             written = sink.write_line(text) => written,
             () = overflow.cancelled() => return last_word(&mut sink, &mut lines, &queued, true).await,

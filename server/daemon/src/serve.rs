@@ -81,7 +81,7 @@ impl Default for ServeOptions {
     }
 }
 
-/// Connections served at once on the socket, unless configured otherwise.
+/// Connections served at once (socket and WebSocket), unless configured otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
 /// An episode of failing accepts (descriptors exhausted): its backoff and its count.

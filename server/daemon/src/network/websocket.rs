@@ -1,16 +1,25 @@
 //! The network front's WebSocket connections, served by the socket's line transport
 //! ([`serve_line_sink`]): one message each way is one line. So a WebSocket client gets what a
-//! socket client gets — the outbound budget in bytes (a client that falls behind is told why
-//! and disconnected), "what the model saw" on the blocking pool with one place per connection
+//! socket client gets — the outbound budget in bytes (a client that falls behind is
+//! disconnected), "what the model saw" on the blocking pool with one place per connection
 //! held until the answer is sent, the in-flight limit, subscriptions only its own — and counts
 //! among the daemon's clients and against `--max-connections`. (jsonrpsee's own WebSocket
 //! server queued up to 1,024 answers of any size for a client that did not read.)
 //!
 //! Answers and events are sent by the line transport's writer itself, one text message per
 //! line ([`WebSocketLines`]). Requests go through an in-memory pipe of [`PIPE_BYTES`] into its
-//! reader, one line per message ([`one_line`]). A message past the line limit is answered with
-//! the line transport's own error, then the connection closes: the WebSocket layer cannot skip
-//! a fragmented message whole, so reading on would lose track of the frames.
+//! reader, one line per message ([`one_line`]).
+//!
+//! Where it differs from the socket:
+//! - A message past the line limit is answered with the line transport's own error, then the
+//!   connection closes. soketto skips such a message by discarding its whole length from the
+//!   stream, which is right for one frame; for a message of several frames it counts the ones
+//!   already read again, so the connection waits until the client sends that much more (or
+//!   closes), and reading on after it could not be trusted. A frame past soketto's own limit
+//!   (256 MiB) is refused from its header: the error, then the end.
+//! - A client that falls behind is usually cut off in the middle of a message: it gets no last
+//!   error (a byte stream gets the rest of the line ended and the error after it), only the end
+//!   of the connection.
 
 use std::sync::Arc;
 
@@ -100,7 +109,8 @@ async fn serve(
     shutdown: CancellationToken,
 ) {
     let (requests, lines) = tokio::io::duplex(PIPE_BYTES);
-    let serving = serve_line_sink(methods, lines, WebSocketLines(sender), shutdown);
+    let sink = WebSocketLines { sender, cut: false };
+    let serving = serve_line_sink(methods, lines, sink, shutdown);
     tokio::pin!(serving);
     // Cancel-safety: when the line transport ends first, the reading side is dropped with the
     // connection; when the client is done sending, the line transport answers what it read.
@@ -111,7 +121,11 @@ async fn serve(
 }
 
 /// The line transport's lines as WebSocket text messages.
-struct WebSocketLines(Sender<Stream>);
+struct WebSocketLines {
+    sender: Sender<Stream>,
+    /// A message was cut short: the stream is mid-frame, nothing more may be written to it.
+    cut: bool,
+}
 
 fn io_error(error: WsError) -> std::io::Error {
     match error {
@@ -122,20 +136,25 @@ fn io_error(error: WsError) -> std::io::Error {
 
 impl LineSink for WebSocketLines {
     async fn write_line(&mut self, line: String) -> std::io::Result<()> {
-        self.0.send_text_owned(line).await.map_err(io_error)?;
-        self.0.flush().await.map_err(io_error)
+        self.sender.send_text_owned(line).await.map_err(io_error)?;
+        self.sender.flush().await.map_err(io_error)
     }
 
     async fn last_line(&mut self, line: String, cut_mid_line: bool) -> std::io::Result<()> {
-        // A message cut short leaves the client's frame half read: nothing more can follow.
+        // A message cut short leaves the client's frame half read: nothing more can follow,
+        // not even a close frame (its bytes would be read as the rest of the message).
         if cut_mid_line {
+            self.cut = true;
             return Ok(());
         }
         self.write_line(line).await
     }
 
     async fn close(&mut self) -> std::io::Result<()> {
-        self.0.close().await.map_err(io_error)
+        if self.cut {
+            return Ok(());
+        }
+        self.sender.close().await.map_err(io_error)
     }
 }
 
@@ -153,9 +172,13 @@ async fn receive_lines(mut receiver: Receiver<Stream>, mut lines: DuplexStream) 
                     return;
                 }
             }
-            // Skipped by the WebSocket layer: the line transport still answers it, with its
-            // own "line too long" error, from a line as long as the limit plus one.
-            Err(WsError::MessageTooLarge { .. }) => {
+            // Refused by the WebSocket layer (a frame or a whole message): the line transport
+            // still answers it, with its own "line too long" error, from a line as long as the
+            // limit plus one.
+            Err(
+                WsError::MessageTooLarge { .. }
+                | WsError::Codec(soketto::base::Error::PayloadTooLarge { .. }),
+            ) => {
                 let _ = write_overlong_line(&mut lines).await;
                 return;
             }
@@ -172,7 +195,7 @@ async fn receive_lines(mut receiver: Receiver<Stream>, mut lines: DuplexStream) 
 /// Makes one message one line. Outside strings a line break is whitespace: a space does as
 /// well. Inside a string a raw line break is invalid JSON (it must be escaped): it becomes
 /// another control character, so the request is still refused, not read as something else.
-pub(crate) fn one_line(message: &mut [u8]) {
+fn one_line(message: &mut [u8]) {
     let mut in_string = false;
     let mut escaped = false;
     for byte in message {
