@@ -34,11 +34,12 @@ use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::refuse;
 use crate::connection::{LineSink, MAX_LINE_BYTES, serve_line_sink};
 use crate::daemon::Daemon;
 use crate::serve::overloaded_message;
 
-pub use soketto::handshake::http::is_upgrade_request;
+pub(super) use soketto::handshake::http::is_upgrade_request;
 
 /// Bytes the pipe from a WebSocket to its line transport's reader holds.
 const PIPE_BYTES: usize = 64 * 1024;
@@ -49,20 +50,20 @@ type Stream = BufReader<BufWriter<Compat<TokioIo<hyper::upgrade::Upgraded>>>>;
 #[derive(Clone)]
 pub struct WebSockets {
     /// The API.
-    pub methods: Methods,
+    pub(crate) methods: Methods,
     /// Its clients' count and its shutdown.
-    pub daemon: Arc<Daemon>,
+    pub(crate) daemon: Arc<Daemon>,
     /// Every connection's task, so shutdown waits for the answers they still owe.
-    pub connections: TaskTracker,
+    pub(crate) connections: TaskTracker,
     /// Connections served at once, the socket's included.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
 }
 
 impl WebSockets {
     /// Answers an authorized upgrade request: `101 Switching Protocols`, the connection then
     /// served on a task of its own; a refusal when the handshake is wrong or the daemon serves
     /// as many connections as it may.
-    pub fn upgrade<B: Send + 'static>(&self, request: HttpRequest<B>) -> HttpResponse {
+    pub(super) fn upgrade<B: Send + 'static>(&self, request: HttpRequest<B>) -> HttpResponse {
         let mut handshake = Handshake::new();
         let response = match handshake.receive_request(&request) {
             Ok(response) => response,
@@ -90,14 +91,6 @@ impl WebSockets {
         });
         response.map(|()| HttpBody::default())
     }
-}
-
-/// An HTTP refusal with a plain-text reason.
-pub(super) fn refuse(status: u16, message: impl Into<String>) -> HttpResponse {
-    let mut response = HttpResponse::new(HttpBody::from(message.into()));
-    *response.status_mut() =
-        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::FORBIDDEN);
-    response
 }
 
 /// Serves one WebSocket until the client closes it, the line transport ends it, or the daemon
