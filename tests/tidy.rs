@@ -24,7 +24,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("dsh-protocol", &["dsh-session"]),
     // Configuration files: the session crate's vocabulary (provider kinds, wire options,
     // prices), nothing that runs.
-    ("dsh-config", &["dsh-session"]),
+    ("dsh-config", &["dsh-session", "dsh-sandbox"]),
     (
         "dsh-daemon",
         &[

@@ -220,6 +220,10 @@ pub mod code {
     /// The configuration cannot be used for this: a file that does not parse, an unknown
     /// provider profile or model.
     pub const CONFIG: i32 = 1012;
+    /// The workspace is `/`, the user's home or holds dsh's state or configuration: the
+    /// user must confirm it once (`dsh allow-workspace DIR`, `allow_workspaces` in the user's
+    /// configuration file) before sessions run there.
+    pub const WORKSPACE_NOT_CONFIRMED: i32 = 1013;
 }
 
 macro_rules! api_type {

@@ -214,6 +214,9 @@ pub struct Agent {
     last_surface: Option<(SurfaceMark, Vec<Arc<dsh_session::Message>>)>,
     /// The `allowAlways` decisions folded from the log so far.
     allow_always: AllowAlways,
+    /// The approval policy as the turn began: a configuration change that loosens it waits
+    /// for the next turn, one that tightens it applies at once (each call takes the stricter).
+    turn_floor: Option<ApprovalPolicy>,
     /// The last `date` context note, folded from the log so far.
     dates: DateFold,
     /// What the model knows of the instruction files, folded from the log step by step.
@@ -262,6 +265,7 @@ impl Agent {
             wire: Arc::default(),
             last_surface: None,
             allow_always: AllowAlways::default(),
+            turn_floor: None,
             dates: DateFold::default(),
             instructions: InstructionFold::default(),
             memory: Some(Memory::default()),
@@ -354,6 +358,7 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
         close_interrupted(session).await?;
+        self.turn_floor = None;
         let mut dates = std::mem::take(&mut self.dates);
         let (turn, dates) = session
             .query(move |s| {
@@ -458,6 +463,9 @@ impl Agent {
         //    appending events, before the snapshot (compact.rs).
         if let Some(approvals) = &endpoint.approvals {
             self.config.approvals = approvals.clone();
+        }
+        if self.turn_floor.is_none() {
+            self.turn_floor = Some(self.config.approvals.clone());
         }
         // Waiting for MCP servers that are starting: a cancel ends the wait (nothing of the step
         // is logged yet but the wait itself).
@@ -782,16 +790,29 @@ impl Agent {
         let is_command = access == Some(Access::Command);
         let sandbox = self.toolbox.sandbox();
         let mut run_as = RunAs::Sandboxed;
-        let configured = match (access, &external) {
-            (Some(access), _) => Some(self.config.approvals.for_tool(&call.name, access)),
-            (None, Some(tool)) => Some(self.config.approvals.for_external(&call.name, tool.policy)),
+        let decide = |policy: &ApprovalPolicy| match (access, &external) {
+            (Some(access), _) => Some(policy.for_tool(&call.name, access)),
+            (None, Some(tool)) => Some(policy.for_external(&call.name, tool.policy)),
             (None, None) => None,
+        };
+        // Now, and as the turn began: a loosened configuration waits for the next turn.
+        let configured =
+            match (decide(&self.config.approvals), self.turn_floor.as_ref().and_then(decide)) {
+                (Some(now), Some(floor)) => Some(stricter(now, floor)),
+                (now, _) => now,
+            };
+        // The agent's own writes to what configures dsh or runs at the user's next git
+        // command (`.dsh/`, `.git/hooks`, `.git/config`) ask, whatever the policy.
+        let protected = if access == Some(Access::Write) {
+            self.toolbox.protected_path(&call.arguments)
+        } else {
+            None
         };
         if let Some(configured) = configured {
             // A sandbox weaker than its policy (a kernel without Landlock or user namespaces,
             // or none at all) makes every command ask: neither `auto` nor an earlier "allow
             // always" skips the question.
-            let must_ask = is_command && sandbox.approval_required();
+            let must_ask = (is_command && sandbox.approval_required()) || protected.is_some();
             // An earlier "allow always" only matters when the policy would not run the tool
             // outright; the fold reads only the events logged since the last call.
             let always = !must_ask && configured != Policy::Auto && {
@@ -888,6 +909,16 @@ impl Agent {
             seen: (!seen.is_empty()).then_some(seen),
         })
     }
+}
+
+/// The policy that holds back more of the two.
+fn stricter(one: Policy, other: Policy) -> Policy {
+    let rank = |policy: Policy| match policy {
+        Policy::Auto => 0,
+        Policy::Ask => 1,
+        Policy::Deny => 2,
+    };
+    if rank(other) > rank(one) { other } else { one }
 }
 
 /// One line for an approval prompt about an external tool's call: the server, the tool, and

@@ -178,14 +178,14 @@ pub fn instructions_note(
 }
 
 fn read_instruction_file(workspace: &Path, name: &str) -> Option<String> {
-    let path = workspace.join(name);
-    // An instruction file that is a symlink out of the workspace is not read: the model must
-    // never see a file from outside through the system prompt either.
-    let canonical = path.canonicalize().ok()?;
-    if !canonical.starts_with(workspace) || !canonical.is_file() {
-        return None;
-    }
-    let bytes = std::fs::read(&canonical).ok()?;
+    // Opened beneath the workspace's handle: an instruction file that is (or is raced into)
+    // a symlink out of the workspace is not read — the model must never see a file from
+    // outside through the system prompt either — and a FIFO or device is not waited on.
+    let beneath = dsh_sandbox::beneath::Beneath::open(workspace, Vec::new()).ok()?;
+    let file = beneath.open_file(Path::new(name)).ok()?;
+    let mut bytes = Vec::new();
+    let cap = u64::try_from(INSTRUCTION_CAP_BYTES).unwrap_or(u64::MAX).saturating_add(4);
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, cap), &mut bytes).ok()?;
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     if text.len() > INSTRUCTION_CAP_BYTES {
         let mut cut = INSTRUCTION_CAP_BYTES;

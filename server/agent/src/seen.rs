@@ -10,9 +10,9 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
-use std::fs;
 use std::time::SystemTime;
 
+use dsh_sandbox::beneath::Kind;
 use dsh_session::{ChangeKind, ContextMessage, FileChange, FileSeen, SeenFiles, WORKSPACE_SOURCE};
 use sha2::{Digest as _, Sha256};
 
@@ -67,7 +67,7 @@ impl Memory {
         if let Some(text) = &seen.text {
             self.keep_text(&seen.path, &seen.sha256, text);
         }
-        match workspace.resolve(&seen.path).ok().and_then(|r| stat(&r.path)) {
+        match stat(workspace, &seen.path) {
             Some(stat) => self.remember(seen.path.clone(), stat),
             None => {
                 self.stats.remove(&seen.path);
@@ -209,43 +209,48 @@ impl Memory {
     }
 }
 
-fn stat(path: &std::path::Path) -> Option<Stat> {
-    let metadata = fs::metadata(path).ok()?;
+/// The file's length and modification time, looked up beneath the workspace's handle.
+fn stat(workspace: &Workspace, path: &str) -> Option<Stat> {
+    let resolved = workspace.resolve(path).ok()?;
+    let metadata = workspace.open_file(&resolved, path).ok()?.metadata().ok()?;
     Some(Stat { len: metadata.len(), modified: metadata.modified().ok() })
 }
 
-/// The file's state now; `None` when its metadata equals `last` (not read again).
+/// The file's state now; `None` when its metadata equals `last` (not read again). The file is
+/// opened beneath the workspace's handle (a link swapped in cannot lead the read outside) and
+/// without blocking; what is read is what was opened.
 fn read_on_disk(workspace: &Workspace, path: &str, last: Option<Stat>) -> Option<OnDisk> {
     let resolved = match workspace.resolve(path) {
         Ok(resolved) => resolved,
         Err(_) => return Some(OnDisk::Other("now resolves outside the workspace".to_owned())),
     };
-    let metadata = match fs::metadata(&resolved.path) {
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Some(OnDisk::Missing),
-        Err(error) => {
-            return Some(OnDisk::Other(format!("can no longer be read ({})", error.kind())));
+    match resolved.kind {
+        None => return Some(OnDisk::Missing),
+        Some(Kind::Dir) => return Some(OnDisk::Other("was replaced by a directory".to_owned())),
+        Some(Kind::Other) => {
+            return Some(OnDisk::Other("is no longer a regular file".to_owned()));
         }
-    };
-    if metadata.is_dir() {
-        return Some(OnDisk::Other("was replaced by a directory".to_owned()));
-    }
-    if !metadata.is_file() {
-        return Some(OnDisk::Other("is no longer a regular file".to_owned()));
-    }
-    let now = Stat { len: metadata.len(), modified: metadata.modified().ok() };
-    if last == Some(now) {
-        return None;
+        Some(Kind::File(_)) => {}
     }
     let unreadable = |error: std::io::Error| {
         Some(OnDisk::Other(format!("can no longer be read ({})", error.kind())))
     };
+    let mut file = match workspace.open_file(&resolved, path) {
+        Ok(file) => file,
+        Err(_) => return Some(OnDisk::Other("is no longer a regular file".to_owned())),
+    };
+    let metadata = match file.metadata() {
+        Ok(metadata) => metadata,
+        Err(error) => return unreadable(error),
+    };
+    let now = Stat { len: metadata.len(), modified: metadata.modified().ok() };
+    if last == Some(now) {
+        return None;
+    }
     if now.len > SEEN_TEXT_CAP_BYTES as u64 {
         // A large file is hashed as it streams, never held in memory.
         let mut hasher = Sha256::new();
-        let hashed = fs::File::open(&resolved.path)
-            .and_then(|mut file| std::io::copy(&mut file, &mut hasher));
-        return match hashed {
+        return match std::io::copy(&mut file, &mut hasher) {
             Ok(bytes) => {
                 let sha256 = format!("{:x}", hasher.finalize());
                 Some(OnDisk::File { stat: now, sha256, text: None, bytes })
@@ -253,8 +258,9 @@ fn read_on_disk(workspace: &Workspace, path: &str, last: Option<Stat>) -> Option
             Err(error) => unreadable(error),
         };
     }
-    match fs::read(&resolved.path) {
-        Ok(bytes) => {
+    let mut bytes = Vec::new();
+    match std::io::Read::read_to_end(&mut file, &mut bytes) {
+        Ok(_) => {
             let sha256 = dsh_provider::sha256_hex(&bytes);
             let length = bytes.len() as u64;
             let text = if bytes.contains(&0) { None } else { String::from_utf8(bytes).ok() };

@@ -104,6 +104,10 @@ pub enum Command {
     /// Show the configuration for a workspace: every value and where it came from (file and
     /// line, environment, flag, default). Keys and header values are never shown.
     Config(WorkspaceArgs),
+    /// Confirm once that sessions may work in DIR although it is `/`, your home directory or
+    /// holds dsh's state or configuration (recorded as `allow_workspaces` in your own
+    /// configuration file; a workspace's file cannot say it).
+    AllowWorkspace(AllowWorkspaceArgs),
     /// Run a command confined by a sandbox plan (the daemon's command launcher).
     #[command(hide = true)]
     SandboxExec(SandboxExecArgs),
@@ -168,6 +172,14 @@ pub struct WorkspaceArgs {
     /// Workspace directory (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+}
+
+/// `dsh allow-workspace`.
+#[derive(Debug, Args)]
+pub struct AllowWorkspaceArgs {
+    /// The directory (default: the current directory).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `dsh mcp`.

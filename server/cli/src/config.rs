@@ -3,6 +3,7 @@
 //! reads the files itself (no daemon needed); a file that cannot be used is the error, with
 //! its file, line and key. Keys and header values are never printed.
 
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -79,4 +80,79 @@ pub fn show(settings: &Settings, workspace: &Path) -> anyhow::Result<ExitCode> {
         println!("{assignment:<width$}  # {}", entry.source);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh allow-workspace DIR`: records DIR in `allow_workspaces` of the user's configuration
+/// file (created 0600 if missing). A file that already has the key is not rewritten: the user
+/// adds the directory to that list by hand (the message says where).
+pub fn allow_workspace(settings: &Settings, dir: &Path) -> anyhow::Result<ExitCode> {
+    let dir = std::fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))?;
+    let file = settings.user_config.clone().context(
+        "no place for your configuration file ($DSH_CONFIG, $XDG_CONFIG_HOME and $HOME are unset)",
+    )?;
+    let text = match std::fs::read_to_string(&file) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(error) => return Err(error).with_context(|| format!("reading {}", file.display())),
+    };
+    let layer = Layer::parse(&text, Some(&file), false).map_err(anyhow::Error::msg)?;
+    let refs = [&dsh_config::builtin(), &layer];
+    let config = dsh_config::resolve(&refs, &settings.overrides()).map_err(anyhow::Error::msg)?;
+    if config.allow_workspaces.iter().any(|allowed| allowed == &dir) {
+        println!("{} is already allowed ({})", dir.display(), file.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if text.lines().any(|line| line.trim_start().starts_with("allow_workspaces")) {
+        anyhow::bail!(
+            "{} already has an `allow_workspaces` list; add {} to it by hand",
+            file.display(),
+            toml_string(&dir.to_string_lossy())
+        );
+    }
+    // A top-level key goes before every table: first in the file.
+    let line = format!(
+        "allow_workspaces = [{}]  # confirmed with `dsh allow-workspace`\n",
+        toml_string(&dir.to_string_lossy())
+    );
+    let updated = format!("{line}{text}");
+    Layer::parse(&updated, Some(&file), false).map_err(anyhow::Error::msg)?;
+    if let Some(parent) = file.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let temporary = file.with_extension("toml.tmp");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .and_then(|mut out| {
+            std::io::Write::write_all(&mut out, updated.as_bytes())?;
+            out.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&temporary, &file))
+        .with_context(|| format!("writing {}", file.display()))?;
+    println!("allowed {} ({})", dir.display(), file.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for character in text.chars() {
+        match character {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            control if control.is_control() => {
+                out.push_str(&format!("\\u{:04X}", u32::from(control)))
+            }
+            other => out.push(other),
+        }
+    }
+    out.push('"');
+    out
 }

@@ -210,6 +210,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Config(args) => {
             config::show(&settings, &workspace_dir(args.workspace.as_deref())?)
         }
+        Command::AllowWorkspace(args) => {
+            config::allow_workspace(&settings, &workspace_dir(args.dir.as_deref())?)
+        }
         Command::SandboxExec(_) => anyhow::bail!("dsh sandbox-exec runs before the runtime"),
     }
 }

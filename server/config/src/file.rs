@@ -9,6 +9,9 @@ use toml::Spanned;
 
 use crate::{ConfigError, Source};
 
+/// The largest configuration file read.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
 /// A parsed configuration file (or the built-in layer).
 #[derive(Clone, Debug)]
 pub struct Layer {
@@ -43,15 +46,19 @@ impl Layer {
         Ok(layer)
     }
 
-    /// Reads the file at `path`; `Ok(None)` when there is none.
+    /// Reads the file at `path`; `Ok(None)` when there is none. A command can replace a
+    /// workspace's file by a FIFO or a link to a device: it is opened without blocking and
+    /// must be a regular file of at most [`MAX_FILE_BYTES`].
     pub fn read(path: &Path, workspace: bool) -> Result<Option<Layer>, ConfigError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Layer::parse(&text, Some(path), workspace).map(Some),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(error) => Err(ConfigError {
-                location: path.display().to_string(),
-                message: format!("cannot read: {error}"),
-            }),
+        use dsh_sandbox::beneath::{BeneathError, read_regular};
+        let refused = |message: String| ConfigError { location: path.display().to_string(), message };
+        match read_regular(path, MAX_FILE_BYTES) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => Layer::parse(&text, Some(path), workspace).map(Some),
+                Err(_) => Err(refused("cannot read: not UTF-8 text".to_owned())),
+            },
+            Err(BeneathError::NotFound) => Ok(None),
+            Err(error) => Err(refused(format!("cannot read: {error}"))),
         }
     }
 
@@ -113,6 +120,16 @@ impl Layer {
                     ));
                 }
             }
+        }
+        if self.workspace
+            && let Some(allowed) = &self.file.allow_workspaces
+        {
+            return Err(self.error(
+                Some(self.line_of(allowed.span().start)),
+                "`allow_workspaces` cannot be set in a workspace's configuration (a repository \
+                 must not vouch for itself); set it in your own configuration file"
+                    .to_owned(),
+            ));
         }
         if self.workspace {
             for (name, server) in &self.file.mcp.servers {
@@ -193,6 +210,10 @@ pub(crate) struct FileConfig {
     /// MCP tool servers.
     #[serde(default)]
     pub mcp: FileMcp,
+    /// Workspaces confirmed although they are `/`, `$HOME` or hold dsh's own state or
+    /// configuration (the user's file only).
+    #[serde(default)]
+    pub allow_workspaces: Option<Spanned<Vec<String>>>,
 }
 
 /// `[mcp]`.

@@ -51,6 +51,21 @@ impl Approval {
             Approval::Deny => "deny",
         }
     }
+
+    /// The policy of a tool or class nobody configured (the agent's defaults: reading runs,
+    /// everything else asks).
+    pub fn default_for(tool: &str) -> Approval {
+        if tool == "read" { Approval::Auto } else { Approval::Ask }
+    }
+
+    /// How much it holds back: `auto` < `ask` < `deny`.
+    pub fn strictness(self) -> u8 {
+        match self {
+            Approval::Auto => 0,
+            Approval::Ask => 1,
+            Approval::Deny => 2,
+        }
+    }
 }
 
 /// One model of a profile.
@@ -171,6 +186,9 @@ pub struct Config {
     pub instructions: InstructionSettings,
     /// MCP tool servers by name.
     pub mcp: BTreeMap<String, McpServer>,
+    /// Workspaces the user confirmed although they are `/`, `$HOME` or hold dsh's state or
+    /// configuration (absolute paths, as written).
+    pub allow_workspaces: Vec<PathBuf>,
 }
 
 /// How dsh reaches an MCP server.
@@ -701,6 +719,7 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
     let mut model = None;
     let mut partials: BTreeMap<String, Partial> = BTreeMap::new();
     let mut approvals = BTreeMap::new();
+    let mut allow_workspaces = Vec::new();
     let (mut window, mut trim_at, mut compact_at, mut auto) = (None, None, None, None);
     let (mut files, mut on_edit) = (None, None);
     let mut servers: BTreeMap<String, PartialServer> = BTreeMap::new();
@@ -762,7 +781,36 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
                     ));
                 }
             };
+            // A repository's file only tightens: it may not make a tool ask less than the
+            // layers below it do (a tool nobody set asks, as far as a workspace is concerned).
+            let below = approvals
+                .get(tool)
+                .map_or_else(|| Approval::default_for(tool), |set: &Sourced<Approval>| set.value);
+            if layer.workspace && value.strictness() < below.strictness() {
+                return Err(layer.error(
+                    source_line(&layer.source(policy)),
+                    format!(
+                        "approvals.{tool} = \"{}\" cannot be set in a workspace's configuration: \
+                         it is looser than your own (\"{}\"), and a repository may only tighten \
+                         approvals; set it in your own configuration file",
+                        value.name(),
+                        below.name()
+                    ),
+                ));
+            }
             approvals.insert(tool.clone(), Sourced::new(value, layer.source(policy)));
+        }
+        if let Some(allowed) = &file.allow_workspaces {
+            for path in allowed.get_ref() {
+                let path = PathBuf::from(path);
+                if !path.is_absolute() {
+                    return Err(layer.error(
+                        source_line(&layer.source(allowed)),
+                        format!("allow_workspaces: `{}` is not an absolute path", path.display()),
+                    ));
+                }
+                allow_workspaces.push(path);
+            }
         }
         take(&mut window, layer, &file.context.window);
         take(&mut trim_at, layer, &file.context.trim_at);
@@ -851,7 +899,16 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
     for (name, partial) in servers {
         mcp.insert(name.clone(), finish_server(&name, partial)?);
     }
-    let config = Config { profile, model, profiles, approvals, context, instructions, mcp };
+    let config = Config {
+        profile,
+        model,
+        profiles,
+        approvals,
+        context,
+        instructions,
+        mcp,
+        allow_workspaces,
+    };
     let default_model = config.model.as_ref().map(|m| m.value.as_str());
     config.pick(None, default_model).map_err(|error| ConfigError {
         location: match &config.model {

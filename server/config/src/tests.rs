@@ -441,3 +441,52 @@ fn bad_mcp_server_definitions_are_refused_with_file_and_line() {
     let message = error("[mcp.servers.a]\ncommand = \"x\"\nbogus = 1\n", "/u/config.toml", false);
     assert!(message.contains("unknown field `bogus`"), "{message}");
 }
+
+#[test]
+fn a_workspace_may_tighten_approvals_but_never_loosen_them() {
+    let resolve_with = |user: &str, workspace: &str| {
+        let builtin = builtin();
+        let user = layer(user, "/home/u/.config/dsh/config.toml", false);
+        let workspace = layer(workspace, "/repo/.dsh/config.toml", true);
+        resolve(&[&builtin, &user, &workspace], &Overrides::default())
+    };
+    for loosening in [
+        "[approvals]\ncommand = \"auto\"\n",
+        "[approvals]\nwrite = \"auto\"\n",
+        "[approvals]\nrun_command = \"auto\"\n",
+    ] {
+        let error = resolve_with("", loosening).unwrap_err().to_string();
+        assert!(
+            error.contains("/repo/.dsh/config.toml:2") && error.contains("only tighten"),
+            "{error}"
+        );
+    }
+    let error =
+        resolve_with("[approvals]\ncommand = \"deny\"\n", "[approvals]\ncommand = \"ask\"\n")
+            .unwrap_err()
+            .to_string();
+    assert!(error.contains("looser than your own (\"deny\")"), "{error}");
+    let tightened = resolve_with(
+        "[approvals]\ncommand = \"auto\"\n",
+        "[approvals]\ncommand = \"deny\"\nread = \"auto\"\n",
+    )
+    .unwrap();
+    assert_eq!(tightened.approvals["command"].value, Approval::Deny);
+    let same =
+        resolve_with("[approvals]\nwrite = \"auto\"\n", "[approvals]\nwrite = \"auto\"\n").unwrap();
+    assert_eq!(same.approvals["write"].value, Approval::Auto);
+}
+
+#[test]
+fn only_the_users_file_confirms_a_broad_workspace() {
+    let error = error("allow_workspaces = [\"/home/u\"]\n", "/repo/.dsh/config.toml", true);
+    assert!(error.contains("/repo/.dsh/config.toml:1") && error.contains("vouch"), "{error}");
+    let user =
+        layer("allow_workspaces = [\"/home/u\"]\n", "/home/u/.config/dsh/config.toml", false);
+    let config = resolve(&[&builtin(), &user], &Overrides::default()).unwrap();
+    assert_eq!(config.allow_workspaces, vec![std::path::PathBuf::from("/home/u")]);
+    let relative =
+        layer("allow_workspaces = [\"here\"]\n", "/home/u/.config/dsh/config.toml", false);
+    let error = resolve(&[&builtin(), &relative], &Overrides::default()).unwrap_err().to_string();
+    assert!(error.contains("not an absolute path"), "{error}");
+}

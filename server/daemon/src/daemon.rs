@@ -320,11 +320,53 @@ impl Daemon {
                 "workspace `{workspace}` is not an absolute path to an existing directory"
             )));
         }
+        self.check_broad_workspace(path)?;
         let overrides = self.pinned_overrides(path, config, true)?;
         let checked = check(path)?;
         let store = self.config.home.workspace(path)?;
         let log = store.create_new_session(SyncPolicy::Boundaries)?;
         Ok((self.register(log, overrides, config.max_steps)?, checked))
+    }
+
+    /// Refuses a workspace the tools would share with the user's secrets — `/`, `$HOME`, or
+    /// one holding dsh's state or configuration directory — unless the user confirmed it in
+    /// their configuration file (`allow_workspaces`). The hidden paths stay hidden either way;
+    /// this is about not working there by accident.
+    fn check_broad_workspace(&self, workspace: &Path) -> ApiResult<()> {
+        let Ok(canonical) = std::fs::canonicalize(workspace) else { return Ok(()) };
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|home| home.is_absolute())
+            .and_then(|home| std::fs::canonicalize(home).ok());
+        let state = dsh_sandbox::plan::canonical_prefix(self.config.home.root());
+        let config_dir =
+            crate::config::config_dir().map(|dir| dsh_sandbox::plan::canonical_prefix(&dir));
+        let reason = if canonical == Path::new("/") {
+            "is the whole file system".to_owned()
+        } else if home.as_deref() == Some(canonical.as_path()) {
+            "is your home directory".to_owned()
+        } else if state.starts_with(&canonical) {
+            format!("holds dsh's state directory ({})", state.display())
+        } else if let Some(dir) = config_dir.filter(|dir| dir.starts_with(&canonical)) {
+            format!("holds dsh's configuration directory ({})", dir.display())
+        } else {
+            return Ok(());
+        };
+        let allowed = self.settings.base_config().is_ok_and(|config| {
+            config.allow_workspaces.iter().any(|allowed| {
+                std::fs::canonicalize(allowed).is_ok_and(|allowed| allowed == canonical)
+            })
+        });
+        if allowed {
+            return Ok(());
+        }
+        Err(ApiError::workspace_not_confirmed(format!(
+            "workspace {} {reason}: the agent's tools would work beside your keys and \
+             configuration (they stay hidden, but a mistake there is costly). Use a project \
+             directory, or confirm this one once with `dsh allow-workspace {}`",
+            canonical.display(),
+            canonical.display()
+        )))
     }
 
     /// Forks session `parent` at `at_seq` into a new live session; a profile or model in
@@ -406,9 +448,11 @@ impl Daemon {
             Some(EventData::SessionMeta(meta)) => PathBuf::from(&meta.workspace),
             _ => return Err(ApiError::store(format!("{} has no session/meta", path.display()))),
         };
-        let tools = Workspace::new(&workspace).map_err(|error| {
-            ApiError::invalid_workspace(format!("workspace {}: {error}", workspace.display()))
-        })?;
+        self.check_broad_workspace(&workspace)?;
+        let tools =
+            Workspace::with_hidden(&workspace, self.sandbox.hidden_paths()).map_err(|error| {
+                ApiError::invalid_workspace(format!("workspace {}: {error}", workspace.display()))
+            })?;
         let command_sandbox = self.sandbox.session(tools.root()).map_err(|error| {
             ApiError::store(format!("creating the session's temporary directory: {error}"))
         })?;

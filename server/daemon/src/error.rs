@@ -52,6 +52,11 @@ impl ApiError {
         Self::new(code::INVALID_WORKSPACE, message)
     }
 
+    /// The workspace needs the user's confirmation first.
+    pub fn workspace_not_confirmed(message: impl Into<String>) -> Self {
+        Self::new(code::WORKSPACE_NOT_CONFIRMED, message)
+    }
+
     /// The session cannot be used.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(code::SESSION_UNAVAILABLE, message)

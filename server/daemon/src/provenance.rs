@@ -237,6 +237,8 @@ fn read_text(path: &Path) -> Result<String, &'static str> {
     if metadata.len() > MAX_FILE_BYTES as u64 {
         return Err("larger than 4 MiB");
     }
-    let bytes = std::fs::read(path).map_err(|_| "cannot be read")?;
+    // Opened without blocking and checked again: it may have been swapped since the look above.
+    let bytes = dsh_sandbox::beneath::read_regular(path, MAX_FILE_BYTES as u64)
+        .map_err(|_| "cannot be read")?;
     String::from_utf8(bytes).map_err(|_| "binary")
 }

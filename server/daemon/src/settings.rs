@@ -65,8 +65,18 @@ impl FileState {
         if self.stamp == Some(now) {
             return None;
         }
-        self.stamp = Some(now);
         let read = Layer::read(&self.path, self.workspace);
+        self.apply(now, read, check)
+    }
+
+    /// Takes a version of the file read at `now` (by the caller, outside any lock).
+    fn apply(
+        &mut self,
+        now: Stamp,
+        read: Result<Option<Layer>, ConfigError>,
+        check: impl FnOnce(Option<&Layer>) -> Result<(), ConfigError>,
+    ) -> Option<ConfigError> {
+        self.stamp = Some(now);
         match read.and_then(|layer| check(layer.as_ref()).map(|()| layer)) {
             Ok(layer) => {
                 self.good = layer;
@@ -301,13 +311,25 @@ impl Settings {
         if let Some(dir) = dsh_config::workspace_file(workspace).parent() {
             self.watch_dir(dir);
         }
+        // A workspace's file is one a command can replace (by a FIFO, a huge file): it is read
+        // with no lock held, so a slow or refused read never stalls other workspaces.
+        let path = dsh_config::workspace_file(workspace);
+        let now = stamp(&path);
+        let stale = lock(&self.workspaces).get(workspace).is_none_or(|file| file.stamp != Some(now));
+        let read = stale.then(|| Layer::read(&path, true));
         let (layer, workspace_generation) = {
             // Lock order: workspaces, then user (inside `resolve_layers`).
             let mut workspaces = lock(&self.workspaces);
             let file = workspaces
                 .entry(workspace.to_path_buf())
-                .or_insert_with(|| FileState::new(dsh_config::workspace_file(workspace), true));
-            if let Some(error) = file.refresh(|layer| self.resolve_layers(layer).map(drop)) {
+                .or_insert_with(|| FileState::new(path.clone(), true));
+            let error = match read {
+                Some(read) if file.stamp != Some(now) => {
+                    file.apply(now, read, |layer| self.resolve_layers(layer).map(drop))
+                }
+                _ => None,
+            };
+            if let Some(error) = error {
                 self.report(&error);
             }
             match (&file.good, &file.error) {

@@ -305,7 +305,9 @@ fn state_of(path: &Path) -> State {
             if metadata.len() > HASH_CAP_BYTES {
                 return State::Large(metadata.len(), metadata.modified().ok());
             }
-            match std::fs::read(path) {
+            // Opened without blocking and checked again: it may have been swapped for a FIFO
+            // since the look above.
+            match dsh_sandbox::beneath::read_regular(path, HASH_CAP_BYTES) {
                 Ok(bytes) => State::File(dsh_provider::sha256_hex(&bytes)),
                 Err(_) => State::Other,
             }

@@ -7,13 +7,16 @@
 //! applies a plan to itself and `exec`s the command ([`sandbox_exec`], hosted by the `dsh`
 //! binary as `dsh sandbox-exec`). On Linux the layers are Landlock (file system, TCP, signals)
 //! and user, mount, PID and network namespaces; elsewhere nothing confines, and the status
-//! says so.
+//! says so. The file tools' side of the same promise is [`beneath`]: every path opened beneath a
+//! directory handle, never re-resolved from a string, hidden paths refused.
 //!
 //! What it does not do: decide approvals (the agent asks, and knows from
 //! [`CommandSandbox::approval_required`] when every command must), hold the provider's key, or
 //! know about sessions and logs. It has no unsafe code: the helper is a separate process
 //! because confining a child between `fork` and `exec` would need some.
 
+#[cfg(target_os = "linux")]
+pub mod beneath;
 pub mod config;
 pub mod diagnose;
 pub mod helper;

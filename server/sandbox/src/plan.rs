@@ -37,6 +37,49 @@ pub const TOOLCHAINS: &[(Option<&str>, &str)] = &[
 /// Files inside readable toolchain directories that hold credentials: never readable.
 pub const TOOLCHAIN_SECRETS: &[&str] = &["credentials", "credentials.toml"];
 
+/// The user's stores of secrets, under `$HOME`: never readable or writable by commands or
+/// the file tools, whatever the workspace (one that is `$HOME` included), existing or not.
+pub const SECRET_STORES: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".kube",
+    ".docker",
+    ".password-store",
+    ".local/share/keyrings",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+];
+
+/// System files that hold secrets (readable by root, and a confined command may run as root):
+/// never readable by commands.
+pub const SYSTEM_SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssl/private",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+    "/dev/kmsg",
+];
+
+/// The secret stores of a user whose home is `home` (absolute paths; existing or not).
+pub fn secret_stores(home: Option<&Path>) -> Vec<PathBuf> {
+    home.map(|home| SECRET_STORES.iter().map(|store| home.join(store)).collect())
+        .unwrap_or_default()
+}
+
 /// Trees covered by an empty file system when Landlock is not there to keep commands out of
 /// them (the namespace fallback): homes, shared temporary directories, removable media.
 pub const COVER_WITHOUT_LANDLOCK: &[&str] =
@@ -125,6 +168,8 @@ impl Plan {
         let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
         read.extend(inputs.path.iter().cloned());
         let mut hide: Vec<PathBuf> = inputs.hidden.clone();
+        hide.extend(secret_stores(inputs.home.as_deref()));
+        hide.extend(SYSTEM_SECRETS.iter().map(PathBuf::from));
         if let Some(runtime_dir) = &inputs.runtime_dir {
             hide.push(runtime_dir.clone());
         }
@@ -159,7 +204,9 @@ impl Plan {
         }
         let read = existing_canonical(read);
         let write = existing_canonical(write);
-        let hide = existing_canonical(hide);
+        // Hidden paths that do not exist yet stay in the plan: Landlock carves their nearest
+        // existing parent, so nothing can create them (the mount layer covers what exists).
+        let hide = canonical_even_if_missing(hide);
         let cover = outermost(existing_canonical(cover));
         Plan { layers, network: config.network, read, write, hide, cover }
     }
@@ -198,6 +245,39 @@ fn existing_canonical(paths: Vec<PathBuf>) -> Vec<PathBuf> {
     paths.sort();
     paths.dedup();
     paths
+}
+
+/// The paths made canonical through their deepest existing ancestor (the rest appended),
+/// sorted and without duplicates.
+pub fn canonical_even_if_missing(paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = paths
+        .into_iter()
+        .filter(|path| path.is_absolute())
+        .map(|path| canonical_prefix(&path))
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// `path` made canonical through its deepest existing ancestor, the rest appended as is.
+pub fn canonical_prefix(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = path;
+    loop {
+        if let Ok(canonical) = existing.canonicalize() {
+            let mut full = canonical;
+            full.extend(missing.iter().rev());
+            return full;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name);
+                existing = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
 }
 
 /// The paths not inside another one of them (sorted input).

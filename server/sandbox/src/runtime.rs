@@ -116,6 +116,15 @@ impl Sandbox {
         Sandbox { config, helper, support, layers, hidden, env, status }
     }
 
+    /// Every path neither commands nor the file tools may touch, canonical (existing or not):
+    /// the daemon's hidden paths (state and configuration) and the user's secret stores.
+    pub fn hidden_paths(&self) -> Vec<PathBuf> {
+        let home = std::env::var_os("HOME").map(PathBuf::from).filter(|home| home.is_absolute());
+        let mut hidden = self.hidden.clone();
+        hidden.extend(crate::plan::secret_stores(home.as_deref()));
+        crate::plan::canonical_even_if_missing(hidden)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &SandboxConfig {
         &self.config

@@ -1,12 +1,12 @@
 //! The file tools: `read_file`, `list_dir`, `write_file` and `edit_file`.
 //!
 //! Each takes its parsed arguments and returns the model-facing text, or an error message.
-//! Paths are confined by [`Workspace::resolve`] before anything is opened.
+//! Paths are confined by [`Workspace::resolve`], and opened beneath the workspace's handle.
 
 use std::fmt::Write as _;
-use std::fs;
-use std::io::{self, BufRead, BufReader};
-use std::path::Path;
+use std::io::{self, BufRead, BufReader, Read as _};
+
+use dsh_sandbox::beneath::Kind;
 
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
@@ -90,17 +90,15 @@ pub(super) struct EditFileArgs {
 /// Resolves a path that must name an existing regular file.
 fn existing_file(workspace: &Workspace, argument: &str) -> Result<Resolved, String> {
     let resolved = workspace.resolve(argument).map_err(|error| error.to_string())?;
-    if !resolved.exists {
-        return Err(format!("file `{argument}` not found"));
+    match resolved.kind {
+        None => Err(format!("file `{argument}` not found")),
+        Some(Kind::Dir) => {
+            Err(format!("`{argument}` is a directory, not a file; use list_dir to list it"))
+        }
+        // A FIFO or device would block or never end.
+        Some(Kind::Other) => Err(format!("`{argument}` is not a regular file")),
+        Some(Kind::File(_)) => Ok(resolved),
     }
-    if resolved.path.is_dir() {
-        return Err(format!("`{argument}` is a directory, not a file; use list_dir to list it"));
-    }
-    // A FIFO or device would block or never end.
-    if !resolved.path.is_file() {
-        return Err(format!("`{argument}` is not a regular file"));
-    }
-    Ok(resolved)
 }
 
 fn io_error(action: &str, argument: &str, error: &io::Error) -> String {
@@ -123,8 +121,7 @@ pub(super) fn read_file(
         return Err(format!("end_line {end} is before start_line {start}"));
     }
     let resolved = existing_file(workspace, &args.path)?;
-    let file =
-        fs::File::open(&resolved.path).map_err(|error| io_error("read", &args.path, &error))?;
+    let file = workspace.open_file(&resolved, &args.path).map_err(|error| error.to_string())?;
     let cap = u64::try_from(config.read_cap_lines.max(1)).unwrap_or(u64::MAX);
     let wanted_end = args.end_line.unwrap_or(u64::MAX);
     let shown_end = wanted_end.min(start.saturating_add(cap - 1));
@@ -249,27 +246,31 @@ pub(super) fn list_dir(
 ) -> Result<String, String> {
     let argument = args.path.unwrap_or_else(|| ".".to_owned());
     let resolved = workspace.resolve(&argument).map_err(|error| error.to_string())?;
-    if !resolved.exists {
-        return Err(format!("directory `{argument}` not found"));
+    match resolved.kind {
+        None => return Err(format!("directory `{argument}` not found")),
+        Some(Kind::Dir) => {}
+        Some(_) => {
+            return Err(format!(
+                "`{argument}` is a file, not a directory; use read_file to read it"
+            ));
+        }
     }
-    if !resolved.path.is_dir() {
-        return Err(format!("`{argument}` is a file, not a directory; use read_file to read it"));
-    }
-    let reader =
-        fs::read_dir(&resolved.path).map_err(|error| io_error("list", &argument, &error))?;
+    let listed = workspace.list(&resolved, &argument).map_err(|error| error.to_string())?;
     let mut entries = Vec::new();
-    for entry in reader {
-        let entry = entry.map_err(|error| io_error("list", &argument, &error))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name == ".git" {
+    for entry in listed {
+        let name = entry.name.to_string_lossy().into_owned();
+        let path = resolved.path.join(&entry.name);
+        if name == ".git" || workspace.beneath().hidden_at(&path).is_some() {
             continue;
         }
-        // `file_type` does not follow symlinks, so a link is listed as a link and its target
-        // is never looked at.
-        let suffix = match entry.file_type() {
-            Ok(file_type) if file_type.is_dir() => "/",
-            Ok(file_type) if file_type.is_symlink() => "@",
-            _ => "",
+        // Entry types are not followed through symlinks, so a link is listed as a link and
+        // its target is never looked at.
+        let suffix = if entry.is_dir {
+            "/"
+        } else if entry.is_symlink {
+            "@"
+        } else {
+            ""
         };
         entries.push(format!("{name}{suffix}"));
     }
@@ -316,20 +317,20 @@ pub(super) fn write_file(
     args: WriteFileArgs,
 ) -> Result<(String, Seen), String> {
     let resolved = workspace.resolve(&args.path).map_err(|error| error.to_string())?;
-    if resolved.path.is_dir() {
-        return Err(format!("`{}` is a directory; cannot write it as a file", args.path));
+    match resolved.kind {
+        Some(Kind::Dir) => {
+            return Err(format!("`{}` is a directory; cannot write it as a file", args.path));
+        }
+        Some(Kind::Other) => {
+            return Err(format!("`{}` is not a regular file; cannot write it", args.path));
+        }
+        Some(Kind::File(_)) | None => {}
     }
-    if resolved.exists && !resolved.path.is_file() {
-        return Err(format!("`{}` is not a regular file; cannot write it", args.path));
-    }
-    if let Some(parent) = resolved.path.parent() {
-        fs::create_dir_all(parent)
-            .map_err(|error| io_error("create the parent directories of", &args.path, &error))?;
-    }
-    fs::write(&resolved.path, &args.content)
-        .map_err(|error| io_error("write", &args.path, &error))?;
+    let existed = workspace
+        .write(&resolved, &args.path, args.content.as_bytes())
+        .map_err(|error| format!("cannot write `{}`: {error}", args.path))?;
     // The provenance fold (`dsh_session::provenance`) reads this result's verb and path.
-    let verb = if resolved.exists { "wrote" } else { "created" };
+    let verb = if existed { "wrote" } else { "created" };
     let path = workspace.display(&resolved.path);
     let output = format!("{verb} {path} ({} bytes)", args.content.len());
     Ok((output, written(path, &args.content)))
@@ -347,7 +348,7 @@ pub(super) fn edit_file(
         return Err("old_string and new_string are identical; nothing to change".to_owned());
     }
     let resolved = existing_file(workspace, &args.path)?;
-    let text = read_text(&resolved.path, &args.path)?;
+    let text = read_text(workspace, &resolved, &args.path)?;
     let (count, first) = occurrences(&text, &args.old_string);
     let Some(first) = first else {
         return Err(format!(
@@ -368,7 +369,9 @@ pub(super) fn edit_file(
     edited.push_str(&text[..first]);
     edited.push_str(&args.new_string);
     edited.push_str(&text[first + args.old_string.len()..]);
-    fs::write(&resolved.path, &edited).map_err(|error| io_error("write", &args.path, &error))?;
+    workspace
+        .write(&resolved, &args.path, edited.as_bytes())
+        .map_err(|error| format!("cannot write `{}`: {error}", args.path))?;
     // The provenance fold (`dsh_session::provenance`) reads this result's path and line.
     let line = text[..first].matches('\n').count() + 1;
     let path = workspace.display(&resolved.path);
@@ -376,8 +379,23 @@ pub(super) fn edit_file(
     Ok((output, written(path, &edited)))
 }
 
-fn read_text(path: &Path, argument: &str) -> Result<String, String> {
-    let bytes = fs::read(path).map_err(|error| io_error("read", argument, &error))?;
+/// The largest file `edit_file` edits (it holds the file twice in memory).
+const EDIT_MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+fn read_text(workspace: &Workspace, resolved: &Resolved, argument: &str) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    workspace
+        .open_file(resolved, argument)
+        .map_err(|error| error.to_string())?
+        .take(EDIT_MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| io_error("read", argument, &error))?;
+    if bytes.len() as u64 > EDIT_MAX_FILE_BYTES {
+        return Err(format!(
+            "`{argument}` is larger than {} MiB; edit_file does not edit files that large",
+            EDIT_MAX_FILE_BYTES / 1024 / 1024
+        ));
+    }
     String::from_utf8(bytes).map_err(|_| {
         format!("`{argument}` is not valid UTF-8 text; edit_file only edits text files")
     })

@@ -220,6 +220,19 @@ impl Toolbox {
         Tool::from_name(name).map(Tool::access)
     }
 
+    /// The workspace path a write call names when it is one the agent may never write without
+    /// asking: dsh's workspace configuration (`.dsh/`), git's hooks and configuration
+    /// (`.git/hooks`, `.git/config`), which run or apply at the user's next git command.
+    /// Matched on the path as it resolves (a symlink to `.git` is `.git`).
+    pub fn protected_path(&self, arguments: &str) -> Option<String> {
+        let path = serde_json::from_str::<serde_json::Value>(arguments).ok()?;
+        let path = path.get("path")?.as_str()?.to_owned();
+        let resolved = self.workspace.resolve(&path).ok()?;
+        let shown = self.workspace.display(&resolved.path);
+        let protected = |prefix: &str| shown == prefix || shown.starts_with(&format!("{prefix}/"));
+        [".dsh", ".git/hooks", ".git/config"].into_iter().any(protected).then_some(shown)
+    }
+
     /// One line describing a call for an approval prompt, such as
     /// `write_file src/a.rs (120 bytes)` or `run_command: cargo test`. Works on any input:
     /// unknown tools and malformed arguments are described as such.

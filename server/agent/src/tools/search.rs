@@ -7,7 +7,6 @@
 //! down by the walker, and from the directories between the workspace root and the search
 //! directory by [`ancestor_ignores`]; nothing above the root and no global git config is read.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
@@ -138,10 +137,9 @@ pub(super) fn grep(
         }
         // Files too large to search in memory are skipped (a grep is for source, not data);
         // unreadable ones (permissions, a file removed mid-walk) are skipped like binary ones.
-        if fs::metadata(&path).is_ok_and(|meta| meta.len() > GREP_MAX_FILE_BYTES) {
-            continue;
-        }
-        let Ok(content) = fs::read(&path) else { continue };
+        // The walk went by path; the read goes beneath the workspace's handle, so a directory
+        // swapped for a symlink meanwhile never lets an outside file through.
+        let Some(content) = read_beneath(workspace, &path) else { continue };
         if content.contains(&0) {
             continue;
         }
@@ -186,10 +184,24 @@ pub(super) fn grep(
     Ok(output)
 }
 
+/// A walked file's content, read beneath the workspace's handle; `None` when it is no longer
+/// a regular file inside the workspace, is hidden, or is larger than the search reads.
+fn read_beneath(workspace: &Workspace, path: &Path) -> Option<Vec<u8>> {
+    let relative = path.strip_prefix(workspace.root()).ok()?;
+    workspace.beneath().read(relative, GREP_MAX_FILE_BYTES).ok()
+}
+
+/// Whether a walked path is, beneath the workspace's handle, a regular file that is not hidden
+/// (the walk goes by path, which a rename race can lead outside).
+fn is_file_beneath(workspace: &Workspace, path: &Path) -> bool {
+    let Ok(relative) = path.strip_prefix(workspace.root()) else { return false };
+    matches!(workspace.beneath().kind(relative), Ok(dsh_sandbox::beneath::Kind::File(_)))
+}
+
 /// Resolves the search path argument; it must exist.
 fn search_directory(workspace: &Workspace, argument: &str) -> Result<PathBuf, String> {
     let resolved = workspace.resolve(argument).map_err(|error| error.to_string())?;
-    if !resolved.exists {
+    if !resolved.exists() {
         return Err(format!("path `{argument}` not found"));
     }
     Ok(resolved.path)
@@ -204,6 +216,7 @@ fn walk_files(
     cancel: &CancellationToken,
 ) -> Result<Vec<PathBuf>, String> {
     let ancestors = ancestor_ignores(workspace.root(), directory);
+    let hidden_check = workspace.clone();
     let mut builder = WalkBuilder::new(directory);
     builder
         .hidden(false)
@@ -212,7 +225,9 @@ fn walk_files(
         .require_git(false)
         .follow_links(false)
         .filter_entry(move |entry| {
-            if entry.file_name() == ".git" {
+            if entry.file_name() == ".git"
+                || hidden_check.beneath().hidden_at(entry.path()).is_some()
+            {
                 return false;
             }
             let is_dir = entry.file_type().is_some_and(|file_type| file_type.is_dir());
@@ -235,7 +250,9 @@ fn walk_files(
         }
         // Unreadable directories are skipped: the walk reports what it can reach.
         let Ok(entry) = entry else { continue };
-        if entry.file_type().is_some_and(|file_type| file_type.is_file()) {
+        if entry.file_type().is_some_and(|file_type| file_type.is_file())
+            && is_file_beneath(workspace, entry.path())
+        {
             files.push(entry.into_path());
         }
     }

@@ -918,3 +918,91 @@ fn schemas_snapshot() {
          actual:\n{actual}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// races and hidden paths
+
+/// Another session's command swaps a workspace directory and a symlink to the outside,
+/// atomically, in a loop, while this session's file tools run: no tool ever shows the outside
+/// file or writes outside, however the race falls (bounded: two seconds of racing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_race_never_leads_a_file_tool_outside() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let fixture = fixture();
+    fixture.write("dir/secret.txt", "inside\n");
+    symlink(fixture.outside(), fixture.root().join("swap")).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU64::new(0));
+    let racer = {
+        let (stop, swaps, root) = (Arc::clone(&stop), Arc::clone(&swaps), fixture.root());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                nix::fcntl::renameat2(
+                    nix::fcntl::AT_FDCWD,
+                    &root.join("dir"),
+                    nix::fcntl::AT_FDCWD,
+                    &root.join("swap"),
+                    nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                )
+                .unwrap();
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut calls = 0;
+    while Instant::now() < deadline {
+        let read = fixture.call("read_file", json!({"path": "dir/secret.txt"})).await;
+        let grep = fixture.call("grep", json!({"pattern": "secret", "path": "dir"})).await;
+        let list = fixture.call("list_dir", json!({"path": "dir"})).await;
+        for output in [&read, &grep, &list] {
+            assert!(!output.content.contains("top secret"), "leaked: {output:?}");
+        }
+        let _ = fixture.call("write_file", json!({"path": "dir/new.txt", "content": "w"})).await;
+        let _ = fixture.call("write_file", json!({"path": "dir/secret.txt", "content": "x"})).await;
+        calls += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    racer.join().unwrap();
+    assert!(swaps.load(Ordering::Relaxed) > 100, "the racer barely ran");
+    assert!(calls > 10, "the tools barely ran ({calls} rounds)");
+    fixture.secret_is_untouched();
+}
+
+/// A workspace that holds hidden paths (one that is `$HOME`): the file tools refuse them,
+/// existing or not, directly or through a symlink, and searches skip them.
+#[tokio::test]
+async fn hidden_paths_are_out_of_reach_of_every_file_tool() {
+    let workspace = TempDir::new().unwrap();
+    let root = fs::canonicalize(workspace.path()).unwrap();
+    fs::create_dir_all(root.join("state")).unwrap();
+    fs::write(root.join("state/deepseek-api-key"), "sk-hidden-key\n").unwrap();
+    fs::create_dir_all(root.join("src")).unwrap();
+    fs::write(root.join("src/a.txt"), "sk-hidden-key is not here\n").unwrap();
+    symlink(root.join("state"), root.join("innocent")).unwrap();
+    let hidden = vec![root.join("state"), root.join(".config/dsh")];
+    let toolbox =
+        Toolbox::new(Workspace::with_hidden(&root, hidden).unwrap(), ToolConfig::default());
+    let call = |name: &'static str, arguments: Value| {
+        let toolbox = toolbox.clone();
+        async move { toolbox.call(name, &arguments.to_string(), &CancellationToken::new()).await }
+    };
+    for path in ["state/deepseek-api-key", "innocent/deepseek-api-key"] {
+        let output = call("read_file", json!({"path": path})).await;
+        assert!(output.is_error && output.content.contains("private to dsh"), "{output:?}");
+    }
+    let grep = ok(call("grep", json!({"pattern": "sk-hidden"})).await);
+    assert_eq!(grep, "src/a.txt:1:sk-hidden-key is not here");
+    let glob = ok(call("glob", json!({"pattern": "**/*key*"})).await);
+    assert!(glob.starts_with("no files match"), "{glob}");
+    let list = ok(call("list_dir", json!({})).await);
+    assert!(!list.contains("state"), "{list}");
+    let write = call(
+        "write_file",
+        json!({"path": ".config/dsh/config.toml", "content": "[mcp.servers.x]\ncommand = \"sh\""}),
+    )
+    .await;
+    assert!(write.is_error && write.content.contains("private to dsh"), "{write:?}");
+    assert!(!root.join(".config").exists());
+}

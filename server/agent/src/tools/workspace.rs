@@ -1,33 +1,45 @@
 //! Workspace confinement: every path a tool touches is resolved here, and nothing outside the
-//! canonical workspace root gets through.
+//! workspace root — nor any hidden path inside it — gets through.
 //!
 //! Resolution is lexical first (`.` and `..` are folded, so a `..` can never reach above the
-//! filesystem root or sneak past the check), then physical: the deepest existing ancestor of
-//! the path is canonicalized — which follows every symlink in it, including the final component —
-//! and must lie inside the root. The part below that ancestor does not exist yet, so it holds no
-//! symlinks. Tools then operate on the returned canonical path, the one that was checked.
-//!
-//! This does not defend against a concurrent process swapping a directory for a symlink between
-//! the check and the use (a time-of-check/time-of-use race); the threat here is a model asking
-//! for paths outside the workspace, not a hostile process racing the daemon.
+//! filesystem root or sneak past the check), giving a path relative to the root. Every open
+//! then goes through `dsh_sandbox::beneath::Beneath`, a handle on the root: the kernel resolves
+//! the relative path beneath it (`openat2` with `RESOLVE_BENEATH`), following symlinks only
+//! while they stay inside, so a command that swaps a directory for a symlink in a loop cannot
+//! move a read or a write outside, however the race falls. Hidden paths (dsh's state and
+//! configuration, the user's secret stores) are refused whether they exist yet or not, and
+//! also when a symlink inside the workspace leads into one.
 
+use std::fs::File;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-/// A canonicalized workspace root that confines tool paths.
+use dsh_sandbox::beneath::{Beneath, BeneathError, Entry, Kind};
+
+/// A workspace root that confines tool paths, opened once as a directory handle.
 #[derive(Clone, Debug)]
 pub struct Workspace {
-    root: Arc<Path>,
+    beneath: Arc<Beneath>,
 }
 
 /// A path that passed confinement.
 #[derive(Debug)]
 pub(crate) struct Resolved {
-    /// The canonical path (the existing part canonicalized, the rest appended).
+    /// The path as shown: the canonical path when it exists inside the root, the lexical one
+    /// otherwise.
     pub path: PathBuf,
-    /// Whether the whole path exists.
-    pub exists: bool,
+    /// The path relative to the root, as opened beneath it.
+    pub relative: PathBuf,
+    /// What is there (`None`: nothing yet).
+    pub kind: Option<Kind>,
+}
+
+impl Resolved {
+    /// Whether something is there.
+    pub fn exists(&self) -> bool {
+        self.kind.is_some()
+    }
 }
 
 /// Why a path was refused.
@@ -39,80 +51,111 @@ pub(crate) enum PathError {
     Outside(String),
     #[error("path `{0}` goes through a dangling symlink; refusing to follow it")]
     DanglingSymlink(String),
+    #[error("path `{path}` is refused: {source}")]
+    Refused { path: String, source: BeneathError },
     #[error("cannot resolve path `{path}`: {source}")]
     Io { path: String, source: io::Error },
 }
 
+impl PathError {
+    /// The error for `argument` from what the handle said.
+    pub fn from_beneath(argument: &str, error: BeneathError) -> PathError {
+        match error {
+            BeneathError::Escapes => PathError::Outside(argument.to_owned()),
+            BeneathError::Dangling => PathError::DanglingSymlink(argument.to_owned()),
+            BeneathError::Io(source) => PathError::Io { path: argument.to_owned(), source },
+            source => PathError::Refused { path: argument.to_owned(), source },
+        }
+    }
+}
+
 impl Workspace {
-    /// Opens a workspace at `root`, which must exist; the root is canonicalized (symlinks
-    /// resolved) so that every later check compares canonical paths.
+    /// Opens a workspace at `root`, which must be a directory; the root is canonicalized
+    /// (symlinks resolved) and held open as the handle every path is resolved beneath.
     pub fn new(root: &Path) -> io::Result<Workspace> {
-        let root = std::fs::canonicalize(root)?;
-        if !root.is_dir() {
+        Workspace::with_hidden(root, Vec::new())
+    }
+
+    /// Like [`Workspace::new`], refusing every path in or under `hidden` (absolute; existing
+    /// or not).
+    pub fn with_hidden(root: &Path, hidden: Vec<PathBuf>) -> io::Result<Workspace> {
+        let canonical = std::fs::canonicalize(root)?;
+        if !canonical.is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::NotADirectory,
-                format!("workspace root {} is not a directory", root.display()),
+                format!("workspace root {} is not a directory", canonical.display()),
             ));
         }
-        Ok(Workspace { root: Arc::from(root) })
+        Ok(Workspace { beneath: Arc::new(Beneath::open(&canonical, hidden)?) })
     }
 
     /// The canonical workspace root.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.beneath.root()
+    }
+
+    /// The handle paths are resolved beneath.
+    pub(crate) fn beneath(&self) -> &Beneath {
+        &self.beneath
     }
 
     /// Resolves a path argument (relative to the root, or absolute) and checks that it stays
-    /// inside the workspace, following symlinks in the existing part of the path.
+    /// inside the workspace and out of hidden paths; what is there is looked up beneath the
+    /// root's handle.
     pub(crate) fn resolve(&self, argument: &str) -> Result<Resolved, PathError> {
         if argument.is_empty() {
             return Err(PathError::Empty);
         }
-        let outside = || PathError::Outside(argument.to_owned());
-        let joined = self.root.join(argument);
-        let normalized = normalize(&joined);
-
-        // Walk up to the deepest ancestor that exists and canonicalize it. Everything below it
-        // is missing, hence contains no symlinks, and is appended verbatim.
-        let mut existing = normalized.as_path();
-        let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
-        let canonical = loop {
-            match std::fs::canonicalize(existing) {
-                Ok(canonical) => break canonical,
-                Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                    // A dangling symlink exists but does not canonicalize; writing through it
-                    // would create its target wherever it points.
-                    if std::fs::symlink_metadata(existing).is_ok() {
-                        return Err(PathError::DanglingSymlink(argument.to_owned()));
-                    }
-                    match (existing.parent(), existing.file_name()) {
-                        (Some(parent), Some(name)) => {
-                            missing.push(name);
-                            existing = parent;
-                        }
-                        _ => return Err(outside()),
-                    }
-                }
-                Err(source) => {
-                    return Err(PathError::Io { path: argument.to_owned(), source });
-                }
-            }
+        let root = self.root();
+        let normalized = normalize(&root.join(argument));
+        let Ok(relative) = normalized.strip_prefix(root).map(Path::to_path_buf) else {
+            return Err(PathError::Outside(argument.to_owned()));
         };
-        if !canonical.starts_with(&self.root) {
-            return Err(outside());
-        }
-        let exists = missing.is_empty();
-        let mut path = canonical;
-        for name in missing.iter().rev() {
-            path.push(name);
-        }
-        Ok(Resolved { path, exists })
+        let kind = match self.beneath.kind(&relative) {
+            Ok(kind) => Some(kind),
+            Err(BeneathError::NotFound) => None,
+            Err(error) => return Err(PathError::from_beneath(argument, error)),
+        };
+        // For display only (never opened by this string): a link inside shows as its target.
+        let canonical = dsh_sandbox::plan::canonical_prefix(&normalized);
+        let path = if canonical.starts_with(root) { canonical } else { normalized };
+        Ok(Resolved { path, relative, kind })
+    }
+
+    /// Opens a resolved regular file for reading, beneath the root.
+    pub(crate) fn open_file(&self, resolved: &Resolved, argument: &str) -> Result<File, PathError> {
+        self.beneath
+            .open_file(&resolved.relative)
+            .map_err(|error| PathError::from_beneath(argument, error))
+    }
+
+    /// The entries of a resolved directory, beneath the root.
+    pub(crate) fn list(
+        &self,
+        resolved: &Resolved,
+        argument: &str,
+    ) -> Result<Vec<Entry>, PathError> {
+        self.beneath
+            .list(&resolved.relative)
+            .map_err(|error| PathError::from_beneath(argument, error))
+    }
+
+    /// Creates or replaces a resolved file; whether it existed.
+    pub(crate) fn write(
+        &self,
+        resolved: &Resolved,
+        argument: &str,
+        content: &[u8],
+    ) -> Result<bool, PathError> {
+        self.beneath
+            .write(&resolved.relative, content)
+            .map_err(|error| PathError::from_beneath(argument, error))
     }
 
     /// Renders a path inside the workspace relative to the root with `/` separators (`.` for
     /// the root itself).
     pub(crate) fn display(&self, path: &Path) -> String {
-        match path.strip_prefix(&self.root) {
+        match path.strip_prefix(self.root()) {
             Ok(relative) if relative.as_os_str().is_empty() => ".".to_owned(),
             Ok(relative) => relative
                 .components()

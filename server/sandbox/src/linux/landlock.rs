@@ -51,9 +51,11 @@ pub(super) fn restrict(plan: &Plan) -> Result<(), SetupError> {
     let mut created = ruleset.create()?;
     let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
     rules.extend(carve(&plan.read, &plan.hide).into_iter().map(|path| (path, read)));
-    rules.extend(plan.write.iter().map(|path| (path.clone(), all)));
+    // Writable trees are carved too: a workspace that holds a hidden path (one that is
+    // `$HOME`) must not reach it, nor create it when it does not exist yet.
+    rules.extend(carve(&plan.write, &plan.hide).into_iter().map(|path| (path, all)));
     rules.extend(proc_trees(plan).into_iter().map(|path| (path, read)));
-    rules.push((PathBuf::from("/dev"), read));
+    rules.extend(carve(&[PathBuf::from("/dev")], &plan.hide).into_iter().map(|path| (path, read)));
     rules.extend(DEVICES.iter().map(|path| (PathBuf::from(path), device)));
     if plan.layers.namespaces {
         // A private /dev/shm (mounts.rs): POSIX shared memory and semaphores work.

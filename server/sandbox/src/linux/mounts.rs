@@ -113,7 +113,8 @@ fn hide(path: &Path) -> Result<(), SetupError> {
         )
         .map_err(sys(what.clone()))?;
         remount_read_only_tmpfs(path).map_err(sys(what))
-    } else if metadata.is_file() {
+    } else if metadata.is_file() || !metadata.file_type().is_symlink() {
+        // A file or a device node (`/dev/kmsg`): `/dev/null` in its place.
         mount(Some("/dev/null"), path, NONE, MsFlags::MS_BIND, NONE).map_err(sys(what.clone()))?;
         let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY;
         mount(NONE, path, NONE, flags | locked_flags(path), NONE).map_err(sys(what))
