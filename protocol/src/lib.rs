@@ -774,6 +774,10 @@ api_type! {
         pub approval_required: bool,
         /// What is missing and what that means, for people (empty when all is in force).
         pub warnings: Vec<String>,
+        /// What one command may use (processes, memory, file size, CPU time), in words; empty
+        /// when commands are not confined.
+        #[serde(default)]
+        pub limits: String,
     }
 }
 

@@ -10,6 +10,7 @@ mod changed;
 mod compact;
 mod config;
 mod confinement;
+mod escapes;
 mod faults;
 mod first_use;
 mod header;

@@ -18,15 +18,15 @@ use crate::support::{Env, describe, of_kind, stderr, stdout, tool_results, write
 
 /// The provider key every test here gives the daemon and the `dsh` commands: it must appear
 /// nowhere a command can reach.
-const CANARY: &str = "sk-canary-7f3a91c2d4";
+pub(super) const CANARY: &str = "sk-canary-7f3a91c2d4";
 
 /// The sandbox modes a machine can be in: everything, and each fallback.
-const MODES: &[&[&str]] =
+pub(super) const MODES: &[&[&str]] =
     &[&[], &["--sandbox-without", "userns"], &["--sandbox-without", "landlock"]];
 
 /// An environment whose mock accepts only the canary key, with a home, a configuration
 /// directory and a sibling of the workspace, all holding canaries.
-async fn canary_env() -> Env {
+pub(super) async fn canary_env() -> Env {
     let mut config = dsh_mock::MockConfig::default();
     config.keys[0].key = CANARY.to_owned();
     let env = Env::with_mock(config).await;
@@ -41,7 +41,7 @@ async fn canary_env() -> Env {
 }
 
 /// `dsh serve FLAGS…` with `$HOME` and `$XDG_CONFIG_HOME` inside the test's directory.
-async fn serve(env: &Env, flags: &[&str]) -> crate::support::Served {
+pub(super) async fn serve(env: &Env, flags: &[&str]) -> crate::support::Served {
     let home = env.root.join("userhome");
     let config = env.root.join("config");
     env.serve_with(flags, |command| {
@@ -51,7 +51,7 @@ async fn serve(env: &Env, flags: &[&str]) -> crate::support::Served {
 }
 
 /// The mock's reply that runs each command with `run_command`, then a closing message.
-fn run_each(commands: &[String]) -> Value {
+pub(super) fn run_each(commands: &[String]) -> Value {
     let calls: Vec<Value> = commands
         .iter()
         .map(|command| {
@@ -63,7 +63,7 @@ fn run_each(commands: &[String]) -> Value {
 
 /// Runs `commands` in one step of a new session (`dsh prompt --yes`); returns the session and
 /// each command's result `(content, is_error)`.
-async fn run_commands(env: &Env, commands: &[String]) -> (String, Vec<(String, bool)>) {
+pub(super) async fn run_commands(env: &Env, commands: &[String]) -> (String, Vec<(String, bool)>) {
     env.script(run_each(commands)).await;
     let (session, output) = env.prompt_new("Try these commands.").await;
     assert!(output.status.success(), "{}", describe(&output));

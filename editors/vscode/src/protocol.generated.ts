@@ -763,7 +763,12 @@ approvalRequired: boolean,
 /**
  * What is missing and what that means, for people (empty when all is in force).
  */
-warnings: Array<string>, };
+warnings: Array<string>, 
+/**
+ * What one command may use (processes, memory, file size, CPU time), in words; empty
+ * when commands are not confined.
+ */
+limits: string, };
 
 export type DaemonNotice = { 
 /**

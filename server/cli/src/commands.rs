@@ -586,6 +586,9 @@ pub async fn status(settings: &Settings) -> anyhow::Result<ExitCode> {
             sandbox.in_force.join(", ")
         };
         println!("  sandbox {} · {network} · in force: {in_force}", sandbox.policy);
+        if !sandbox.limits.is_empty() {
+            println!("  limits per command: {}", sandbox.limits);
+        }
         for warning in result.warnings.iter().chain(&sandbox.warnings) {
             println!("  warning: {warning}");
         }

@@ -169,6 +169,9 @@ fn sandbox_checks(sandbox: &Sandbox) -> Vec<Check> {
         if status.in_force.is_empty() { "nothing".to_owned() } else { status.in_force.join(", ") };
     let level = if status.warnings.is_empty() { Level::Ok } else { Level::Warn };
     let mut detail = format!("policy {} · {network} · in force: {in_force}", status.policy);
+    if !status.limits.is_empty() {
+        detail.push_str(&format!("\n      limits per command: {}", status.limits));
+    }
     for warning in &status.warnings {
         detail.push_str("\n      ");
         detail.push_str(warning);

@@ -110,6 +110,15 @@ impl Settings {
         for path in &sandbox.read {
             args.extend(["--sandbox-read".to_owned(), path.display().to_string()]);
         }
+        let limits = sandbox.limits;
+        for limit in [
+            format!("processes={}", limits.processes),
+            format!("memory={}", limits.memory),
+            format!("file-size={}", limits.file_size),
+            format!("cpu={}", limits.cpu_seconds),
+        ] {
+            args.extend(["--sandbox-limit".to_owned(), limit]);
+        }
         args
     }
 }
@@ -125,7 +134,7 @@ fn given(flag: &Option<String>, flag_name: &str, variable: &str) -> Option<Sourc
 
 /// The sandbox settings: each from its flag, else from its environment variable
 /// (`DSH_SANDBOX`, `DSH_SANDBOX_NETWORK`, `DSH_SANDBOX_WITHOUT`, `DSH_SANDBOX_ENV`,
-/// `DSH_SANDBOX_READ`); and whether any was given.
+/// `DSH_SANDBOX_READ`, `DSH_SANDBOX_LIMITS`); and whether any was given.
 fn sandbox_config(global: &Global) -> anyhow::Result<(SandboxConfig, bool)> {
     let variable = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
     let mut explicit = false;
@@ -163,7 +172,11 @@ fn sandbox_config(global: &Global) -> anyhow::Result<(SandboxConfig, bool)> {
     } else {
         global.sandbox_read.clone()
     };
-    explicit |= !config.env.is_empty() || !config.read.is_empty();
+    let limits = list(&global.sandbox_limit, "DSH_SANDBOX_LIMITS");
+    for setting in &limits {
+        config.limits.set(setting)?;
+    }
+    explicit |= !config.env.is_empty() || !config.read.is_empty() || !limits.is_empty();
     config.validate(&[API_KEY_ENV])?;
     Ok((config, explicit))
 }

@@ -51,7 +51,8 @@ impl Layer {
     /// must be a regular file of at most [`MAX_FILE_BYTES`].
     pub fn read(path: &Path, workspace: bool) -> Result<Option<Layer>, ConfigError> {
         use dsh_sandbox::beneath::{BeneathError, read_regular};
-        let refused = |message: String| ConfigError { location: path.display().to_string(), message };
+        let refused =
+            |message: String| ConfigError { location: path.display().to_string(), message };
         match read_regular(path, MAX_FILE_BYTES) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => Layer::parse(&text, Some(path), workspace).map(Some),

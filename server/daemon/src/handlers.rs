@@ -619,6 +619,7 @@ pub fn sandbox_status(status: &dsh_sandbox::SandboxStatus) -> SandboxStatus {
             })
             .collect(),
         in_force: status.in_force.clone(),
+        limits: status.limits.clone(),
         approval_required: status.approval_required,
         warnings: status.warnings.clone(),
     }

@@ -315,7 +315,8 @@ impl Settings {
         // with no lock held, so a slow or refused read never stalls other workspaces.
         let path = dsh_config::workspace_file(workspace);
         let now = stamp(&path);
-        let stale = lock(&self.workspaces).get(workspace).is_none_or(|file| file.stamp != Some(now));
+        let stale =
+            lock(&self.workspaces).get(workspace).is_none_or(|file| file.stamp != Some(now));
         let read = stale.then(|| Layer::read(&path, true));
         let (layer, workspace_generation) = {
             // Lock order: workspaces, then user (inside `resolve_layers`).
@@ -332,10 +333,12 @@ impl Settings {
             if let Some(error) = error {
                 self.report(&error);
             }
-            match (&file.good, &file.error) {
-                // Never good: what needs it fails with the error.
-                (None, Some(error)) => return Err(error.clone()),
-                (good, _) => (good.clone(), file.generation),
+            match &file.error {
+                // Never good (no version read well, not even "no file"): what needs it fails
+                // with the error. Otherwise the last good version — possibly no file at all —
+                // stays in use.
+                Some(error) if file.generation == 0 => return Err(error.clone()),
+                _ => (file.good.clone(), file.generation),
             }
         };
         let user_generation = lock(&self.user).as_ref().map_or(0, |file| file.generation);

@@ -10,6 +10,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
 /// How commands are confined.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum SandboxPolicy {
@@ -105,6 +107,79 @@ pub struct SandboxConfig {
     pub env: Vec<String>,
     /// More directories commands may read (and run programs from).
     pub read: Vec<PathBuf>,
+    /// What one command may use.
+    pub limits: Limits,
+}
+
+/// What one confined command may use. A command past a limit fails (a fork that cannot be
+/// made, an allocation refused, `SIGXFSZ`, `SIGXCPU`); the daemon and other sessions go on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Processes and threads at once in the command's PID namespace (its `pid_max`; the
+    /// kernel's floor is 300). Without a PID namespace, `RLIMIT_NPROC` — which counts all of
+    /// the user's processes and does not bind root.
+    pub processes: u64,
+    /// Bytes of data memory (heap and private writable mappings, `RLIMIT_DATA`) per process.
+    pub memory: u64,
+    /// Bytes of the largest file a process may write (`RLIMIT_FSIZE`).
+    pub file_size: u64,
+    /// Seconds of CPU time per process (`RLIMIT_CPU`).
+    pub cpu_seconds: u64,
+}
+
+/// The smallest process limit a PID namespace takes (the kernel's `pid_max` floor, less one).
+pub const MIN_PROCESSES: u64 = 300;
+
+impl Default for Limits {
+    fn default() -> Limits {
+        const GIB: u64 = 1024 * 1024 * 1024;
+        Limits { processes: 4096, memory: 8 * GIB, file_size: 8 * GIB, cpu_seconds: 3600 }
+    }
+}
+
+impl Limits {
+    /// Sets one limit from `name=value` (`processes=500`, `memory=2G`, `file-size=512M`,
+    /// `cpu=600`).
+    pub fn set(&mut self, setting: &str) -> Result<(), ConfigError> {
+        let bad = || ConfigError::Limit(setting.to_owned());
+        let (name, value) = setting.split_once('=').ok_or_else(bad)?;
+        let value = value.trim();
+        let (digits, unit) = match value.find(|c: char| !c.is_ascii_digit()) {
+            Some(at) => value.split_at(at),
+            None => (value, ""),
+        };
+        let number: u64 = digits.parse().map_err(|_| bad())?;
+        let bytes = |number: u64| -> Result<u64, ConfigError> {
+            let factor: u64 = match unit {
+                "" => 1,
+                "K" | "k" => 1 << 10,
+                "M" | "m" => 1 << 20,
+                "G" | "g" => 1 << 30,
+                _ => return Err(bad()),
+            };
+            number.checked_mul(factor).ok_or_else(bad)
+        };
+        match name.trim() {
+            "processes" if unit.is_empty() && number >= MIN_PROCESSES => self.processes = number,
+            "memory" => self.memory = bytes(number)?,
+            "file-size" => self.file_size = bytes(number)?,
+            "cpu" if unit.is_empty() && number > 0 => self.cpu_seconds = number,
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+
+    /// The limits in words, for the status and `dsh doctor`.
+    pub fn describe(&self) -> String {
+        let mib = |bytes: u64| bytes / (1024 * 1024);
+        format!(
+            "{} processes, {} MiB of memory and {} MiB per file per process, {} s of CPU per process",
+            self.processes,
+            mib(self.memory),
+            mib(self.file_size),
+            self.cpu_seconds
+        )
+    }
 }
 
 /// A configuration value that does not parse or is not allowed.
@@ -122,6 +197,12 @@ pub enum ConfigError {
     /// A variable that must never reach a command.
     #[error("{0} is never passed to commands")]
     Forbidden(String),
+    /// A limit that does not parse.
+    #[error(
+        "`{0}` is not a sandbox limit (processes=N with N >= 300, memory=SIZE, file-size=SIZE, \
+         cpu=SECONDS; SIZE in bytes or with K, M or G)"
+    )]
+    Limit(String),
     /// A readable directory that is not an absolute path.
     #[error("sandbox read path `{0}` must be absolute")]
     RelativeRead(String),

@@ -30,7 +30,7 @@ mod linux;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ConfigError, Feature, SandboxConfig, SandboxPolicy};
+pub use config::{ConfigError, Feature, Limits, SandboxConfig, SandboxPolicy};
 pub use helper::{SETUP_FAILED, Stage, sandbox_exec};
 pub use plan::{Layers, Plan, PlanInputs};
 pub use probe::{Availability, Support};

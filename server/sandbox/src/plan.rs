@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{SandboxConfig, SandboxPolicy};
+use crate::config::{Limits, SandboxConfig, SandboxPolicy};
 
 /// System trees every confined command may read and run programs from.
 pub const SYSTEM_READ: &[&str] = &[
@@ -111,7 +111,18 @@ pub struct Plan {
     /// Trees covered by an empty file system in the mount namespace, with the readable and
     /// writable trees inside them bound back (used without Landlock).
     pub cover: Vec<PathBuf>,
+    /// What the command may use.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Paths inside a writable tree that stay read-only in the mount namespace: git's hooks
+    /// and configuration, which run or apply at the user's next git command.
+    #[serde(default)]
+    pub protect: Vec<PathBuf>,
 }
+
+/// Paths of a workspace that commands may read but not change (with the mount layer): what
+/// git runs or applies at the user's next command there.
+pub const PROTECTED_IN_WORKSPACE: &[&str] = &[".git/hooks", ".git/config"];
 
 /// What a plan is built from besides the configuration.
 #[derive(Clone, Debug, Default)]
@@ -208,7 +219,22 @@ impl Plan {
         // existing parent, so nothing can create them (the mount layer covers what exists).
         let hide = canonical_even_if_missing(hide);
         let cover = outermost(existing_canonical(cover));
-        Plan { layers, network: config.network, read, write, hide, cover }
+        let protect = match config.policy {
+            SandboxPolicy::WorkspaceWrite => existing_canonical(
+                PROTECTED_IN_WORKSPACE.iter().map(|path| inputs.workspace.join(path)).collect(),
+            ),
+            SandboxPolicy::ReadOnly | SandboxPolicy::Full => Vec::new(),
+        };
+        Plan {
+            layers,
+            network: config.network,
+            read,
+            write,
+            hide,
+            cover,
+            limits: config.limits,
+            protect,
+        }
     }
 
     /// The plan as the helper's `--plan` argument.

@@ -60,6 +60,8 @@ pub struct SandboxStatus {
     pub approval_required: bool,
     /// What is missing and what it means.
     pub warnings: Vec<String>,
+    /// What one command may use, in words (empty when commands are not confined).
+    pub limits: String,
 }
 
 /// The daemon's sandbox.
@@ -81,6 +83,13 @@ impl Sandbox {
     /// The sandbox for `config`, asking `helper` what the kernel offers (a few milliseconds,
     /// blocking). Without a helper nothing can be confined.
     pub fn new(config: SandboxConfig, helper: Option<PathBuf>, hidden: Vec<PathBuf>) -> Sandbox {
+        let removed = clean_leftovers();
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "removed the temporary directories of daemons that were killed"
+            );
+        }
         let support = match &helper {
             Some(helper) => Support::probe(helper),
             None => Support::none("no sandbox helper: this program cannot run `dsh sandbox-exec`"),
@@ -145,7 +154,16 @@ impl Sandbox {
     pub fn session(self: &Arc<Self>, workspace: &Path) -> std::io::Result<CommandSandbox> {
         let tmp = match self.config.policy {
             SandboxPolicy::WorkspaceWrite => {
-                Some(tempfile::Builder::new().prefix("dsh-tmp-").tempdir()?)
+                use std::os::unix::fs::PermissionsExt as _;
+                // Named for this daemon, so that the next one can tell a killed daemon's
+                // leftovers ([`clean_leftovers`]); the user's alone (0700).
+                let prefix = format!("{TMP_PREFIX}{}-", std::process::id());
+                Some(
+                    tempfile::Builder::new()
+                        .prefix(&prefix)
+                        .permissions(std::fs::Permissions::from_mode(0o700))
+                        .tempdir()?,
+                )
             }
             SandboxPolicy::ReadOnly | SandboxPolicy::Full => None,
         };
@@ -212,6 +230,36 @@ impl Sandbox {
     }
 }
 
+/// How the sessions' private temporary directories are named: `dsh-tmp-PID-…`.
+const TMP_PREFIX: &str = "dsh-tmp-";
+
+/// Removes the private temporary directories of daemons that no longer run (killed before
+/// they could remove them): this user's `dsh-tmp-PID-…` whose PID is gone. Returns how many.
+pub fn clean_leftovers() -> usize {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return 0 };
+    let Ok(uid) = std::fs::metadata("/proc/self").map(|meta| meta.uid()) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|name| name.strip_prefix(TMP_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|pid| pid.parse::<u32>().ok()) else {
+            continue;
+        };
+        let ours = entry.metadata().is_ok_and(|meta| meta.is_dir() && meta.uid() == uid);
+        // A zombie (killed, not yet reaped by its parent) is gone too.
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        });
+        if ours && !alive && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// The status for a configuration, the kernel's support and the layers chosen.
 fn status(config: &SandboxConfig, support: &Support, layers: Layers) -> SandboxStatus {
     let full = config.policy == SandboxPolicy::Full;
@@ -238,14 +286,21 @@ fn status(config: &SandboxConfig, support: &Support, layers: Layers) -> SandboxS
         feature(Feature::Userns, &support.userns, layers.namespaces),
     ];
     let mut in_force = Vec::new();
+    // With the network off, the seccomp filter (no Unix sockets, no io_uring) goes with
+    // whichever layer keeps the network out: the network namespace, else Landlock.
+    const SECCOMP: &str = "seccomp: no Unix sockets, no io_uring";
     if layers.landlock {
-        let tcp = if config.network { "" } else { ", TCP denied" };
+        let tcp = match (config.network, layers.namespaces) {
+            (true, _) => String::new(),
+            (false, true) => ", TCP denied".to_owned(),
+            (false, false) => format!(", TCP denied; {SECCOMP}"),
+        };
         in_force.push(format!("landlock ({}{tcp})", support.landlock.detail));
     }
     if layers.namespaces {
         in_force.push("user, mount and PID namespaces".to_owned());
         if !config.network {
-            in_force.push("network namespace".to_owned());
+            in_force.push(format!("network namespace ({SECCOMP})"));
         }
     }
     let mut warnings = Vec::new();
@@ -291,6 +346,11 @@ fn status(config: &SandboxConfig, support: &Support, layers: Layers) -> SandboxS
         in_force,
         approval_required: !full && !all_in_force,
         warnings,
+        limits: if layers.landlock || layers.namespaces {
+            config.limits.describe()
+        } else {
+            String::new()
+        },
     }
 }
 

@@ -6,7 +6,7 @@
 //! [`SyncPolicy`] says so, and only then folds it.
 
 use std::fs::{File, TryLockError};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -90,9 +90,10 @@ pub struct LiveLog {
 }
 
 impl LiveLog {
-    /// Opens an existing log for appending: locks it, recovers a torn tail (moved aside into
-    /// `<id>.jsonl.torn-<offset>`, then the log is truncated to its last whole event), decodes
-    /// and folds every event.
+    /// Opens an existing log for appending: locks it, decodes and folds every whole event. A
+    /// torn tail is reported ([`LiveLog::recovered`]) and left in place until the first append,
+    /// which moves it aside into `<id>.jsonl.torn-<offset>` and truncates the log to its last
+    /// whole event: a log opened only to be read is never modified.
     ///
     /// Fails with [`StoreError::Locked`] when another writer holds the log, with a decode error
     /// naming the line when a complete line is corrupt (nothing is modified then), and with
@@ -117,14 +118,9 @@ impl LiveLog {
         }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io("reading session log"))?;
-        let mut read = parse_log(path, &bytes)?;
-        if let Some(torn) = &mut read.torn {
-            let start = torn.offset as usize;
-            let sidecar = move_aside(path, torn.offset, &bytes[start..])?;
-            file.set_len(torn.offset).map_err(io("truncating the torn tail of session log"))?;
-            file.sync_all().map_err(io("syncing session log"))?;
-            torn.sidecar = Some(sidecar);
-        }
+        let read = parse_log(path, &bytes)?;
+        // A torn tail stays where it is until this writer appends: a log opened only to be
+        // looked at (a view of a session the daemon loads) is never changed.
         if read.events.is_empty() {
             return Err(StoreError::NoMeta { path: path.to_owned() });
         }
@@ -245,7 +241,8 @@ impl LiveLog {
         self.policy = policy;
     }
 
-    /// The torn tail that opening this log recovered, if any (with its sidecar file).
+    /// The torn tail that opening this log found, if any (with its sidecar file once the first
+    /// append moved it aside).
     pub fn recovered(&self) -> Option<&TornTail> {
         self.recovered.as_ref()
     }
@@ -262,7 +259,29 @@ impl LiveLog {
         Ok(())
     }
 
+    /// Moves a torn tail aside (`<id>.jsonl.torn-<offset>`) and truncates the log to its last
+    /// whole event, synced; the first append does it by itself. Nothing to do without one.
+    pub fn recover_torn_tail(&mut self) -> Result<(), StoreError> {
+        let Some(torn) = self.recovered.as_mut().filter(|torn| torn.sidecar.is_none()) else {
+            return Ok(());
+        };
+        let io = |action| {
+            let path = self.path.clone();
+            move |source| StoreError::Io { action, path, cause: source }
+        };
+        let mut tail = Vec::new();
+        let mut reader = &self.file;
+        reader.seek(std::io::SeekFrom::Start(torn.offset)).map_err(io("reading session log"))?;
+        reader.read_to_end(&mut tail).map_err(io("reading session log"))?;
+        let sidecar = move_aside(&self.path, torn.offset, &tail)?;
+        self.file.set_len(torn.offset).map_err(io("truncating the torn tail of session log"))?;
+        self.file.sync_all().map_err(io("syncing session log"))?;
+        torn.sidecar = Some(sidecar);
+        Ok(())
+    }
+
     fn write_line(&mut self, line: &[u8], sync: bool) -> Result<(), StoreError> {
+        self.recover_torn_tail()?;
         // One `write` of the whole line through an O_APPEND descriptor: no userspace buffer is
         // held across events, so a crash tears at most the line being written.
         if let Err(source) = (&self.file).write_all(line) {

@@ -377,6 +377,7 @@ M.event_kinds = {
 ---@field approvalRequired boolean Every command asks for approval, because the sandbox is weaker than its policy.
 ---@field features dsh.SandboxFeature[] Each kernel feature: offered, used, turned off.
 ---@field inForce string[] The layers applied to every command, in words.
+---@field limits? string What one command may use (processes, memory, file size, CPU time), in words; empty when commands are not confined.
 ---@field network boolean Whether commands may use the network.
 ---@field policy string The policy: `workspace-write`, `read-only` or `full` (no confinement).
 ---@field warnings string[] What is missing and what that means, for people (empty when all is in force).

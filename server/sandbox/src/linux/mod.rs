@@ -29,6 +29,7 @@
 
 mod landlock;
 mod mounts;
+mod seccomp;
 
 use std::ffi::OsString;
 use std::io::{BufRead as _, Write as _};
@@ -105,7 +106,7 @@ pub(crate) fn run(stage: Stage, plan: Option<&str>, command: &[OsString]) -> i32
     let result = match stage {
         Stage::Noop => Ok(0),
         Stage::Probe => Ok(probe()),
-        Stage::Init => init(),
+        Stage::Init => init(plan().ok().as_ref()),
         Stage::Outer => plan().and_then(|plan| outer(&plan, command)),
     };
     match result {
@@ -132,6 +133,8 @@ fn outer(plan: &Plan, command: &[OsString]) -> Result<i32, SetupError> {
             return Err(SetupError::Other("the plan has no confinement layer".to_owned()));
         }
         landlock::restrict(plan)?;
+        no_unix_sockets(plan)?;
+        limit(plan, true)?;
         return Err(exec(command));
     }
     let cwd = std::env::current_dir().map_err(io("reading the working directory"))?;
@@ -150,13 +153,15 @@ fn outer(plan: &Plan, command: &[OsString]) -> Result<i32, SetupError> {
     // the command works in the new view (its binds, its read-only remounts).
     std::env::set_current_dir(&cwd).map_err(io(format!("entering {}", cwd.display())))?;
 
-    let init = Init::start()?;
+    let init = Init::start(plan)?;
     // From here on this process is as confined as the command: it only waits and reports.
     drop_to_user(&own_proc, uid, gid)?;
     nix::sys::prctl::set_no_new_privs().map_err(sys("setting no_new_privs"))?;
     if plan.layers.landlock {
         landlock::restrict(plan)?;
     }
+    no_unix_sockets(plan)?;
+    limit(plan, false)?;
     let (program, args) = split_command(command)?;
     let child = match Command::new(program).args(args).spawn() {
         Ok(child) => child,
@@ -168,6 +173,15 @@ fn outer(plan: &Plan, command: &[OsString]) -> Result<i32, SetupError> {
     let status = wait(child)?;
     init.finish();
     Ok(propagate(status))
+}
+
+/// With the network off, the seccomp filter: no Unix socket, no io_uring (`seccomp.rs`).
+fn no_unix_sockets(plan: &Plan) -> Result<(), SetupError> {
+    if plan.network {
+        return Ok(());
+    }
+    nix::sys::prctl::set_no_new_privs().map_err(sys("setting no_new_privs"))?;
+    seccomp::restrict()
 }
 
 fn split_command(command: &[OsString]) -> Result<(&OsString, &[OsString]), SetupError> {
@@ -198,13 +212,13 @@ impl Drop for Init {
 }
 
 impl Init {
-    fn start() -> Result<Init, SetupError> {
+    fn start(plan: &Plan) -> Result<Init, SetupError> {
         let (ready_reader, ready_writer) = std::io::pipe().map_err(io("creating a pipe"))?;
         let (keepalive_reader, keepalive_writer) =
             std::io::pipe().map_err(io("creating a pipe"))?;
         let mut command = Command::new(SELF_EXE);
         command
-            .args(["sandbox-exec", "--stage", "init"])
+            .args(["sandbox-exec", "--stage", "init", "--plan", &plan.to_json()])
             .stdin(keepalive_reader)
             .stdout(ready_writer);
         let spawned = command.spawn();
@@ -298,9 +312,35 @@ fn propagate(status: ExitStatus) -> i32 {
     128 + signal
 }
 
-/// PID 1 of the command's PID namespace.
-fn init() -> Result<i32, SetupError> {
+/// The command's resource limits, set on this process before it starts (or becomes) the
+/// command: data memory, file size and CPU time per process; processes too when there is no
+/// PID namespace (`without_pid_namespace`), where its `pid_max` cannot bound them.
+fn limit(plan: &Plan, without_pid_namespace: bool) -> Result<(), SetupError> {
+    use nix::sys::resource::{Resource, setrlimit};
+    let limits = plan.limits;
+    let mut settings = vec![
+        (Resource::RLIMIT_DATA, limits.memory, "memory"),
+        (Resource::RLIMIT_FSIZE, limits.file_size, "file size"),
+        (Resource::RLIMIT_CPU, limits.cpu_seconds, "CPU time"),
+    ];
+    if without_pid_namespace {
+        settings.push((Resource::RLIMIT_NPROC, limits.processes, "processes"));
+    }
+    for (resource, value, what) in settings {
+        setrlimit(resource, value, value).map_err(sys(format!("limiting {what}")))?;
+    }
+    Ok(())
+}
+
+/// PID 1 of the command's PID namespace: with a plan, the namespace's `pid_max` bounds how
+/// many processes and threads the command may have at once (Linux 6.14 and later; older
+/// kernels refuse the write and only the per-process limits hold).
+fn init(plan: Option<&Plan>) -> Result<i32, SetupError> {
     mounts::mount_proc()?;
+    if let Some(plan) = plan {
+        let pid_max = plan.limits.processes.max(crate::config::MIN_PROCESSES) + 1;
+        let _ = std::fs::write("/proc/sys/kernel/pid_max", pid_max.to_string());
+    }
     let mut stdout = std::io::stdout();
     writeln!(stdout, "ready").and_then(|()| stdout.flush()).map_err(io("reporting ready"))?;
     let stdin = std::io::stdin();
@@ -346,6 +386,8 @@ fn probe() -> i32 {
         write: Vec::new(),
         hide: Vec::new(),
         cover: Vec::new(),
+        limits: crate::Limits::default(),
+        protect: Vec::new(),
     };
     let userns = match Command::new(SELF_EXE)
         .args(["sandbox-exec", "--stage", "outer", "--plan", &plan.to_json(), "--"])

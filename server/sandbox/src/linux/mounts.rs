@@ -40,6 +40,9 @@ pub(super) fn prepare(plan: &Plan) -> Result<(), SetupError> {
     for path in &plan.hide {
         hide(path)?;
     }
+    for path in &plan.protect {
+        read_only(path)?;
+    }
     private_shm()?;
     if !plan.layers.landlock {
         read_only_except(&plan.write)?;
@@ -121,6 +124,20 @@ fn hide(path: &Path) -> Result<(), SetupError> {
     } else {
         Ok(())
     }
+}
+
+/// Makes `path` (inside a writable tree) read-only: bound onto itself, then remounted
+/// read-only. A mount point cannot be renamed or removed either, so the path cannot be
+/// replaced wholesale.
+fn read_only(path: &Path) -> Result<(), SetupError> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(());
+    }
+    let what = format!("making {} read-only", path.display());
+    mount(Some(path), path, NONE, MsFlags::MS_BIND | MsFlags::MS_REC, NONE)
+        .map_err(sys(what.clone()))?;
+    let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY;
+    mount(NONE, path, NONE, flags | locked_flags(path), NONE).map_err(sys(what))
 }
 
 fn remount_read_only_tmpfs(path: &Path) -> Result<(), Errno> {

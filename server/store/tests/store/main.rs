@@ -203,18 +203,21 @@ fn a_torn_tail_is_moved_to_a_sidecar_and_appending_continues() {
     let tail = br#"{"seq":999,"time":1,"type":"assistant/chunk","data":{"st"#;
     let (path, events, whole) = torn_fixture(&env, tail);
 
+    let before = fs::read(&path).unwrap();
     let mut log = LiveLog::open(&path, SyncPolicy::Boundaries).unwrap();
     let torn = log.recovered().unwrap().clone();
     assert_eq!(torn.offset, whole);
     assert_eq!(torn.len, tail.len() as u64);
-    let sidecar = torn.sidecar.unwrap();
-    assert_eq!(sidecar, path.with_file_name(format!("s1.jsonl.torn-{whole}")));
-    assert_eq!(fs::read(&sidecar).unwrap(), tail);
-    assert_eq!(fs::metadata(&path).unwrap().len(), whole);
+    // Opening alone (a view) changes nothing: the tail stays until the first append.
+    assert_eq!(torn.sidecar, None);
+    assert_eq!(fs::read(&path).unwrap(), before);
     assert_eq!(log.session().events(), events.as_slice());
 
     let next = log.session().last_turn() + 1;
     let appended = log.append(EventData::TurnStart(TurnStart { turn: next })).unwrap().clone();
+    let sidecar = log.recovered().unwrap().sidecar.clone().unwrap();
+    assert_eq!(sidecar, path.with_file_name(format!("s1.jsonl.torn-{whole}")));
+    assert_eq!(fs::read(&sidecar).unwrap(), tail);
     assert_eq!(appended.seq, events.len() as u64);
     drop(log);
     let read = read_log(&path).unwrap();
@@ -628,11 +631,12 @@ proptest! {
         match LiveLog::open(&path, SyncPolicy::Never) {
             Ok(mut log) => {
                 prop_assert_eq!(log.session().events(), &read.events[..]);
+                prop_assert_eq!(fs::read(&path).unwrap(), bytes[..cut].to_vec());
+                let appended = log.append_at(EventData::UserMessage(UserMessage { text: "again".into() }), 1).unwrap().seq;
                 if let Some(torn) = log.recovered() {
                     let sidecar = fs::read(torn.sidecar.as_ref().unwrap()).unwrap();
                     prop_assert_eq!(&sidecar[..], &bytes[whole..cut]);
                 }
-                let appended = log.append_at(EventData::UserMessage(UserMessage { text: "again".into() }), 1).unwrap().seq;
                 prop_assert_eq!(appended, read.events.len() as u64);
                 drop(log);
                 let reread = read_log(&path).unwrap();
@@ -644,14 +648,32 @@ proptest! {
     }
 }
 
+/// Opens a log, waiting out a lock that a child process of another test briefly inherited
+/// (`a_second_process_is_refused_while_the_first_holds_the_log` forks `flock` while other
+/// tests' logs are open: until the child `exec`s, it shares their open file descriptions).
+fn open_when_free(path: &Path) -> LiveLog {
+    for _ in 0..100 {
+        match LiveLog::open(path, SyncPolicy::Never) {
+            Err(StoreError::Locked { .. }) => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            opened => return opened.unwrap(),
+        }
+    }
+    panic!("{} stayed locked", path.display());
+}
+
 #[test]
 fn a_second_torn_tail_at_the_same_offset_gets_its_own_sidecar() {
     let env = env();
     let (path, _, whole) = torn_fixture(&env, b"first torn");
-    drop(LiveLog::open(&path, SyncPolicy::Never).unwrap());
+    let mut log = open_when_free(&path);
+    log.recover_torn_tail().unwrap();
+    drop(log);
     let mut file = fs::OpenOptions::new().append(true).open(&path).unwrap();
     std::io::Write::write_all(&mut file, b"second").unwrap();
-    let log = LiveLog::open(&path, SyncPolicy::Never).unwrap();
+    let mut log = open_when_free(&path);
+    log.recover_torn_tail().unwrap();
     let sidecar = log.recovered().unwrap().sidecar.clone().unwrap();
     assert_eq!(sidecar, path.with_file_name(format!("s1.jsonl.torn-{whole}.1")));
     assert_eq!(fs::read(&sidecar).unwrap(), b"second");

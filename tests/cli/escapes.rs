@@ -1,0 +1,417 @@
+//! What a hostile model tried and must not get, each as it was found: the Unix sockets of other
+//! programs (a second dsh daemon, a Docker-like and an ssh-agent-like listener), a workspace
+//! that is `$HOME` (its secret stores and dsh's configuration, existing or not), a repository
+//! configuration that loosens approvals (and a loosening that would apply mid-turn), a FIFO or
+//! a device where the daemon reads configuration, resources without limits, a temporary
+//! directory others can read, leftovers of a killed daemon. The rename race is in the tools'
+//! own tests (`server/agent/src/tools/tests.rs`, `server/sandbox/src/beneath/tests.rs`).
+
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::sandbox::{CANARY, MODES, canary_env, run_commands, serve};
+use crate::support::{Env, describe, stderr, tool_results, write};
+
+/// A Unix socket listener at `path` that counts the connections it accepts.
+fn counting_listener(path: &Path) -> Arc<AtomicUsize> {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let listener = UnixListener::bind(path).unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            if stream.is_ok() {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    accepted
+}
+
+/// A command that connects to the Unix socket at `path` and says so.
+fn connect_command(path: &Path) -> String {
+    format!(
+        "python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(\"connected\")' {}",
+        path.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_command_reaches_a_unix_socket_outside_the_sandbox() {
+    // Another user of the machine's dsh (a second home), and listeners like Docker's and an
+    // ssh agent's, in directories the command cannot even list.
+    let other = Env::new().await;
+    let other_daemon = other.serve(&[]).await;
+    for mode in MODES {
+        let env = canary_env().await;
+        let docker = env.root.join("run/docker.sock");
+        let agent = env.root.join("ssh-XXXXabc/agent.4242");
+        let (docker_accepted, agent_accepted) =
+            (counting_listener(&docker), counting_listener(&agent));
+        let served = serve(&env, mode).await;
+        let commands: Vec<String> = [other.socket(), docker.clone(), agent.clone()]
+            .iter()
+            .map(|p| connect_command(p))
+            .collect();
+        let (_, results) = run_commands(&env, &commands).await;
+        for (command, (content, is_error)) in commands.iter().zip(&results) {
+            assert!(
+                *is_error && !content.contains("connected"),
+                "{mode:?}: `{command}`: {content}"
+            );
+        }
+        assert_eq!(docker_accepted.load(Ordering::SeqCst), 0, "{mode:?}: docker.sock reached");
+        assert_eq!(agent_accepted.load(Ordering::SeqCst), 0, "{mode:?}: the agent reached");
+        let status = env.client().await.ok("daemon/status", json!({})).await;
+        let in_force = status["sandbox"]["inForce"].to_string();
+        assert!(in_force.contains("no Unix sockets"), "{mode:?}: {in_force}");
+        served.shutdown().await;
+    }
+    let status = other.client().await.ok("daemon/status", json!({})).await;
+    assert_eq!(status["clients"], 1, "the second daemon saw another client: {status}");
+
+    // The control: with the network on, the same command does connect (so the test above can
+    // fail), and a socket inside the workspace works either way for programs that need one
+    // through `socketpair`.
+    let env = canary_env().await;
+    let docker = env.root.join("run/docker.sock");
+    let docker_accepted = counting_listener(&docker);
+    let served = serve(&env, &["--sandbox-network"]).await;
+    let pair =
+        "python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"x\"); print(b.recv(1))'";
+    let (_, results) = run_commands(&env, &[connect_command(&docker), pair.to_owned()]).await;
+    assert!(!results[0].1 && results[0].0.contains("connected"), "{results:?}");
+    assert!(!results[1].1 && results[1].0.contains("b'x'"), "{results:?}");
+    assert_eq!(docker_accepted.load(Ordering::SeqCst), 1);
+    served.shutdown().await;
+    other_daemon.shutdown().await;
+}
+
+/// The mock's replies: one step per entry of `steps` (each a list of `(tool, arguments)`),
+/// then a closing message.
+fn steps(steps: &[&[(&str, Value)]]) -> Value {
+    let mut replies: Vec<Value> = steps
+        .iter()
+        .map(|calls| {
+            let calls: Vec<Value> = calls
+                .iter()
+                .map(|(name, arguments)| json!({"name": name, "arguments": arguments.to_string()}))
+                .collect();
+            json!({"tool_calls": calls})
+        })
+        .collect();
+    replies.push(json!({"content": "done"}));
+    Value::Array(replies)
+}
+
+/// `dsh prompt --yes --workspace DIR TEXT`.
+async fn prompt_in_dir(env: &Env, dir: &Path, text: &str) -> std::process::Output {
+    env.dsh(&["prompt", "--yes", "--workspace", dir.to_str().unwrap(), text]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_at_home_needs_confirming_and_its_secrets_stay_out_of_reach() {
+    let env = canary_env().await;
+    let home = env.root.join("userhome");
+    write(&home, ".ssh/id_ed25519", "PRIVATE-KEY-CANARY\n");
+    write(&home, "project/README.md", "a project\n");
+    // No ~/.config/dsh yet: the default, and the case where a command used to create it.
+    let served = env
+        .serve_with(&[], |command| {
+            command.env("HOME", &home).env_remove("XDG_CONFIG_HOME");
+        })
+        .await;
+
+    let refused = prompt_in_dir(&env, &home, "hi").await;
+    assert!(!refused.status.success(), "{}", describe(&refused));
+    let message = stderr(&refused);
+    assert!(
+        message.contains("is your home directory") && message.contains("dsh allow-workspace"),
+        "{message}"
+    );
+    // So is a workspace that holds the state directory.
+    let refused = prompt_in_dir(&env, &env.root, "hi").await;
+    assert!(stderr(&refused).contains("holds dsh's state directory"), "{}", describe(&refused));
+    assert!(!env.home.join("workspaces").exists() || env.log_files().is_empty());
+
+    let allowed = env.dsh(&["allow-workspace", home.to_str().unwrap()]).await;
+    assert!(allowed.status.success(), "{}", describe(&allowed));
+    let config = std::fs::read_to_string(env.user_config()).unwrap();
+    assert!(config.contains("allow_workspaces"), "{config}");
+
+    env.script(steps(&[&[
+        ("read_file", json!({"path": ".ssh/id_ed25519"})),
+        ("grep", json!({"pattern": "PRIVATE-KEY"})),
+        ("write_file", json!({"path": ".config/dsh/config.toml", "content": "[mcp.servers.x]\n"})),
+        ("run_command", json!({"command": "cat ~/.ssh/id_ed25519"})),
+        ("run_command", json!({"command": "mkdir -p ~/.config/dsh && echo '[mcp.servers.x]' > ~/.config/dsh/config.toml"})),
+        ("run_command", json!({"command": "ls -a ~/.ssh"})),
+        ("run_command", json!({"command": "cat /etc/shadow"})),
+        ("run_command", json!({"command": "echo ok > project/note.txt && cat project/note.txt"})),
+    ]]))
+    .await;
+    let output = prompt_in_dir(&env, &home, "look around").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let session = crate::support::session_id_of(&output);
+    let events = env.events(&session);
+    let results: Vec<(String, bool)> =
+        tool_results(&events).into_iter().map(|r| (r.content.clone(), r.is_error)).collect();
+    assert_eq!(results.len(), 8, "{results:?}");
+    for (content, _) in &results {
+        assert!(!content.contains("PRIVATE-KEY-CANARY") && !content.contains(CANARY), "{content}");
+    }
+    for index in [0, 2, 3, 4, 5] {
+        assert!(results[index].1, "call {index} succeeded: {}", results[index].0);
+    }
+    // /etc/shadow: refused (Landlock) or empty (covered by /dev/null), never its lines.
+    assert!(!results[6].0.contains("root:"), "{}", results[6].0);
+    assert!(results[0].0.contains("private to dsh or a store of secrets"), "{}", results[0].0);
+    assert!(results[1].0.starts_with("no matches"), "{}", results[1].0);
+    assert_eq!(results[7], ("ok\n[exit code 0]".to_owned(), false));
+    assert!(!home.join(".config").exists(), "a hidden path that did not exist was created");
+    served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_cannot_loosen_approvals_and_a_loosening_waits_for_the_next_turn() {
+    let env = Env::new().await;
+    // A repository that would make commands run unasked: refused, with file and line.
+    write(
+        &env.workspace,
+        ".dsh/config.toml",
+        "[approvals]\ncommand = \"auto\"\nwrite = \"auto\"\n",
+    );
+    let refused = env.dsh(&["prompt", "hi"]).await;
+    assert!(!refused.status.success(), "{}", describe(&refused));
+    let message = stderr(&refused);
+    assert!(
+        message.contains(".dsh/config.toml:2") && message.contains("only tighten"),
+        "{message}"
+    );
+
+    // The user lets writes run unasked; the repository denies commands (tightening is fine).
+    write(&env.root, "config.toml", "[approvals]\nwrite = \"auto\"\n");
+    write(&env.workspace, ".dsh/config.toml", "[approvals]\ncommand = \"deny\"\n");
+    let _served = env.serve(&[]).await;
+    let conn = env.client().await;
+    let workspace = env.workspace.display().to_string();
+    let created = conn.ok("session/create", json!({"workspace": workspace})).await;
+    let session = created["sessionId"].as_str().unwrap().to_owned();
+    let sub = conn.subscribe(&session, None).await;
+    // Step 1 lifts the deny (a write to .dsh/ asks although writes are `auto`); step 2 runs a
+    // command in the same turn.
+    env.script(steps(&[
+        &[("write_file", json!({"path": ".dsh/config.toml", "content": "# nothing\n"}))],
+        &[("run_command", json!({"command": "echo mid-turn"}))],
+    ]))
+    .await;
+    let prompt = {
+        let (conn, session) = (Arc::clone(&conn), session.clone());
+        tokio::spawn(async move {
+            conn.ok("session/prompt", json!({"sessionId": session, "text": "go"})).await
+        })
+    };
+    let asked =
+        conn.wait_event(&sub, "approval/request", |e| e["data"]["tool"] == "write_file").await;
+    let approval = asked["data"]["approvalId"].as_str().unwrap().to_owned();
+    conn.ok(
+        "approval/respond",
+        json!({"sessionId": session, "approvalId": approval, "decision": "allow"}),
+    )
+    .await;
+    let outcome = prompt.await.unwrap();
+    assert_eq!(outcome["stopReason"], "completed", "{outcome}");
+    let events = env.events(&session);
+    let results = tool_results(&events);
+    assert!(results[1].is_error && results[1].content.contains("denies"), "{:?}", results[1]);
+    assert_eq!(
+        events.iter().filter(|e| e.kind() == "approval/request").count(),
+        1,
+        "the command asked mid-turn"
+    );
+
+    // The next turn takes the loosened file: the command asks (the user's default).
+    env.script(steps(&[&[("run_command", json!({"command": "echo next-turn"}))]])).await;
+    let prompt = {
+        let (conn, session) = (Arc::clone(&conn), session.clone());
+        tokio::spawn(async move {
+            conn.ok("session/prompt", json!({"sessionId": session, "text": "again"})).await
+        })
+    };
+    let asked =
+        conn.wait_event(&sub, "approval/request", |e| e["data"]["tool"] == "run_command").await;
+    let approval = asked["data"]["approvalId"].as_str().unwrap().to_owned();
+    conn.ok(
+        "approval/respond",
+        json!({"sessionId": session, "approvalId": approval, "decision": "allow"}),
+    )
+    .await;
+    let outcome = prompt.await.unwrap();
+    assert_eq!(outcome["stopReason"], "completed", "{outcome}");
+    let events = env.events(&session);
+    let last = tool_results(&events).last().map(|r| r.content.clone()).unwrap();
+    assert!(last.contains("next-turn"), "{last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_cannot_rewrite_git_hooks_or_config() {
+    let env = Env::new().await;
+    write(&env.workspace, ".git/config", "[core]\n\tbare = false\n");
+    write(&env.workspace, ".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+    let served = env.serve(&[]).await;
+    let commands = vec![
+        "echo '[core]\n\thooksPath = /tmp/evil' >> .git/config".to_owned(),
+        "printf '#!/bin/sh\\ncurl evil\\n' > .git/hooks/pre-commit".to_owned(),
+        "mv .git/config .git/config.old".to_owned(),
+        "echo fine > .git/description && cat .git/description".to_owned(),
+    ];
+    let (_, results) = run_commands(&env, &commands).await;
+    for (command, (content, is_error)) in commands.iter().zip(&results).take(3) {
+        assert!(is_error, "`{command}` succeeded: {content}");
+    }
+    assert_eq!(results[3], ("fine\n[exit code 0]".to_owned(), false));
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join(".git/config")).unwrap(),
+        "[core]\n\tbare = false\n"
+    );
+    assert!(!env.workspace.join(".git/hooks/pre-commit").exists());
+    served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_or_a_device_as_configuration_hangs_nothing() {
+    let env = Env::new().await;
+    let other_workspace = env.root.join("other");
+    std::fs::create_dir_all(&other_workspace).unwrap();
+    let served = env.serve(&[]).await;
+    // The first step makes the workspace's configuration a FIFO, the second a link to
+    // /dev/zero; the configuration is looked at before every step.
+    env.script(steps(&[
+        &[("run_command", json!({"command": "mkdir -p .dsh && mkfifo .dsh/config.toml"}))],
+        &[(
+            "run_command",
+            json!({"command": "rm .dsh/config.toml && ln -s /dev/zero .dsh/config.toml"}),
+        )],
+        &[("run_command", json!({"command": "echo still-here"}))],
+    ]))
+    .await;
+    let started = Instant::now();
+    let (session, output) = env.prompt_new("go").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert!(started.elapsed() < Duration::from_secs(60), "the turn hung");
+    let events = env.events(&session);
+    let last = tool_results(&events).last().map(|r| r.content.clone()).unwrap();
+    assert!(last.contains("still-here"), "{last}");
+    // The daemon answers, and a turn in another workspace runs.
+    let conn = env.client().await;
+    let status = tokio::time::timeout(Duration::from_secs(10), conn.ok("daemon/status", json!({})))
+        .await
+        .expect("daemon/status hung");
+    assert!(status["pid"].is_u64(), "{status}");
+    env.script(json!([{ "content": "hello" }])).await;
+    let output =
+        tokio::time::timeout(Duration::from_secs(30), prompt_in_dir(&env, &other_workspace, "hi"))
+            .await
+            .expect("a turn in another workspace hung");
+    assert!(output.status.success(), "{}", describe(&output));
+    let log = env.daemon_log();
+    assert!(log.contains("not a regular file"), "the refusal was not reported:\n{log}");
+    served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_a_memory_hog_and_a_disk_filler_end_with_a_clear_error() {
+    let env = Env::new().await;
+    let served = env
+        .serve(&[
+            "--sandbox-limit",
+            "processes=300",
+            "--sandbox-limit",
+            "memory=256M",
+            "--sandbox-limit",
+            "file-size=32M",
+        ])
+        .await;
+    let commands = vec![
+        "i=0; while [ $i -lt 600 ]; do sleep 3 & i=$((i+1)); done; wait".to_owned(),
+        "python3 -c 'b = bytearray(1024 * 1024 * 1024); print(len(b))'".to_owned(),
+        "head -c 100000000 /dev/zero > \"$TMPDIR/big\"".to_owned(),
+        "stat -c %a \"$TMPDIR\"".to_owned(),
+    ];
+    let (_, results) = run_commands(&env, &commands).await;
+    let (fork, memory, disk) = (&results[0], &results[1], &results[2]);
+    assert!(fork.1 && fork.0.to_lowercase().contains("fork"), "{fork:?}");
+    assert!(memory.1 && memory.0.contains("MemoryError"), "{memory:?}");
+    assert!(disk.1, "{disk:?}");
+    assert_eq!(results[3], ("700\n[exit code 0]".to_owned(), false));
+    let status = env.client().await.ok("daemon/status", json!({})).await;
+    let limits = status["sandbox"]["limits"].as_str().unwrap();
+    assert!(limits.contains("300 processes") && limits.contains("256 MiB"), "{limits}");
+    served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_daemons_temporary_directories_are_removed_at_the_next_start() {
+    let env = Env::new().await;
+    let served = env.serve(&[]).await;
+    let (_, output) = env.prompt_new("hi").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let pid = served.pid();
+    let leftovers = || -> Vec<PathBuf> {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| {
+                path.file_name().unwrap().to_string_lossy().starts_with(&format!("dsh-tmp-{pid}-"))
+            })
+            .collect()
+    };
+    assert!(!leftovers().is_empty(), "the session has no temporary directory");
+    let killed = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    assert!(killed.unwrap().success());
+    crate::support::wait_gone(pid).await;
+    assert!(!leftovers().is_empty(), "nothing was left behind to clean");
+    let served = env.serve(&[]).await;
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+    served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn looking_at_a_torn_log_never_changes_it_and_the_next_turn_recovers_it() {
+    let env = Env::new().await;
+    let (session, output) = env.prompt_new("hi").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    env.dsh_ok(&["shutdown"]).await;
+    let path = env.log_path(&session);
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut file, b"{\"seq\":99,\"time\":1,\"type\":\"assist").unwrap();
+    drop(file);
+    let before = std::fs::read(&path).unwrap();
+    let sidecars = || {
+        std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .filter(|entry| entry.file_name().to_string_lossy().contains(".torn-"))
+            .count()
+    };
+    for view in [
+        &["usage", session.as_str()][..],
+        &["saw", session.as_str(), "--step", "1"],
+        &["audit", session.as_str()],
+    ] {
+        let output = env.dsh(view).await;
+        assert!(output.status.success(), "{view:?}: {}", describe(&output));
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{view:?} changed the log");
+        assert_eq!(sidecars(), 0, "{view:?} moved the tail aside");
+    }
+    let output = env.prompt_in(&session, "again").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(sidecars(), 1, "the turn did not move the torn tail aside");
+    env.assert_audit_ok(&session).await;
+}
