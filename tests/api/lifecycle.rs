@@ -344,3 +344,50 @@ async fn killing_a_front_with_its_process_group_and_tree_leaves_other_clients_tu
         wait_gone(daemon).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pinned_session_keeps_its_pin_when_the_daemon_restarts_before_its_first_step() {
+    let env = Env::new().await;
+    let mut served = env.serve(&[]).await;
+    let conn = env.client().await;
+    let workspace = env.workspace.display().to_string();
+    let config = json!({"profile": "deepseek", "model": "deepseek-v4-pro", "maxSteps": 1});
+    let created =
+        conn.ok("session/create", json!({"workspace": workspace, "config": config})).await;
+    let session = created["sessionId"].as_str().unwrap().to_owned();
+    // The pin is in the log once the create has answered.
+    let meta = env.log_values(&session).remove(0);
+    assert_eq!(meta["data"]["pin"]["model"], "deepseek-v4-pro", "{meta}");
+    assert_eq!(meta["data"]["pin"]["profile"], "deepseek", "{meta}");
+
+    // Killed before the session's first step: nothing of it but the log survives.
+    signal(served.pid(), "-KILL");
+    served.wait().await;
+    let _served = env.serve(&[]).await;
+    let conn = env.client().await;
+    let listed = conn.ok("session/list", json!({"workspace": workspace})).await;
+    let entry = &listed["sessions"][0];
+    assert_eq!(
+        (&entry["profile"], &entry["model"]),
+        (&json!("deepseek"), &json!("deepseek-v4-pro"))
+    );
+    let usage = conn.ok("session/usage", json!({"sessionId": session})).await;
+    assert_eq!(
+        (&usage["profile"], &usage["model"]),
+        (&json!("deepseek"), &json!("deepseek-v4-pro"))
+    );
+
+    // The first request goes to the pinned model, and the turn stops at the pinned step limit.
+    env.script(json!([
+        {"content": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]},
+        {"content": "never reached"}
+    ]))
+    .await;
+    let answer = conn.ok("session/prompt", json!({"sessionId": session, "text": "go"})).await;
+    assert_eq!(answer["stopReason"], "maxSteps", "{answer}");
+    let requests = env.requests();
+    assert_eq!(requests.len(), 1);
+    let body: Value = serde_json::from_slice(&requests[0].body).unwrap();
+    assert_eq!(body["model"], "deepseek-v4-pro");
+    env.assert_audit_ok(&session).await;
+}
