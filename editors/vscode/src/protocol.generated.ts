@@ -1070,6 +1070,36 @@ sessionId: string,
  */
 seq: number, };
 
+export type SessionPin = { 
+/**
+ * The provider profile (its name in the configuration).
+ */
+profile?: string, 
+/**
+ * The model id.
+ */
+model?: string, 
+/**
+ * The output limit.
+ */
+maxTokens?: number, 
+/**
+ * Thinking on or off.
+ */
+thinking?: boolean, 
+/**
+ * The reasoning effort.
+ */
+reasoningEffort?: string, 
+/**
+ * The sampling temperature.
+ */
+temperature?: number, 
+/**
+ * Steps per turn.
+ */
+maxSteps?: number, };
+
 export type RequestSent = { 
 /**
  * The adapter that serialized the body (e.g. `deepseek-chat/v1`).
