@@ -325,6 +325,7 @@ fuzz_target!(|ops: Vec<Op>| {
         session_id: "fuzz".to_owned(),
         workspace: "/w".to_owned(),
         forked_from: None,
+        pin: None,
     };
     let mut events = vec![Event { seq: 0, time: 0, data: EventData::SessionMeta(meta) }];
     for op in ops.iter().take(64) {

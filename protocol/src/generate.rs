@@ -276,6 +276,7 @@ fn declarations() -> Vec<String> {
         log::Usage::decl(&config),
         log::StopReason::decl(&config),
         log::ForkOrigin::decl(&config),
+        log::SessionPin::decl(&config),
         log::RequestSent::decl(&config),
         log::ProviderKind::decl(&config),
         log::WireFormat::decl(&config),

@@ -652,6 +652,11 @@ api_type! {
         /// The context window, in tokens, of the model the session's next request uses (what
         /// a step's prompt and output are measured against).
         pub context_window: u64,
+        /// The provider profile the session's next request uses: its last request's, else the
+        /// one it was pinned to at creation (`session/meta.pin`), else the configured default.
+        pub profile: String,
+        /// The model the session's next request uses (as `profile`).
+        pub model: String,
     }
 }
 

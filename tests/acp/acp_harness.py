@@ -70,12 +70,15 @@ class Recorder:
         self.raw_out = []
 
 
-async def spawn_acp(env, recorder):
-    """Starts `dsh acp` and returns (process, writer to it, reader from it) as asyncio streams
-    for an SDK's client connection, with every line recorded on the way."""
+async def spawn_acp(env, recorder, flags=(), new_session=False):
+    """Starts `dsh FLAGS… acp` and returns (process, writer to it, reader from it) as asyncio
+    streams for an SDK's client connection, with every line recorded on the way. With
+    `new_session`, the front leads a session and process group of its own, as acpx spawns agents
+    (node's `detached: true`)."""
     proc = await asyncio.create_subprocess_exec(
-        *env.argv("acp"),
+        *env.argv(*flags, "acp"),
         env=env.env,
+        start_new_session=new_session,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -128,6 +131,7 @@ RESPONSES = {
     "session/resume": "ResumeSessionResponse",
     "session/list": "ListSessionsResponse",
     "session/prompt": "PromptResponse",
+    "session/set_config_option": "SetSessionConfigOptionResponse",
 }
 
 
@@ -204,3 +208,39 @@ async def wait_until_async(predicate, timeout=20.0, what="a condition"):
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def descendants(pid):
+    """The processes descended from `pid`, found by their parents in /proc."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        parents[int(name)] = int(stat[stat.rindex(")") + 1 :].split()[1])
+    found = [pid]
+    for parent in found:
+        found.extend(child for child, p in parents.items() if p == parent)
+    return found[1:]
+
+
+def kill_like_acpx(pid):
+    """What acpx does when it closes an agent: SIGTERM to the agent's process group and to
+    every process descended from it."""
+    import signal
+
+    tree = descendants(pid)
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    for process in [pid, *tree]:
+        try:
+            os.kill(process, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    return tree

@@ -141,7 +141,11 @@ let forkId;
     assert.deepEqual(permissions[0].options.map((o) => o.kind), ["allow_once", "allow_always", "reject_once"]);
     assert.equal(textOf(mine, "agent_thought_chunk"), "Edit the file.");
     assert.equal(textOf(mine, "agent_message_chunk"), "Editing.Edited.");
-    assert.ok(textOf(mine, "user_message_chunk").includes(`[@README](file://${workspace}/README)`));
+    // The client's own prompt is not echoed back; its permission request says the call's kind.
+    assert.equal(textOf(mine, "user_message_chunk"), "");
+    assert.equal(permissions[0].toolCall.kind, "edit");
+    assert.deepEqual(permissions[0].toolCall.rawInput, { path: "js.txt", content: "from node\n" });
+    assert.deepEqual(permissions[0].toolCall.locations, [{ path: `${workspace}/js.txt` }]);
     const done = mine.find((u) => u.sessionUpdate === "tool_call_update" && u.status === "completed");
     assert.ok(done.content.some((c) => c.type === "diff" && c.newText === "from node\n"));
     assert.equal(readFileSync(`${workspace}/js.txt`, "utf8"), "from node\n");
@@ -197,14 +201,17 @@ let forkId;
   await new Promise((resolve) => child.on("exit", resolve));
 }
 
-// Load after the front exited: the replay equals the live updates.
+// Load after the front exited: the replay equals the live updates, with the prompts.
 {
   const updates = {};
   const { child, stream } = spawnAcp();
   await makeClient(updates, []).connectWith(stream, async (agent) => {
     await agent.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
     await agent.request(methods.agent.session.load, { sessionId, cwd: workspace, mcpServers: [] });
-    assert.deepEqual(updates[sessionId], live[sessionId]);
+    const isPrompt = (u) => u.sessionUpdate === "user_message_chunk" && !u._meta?.["dsh/steering"];
+    const prompts = updates[sessionId].filter(isPrompt);
+    assert.ok(textOf(prompts, "user_message_chunk").startsWith(`write js.txt\n[@README](file://${workspace}/README)`));
+    assert.deepEqual(updates[sessionId].filter((u) => !isPrompt(u)), live[sessionId]);
     await agent.request(methods.agent.session.load, { sessionId: forkId, cwd: workspace, mcpServers: [] });
     assert.ok(textOf(updates[forkId], "user_message_chunk").startsWith("write js.txt"));
     passed.push("load replays live");

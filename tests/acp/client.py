@@ -14,7 +14,11 @@ streamed live; one live session, two fronts (`dsh sessions`, and a second client
 through `dsh stdio`, sees every event once); MCP servers from the editor (npm server-everything
 and the PyPI fixture of tests/mcp, installed by tests/mcp/install.sh): a turn calls a tool,
 `session/load` with the same servers resumes byte-identical, one server fewer is one logged tools
-delta, SSE and names dsh cannot map are refused.
+delta, SSE and names dsh cannot map are refused; and what acpx found: a client's front killed
+with its process group and tree (as acpx closes agents) while another client's turn runs, which
+completes; `--model` reaches the request body and the model selector; a prompt is not echoed to
+its sender; permission requests carry the call's kind, raw input and locations; flags the running
+daemon cannot honour fail `initialize`.
 """
 
 import asyncio
@@ -28,7 +32,7 @@ import acp
 from acp import text_block
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
-from acp_harness import Env, Recorder, spawn_acp, validate_frames, wait_until_async
+from acp_harness import Env, Recorder, descendants, kill_like_acpx, spawn_acp, validate_frames, wait_until_async
 
 PASSED = []
 
@@ -66,8 +70,8 @@ class Client:
         raise acp.RequestError.method_not_found("fs/read_text_file")
 
 
-async def connect(env, recorder, client):
-    proc, to_agent, from_agent = await spawn_acp(env, recorder)
+async def connect(env, recorder, client, flags=(), new_session=False):
+    proc, to_agent, from_agent = await spawn_acp(env, recorder, flags, new_session)
     conn = acp.connect_to_agent(client, to_agent, from_agent)
     init = await conn.initialize(protocol_version=1)
     return proc, conn, init
@@ -114,6 +118,11 @@ async def main(dsh, schema, node_client):
     env = Env(dsh)
     try:
         await mcp_scenarios(env, recorders)
+    finally:
+        env.stop()
+    env = Env(dsh)
+    try:
+        await acpx_scenarios(env, recorders)
     finally:
         env.stop()
     print(f"python ACP SDK: {len(PASSED)} scenarios passed: {', '.join(PASSED)}")
@@ -182,7 +191,14 @@ async def scenarios(env, recorders):
     check(result.stop_reason == "end_turn", result)
     updates = client.updates[sid]
     check(client.permissions and client.permissions[0][2] == ["allow_once", "allow_always", "reject_once"], client.permissions)
-    check(text_of(updates, "user_message_chunk") == "write hello.txt", updates)
+    # The permission request describes the call as its tool_call does: kind, raw input, where.
+    asked = client.permissions[0][1]
+    check(asked.kind == "edit", asked)
+    check(asked.raw_input == {"path": "hello.txt", "content": "hello from acp\n"}, asked)
+    check([l.path for l in asked.locations] == [os.path.join(env.ws, "hello.txt")], asked)
+    # The client's own prompt is not echoed back (user_message_chunk is for replays and for
+    # other clients' prompts).
+    check(text_of(updates, "user_message_chunk") == "", [u for u in updates if u["sessionUpdate"] == "user_message_chunk"])
     check(text_of(updates, "agent_thought_chunk") == "I should write the file.Done, say so.", text_of(updates, "agent_thought_chunk"))
     check(text_of(updates, "agent_message_chunk") == "Writing it now.The file is written.", text_of(updates, "agent_message_chunk"))
     calls = [u for u in updates if u["sessionUpdate"] == "tool_call"]
@@ -220,6 +236,7 @@ async def scenarios(env, recorders):
     check(len(failed) == 1, failed)
     calls = [u for u in client.updates[sid] if u["sessionUpdate"] == "tool_call"]
     check(calls[-1]["kind"] == "execute", calls)
+    check(client.permissions[-1][1].kind == "execute" and client.permissions[-1][1].raw_input == {"command": "echo hi"}, client.permissions[-1][1])
     check(client.permissions[-1][2] == ["allow_once", "allow_unconfined", "allow_always", "reject_once"], client.permissions[-1])
     check("(sandbox: " in client.permissions[-1][1].title, client.permissions[-1][1])
     client.answer = "allow_once"
@@ -341,8 +358,12 @@ async def scenarios(env, recorders):
     proc, conn, _ = await connect(env, recorder, client)
     await conn.load_session(cwd=env.ws, session_id=sid, mcp_servers=[])
     replayed = client.updates.get(sid, [])
-    check(kinds(replayed) == kinds(live), f"{len(replayed)} replayed vs {len(live)} live updates")
-    check(replayed == live, "replayed updates equal the live ones")
+    # The replay is the live stream with the prompts (which their sender was not sent back).
+    prompts = [u for u in replayed if u["sessionUpdate"] == "user_message_chunk" and not (u.get("_meta") or {}).get("dsh/steering")]
+    check(prompts[0]["content"]["text"] == "write hello.txt", prompts)
+    rest = [u for u in replayed if u not in prompts]
+    check(kinds(rest) == kinds(live), f"{len(rest)} replayed vs {len(live)} live updates")
+    check(rest == live, "replayed updates equal the live ones, prompts aside")
     # The fork replays its parent's conversation up to the fork point.
     await conn.load_session(cwd=env.ws, session_id=fork_id, mcp_servers=[])
     fork_updates = client.updates[fork_id]
@@ -378,6 +399,76 @@ async def scenarios(env, recorders):
     check("Finished without the front." in text_of(client.updates[sid], "agent_message_chunk"), "the turn finished after its front left")
     await close(proc, conn)
     PASSED.append("stdin's end ends the front, not the turn")
+
+
+async def acpx_scenarios(env, recorders):
+    """What acpx found: two clients of one daemon, the one that started it closed the way acpx
+    closes agents (SIGTERM to the front's process group and every process descended from it)
+    while the other's turn runs; `--model` and `--provider` reach the sessions a front creates;
+    flags the running daemon cannot honour fail `initialize`."""
+    # Client A starts `dsh acp` (and so the daemon) as acpx does: a session of its own.
+    recorder = Recorder()
+    recorders.append(recorder)
+    first = Client()
+    proc_a, conn_a, _ = await connect(env, recorder, first, new_session=True)
+    session_a = (await conn_a.new_session(cwd=env.ws, mcp_servers=[])).session_id
+    daemon = int(open(os.path.join(env.home, "daemon.lock")).read())
+    check(daemon not in descendants(proc_a.pid), "the daemon descends from the front that started it")
+
+    # Client B, on another model, runs a slow turn.
+    recorder = Recorder()
+    recorders.append(recorder)
+    second = Client()
+    proc_b, conn_b, _ = await connect(env, recorder, second, flags=("--model", "deepseek-v4-pro"))
+    session = await conn_b.new_session(cwd=env.ws, mcp_servers=[])
+    sid = session.session_id
+    (model,) = [o for o in session.config_options if o.category == "model"]
+    check(model.current_value == "deepseek-v4-pro", model)
+    same = await conn_b._conn.send_request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "deepseek-v4-pro"})
+    check(same["configOptions"][0]["currentValue"] == "deepseek-v4-pro", same)
+    await expect_error(
+        conn_b._conn.send_request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "deepseek-v4-flash"}),
+        code=-32602,
+        contains="dsh acp --model",
+    )
+    sent = len(env.mock.requests())
+    env.mock.script([{"content": "Done, whatever happened to the other client.", "delay_ms": 1500}])
+    running = asyncio.create_task(conn_b.prompt(session_id=sid, prompt=[text_block("keep going")]))
+    await wait_until_async(lambda: len(env.mock.requests()) > sent, what="B's request to reach the mock")
+    killed = kill_like_acpx(proc_a.pid)
+    check(daemon not in killed, "the kill reached the daemon")
+    await asyncio.wait_for(proc_a.wait(), 10)
+    await conn_a.close()
+    for pump in proc_a.pumps:
+        pump.cancel()
+    result = await asyncio.wait_for(running, 20)
+    check(result.stop_reason == "end_turn", result)
+    check("whatever happened" in text_of(second.updates[sid], "agent_message_chunk"), second.updates[sid])
+    check(text_of(second.updates[sid], "user_message_chunk") == "", "B's own prompt was echoed to B")
+    body = json.loads(env.mock.requests()[-1]["body"])
+    check(body["model"] == "deepseek-v4-pro", body["model"])
+    check(os.path.exists(f"/proc/{daemon}"), "the daemon died with client A's front")
+    PASSED.append("a client closed like acpx closes agents kills nothing of another client's turn")
+    PASSED.append("--model reaches the request body and the session's model selector")
+
+    # A's session is B's to load: its replay holds nothing A did not do.
+    await conn_b.load_session(cwd=env.ws, session_id=session_a, mcp_servers=[])
+
+    # Flags the running daemon cannot honour: said at `initialize`, not dropped.
+    recorder = Recorder()
+    recorders.append(recorder)
+    proc_c, to_agent, from_agent = await spawn_acp(env, recorder, ("--sandbox", "read-only"))
+    conn_c = acp.connect_to_agent(Client(), to_agent, from_agent)
+    await expect_error(conn_c.initialize(protocol_version=1), contains="another sandbox")
+    await close(proc_c, conn_c)
+    # A profile the configuration does not know: refused at session/new, naming the flag.
+    recorder = Recorder()
+    recorders.append(recorder)
+    proc_d, conn_d, _ = await connect(env, recorder, Client(), flags=("--provider", "nope"))
+    await expect_error(conn_d.new_session(cwd=env.ws, mcp_servers=[]), contains="--provider nope")
+    await close(proc_d, conn_d)
+    await close(proc_b, conn_b)
+    PASSED.append("flags the daemon cannot honour fail initialize or session/new")
 
 
 MCP_DIR = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mcp"))

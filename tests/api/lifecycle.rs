@@ -1,5 +1,6 @@
 //! The daemon's life: SIGKILL during a turn and the restart a client triggers, SIGTERM during a
-//! turn, and an approval nobody answers.
+//! turn, an approval nobody answers, and a front killed with everything it started (as ACP
+//! clients close agents) while another client's turn runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -255,5 +256,138 @@ async fn an_idle_daemon_exits_when_its_last_client_leaves() {
     let exit = served.wait().await;
     assert!(exit.success(), "{exit}");
     assert!(!env.socket().exists());
+    env.assert_audit_ok(&session).await;
+}
+
+/// The processes descended from `pid` (children first found by their parent in `/proc`).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: the command may hold spaces and parentheses.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        let Some(after) = stat.rfind(')').map(|end| &stat[end + 1..]) else { continue };
+        if let Some(parent) = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
+            parents.push((child, parent));
+        }
+    }
+    let mut found = vec![pid];
+    let mut index = 0;
+    while index < found.len() {
+        let parent = found[index];
+        found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(c, _)| *c));
+        index += 1;
+    }
+    found.split_off(1)
+}
+
+/// What acpx (and editors that clean up what they spawned) do when they close an agent: SIGTERM
+/// to its process group and to every process descended from it.
+fn kill_group_and_tree(pid: u32) {
+    let tree = descendants(pid);
+    let _ = std::process::Command::new("kill").args(["-TERM", "--", &format!("-{pid}")]).status();
+    for process in std::iter::once(pid).chain(tree) {
+        let _ = std::process::Command::new("kill").args(["-TERM", &process.to_string()]).status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_a_front_with_its_process_group_and_tree_leaves_other_clients_turns_running() {
+    let env = Env::new().await;
+    let _guard = DaemonGuard(env.home.clone());
+    for front in ["acp", "lsp", "stdio"] {
+        // The front starts the daemon (none runs): spawned as acpx spawns an agent, the leader
+        // of a process group of its own.
+        assert!(lock_pid(&env.home).is_none_or(|pid| !process_alive(pid)), "{front}");
+        let mut command = env.command(&[front]);
+        command.stdin(std::process::Stdio::piped()).process_group(0);
+        let mut child = command.spawn().unwrap();
+        let front_pid = child.id().unwrap();
+        let started = std::time::Instant::now();
+        let daemon = loop {
+            if let Some(pid) = lock_pid(&env.home).filter(|_| env.socket().exists()) {
+                break pid;
+            }
+            assert!(started.elapsed() < DEADLINE, "`dsh {front}` started no daemon");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert!(
+            !descendants(front_pid).contains(&daemon),
+            "the daemon descends from `dsh {front}`"
+        );
+
+        // Another client's turn, slow enough to be running when the front is killed.
+        let sent = env.requests().len();
+        env.script(json!([{"content": "finished despite the kill", "delay_ms": 1500}])).await;
+        let prompt = env.prompt_new_command("keep going").spawn().unwrap();
+        wait_requests(&env, sent + 1).await;
+        kill_group_and_tree(front_pid);
+        let status = tokio::time::timeout(DEADLINE, child.wait()).await.unwrap().unwrap();
+        assert!(!status.success(), "`dsh {front}` was killed: {status}");
+
+        let output = tokio::time::timeout(DEADLINE, prompt.wait_with_output()).await.unwrap();
+        let output = output.unwrap();
+        assert!(output.status.success(), "{front}: {}", crate::support::describe(&output));
+        assert!(
+            crate::support::stdout(&output).contains("finished despite the kill"),
+            "{front}: {}",
+            crate::support::describe(&output)
+        );
+        let session = crate::support::session_id_of(&output);
+        let events = env.log_values(&session);
+        let end = events.iter().rfind(|e| e["type"] == "turn/end").unwrap();
+        assert_eq!(end["data"]["reason"], "completed", "{front}: {end}");
+        assert!(process_alive(daemon), "{front}: the daemon died with the front");
+        env.dsh_ok(&["shutdown"]).await;
+        wait_gone(daemon).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pinned_session_keeps_its_pin_when_the_daemon_restarts_before_its_first_step() {
+    let env = Env::new().await;
+    let mut served = env.serve(&[]).await;
+    let conn = env.client().await;
+    let workspace = env.workspace.display().to_string();
+    let config = json!({"profile": "deepseek", "model": "deepseek-v4-pro", "maxSteps": 1});
+    let created =
+        conn.ok("session/create", json!({"workspace": workspace, "config": config})).await;
+    let session = created["sessionId"].as_str().unwrap().to_owned();
+    // The pin is in the log once the create has answered.
+    let meta = env.log_values(&session).remove(0);
+    assert_eq!(meta["data"]["pin"]["model"], "deepseek-v4-pro", "{meta}");
+    assert_eq!(meta["data"]["pin"]["profile"], "deepseek", "{meta}");
+
+    // Killed before the session's first step: nothing of it but the log survives.
+    signal(served.pid(), "-KILL");
+    served.wait().await;
+    let _served = env.serve(&[]).await;
+    let conn = env.client().await;
+    let listed = conn.ok("session/list", json!({"workspace": workspace})).await;
+    let entry = &listed["sessions"][0];
+    assert_eq!(
+        (&entry["profile"], &entry["model"]),
+        (&json!("deepseek"), &json!("deepseek-v4-pro"))
+    );
+    let usage = conn.ok("session/usage", json!({"sessionId": session})).await;
+    assert_eq!(
+        (&usage["profile"], &usage["model"]),
+        (&json!("deepseek"), &json!("deepseek-v4-pro"))
+    );
+
+    // The first request goes to the pinned model, and the turn stops at the pinned step limit.
+    env.script(json!([
+        {"content": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]},
+        {"content": "never reached"}
+    ]))
+    .await;
+    let answer = conn.ok("session/prompt", json!({"sessionId": session, "text": "go"})).await;
+    assert_eq!(answer["stopReason"], "maxSteps", "{answer}");
+    let requests = env.requests();
+    assert_eq!(requests.len(), 1);
+    let body: Value = serde_json::from_slice(&requests[0].body).unwrap();
+    assert_eq!(body["model"], "deepseek-v4-pro");
     env.assert_audit_ok(&session).await;
 }

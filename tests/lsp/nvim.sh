@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Headless Neovim's built-in LSP client (no dsh plugin) attaches `dsh lsp` and shows the hover
 # of a line an agent wrote: a turn against the mock writes a file, then nvim_hover.lua reads
-# the hover of its second line, which must name step 1.
+# the hover of its second line, which must name step 1; then again beside another language server
+# attached to the same buffer, both answering the hover.
 #   tests/lsp/nvim.sh DSH NVIM
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -27,3 +28,9 @@ DSH_HOME="$work/home" "$nvim" --headless -u NONE -i NONE -n -l "$here/nvim_hover
   "$dsh" "$url" "$work/home" "$work/ws" "$work/ws/greet.py" 1 "step 1 wrote this line" >"$work/hover.txt"
 echo "headless Neovim's built-in client attached dsh lsp; its hover:"
 sed 's/^/  /' "$work/hover.txt"
+# Beside the user's own language server (a pygls stand-in from tests/lsp/.deps, which test.sh installs): both attach
+# to the buffer and both answer the hover, as docs/lsp.md sets Neovim up.
+PYTHONPATH="$here/.deps/py" DSH_OTHER_SERVER="python3 $here/other_server.py" DSH_HOME="$work/home" "$nvim" --headless -u NONE -i NONE -n \
+  -l "$here/nvim_hover.lua" "$dsh" "$url" "$work/home" "$work/ws" "$work/ws/greet.py" 1 "step 1 wrote this line" >"$work/both.txt"
+echo "beside another language server on the same buffer:"
+sed 's/^/  /' "$work/both.txt"

@@ -497,7 +497,16 @@ prices: Array<PriceUsed>,
  * The context window, in tokens, of the model the session's next request uses (what
  * a step's prompt and output are measured against).
  */
-contextWindow: number, };
+contextWindow: number, 
+/**
+ * The provider profile the session's next request uses: its last request's, else the
+ * one it was pinned to at creation (`session/meta.pin`), else the configured default.
+ */
+profile: string, 
+/**
+ * The model the session's next request uses (as `profile`).
+ */
+model: string, };
 
 export type SessionEventsParams = { 
 /**
@@ -1066,6 +1075,36 @@ sessionId: string,
  */
 seq: number, };
 
+export type SessionPin = { 
+/**
+ * The provider profile (its name in the configuration).
+ */
+profile?: string, 
+/**
+ * The model id.
+ */
+model?: string, 
+/**
+ * The output limit.
+ */
+maxTokens?: number, 
+/**
+ * Thinking on or off.
+ */
+thinking?: boolean, 
+/**
+ * The reasoning effort.
+ */
+reasoningEffort?: string, 
+/**
+ * The sampling temperature.
+ */
+temperature?: number, 
+/**
+ * Steps per turn.
+ */
+maxSteps?: number, };
+
 export type RequestSent = { 
 /**
  * The adapter that serialized the body (e.g. `deepseek-chat/v1`).
@@ -1417,7 +1456,13 @@ workspace: string,
 /**
  * Where this session was forked from, if it was.
  */
-forkedFrom?: ForkOrigin, };
+forkedFrom?: ForkOrigin, 
+/**
+ * What the session was pinned to when it was created (or forked): the call options its
+ * requests start from until a header is logged, and on top of the logged header at the
+ * first request of each loop. Absent in logs from before pins were logged.
+ */
+pin?: SessionPin, };
 
 export type TurnStart = { 
 /**

@@ -107,6 +107,8 @@ test("the CLI's hand-computed usage table, in the editor's figures", () => {
     cost,
     prices: [{ profile: "deepseek", model: "deepseek-v4-flash", price }],
     contextWindow: 1_048_576,
+    profile: "deepseek",
+    model: "deepseek-v4-flash",
   };
   const table = usageMarkdown("s1", result).split("\n");
   assert.ok(table.includes("| 1 | 1 | 10,000 | 0 | 10,000 | 500 | 0.0% | $0.00154 |  |"), table.join("\n"));

@@ -22,10 +22,10 @@ use dsh_daemon::client::event_of;
 use dsh_daemon::{Client, ClientError, Unsolicited};
 use dsh_protocol::method::{self};
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Cost, Event, McpServerSpec,
-    SessionCreateParams, SessionEvent, SessionEventsParams, SessionForkParams, SessionInjectParams,
-    SessionListParams, SessionMcpServersParams, SessionParams, SessionPromptParams,
-    SessionRequestParams, SessionSubscribeParams, StopReason, decode_event,
+    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Cost, Event, EventData, McpServerSpec,
+    SessionConfig, SessionCreateParams, SessionEvent, SessionEventsParams, SessionForkParams,
+    SessionInjectParams, SessionListParams, SessionMcpServersParams, SessionParams,
+    SessionPromptParams, SessionRequestParams, SessionSubscribeParams, StopReason, decode_event,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -44,18 +44,35 @@ const BACKLOG_LIMIT: u64 = 16 * 1024 * 1024;
 /// How long an editor may read nothing while past [`BACKLOG_LIMIT`].
 const BACKLOG_STALL: Duration = Duration::from_secs(60);
 
+/// What `dsh acp` was started with, beyond the daemon it joined.
+#[derive(Clone, Debug, Default)]
+pub struct FrontOptions {
+    /// The profile and model (`--provider`, `--model`) of every session `session/new`
+    /// creates; absent, the workspace's configured ones.
+    pub session: SessionConfig,
+    /// Why the daemon this front joined cannot honour its flags (another sandbox, another
+    /// base URL): `initialize`, and every request after it, is answered with this error, so
+    /// the flags are never silently dropped.
+    pub refusal: Option<String>,
+}
+
 /// Serves ACP on `input`/`output` for the daemon behind `client` until the editor closes
 /// `input` (or the daemon its connection). `inbox` is what the client's connection delivers
 /// besides answers.
 pub async fn serve(
     client: Arc<Client>,
     inbox: mpsc::UnboundedReceiver<Unsolicited>,
+    options: FrontOptions,
     input: impl AsyncRead + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> anyhow::Result<()> {
     let backlog = Arc::new(Backlog::default());
-    let front =
-        Arc::new(Front { client, sessions: Mutex::default(), backlog: Arc::clone(&backlog) });
+    let front = Arc::new(Front {
+        client,
+        options,
+        sessions: Mutex::default(),
+        backlog: Arc::clone(&backlog),
+    });
     let output = Counted { inner: output, backlog };
     let transport = ByteStreams::new(output.compat_write(), input.compat());
     let dispatcher = Arc::clone(&front);
@@ -96,6 +113,10 @@ struct Open {
     /// Approvals seen below this seq are replay: asked only once the replay is through (most
     /// are decided further on).
     replay_end: u64,
+    /// The prompts this front sent whose `user/message` has not come by yet: that event is not
+    /// echoed to the client that sent it (ACP's `user_message_chunk` is for `session/load`'s
+    /// replay and for other clients' prompts).
+    prompted: Vec<String>,
     /// Each finished step's cost at the configured prices (`None`: no price for its model), as
     /// `session/usage` last said.
     costs: HashMap<u64, Option<Cost>>,
@@ -113,6 +134,7 @@ struct Progress {
 
 struct Front {
     client: Arc<Client>,
+    options: FrontOptions,
     sessions: Mutex<HashMap<String, Open>>,
     backlog: Arc<Backlog>,
 }
@@ -180,6 +202,9 @@ impl Front {
         params: Value,
         connection: &Connection,
     ) -> Result<Value, AcpError> {
+        if let Some(refusal) = &self.options.refusal {
+            return Err(AcpError::new(-32603, refusal.clone()));
+        }
         match method {
             "initialize" => Ok(initialize()),
             "authenticate" => Ok(json!({})),
@@ -195,6 +220,7 @@ impl Front {
                 self.attach(id, &request.cwd, &request.mcp_servers, false, connection).await
             }
             "session/list" => self.list_sessions(parse(params)?).await,
+            "session/set_config_option" => self.set_config_option(parse(params)?).await,
             "session/prompt" => self.prompt(parse(params)?).await,
             "_session/steering" => self.steer(parse(params)?).await,
             "_dsh/fork" => self.fork(parse(params)?).await,
@@ -212,15 +238,78 @@ impl Front {
         let servers = server_specs(&request.mcp_servers)?;
         // The daemon checks the servers before it creates the session: a refused list leaves
         // nothing behind.
+        let asked = &self.options.session;
         let params = SessionCreateParams {
             workspace,
             model: None,
-            config: None,
+            config: Some(asked.clone()),
             mcp_servers: Some(servers),
         };
-        let created = self.client.call::<method::SessionCreate>(params).await.map_err(rpc_error)?;
+        let created = match self.client.call::<method::SessionCreate>(params).await {
+            Ok(created) => created,
+            // A profile or model the workspace's configuration does not know: say which flag.
+            Err(error) if error.code() == Some(dsh_protocol::code::CONFIG) => {
+                let flags = [("--provider", &asked.profile), ("--model", &asked.model)]
+                    .into_iter()
+                    .filter_map(|(flag, value)| Some(format!("{flag} {}", value.as_ref()?)))
+                    .collect::<Vec<_>>();
+                let error = rpc_error(error);
+                if flags.is_empty() {
+                    return Err(error);
+                }
+                let message = format!("dsh acp {}: {}", flags.join(" "), error.message);
+                return Err(AcpError::new(error.code, message));
+            }
+            Err(error) => return Err(rpc_error(error)),
+        };
         self.open(&created.session_id, true).await?;
-        Ok(json!({"sessionId": created.session_id}))
+        let options = self.config_options(&created.session_id).await?;
+        Ok(json!({"sessionId": created.session_id, "configOptions": options}))
+    }
+
+    /// The session's configuration options for ACP's selectors: its model (category `model`),
+    /// the one its next request uses — dsh pins a session's model when it is created, so the
+    /// selector offers that one.
+    async fn config_options(&self, session_id: &str) -> Result<Value, AcpError> {
+        let params = SessionParams { session_id: session_id.to_owned() };
+        let usage = self.client.call::<method::SessionUsage>(params).await.map_err(rpc_error)?;
+        Ok(json!([{
+            "id": "model",
+            "name": "Model",
+            "description": "The model this session is pinned to (start dsh acp with --model, or fork, for another)",
+            "category": "model",
+            "type": "select",
+            "currentValue": usage.model,
+            "options": [{
+                "value": usage.model,
+                "name": usage.model,
+                "description": format!("provider profile {}", usage.profile),
+            }],
+        }]))
+    }
+
+    /// `session/set_config_option`: the model a session is pinned to is the one value its
+    /// selector takes; any other is refused, saying how to get it.
+    async fn set_config_option(&self, request: SetConfigOption) -> Result<Value, AcpError> {
+        if !lock(&self.sessions).contains_key(&request.session_id) {
+            return Err(not_open(&request.session_id));
+        }
+        let options = self.config_options(&request.session_id).await?;
+        let current = &options[0]["currentValue"];
+        if request.config_id != "model" {
+            return Err(invalid_params(format!(
+                "unknown configuration option `{}`",
+                request.config_id
+            )));
+        }
+        if request.value.as_ref() != Some(current) {
+            return Err(invalid_params(format!(
+                "dsh keeps a session on the model it was created with ({current}): start `dsh \
+                 acp --model MODEL` for new sessions on another, or fork this one with \
+                 `dsh --model MODEL fork SESSION`"
+            )));
+        }
+        Ok(json!({"configOptions": options}))
     }
 
     /// `session/load` (`replay`: the whole conversation first) and `session/resume`.
@@ -247,7 +336,7 @@ impl Front {
             // fold of its own.
             self.replay(&session_id, connection).await?;
         }
-        Ok(json!({}))
+        Ok(json!({"configOptions": self.config_options(&session_id).await?}))
     }
 
     /// Gives the session its own MCP servers (`session/mcpServers`), replacing the ones it had.
@@ -303,6 +392,7 @@ impl Front {
                     asked: HashSet::new(),
                     asking: HashMap::new(),
                     replay_end: length,
+                    prompted: Vec::new(),
                     costs: costs.collect(),
                     spent,
                 },
@@ -420,12 +510,30 @@ impl Front {
     async fn prompt(&self, request: schema::PromptRequest) -> Result<Value, AcpError> {
         let session_id = request.session_id.to_string();
         let text = prompt_text(&request.prompt)?;
-        let mut watcher = match lock(&self.sessions).get(&session_id) {
-            Some(open) => open.progress.subscribe(),
+        let mut watcher = match lock(&self.sessions).get_mut(&session_id) {
+            Some(open) => {
+                open.prompted.push(text.clone());
+                open.progress.subscribe()
+            }
             None => return Err(not_open(&session_id)),
         };
-        let params = SessionPromptParams { session_id: session_id.clone(), text, when_busy: None };
-        let result = self.client.call::<method::SessionPrompt>(params).await.map_err(rpc_error)?;
+        let params = SessionPromptParams {
+            session_id: session_id.clone(),
+            text: text.clone(),
+            when_busy: None,
+        };
+        let result = match self.client.call::<method::SessionPrompt>(params).await {
+            Ok(result) => result,
+            Err(error) => {
+                // Refused (busy, say): no `user/message` of it will come.
+                if let Some(open) = lock(&self.sessions).get_mut(&session_id)
+                    && let Some(at) = open.prompted.iter().position(|sent| *sent == text)
+                {
+                    open.prompted.remove(at);
+                }
+                return Err(rpc_error(error));
+            }
+        };
         // Every update of the turn leaves before the answer: wait for its turn/end to pass.
         let turn = result.turn;
         let flushed = watcher.wait_for(|progress| progress.ended_turn.is_some_and(|t| t >= turn));
@@ -513,12 +621,21 @@ impl Front {
                 if event.seq < before.next_seq {
                     continue;
                 }
-                let updates = open.translator.updates(&event);
+                let mut updates = open.translator.updates(&event);
+                if let EventData::UserMessage(message) = &event.data
+                    && let Some(at) = open.prompted.iter().position(|sent| *sent == message.text)
+                {
+                    // This front's own prompt: its client has it already.
+                    open.prompted.remove(at);
+                    updates.clear();
+                }
                 let mut ask = Vec::new();
                 if event.seq + 1 >= open.replay_end {
                     for (approval_id, request) in &open.translator.pending_approvals {
                         if open.asked.insert(approval_id.clone()) {
-                            ask.push(request.clone());
+                            let fields =
+                                open.translator.tool_call_fields(&request.call_id, &request.tool);
+                            ask.push((request.clone(), fields));
                         }
                     }
                 }
@@ -547,25 +664,27 @@ impl Front {
                     return;
                 }
             }
-            for request in ask {
+            for (request, fields) in ask {
                 let front = Arc::clone(self);
                 let connection = connection.clone();
                 let session_id = session_id.clone();
                 tokio::spawn(async move {
-                    front.ask_permission(&connection, session_id, request).await;
+                    front.ask_permission(&connection, session_id, request, fields).await;
                 });
             }
         }
     }
 
-    /// A dsh approval as `session/request_permission`; the answer goes back through
-    /// `approval/respond`. A cancelled request (the client's answer to `session/cancel`) or a
-    /// failed one denies.
+    /// A dsh approval as `session/request_permission`, its `toolCall` described as the
+    /// `tool_call` updates describe it (`fields`: kind, raw input, locations, an edit's diff),
+    /// so clients that approve by kind can; the answer goes back through `approval/respond`. A
+    /// cancelled request (the client's answer to `session/cancel`) or a failed one denies.
     async fn ask_permission(
         &self,
         connection: &Connection,
         session_id: String,
         asked: ApprovalRequest,
+        fields: Value,
     ) {
         let ApprovalRequest { approval_id, call_id, summary, sandbox, .. } = asked;
         let mut options = vec![
@@ -584,9 +703,12 @@ impl Front {
             }
             None => summary,
         };
+        let mut tool_call = fields;
+        tool_call["toolCallId"] = json!(call_id);
+        tool_call["title"] = json!(title);
         let mut request = json!({
             "sessionId": session_id,
-            "toolCall": {"toolCallId": call_id, "title": title},
+            "toolCall": tool_call,
             "options": options,
             "_meta": {"dsh/approvalId": approval_id},
         });
@@ -805,6 +927,16 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Counted<W> {
 struct SteeringRequest {
     session_id: String,
     prompt: Vec<schema::ContentBlock>,
+}
+
+/// `session/set_config_option` params (a select's value; a boolean has no option here).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetConfigOption {
+    session_id: String,
+    config_id: String,
+    #[serde(default)]
+    value: Option<Value>,
 }
 
 /// `_dsh/fork` params.

@@ -10,11 +10,15 @@
 //! refused: dsh's come from its configuration). ACP framing, dispatch and the message types are
 //! the `agent-client-protocol` SDK's; stdout carries ACP only, logs go to stderr.
 //!
-//! Extensions (documented in `docs/acp.md`): `_session/steering` (the shape the Claude Code
+//! `--provider` and `--model` (from [`FrontOptions`]) pin the sessions `session/new` creates,
+//! whose model the answer's `configOptions` shows; flags the running daemon cannot honour fail
+//! `initialize`. A prompt is never echoed to the connection that sent it.
+//!
+//! Extensions (documented in `protocol/acp.md`): `_session/steering` (the shape the Claude Code
 //! and Codex adapters use), `_dsh/fork`, `_dsh/request`, and the per-step usage under
 //! `_meta["dsh/usage"]` of each `usage_update`.
 
 mod front;
 pub mod translate;
 
-pub use front::serve;
+pub use front::{FrontOptions, serve};

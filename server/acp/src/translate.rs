@@ -152,6 +152,28 @@ impl Translator {
         }
     }
 
+    /// What ACP says of tool call `call_id` besides its id, for a permission request's
+    /// `toolCall` (as its `tool_call_update` after `assistant/message` said it): `kind`,
+    /// `title`, `rawInput`, `locations`, and an edit's `diff` as `content`. Only `kind`
+    /// (`other`) for a call the fold has not seen.
+    pub fn tool_call_fields(&self, call_id: &str, tool: &str) -> Value {
+        let Some((name, input)) = self.calls.get(call_id) else {
+            return json!({"kind": tool_kind(tool)});
+        };
+        let mut fields = json!({
+            "kind": tool_kind(name),
+            "title": self.title(name, input),
+            "rawInput": input,
+        });
+        if let Some(diff) = self.diff(name, input) {
+            fields["content"] = json!([diff]);
+        }
+        if let Some(path) = self.path_of(input) {
+            fields["locations"] = json!([{"path": path}]);
+        }
+        fields
+    }
+
     /// `usage_update` closing step `step`: the context the step used against the window, and
     /// the step's own usage with ACP's unstable `Usage` names under `_meta`.
     fn usage_update(&self, step: u64, usage: &Usage) -> Value {

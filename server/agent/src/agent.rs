@@ -70,6 +70,18 @@ pub struct CallOverrides {
 }
 
 impl CallOverrides {
+    /// Takes every option `other` sets in place of this one's.
+    pub fn merge(&mut self, other: CallOverrides) {
+        let CallOverrides { model, max_tokens, thinking, reasoning_effort, temperature, profile } =
+            other;
+        self.model = model.or(self.model.take());
+        self.max_tokens = max_tokens.or(self.max_tokens);
+        self.thinking = thinking.or(self.thinking);
+        self.reasoning_effort = reasoning_effort.or(self.reasoning_effort.take());
+        self.temperature = temperature.or(self.temperature);
+        self.profile = profile.or(self.profile.take());
+    }
+
     /// `base` with every set option applied.
     pub fn apply(&self, mut base: LlmCallConfig) -> LlmCallConfig {
         if let Some(profile) = &self.profile {

@@ -279,6 +279,11 @@ pub struct ServeArgs {
     /// hands it over, so that it is never in the daemon's environment).
     #[arg(long, hide = true)]
     pub api_key_stdin: bool,
+    /// Start the daemon detached and print its pid: in a session of its own, its parent (this
+    /// process) gone, so no signal to the starter's process group, session or descendants
+    /// reaches it (how clients start it).
+    #[arg(long, hide = true)]
+    pub detach: bool,
 }
 
 /// `dsh stdio`.

@@ -30,42 +30,58 @@ use crate::settings::Settings;
 /// What arrives on a connection besides answers.
 type Inbox = mpsc::UnboundedReceiver<Unsolicited>;
 
-/// Connects to (or starts) the daemon and says hello.
+/// Connects to (or starts) the daemon and says hello; refuses a daemon that cannot honour
+/// these settings ([`refusal`]).
 pub async fn connect(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)> {
+    let (client, inbox) = join(settings).await?;
+    if let Some(refusal) = refusal(&client, settings).await? {
+        anyhow::bail!(refusal);
+    }
+    Ok((client, inbox))
+}
+
+/// Connects to (or starts) the daemon and says hello.
+async fn join(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)> {
     let stream = connect_or_start(settings.home.root(), &spawn_options(settings)).await?;
     let (reader, writer) = stream.into_split();
     let (client, inbox) = Client::new(reader, writer);
     client.initialize("dsh-cli").await.context("greeting the daemon")?;
-    if settings.base_url.is_some() || settings.sandbox_explicit {
-        // A running daemon keeps the provider and the sandbox it was started with: never let a
-        // command meant for one provider (the offline mock, say) silently go to another, nor
-        // commands meant for one sandbox policy run under another.
-        let status = client.call::<method::DaemonStatus>(NoParams {}).await?;
-        let difference = settings
-            .sandbox_explicit
-            .then(|| sandbox_difference(&settings.sandbox, &status.sandbox))
-            .flatten();
-        if let Some(difference) = difference {
-            anyhow::bail!(
-                "the dsh daemon for {} (pid {}) runs commands with another sandbox ({difference}): run `dsh shutdown` first to start one with these settings",
-                settings.home.root().display(),
-                status.pid
-            );
-        }
-        if let Some(base_url) = &settings.base_url
-            && status.base_url.trim_end_matches('/') != base_url.value.trim_end_matches('/')
-        {
-            anyhow::bail!(
-                "the dsh daemon for {} (pid {}) sends the default profile's requests to {}, not {} ({}): run `dsh shutdown` first to start one with the new base URL, or name the URL in a provider profile of your configuration file (see `dsh config`)",
-                settings.home.root().display(),
-                status.pid,
-                status.base_url,
-                base_url.value,
-                base_url.source
-            );
-        }
-    }
     Ok((Arc::new(client), inbox))
+}
+
+/// Why the running daemon cannot honour these settings, if it cannot. A running daemon keeps
+/// the provider and the sandbox it was started with: never let a command meant for one provider
+/// (the offline mock, say) silently go to another, nor commands meant for one sandbox policy run
+/// under another.
+async fn refusal(client: &Client, settings: &Settings) -> anyhow::Result<Option<String>> {
+    if settings.base_url.is_none() && !settings.sandbox_explicit {
+        return Ok(None);
+    }
+    let status = client.call::<method::DaemonStatus>(NoParams {}).await?;
+    let difference = settings
+        .sandbox_explicit
+        .then(|| sandbox_difference(&settings.sandbox, &status.sandbox))
+        .flatten();
+    if let Some(difference) = difference {
+        return Ok(Some(format!(
+            "the dsh daemon for {} (pid {}) runs commands with another sandbox ({difference}): run `dsh shutdown` first to start one with these settings",
+            settings.home.root().display(),
+            status.pid
+        )));
+    }
+    if let Some(base_url) = &settings.base_url
+        && status.base_url.trim_end_matches('/') != base_url.value.trim_end_matches('/')
+    {
+        return Ok(Some(format!(
+            "the dsh daemon for {} (pid {}) sends the default profile's requests to {}, not {} ({}): run `dsh shutdown` first to start one with the new base URL, or name the URL in a provider profile of your configuration file (see `dsh config`)",
+            settings.home.root().display(),
+            status.pid,
+            status.base_url,
+            base_url.value,
+            base_url.source
+        )));
+    }
+    Ok(None)
 }
 
 /// What a client passes to a daemon it starts.
@@ -723,8 +739,14 @@ pub async fn stdio_bridge(settings: &Settings) -> anyhow::Result<ExitCode> {
 /// `dsh acp`: the ACP front on stdin/stdout, a client of the user's daemon (started on demand).
 /// Closing stdin ends the front; the daemon and its turns go on.
 pub async fn acp(settings: &Settings) -> anyhow::Result<ExitCode> {
-    let (client, inbox) = connect(settings).await?;
-    dsh_acp::serve(client, inbox, tokio::io::stdin(), tokio::io::stdout()).await?;
+    let (client, inbox) = join(settings).await?;
+    // The editor shows what `initialize` answers, rarely our stderr: a daemon that cannot
+    // honour the flags is said there.
+    let options = dsh_acp::FrontOptions {
+        session: settings.session_config(None),
+        refusal: refusal(&client, settings).await?,
+    };
+    dsh_acp::serve(client, inbox, options, tokio::io::stdin(), tokio::io::stdout()).await?;
     Ok(ExitCode::SUCCESS)
 }
 

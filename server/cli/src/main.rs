@@ -37,6 +37,11 @@ fn main() -> ExitCode {
         let plan = args.plan.as_deref();
         std::process::exit(dsh_sandbox::sandbox_exec(args.stage, plan, &args.command));
     }
+    if let Command::Serve(args) = &cli.command
+        && args.detach
+    {
+        return start_detached();
+    }
     if let Some(handover) = key_leaves_the_environment(&cli.command) {
         return reexec_without_key(handover);
     }
@@ -153,6 +158,28 @@ fn reexec_without_key(handover: bool) -> ExitCode {
         }
     }
     ExitCode::FAILURE
+}
+
+/// `dsh serve --detach`, the middle process of a client's daemon start: starts `dsh serve` with
+/// the same arguments but `--detach`, out of this process's session, and prints its pid
+/// (`dsh_daemon::client::start_detached`). No runtime, no tracing: it exits at once.
+fn start_detached() -> ExitCode {
+    let daemon_args: Vec<_> = std::env::args_os()
+        .skip(1)
+        .filter(|arg| arg.as_os_str() != dsh_daemon::client::DETACH_FLAG)
+        .collect();
+    let started = std::env::current_exe()
+        .and_then(|exe| dsh_daemon::client::start_detached(&exe, daemon_args));
+    match started {
+        Ok(pid) => {
+            println!("{pid}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("dsh: starting the daemon detached: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn default_log_level(command: &Command) -> &'static str {

@@ -206,6 +206,8 @@ mod tests {
                 price,
             }],
             context_window: 1_048_576,
+            profile: "deepseek".to_owned(),
+            model: "deepseek-v4-flash".to_owned(),
         };
         let cost: Cost = cost.unwrap();
         assert_eq!(money(cost.amount, "USD"), "$0.001724");
@@ -251,6 +253,8 @@ mod tests {
                 price,
             }],
             context_window: 200_000,
+            profile: "claude".to_owned(),
+            model: "claude-sonnet-4-5".to_owned(),
         };
         expect![[r#"
             turn  step    prompt    cached       new     out   hit%        cost  cause of a cache drop

@@ -8,6 +8,7 @@
 //! (handing it the API key over a pipe, never through its environment).
 
 use std::collections::HashMap;
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -283,6 +284,15 @@ pub async fn connect_running(home: &Path) -> Option<UnixStream> {
 
 /// Connects to the daemon of `home`, starting one (the `dsh` binary this process runs) when
 /// none listens.
+///
+/// The daemon is started **detached**: this process runs `dsh serve --detach`, a middle
+/// process that leaves this process's session and process group ([`start_detached`]), starts
+/// the daemon and exits at once. The daemon is then no descendant of this process (its parent
+/// is init or the nearest subreaper) and in a session of its own, so nothing a client's
+/// caller does to the client — a signal to its process group, its session or every process
+/// descended from it, as ACP clients and editors do when they close an agent — reaches the
+/// daemon, which serves every other client and turn on. The key's pipe passes through the
+/// middle process untouched (it inherits it and hands it on without reading it).
 pub async fn connect_or_start(home: &Path, spawn: &SpawnOptions) -> anyhow::Result<UnixStream> {
     let socket = home.join(SOCKET_FILE);
     if let Ok(stream) = UnixStream::connect(&socket).await {
@@ -301,12 +311,11 @@ pub async fn connect_or_start(home: &Path, spawn: &SpawnOptions) -> anyhow::Resu
         .arg("--home")
         .arg(home)
         .args(&spawn.global_args)
-        .args(["serve", "--idle-exit", &idle])
+        .args(["serve", "--idle-exit", &idle, DETACH_FLAG])
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        // The middle process says the daemon's pid here; the daemon's own stdout is null.
+        .stdout(Stdio::piped())
         .stderr(Stdio::from(log))
-        // Its own process group: a Ctrl-C in the terminal that started it does not stop it.
-        .process_group(0)
         .kill_on_drop(false);
     for variable in spawn.key_variables.iter().map(String::as_str).chain([API_KEY_ENV]) {
         command.env_remove(variable);
@@ -314,26 +323,41 @@ pub async fn connect_or_start(home: &Path, spawn: &SpawnOptions) -> anyhow::Resu
     if !keys.is_empty() {
         command.arg("--api-key-stdin").stdin(Stdio::piped());
     }
-    let mut child = command.spawn().context("starting the dsh daemon")?;
-    if let (false, Some(mut stdin)) = (keys.is_empty(), child.stdin.take()) {
+    let mut starter = command.spawn().context("starting the dsh daemon")?;
+    if let (false, Some(mut stdin)) = (keys.is_empty(), starter.stdin.take()) {
         let text = handover_text(&keys);
         stdin.write_all(text.as_bytes()).await.context("handing the API keys to the daemon")?;
         // Closing the pipe is the end of the key.
         drop(stdin);
     }
     let started = tokio::time::Instant::now();
+    let said = tokio::time::timeout(START_DEADLINE, starter.wait_with_output()).await;
+    let said = said
+        .map_err(|_| {
+            anyhow::anyhow!("starting the dsh daemon took longer than {START_DEADLINE:?}")
+        })?
+        .context("starting the dsh daemon")?;
+    let pid = String::from_utf8_lossy(&said.stdout).trim().parse::<i32>().ok();
+    let Some(pid) = pid.filter(|_| said.status.success()) else {
+        bail!(
+            "the dsh daemon could not be started ({}); its log {} ends with:\n{}",
+            said.status,
+            log_path.display(),
+            tail(&log_path, 10)
+        );
+    };
     loop {
         if let Ok(stream) = UnixStream::connect(&socket).await {
             return Ok(stream);
         }
-        if let Ok(Some(status)) = child.try_wait() {
+        if !running(pid) {
             // Another client may have started one at the same time: its socket wins.
             tokio::time::sleep(Duration::from_millis(100)).await;
             if let Ok(stream) = UnixStream::connect(&socket).await {
                 return Ok(stream);
             }
             bail!(
-                "the dsh daemon exited ({status}) before listening; its log {} ends with:\n{}",
+                "the dsh daemon (pid {pid}) exited before listening; its log {} ends with:\n{}",
                 log_path.display(),
                 tail(&log_path, 10)
             );
@@ -346,6 +370,39 @@ pub async fn connect_or_start(home: &Path, spawn: &SpawnOptions) -> anyhow::Resu
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// The flag of `dsh serve` that makes it the middle process of a detached start.
+pub const DETACH_FLAG: &str = "--detach";
+
+/// The middle process of a detached start (`dsh serve --detach`, which [`connect_or_start`]
+/// runs): leaves the caller's session and process group (`setsid`), then starts `program` with
+/// `args` — the same command without `--detach` — handing on its standard input (the key's
+/// pipe, if any) and standard error (the daemon's log), and returns the daemon's pid without
+/// waiting for it. The caller prints the pid and exits: the daemon, its parent gone, is
+/// reparented to init (or the nearest subreaper), in a session that is none of the client's.
+/// A daemon in a session of its own is not its leader either, so it never gets a controlling
+/// terminal (the classic double fork, done with two `exec`s).
+pub fn start_detached(program: &Path, args: Vec<std::ffi::OsString>) -> std::io::Result<u32> {
+    let mut command = std::process::Command::new(program);
+    command.args(args).stdin(Stdio::inherit()).stdout(Stdio::null()).stderr(Stdio::inherit());
+    if nix::unistd::setsid().is_err() {
+        // Only a process group leader is refused, and a client never starts one (`dsh serve
+        // --detach` run by hand from a shell is one): the daemon still gets a process group of
+        // its own, and is reparented all the same.
+        command.process_group(0);
+    }
+    let daemon = command.spawn()?;
+    // Not waited for: the daemon outlives this process, whose exit reparents it.
+    Ok(daemon.id())
+}
+
+/// Whether process `pid` still runs (it is no child of ours: its parent, init, reaps it).
+fn running(pid: i32) -> bool {
+    !matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
 }
 
 fn tail(path: &Path, lines: usize) -> String {

@@ -21,7 +21,7 @@ use dsh_agent::{Agent, AgentConfig, CallOverrides, Endpoint, Endpoints, TurnOutc
 use dsh_config::Config;
 use dsh_protocol::{SessionCompactResult, SessionConfig};
 use dsh_sandbox::Sandbox;
-use dsh_session::{Event, EventData, LlmCallConfig, SeenFiles};
+use dsh_session::{Event, EventData, LlmCallConfig, SeenFiles, SessionPin};
 use dsh_store::{DshHome, LiveLog, SessionId, SyncPolicy, fork_log, now_ms, read_log};
 use futures::FutureExt as _;
 use tokio::sync::oneshot;
@@ -252,7 +252,12 @@ impl Daemon {
         let session_id = SessionId::parse(id)?;
         let path = self.config.home.find_session(&session_id)?;
         let log = LiveLog::open(&path, SyncPolicy::Boundaries)?;
-        let live = self.register(log, CallOverrides::default(), None)?;
+        // Loaded as it was created: pinned as its `session/meta` says.
+        let pin = match log.session().events().first().map(|event| &event.data) {
+            Some(EventData::SessionMeta(meta)) => meta.pin.clone().unwrap_or_default(),
+            _ => SessionPin::default(),
+        };
+        let live = self.register(log, overrides_of(&pin), pin.max_steps)?;
         live.touch(self.now_ms());
         self.loaded_since_check.store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(live)
@@ -324,7 +329,10 @@ impl Daemon {
         let overrides = self.pinned_overrides(path, config, true)?;
         let checked = check(path)?;
         let store = self.config.home.workspace(path)?;
-        let log = store.create_new_session(SyncPolicy::Boundaries)?;
+        // The pin is in the log before anyone hears of the session: a restart before its first
+        // request keeps it.
+        let pin = pin_of(&overrides, config.max_steps);
+        let log = store.create_pinned_session(SyncPolicy::Boundaries, Some(pin))?;
         Ok((self.register(log, overrides, config.max_steps)?, checked))
     }
 
@@ -378,8 +386,11 @@ impl Daemon {
         config: &SessionConfig,
     ) -> ApiResult<Arc<LiveSession>> {
         let parent_path = self.session_path(parent)?;
-        let workspace = match read_log(&parent_path)?.events.first().map(|e| &e.data) {
-            Some(EventData::SessionMeta(meta)) => PathBuf::from(&meta.workspace),
+        let (workspace, parent_pin) = match read_log(&parent_path)?.events.first().map(|e| &e.data)
+        {
+            Some(EventData::SessionMeta(meta)) => {
+                (PathBuf::from(&meta.workspace), meta.pin.clone().unwrap_or_default())
+            }
             _ => {
                 return Err(ApiError::store(format!(
                     "{} has no session/meta",
@@ -388,14 +399,19 @@ impl Daemon {
             }
         };
         let moves = config.profile.is_some() || config.model.is_some();
-        let overrides = if moves {
+        let asked = if moves {
             self.pinned_overrides(&workspace, config, false)?
         } else {
             overrides(config)
         };
+        // The fork keeps its parent's pin, with what this fork asks for on top.
+        let mut overrides = overrides_of(&parent_pin);
+        overrides.merge(asked);
+        let max_steps = config.max_steps.or(parent_pin.max_steps);
+        let pin = pin_of(&overrides, max_steps);
         let id = SessionId::generate(now_ms(), &mut fastrand::Rng::new());
-        let log = fork_log(&parent_path, at_seq, &id, now_ms(), SyncPolicy::Boundaries)?;
-        self.register(log, overrides, config.max_steps)
+        let log = fork_log(&parent_path, at_seq, &id, now_ms(), SyncPolicy::Boundaries, Some(pin))?;
+        self.register(log, overrides, max_steps)
     }
 
     /// The call options of a session pinned to the profile and model `config` asks for (the
@@ -761,6 +777,31 @@ impl Daemon {
     /// Drops every session from memory (their owner tasks close the logs).
     pub(crate) fn unload_all(&self) {
         lock(&self.sessions).clear();
+    }
+}
+
+/// What a session is pinned to, as its `session/meta` keeps it.
+fn pin_of(overrides: &CallOverrides, max_steps: Option<u32>) -> SessionPin {
+    SessionPin {
+        profile: overrides.profile.clone(),
+        model: overrides.model.clone(),
+        max_tokens: overrides.max_tokens,
+        thinking: overrides.thinking,
+        reasoning_effort: overrides.reasoning_effort.clone(),
+        temperature: overrides.temperature,
+        max_steps,
+    }
+}
+
+/// The call options a logged pin sets (the inverse of [`pin_of`]).
+fn overrides_of(pin: &SessionPin) -> CallOverrides {
+    CallOverrides {
+        model: pin.model.clone(),
+        max_tokens: pin.max_tokens,
+        thinking: pin.thinking,
+        reasoning_effort: pin.reasoning_effort.clone(),
+        temperature: pin.temperature,
+        profile: pin.profile.clone(),
     }
 }
 

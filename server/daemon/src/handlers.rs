@@ -378,10 +378,14 @@ pub async fn session_usage(
     daemon: Arc<Daemon>,
     params: SessionParams,
 ) -> ApiResult<SessionUsageResult> {
-    let (rows, workspace, call) = with_log(&daemon, &params.session_id, |log| {
+    let (rows, workspace, call, pin) = with_log(&daemon, &params.session_id, |log| {
         let answer = |usage: &UsageFold, events: &[Event]| {
             let call = usage.header().map(|header| header.config.clone());
-            (usage.rows().to_vec(), views::workspace_of(events), call)
+            let pin = match events.first().map(|event| &event.data) {
+                Some(EventData::SessionMeta(meta)) => meta.pin.clone(),
+                _ => None,
+            };
+            (usage.rows().to_vec(), views::workspace_of(events), call, pin)
         };
         match log {
             Log::Loaded(session, live) => {
@@ -398,8 +402,8 @@ pub async fn session_usage(
     })
     .await?;
     let config = workspace.and_then(|workspace| daemon.config_for(&workspace).ok());
-    let context_window = views::context_window(config.as_deref(), call.as_ref());
-    Ok(views::usage_result(rows, config.as_deref(), context_window))
+    let next = views::next_model(config.as_deref(), call.as_ref(), pin.as_ref());
+    Ok(views::usage_result(rows, config.as_deref(), next))
 }
 
 /// `session/events`: a page of the log's events, bounded in count and in bytes.

@@ -311,38 +311,52 @@ pub fn cost_of(config: &Config, usage: &[(Option<String>, String, Usage)]) -> Op
     total
 }
 
-/// The context window, in tokens, that a session whose folded call config is `call` is measured
-/// against — as the loop resolves it (`settings.rs`, `endpoint`): the configured window for every
-/// model, else the profile's model's, else the model's known default. A session with no request
-/// yet is measured as its first request will be: the configuration's default profile and model.
-pub fn context_window(config: Option<&Config>, call: Option<&dsh_session::LlmCallConfig>) -> u64 {
-    let picked = match call {
-        Some(call) => Some((
-            call.profile.clone().unwrap_or_else(|| LEGACY_PROFILE.to_owned()),
-            call.model.clone(),
-        )),
-        None => config
-            .and_then(|config| config.pick(None, None).ok())
-            .map(|(profile, model)| (profile.name.clone(), model)),
-    };
-    let (profile, model) = picked
-        .unwrap_or_else(|| (LEGACY_PROFILE.to_owned(), crate::config::DEFAULT_MODEL.to_owned()));
+/// The profile and model a session's next request uses: its folded header's (`call`), else —
+/// before its first request — what `session/meta` pinned it to (`pin`), else the
+/// configuration's default profile and model (as its first request will pick them).
+pub fn next_model(
+    config: Option<&Config>,
+    call: Option<&dsh_session::LlmCallConfig>,
+    pin: Option<&dsh_session::SessionPin>,
+) -> (String, String) {
+    if let Some(call) = call {
+        let profile = call.profile.clone().unwrap_or_else(|| LEGACY_PROFILE.to_owned());
+        return (profile, call.model.clone());
+    }
+    if let Some(pin) = pin
+        && let (Some(profile), Some(model)) = (&pin.profile, &pin.model)
+    {
+        return (profile.clone(), model.clone());
+    }
+    let (profile, model) =
+        (pin.and_then(|p| p.profile.as_deref()), pin.and_then(|p| p.model.as_deref()));
+    config
+        .and_then(|config| config.pick(profile, model).ok())
+        .map(|(profile, model)| (profile.name.clone(), model))
+        .unwrap_or_else(|| (LEGACY_PROFILE.to_owned(), crate::config::DEFAULT_MODEL.to_owned()))
+}
+
+/// The context window, in tokens, that requests to `model` of `profile` are measured against —
+/// as the loop resolves it (`settings.rs`, `endpoint`): the configured window for every model,
+/// else the profile's model's, else the model's known default.
+pub fn context_window(config: Option<&Config>, profile: &str, model: &str) -> u64 {
     let configured = config.and_then(|config| {
         config.context.window.as_ref().map(|window| window.value).or_else(|| {
-            let settings = config.profiles.get(&profile)?.model_settings(&model)?;
+            let settings = config.profiles.get(profile)?.model_settings(model)?;
             settings.context_window.as_ref().map(|window| window.value)
         })
     });
-    configured.unwrap_or_else(|| dsh_agent::ContextConfig::for_model(&model).window_tokens)
+    configured.unwrap_or_else(|| dsh_agent::ContextConfig::for_model(model).window_tokens)
 }
 
 /// The usage view with each step's cost at the prices `config` gives (none without one), and
-/// the session's context window.
+/// the profile, model and context window of the session's next request.
 pub fn usage_result(
     mut rows: Vec<UsageRow>,
     config: Option<&Config>,
-    context_window: u64,
+    (profile, model): (String, String),
 ) -> SessionUsageResult {
+    let context_window = context_window(config, &profile, &model);
     let totals = usage_totals(&rows);
     let mut prices: Vec<PriceUsed> = Vec::new();
     let mut cost: Option<Option<Cost>> = None;
@@ -363,7 +377,15 @@ pub fn usage_result(
         });
     }
     let rows = rows.into_iter().map(|row| UsageEntry { explanation: explain(&row), row }).collect();
-    SessionUsageResult { rows, totals, cost: cost.flatten(), prices, context_window }
+    SessionUsageResult {
+        rows,
+        totals,
+        cost: cost.flatten(),
+        prices,
+        context_window,
+        profile,
+        model,
+    }
 }
 
 /// The profiles of a configuration, for `daemon/status`.

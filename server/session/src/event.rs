@@ -130,7 +130,7 @@ event_kinds! {
 
 /// `session/meta`.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionMeta {
     /// Must equal [`FORMAT_VERSION`].
@@ -142,6 +142,41 @@ pub struct SessionMeta {
     /// Where this session was forked from, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// What the session was pinned to when it was created (or forked): the call options its
+    /// requests start from until a header is logged, and on top of the logged header at the
+    /// first request of each loop. Absent in logs from before pins were logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<SessionPin>,
+}
+
+/// The call options a session is pinned to (`session/meta.pin`): the profile and model asked for
+/// or configured at creation, and the options given explicitly. Each absent field leaves the
+/// configuration's value.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionPin {
+    /// The provider profile (its name in the configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The model id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The output limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Thinking on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<bool>,
+    /// The reasoning effort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// The sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Steps per turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
 }
 
 /// The origin of a fork: the parent session and the seq the fork was cut at (exclusive).

@@ -30,9 +30,9 @@ pub use event::{
     ChunkDelta, CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind,
     EVENT_KINDS, EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, FileChange, FileSeen,
     ForkOrigin, InstructionFile, LlmRetry, McpWait, McpWaitReason, RequestHeader, RequestSent,
-    SessionMeta, SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart, StopReason,
-    SurfaceNode, SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult, TurnEnd, TurnStart,
-    Usage, UserMessage, decode_event, decode_log, encode_event,
+    SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart,
+    StopReason, SurfaceNode, SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult, TurnEnd,
+    TurnStart, Usage, UserMessage, decode_event, decode_log, encode_event,
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,

@@ -39,6 +39,7 @@ fn meta() -> EventData {
         session_id: "s1".to_owned(),
         workspace: "/w".to_owned(),
         forked_from: None,
+        pin: None,
     })
 }
 

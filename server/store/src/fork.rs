@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use dsh_session::{
-    Closing, Event, EventData, FORMAT_VERSION, ForkOrigin, SessionMeta, StopReason, closing_events,
+    Closing, Event, EventData, FORMAT_VERSION, ForkOrigin, SessionMeta, SessionPin, StopReason,
+    closing_events,
 };
 
 use crate::error::StoreError;
@@ -25,7 +26,7 @@ pub const FORK_CUT: &str = "cut by fork";
 ///
 /// `at_seq` is exclusive: the fork keeps events with `seq < at_seq`; `None` keeps the whole log.
 /// `at_seq` must lie in `1..=parent.len()`. Closing events are stamped `time_ms`; so is the new
-/// `session/meta`, whose workspace is the parent's.
+/// `session/meta`, whose workspace and pin are the parent's.
 pub fn fork_events(
     parent: &[Event],
     at_seq: Option<u64>,
@@ -52,6 +53,7 @@ pub fn fork_events(
         session_id: new_id.to_string(),
         workspace: parent_meta.workspace.clone(),
         forked_from: Some(ForkOrigin { session_id: parent_meta.session_id.clone(), seq: at_seq }),
+        pin: parent_meta.pin.clone(),
     };
     let mut events = Vec::with_capacity(at_seq as usize + 4);
     events.push(Event { seq: 0, time: time_ms, data: EventData::SessionMeta(meta) });
@@ -70,20 +72,27 @@ pub fn fork_events(
 
 /// Forks the log at `parent` into a new session `new_id` in the same directory, and opens the
 /// fork for writing. The parent is only read (no lock needed; a torn tail of a running parent is
-/// ignored). See [`fork_events`] for what the fork holds.
+/// ignored). See [`fork_events`] for what the fork holds; `pin`, when given, is the fork's pin
+/// instead of its parent's.
 pub fn fork_log(
     parent: &Path,
     at_seq: Option<u64>,
     new_id: &SessionId,
     time_ms: u64,
     policy: SyncPolicy,
+    pin: Option<SessionPin>,
 ) -> Result<LiveLog, StoreError> {
     let read = read_log(parent)?;
-    let events =
+    let mut events =
         fork_events(&read.events, at_seq, new_id, time_ms).map_err(|error| match error {
             StoreError::NoMeta { .. } => StoreError::NoMeta { path: parent.to_owned() },
             other => other,
         })?;
+    if let (Some(pin), Some(EventData::SessionMeta(meta))) =
+        (pin, events.first_mut().map(|event| &mut event.data))
+    {
+        meta.pin = Some(pin);
+    }
     let dir = parent.parent().unwrap_or(Path::new("."));
     let path = dir.join(format!("{new_id}.jsonl"));
     LiveLog::create_with(&path, events, policy)

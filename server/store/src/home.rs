@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use dsh_session::{Event, EventData, FORMAT_VERSION, SessionMeta};
+use dsh_session::{Event, EventData, FORMAT_VERSION, SessionMeta, SessionPin};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
@@ -218,11 +218,23 @@ impl Workspace {
         time_ms: u64,
         policy: SyncPolicy,
     ) -> Result<LiveLog, StoreError> {
+        self.create_pinned_at(id, time_ms, policy, None)
+    }
+
+    /// A new log whose `session/meta` carries `pin`: the log appears atomically, pin included.
+    fn create_pinned_at(
+        &self,
+        id: &SessionId,
+        time_ms: u64,
+        policy: SyncPolicy,
+        pin: Option<SessionPin>,
+    ) -> Result<LiveLog, StoreError> {
         let meta = SessionMeta {
             format_version: FORMAT_VERSION,
             session_id: id.to_string(),
             workspace: self.canonical.to_string_lossy().into_owned(),
             forked_from: None,
+            pin,
         };
         let event = Event { seq: 0, time: time_ms, data: EventData::SessionMeta(meta) };
         LiveLog::create_with(&self.session_path(id), vec![event], policy)
@@ -230,12 +242,22 @@ impl Workspace {
 
     /// Creates a session with a freshly generated id (retrying on the unlikely collision).
     pub fn create_new_session(&self, policy: SyncPolicy) -> Result<LiveLog, StoreError> {
+        self.create_pinned_session(policy, None)
+    }
+
+    /// [`Workspace::create_new_session`], its `session/meta` carrying `pin` (what the session is
+    /// pinned to is in the log from its first byte: a restart before any request keeps it).
+    pub fn create_pinned_session(
+        &self,
+        policy: SyncPolicy,
+        pin: Option<SessionPin>,
+    ) -> Result<LiveLog, StoreError> {
         let mut rng = fastrand::Rng::new();
         let mut attempts = 0;
         loop {
             let time_ms = now_ms();
             let id = SessionId::generate(time_ms, &mut rng);
-            match self.create_session_at(&id, time_ms, policy) {
+            match self.create_pinned_at(&id, time_ms, policy, pin.clone()) {
                 Err(StoreError::SessionExists { .. }) if attempts < 8 => attempts += 1,
                 result => return result,
             }
@@ -267,7 +289,7 @@ impl Workspace {
         new_id: &SessionId,
         policy: SyncPolicy,
     ) -> Result<LiveLog, StoreError> {
-        fork_log(&self.session_path(parent), at_seq, new_id, now_ms(), policy)
+        fork_log(&self.session_path(parent), at_seq, new_id, now_ms(), policy, None)
     }
 
     /// The session logs of this workspace, oldest id first (without reading them).

@@ -36,8 +36,9 @@ pub struct SessionSummary {
     pub forked_from: Option<ForkOrigin>,
     /// Usage of the last step that ended.
     pub last_usage: Option<Usage>,
-    /// The profile and model of the latest request header (`None` before the first request;
-    /// the profile is `None` in logs from before profiles).
+    /// The profile and model of the latest request header, else of the pin in `session/meta`
+    /// (`None` before the first request of a log from before pins; the profile is `None` in
+    /// logs from before profiles).
     pub pinned: Option<(Option<String>, String)>,
     /// Usage summed per profile and model, over every step that ended.
     pub usage_by_model: Vec<(Option<String>, String, Usage)>,
@@ -82,6 +83,14 @@ pub fn summarize(path: &Path, events: Vec<Event>, torn: Option<TornTail>) -> Ses
         match &event.data {
             EventData::TurnStart(start) => turns = turns.max(start.turn),
             EventData::StepStart(start) => steps = steps.max(start.step),
+            // What it was pinned to at creation, until a header says what a request used.
+            EventData::SessionMeta(meta) => {
+                if let Some(pin) = &meta.pin
+                    && let Some(model) = &pin.model
+                {
+                    pinned = Some((pin.profile.clone(), model.clone()));
+                }
+            }
             EventData::RequestHeader(snapshot) => {
                 let config = &snapshot.header.config;
                 pinned = Some((config.profile.clone(), config.model.clone()));

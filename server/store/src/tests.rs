@@ -98,6 +98,7 @@ fn meta_line() -> String {
         session_id: "s".into(),
         workspace: "/w".into(),
         forked_from: None,
+        pin: None,
     };
     encode_event(&Event { seq: 0, time: 1, data: EventData::SessionMeta(meta) })
 }

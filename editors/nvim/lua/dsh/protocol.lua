@@ -548,7 +548,9 @@ M.event_kinds = {
 ---@class dsh.SessionUsageResult
 ---@field contextWindow integer The context window, in tokens, of the model the session's next request uses (what a step's prompt and output are measured against).
 ---@field cost? dsh.Cost The cost of every finished step and what the cache saved; absent when a step ran on a model without prices or the currencies differ.
+---@field model string The model the session's next request uses (as `profile`).
 ---@field prices? dsh.PriceUsed[] The prices used, one entry per profile and model the session ran on.
+---@field profile string The provider profile the session's next request uses: its last request's, else the one it was pinned to at creation (`session/meta.pin`), else the configured default.
 ---@field rows dsh.UsageEntry[] One row per step; a row's `cost` is at the prices of the profile and model it ran on, as configured now.
 ---@field totals dsh.Usage Sums over finished steps.
 
@@ -764,8 +766,19 @@ M.event_kinds = {
 ---@class dsh.SessionMeta
 ---@field forkedFrom? dsh.ForkOrigin Where this session was forked from, if it was.
 ---@field formatVersion integer Must equal [`FORMAT_VERSION`].
+---@field pin? dsh.SessionPin What the session was pinned to when it was created (or forked): the call options its requests start from until a header is logged, and on top of the logged header at the first request of each loop. Absent in logs from before pins were logged.
 ---@field sessionId string The session's id.
 ---@field workspace string The canonical workspace path.
+
+--- The call options a session is pinned to (`session/meta.pin`): the profile and model asked for or configured at creation, and the options given explicitly. Each absent field leaves the configuration's value.
+---@class dsh.SessionPin
+---@field maxSteps? integer Steps per turn.
+---@field maxTokens? integer The output limit.
+---@field model? string The model id.
+---@field profile? string The provider profile (its name in the configuration).
+---@field reasoningEffort? string The reasoning effort.
+---@field temperature? number The sampling temperature.
+---@field thinking? boolean Thinking on or off.
 
 --- Why a header snapshot was logged.
 ---@alias dsh.SnapshotReason "initial"|"resume"|"fallback"

@@ -98,3 +98,17 @@ fn tool_kinds_follow_what_each_tool_does() {
     .collect();
     assert_eq!(kinds, ["read", "read", "edit", "edit", "search", "search", "execute", "other"]);
 }
+
+#[test]
+fn a_permission_request_describes_its_call_as_the_tool_call_updates_do() {
+    let mut translator = Translator::new("/work/demo".to_owned(), 131_072);
+    for (index, line) in LOG.lines().take(11).enumerate() {
+        translator.updates(&dsh_protocol::decode_event(line, index + 1).unwrap());
+    }
+    let asked = &translator.pending_approvals["a1"];
+    expect![[r#"{"kind":"edit","title":"edit_file: src/a.rs","rawInput":{"path":"src/a.rs","old_string":"teh","new_string":"the"},"content":[{"type":"diff","path":"/work/demo/src/a.rs","oldText":"teh","newText":"the"}],"locations":[{"path":"/work/demo/src/a.rs"}]}"#]]
+    .assert_eq(&translator.tool_call_fields(&asked.call_id, &asked.tool).to_string());
+    // A call the fold never saw (an approval replayed without its message) still has a kind.
+    expect![[r#"{"kind":"execute"}"#]]
+        .assert_eq(&translator.tool_call_fields("call_9", "run_command").to_string());
+}

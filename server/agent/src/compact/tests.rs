@@ -24,6 +24,7 @@ impl Log {
             session_id: "s".to_owned(),
             workspace: "/w".to_owned(),
             forked_from: None,
+            pin: None,
         }));
         log
     }

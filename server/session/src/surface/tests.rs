@@ -200,6 +200,7 @@ fn run(ops: Vec<Op>) -> Writer {
         session_id: "s".to_owned(),
         workspace: "/w".to_owned(),
         forked_from: None,
+        pin: None,
     }));
     for op in ops {
         match op {

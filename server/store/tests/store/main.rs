@@ -478,6 +478,7 @@ fn meta(session: &str) -> EventData {
         session_id: session.into(),
         workspace: "/w".into(),
         forked_from: None,
+        pin: None,
     })
 }
 
