@@ -810,7 +810,7 @@ impl Agent {
         // Now, and as the turn began: a loosened configuration waits for the next turn.
         let configured =
             match (decide(&self.config.approvals), self.turn_floor.as_ref().and_then(decide)) {
-                (Some(now), Some(floor)) => Some(stricter(now, floor)),
+                (Some(now), Some(floor)) => Some(now.stricter(floor)),
                 (now, _) => now,
             };
         // The agent's own writes to what configures dsh or runs at the user's next git
@@ -921,16 +921,6 @@ impl Agent {
             seen: (!seen.is_empty()).then_some(seen),
         })
     }
-}
-
-/// The policy that holds back more of the two.
-fn stricter(one: Policy, other: Policy) -> Policy {
-    let rank = |policy: Policy| match policy {
-        Policy::Auto => 0,
-        Policy::Ask => 1,
-        Policy::Deny => 2,
-    };
-    if rank(other) > rank(one) { other } else { one }
 }
 
 /// One line for an approval prompt about an external tool's call: the server, the tool, and

@@ -26,6 +26,18 @@ pub enum Policy {
     Deny,
 }
 
+impl Policy {
+    /// The one of the two that holds back more: `deny` over `ask` over `auto`.
+    pub fn stricter(self, other: Policy) -> Policy {
+        let rank = |policy: Policy| match policy {
+            Policy::Auto => 0,
+            Policy::Ask => 1,
+            Policy::Deny => 2,
+        };
+        if rank(other) > rank(self) { other } else { self }
+    }
+}
+
 impl std::str::FromStr for Policy {
     type Err = String;
     fn from_str(text: &str) -> Result<Self, String> {

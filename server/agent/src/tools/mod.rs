@@ -229,8 +229,10 @@ impl Toolbox {
         let path = path.get("path")?.as_str()?.to_owned();
         let resolved = self.workspace.resolve(&path).ok()?;
         let shown = self.workspace.display(&resolved.path);
-        let protected = |prefix: &str| shown == prefix || shown.starts_with(&format!("{prefix}/"));
-        [".dsh", ".git/hooks", ".git/config"].into_iter().any(protected).then_some(shown)
+        let protected =
+            |prefix: &&str| shown == *prefix || shown.starts_with(&format!("{prefix}/"));
+        let mut paths = dsh_sandbox::plan::PROTECTED_IN_WORKSPACE.iter().chain([&".dsh"]);
+        paths.any(protected).then_some(shown)
     }
 
     /// One line describing a call for an approval prompt, such as

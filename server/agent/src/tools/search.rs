@@ -1,13 +1,16 @@
 //! The search tools: `glob` (file names) and `grep` (file contents).
 //!
 //! Both walk the workspace with `ignore::WalkBuilder`: `.gitignore` and `.ignore` rules apply
-//! (also when the workspace is not a git repository), hidden files are searched, `.git` is
-//! skipped, and symlinks are never followed — a link is not a regular file, so neither tool
-//! looks through it. Ignore files are read from the workspace only: from the search directory
-//! down by the walker, and from the directories between the workspace root and the search
-//! directory by [`ancestor_ignores`]; nothing above the root and no global git config is read.
+//! (also when the workspace is not a git repository; `.git/info/exclude` too), hidden files are
+//! searched, `.git` and hidden paths are skipped, and symlinks are never followed — a link is
+//! not a regular file, so neither tool looks through it. Ignore files are read by [`Ignores`],
+//! not by the walker: beneath the workspace's handle, without blocking, regular files of at
+//! most 1 MiB — a `.gitignore` that is a FIFO or a link to `/dev/zero` must not stall or flood
+//! the daemon. Nothing above the root and no global git config is read.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
@@ -215,33 +218,23 @@ fn walk_files(
     directory: &Path,
     cancel: &CancellationToken,
 ) -> Result<Vec<PathBuf>, String> {
-    let ancestors = ancestor_ignores(workspace.root(), directory);
-    let hidden_check = workspace.clone();
+    let ignores = Ignores::new(workspace.clone());
     let mut builder = WalkBuilder::new(directory);
     builder
         .hidden(false)
         .parents(false)
         .git_global(false)
+        .git_ignore(false)
+        .git_exclude(false)
+        .ignore(false)
         .require_git(false)
         .follow_links(false)
         .filter_entry(move |entry| {
-            if entry.file_name() == ".git"
-                || hidden_check.beneath().hidden_at(entry.path()).is_some()
-            {
+            if entry.file_name() == ".git" || ignores.hidden(entry.path()) {
                 return false;
             }
             let is_dir = entry.file_type().is_some_and(|file_type| file_type.is_dir());
-            // Deepest ignore file first: the first one with an opinion decides.
-            for ignores in &ancestors {
-                let matched = ignores.matched(entry.path(), is_dir);
-                if matched.is_ignore() {
-                    return false;
-                }
-                if matched.is_whitelist() {
-                    return true;
-                }
-            }
-            true
+            !ignores.ignored(entry.path(), is_dir)
         });
     let mut files = Vec::new();
     for (count, entry) in builder.build().enumerate() {
@@ -260,31 +253,70 @@ fn walk_files(
     Ok(files)
 }
 
-/// The `.gitignore` and `.ignore` rules of the directories from `directory`'s parent up to the
-/// workspace root, deepest first. The walker itself only reads ignore files from the directory
-/// it starts in downward.
-fn ancestor_ignores(root: &Path, directory: &Path) -> Vec<Gitignore> {
-    let mut ignores = Vec::new();
-    let mut current = directory;
-    while current != root {
-        let Some(parent) = current.parent() else { break };
-        if !parent.starts_with(root) {
-            break;
+/// The largest ignore file read.
+const IGNORE_FILE_MAX_BYTES: u64 = 1024 * 1024;
+
+/// The ignore rules of each directory of the workspace, read once per walk beneath the
+/// workspace's handle.
+struct Ignores {
+    workspace: Workspace,
+    by_dir: Mutex<HashMap<PathBuf, Option<Arc<Gitignore>>>>,
+}
+
+impl Ignores {
+    fn new(workspace: Workspace) -> Ignores {
+        Ignores { workspace, by_dir: Mutex::new(HashMap::new()) }
+    }
+
+    fn hidden(&self, path: &Path) -> bool {
+        self.workspace.beneath().hidden_at(path).is_some()
+    }
+
+    /// Whether `path` is ignored: the rules of its directory and each one above it up to the
+    /// root, deepest first; the first with an opinion decides.
+    fn ignored(&self, path: &Path, is_dir: bool) -> bool {
+        let root = self.workspace.root();
+        let mut directory = path.parent();
+        while let Some(current) = directory.filter(|current| current.starts_with(root)) {
+            if let Some(rules) = self.rules(current) {
+                let matched = rules.matched(path, is_dir);
+                if matched.is_ignore() {
+                    return true;
+                }
+                if matched.is_whitelist() {
+                    return false;
+                }
+            }
+            directory = current.parent();
         }
-        let mut builder = GitignoreBuilder::new(parent);
-        for name in [".gitignore", ".ignore"] {
-            let file = parent.join(name);
-            if file.is_file() {
+        false
+    }
+
+    fn rules(&self, directory: &Path) -> Option<Arc<Gitignore>> {
+        let mut by_dir = self.by_dir.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        by_dir.entry(directory.to_path_buf()).or_insert_with(|| self.read(directory)).clone()
+    }
+
+    /// `directory`'s `.gitignore` then `.ignore` (which wins), and at the root
+    /// `.git/info/exclude` first; unreadable ones (not regular, too large) count as absent.
+    fn read(&self, directory: &Path) -> Option<Arc<Gitignore>> {
+        let relative = directory.strip_prefix(self.workspace.root()).ok()?;
+        let mut names = vec![".gitignore", ".ignore"];
+        if relative.as_os_str().is_empty() {
+            names.insert(0, ".git/info/exclude");
+        }
+        let mut builder = GitignoreBuilder::new(directory);
+        for name in names {
+            let Ok(bytes) =
+                self.workspace.beneath().read(&relative.join(name), IGNORE_FILE_MAX_BYTES)
+            else {
+                continue;
+            };
+            for line in String::from_utf8_lossy(&bytes).lines() {
                 // A malformed line is skipped; the rest of the file still applies.
-                let _ = builder.add(file);
+                let _ = builder.add_line(Some(directory.join(name)), line);
             }
         }
-        if let Ok(gitignore) = builder.build()
-            && !gitignore.is_empty()
-        {
-            ignores.push(gitignore);
-        }
-        current = parent;
+        builder.build().ok().filter(|rules| !rules.is_empty()).map(Arc::new)
     }
-    ignores
 }

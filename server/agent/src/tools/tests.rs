@@ -1006,3 +1006,26 @@ async fn hidden_paths_are_out_of_reach_of_every_file_tool() {
     assert!(write.is_error && write.content.contains("private to dsh"), "{write:?}");
     assert!(!root.join(".config").exists());
 }
+
+/// An ignore file that is a FIFO (nobody ever writes to it) or a link to `/dev/zero` neither
+/// stalls a search nor fills memory: it counts as absent, and the rest of the rules apply.
+#[tokio::test]
+async fn an_ignore_file_that_is_a_fifo_or_a_device_stalls_no_search() {
+    let fixture = fixture();
+    fixture.write("a/found.txt", "needle\n");
+    fixture.write("b/.gitignore", "skipped.txt\n");
+    fixture.write("b/skipped.txt", "needle\n");
+    nix::unistd::mkfifo(&fixture.root().join(".gitignore"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    symlink("/dev/zero", fixture.root().join("a/.ignore")).unwrap();
+    let started = Instant::now();
+    let grep = tokio::time::timeout(
+        Duration::from_secs(20),
+        fixture.call("grep", json!({"pattern": "needle"})),
+    )
+    .await
+    .expect("grep stalled on the FIFO");
+    assert_eq!(ok(grep), "a/found.txt:1:needle");
+    let glob = fixture.call("glob", json!({"pattern": "**/*.txt"})).await;
+    assert_eq!(ok(glob), "a/found.txt");
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
