@@ -177,6 +177,32 @@ async fn a_workspace_at_home_needs_confirming_and_its_secrets_stay_out_of_reach(
     served.shutdown().await;
 }
 
+/// Prompts `text` in `session`, allows the approval the turn asks for `tool`, and waits for the
+/// turn to complete.
+async fn prompt_allowing(
+    conn: &Arc<crate::support::Conn>,
+    sub: &str,
+    session: &str,
+    text: &str,
+    tool: &'static str,
+) {
+    let prompt = {
+        let (conn, session, text) = (Arc::clone(conn), session.to_owned(), text.to_owned());
+        tokio::spawn(async move {
+            conn.ok("session/prompt", json!({"sessionId": session, "text": text})).await
+        })
+    };
+    let asked = conn.wait_event(sub, "approval/request", |e| e["data"]["tool"] == tool).await;
+    let approval = asked["data"]["approvalId"].as_str().unwrap().to_owned();
+    conn.ok(
+        "approval/respond",
+        json!({"sessionId": session, "approvalId": approval, "decision": "allow"}),
+    )
+    .await;
+    let outcome = prompt.await.unwrap();
+    assert_eq!(outcome["stopReason"], "completed", "{outcome}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repository_cannot_loosen_approvals_and_a_loosening_waits_for_the_next_turn() {
     let env = Env::new().await;
@@ -210,22 +236,7 @@ async fn a_repository_cannot_loosen_approvals_and_a_loosening_waits_for_the_next
         &[("run_command", json!({"command": "echo mid-turn"}))],
     ]))
     .await;
-    let prompt = {
-        let (conn, session) = (Arc::clone(&conn), session.clone());
-        tokio::spawn(async move {
-            conn.ok("session/prompt", json!({"sessionId": session, "text": "go"})).await
-        })
-    };
-    let asked =
-        conn.wait_event(&sub, "approval/request", |e| e["data"]["tool"] == "write_file").await;
-    let approval = asked["data"]["approvalId"].as_str().unwrap().to_owned();
-    conn.ok(
-        "approval/respond",
-        json!({"sessionId": session, "approvalId": approval, "decision": "allow"}),
-    )
-    .await;
-    let outcome = prompt.await.unwrap();
-    assert_eq!(outcome["stopReason"], "completed", "{outcome}");
+    prompt_allowing(&conn, &sub, &session, "go", "write_file").await;
     let events = env.events(&session);
     let results = tool_results(&events);
     assert!(results[1].is_error && results[1].content.contains("denies"), "{:?}", results[1]);
@@ -237,22 +248,7 @@ async fn a_repository_cannot_loosen_approvals_and_a_loosening_waits_for_the_next
 
     // The next turn takes the loosened file: the command asks (the user's default).
     env.script(steps(&[&[("run_command", json!({"command": "echo next-turn"}))]])).await;
-    let prompt = {
-        let (conn, session) = (Arc::clone(&conn), session.clone());
-        tokio::spawn(async move {
-            conn.ok("session/prompt", json!({"sessionId": session, "text": "again"})).await
-        })
-    };
-    let asked =
-        conn.wait_event(&sub, "approval/request", |e| e["data"]["tool"] == "run_command").await;
-    let approval = asked["data"]["approvalId"].as_str().unwrap().to_owned();
-    conn.ok(
-        "approval/respond",
-        json!({"sessionId": session, "approvalId": approval, "decision": "allow"}),
-    )
-    .await;
-    let outcome = prompt.await.unwrap();
-    assert_eq!(outcome["stopReason"], "completed", "{outcome}");
+    prompt_allowing(&conn, &sub, &session, "again", "run_command").await;
     let events = env.events(&session);
     let last = tool_results(&events).last().map(|r| r.content.clone()).unwrap();
     assert!(last.contains("next-turn"), "{last}");

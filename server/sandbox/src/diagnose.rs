@@ -70,7 +70,7 @@ const NETWORK: &[&str] = &[
 ];
 
 /// The note for a network failure while the network is off.
-pub const NETWORK_OFF: &str = "network is off for commands in this session";
+pub const NETWORK_OFF: &str = "network is off for commands in this session (Unix sockets included)";
 
 /// What the sandbox most likely denied, judging by `output` of a command that ran in
 /// `workspace` under `plan` with `policy`. Empty when nothing points at the sandbox.
