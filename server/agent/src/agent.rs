@@ -20,6 +20,7 @@
 //! `SurfaceMark`; the folds of `allowAlways` decisions, instruction notes, seen files and the
 //! last date note, each advanced over the events logged since).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,7 +47,7 @@ use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
 use crate::prompt::{
     INSTRUCTION_FILES, InstructionPolicy, date_context, instructions_in, instructions_note,
-    local_date, read_instructions, render_system_prompt,
+    local_date, read_instructions_beneath, render_system_prompt,
 };
 use crate::seen::Memory;
 use crate::tools::{Access, RunAs, Toolbox, Workspace};
@@ -229,6 +230,10 @@ pub struct Agent {
     /// The approval policy as the turn began: a configuration change that loosens it waits
     /// for the next turn, one that tightens it applies at once (each call takes the stricter).
     turn_floor: Option<ApprovalPolicy>,
+    /// Each MCP tool's own policy as first seen in the turn (the same rule for servers).
+    turn_external: HashMap<String, Policy>,
+    /// The user's own configuration's policy (no workspace file), from the step's endpoint.
+    user_approvals: Option<ApprovalPolicy>,
     /// The last `date` context note, folded from the log so far.
     dates: DateFold,
     /// What the model knows of the instruction files, folded from the log step by step.
@@ -278,6 +283,8 @@ impl Agent {
             last_surface: None,
             allow_always: AllowAlways::default(),
             turn_floor: None,
+            turn_external: HashMap::new(),
+            user_approvals: None,
             dates: DateFold::default(),
             instructions: InstructionFold::default(),
             memory: Some(Memory::default()),
@@ -371,6 +378,7 @@ impl Agent {
     ) -> Result<TurnOutcome, AgentError> {
         close_interrupted(session).await?;
         self.turn_floor = None;
+        self.turn_external.clear();
         let mut dates = std::mem::take(&mut self.dates);
         let (turn, dates) = session
             .query(move |s| {
@@ -479,6 +487,7 @@ impl Agent {
         if self.turn_floor.is_none() {
             self.turn_floor = Some(self.config.approvals.clone());
         }
+        self.user_approvals = endpoint.user_approvals.clone();
         // Waiting for MCP servers that are starting: a cancel ends the wait (nothing of the step
         // is logged yet but the wait itself).
         let Some(tools) = self.tool_schemas(session, cancel).await? else {
@@ -662,7 +671,7 @@ impl Agent {
             Some(files) => files.clone(),
             None => INSTRUCTION_FILES.iter().map(|name| (*name).to_owned()).collect(),
         };
-        let current = read_instructions(&self.workspace, &files);
+        let current = read_instructions_beneath(self.toolbox.workspace().beneath(), &files);
         let rewritten = render_system_prompt(&self.workspace, &current, &sandbox);
         let policy = endpoint.instruction_policy.unwrap_or(self.config.instructions);
         if policy == InstructionPolicy::Rewrite {
@@ -802,17 +811,24 @@ impl Agent {
         let is_command = access == Some(Access::Command);
         let sandbox = self.toolbox.sandbox();
         let mut run_as = RunAs::Sandboxed;
-        let decide = |policy: &ApprovalPolicy| match (access, &external) {
+        // An MCP tool's own policy: the stricter of now and as the turn first saw it.
+        let server_policy = external.as_ref().map(|tool| {
+            let first = *self.turn_external.entry(call.name.clone()).or_insert(tool.policy);
+            tool.policy.stricter(first)
+        });
+        let decide = |policy: &ApprovalPolicy| match (access, server_policy) {
             (Some(access), _) => Some(policy.for_tool(&call.name, access)),
-            (None, Some(tool)) => Some(policy.for_external(&call.name, tool.policy)),
+            (None, Some(server_policy)) => Some(policy.for_external(&call.name, server_policy)),
             (None, None) => None,
         };
-        // Now, and as the turn began: a loosened configuration waits for the next turn.
+        // The stricter of the policy now, as the turn began (a loosened configuration waits
+        // for the next turn), and the user's own (a workspace's file never loosens it).
         let configured =
-            match (decide(&self.config.approvals), self.turn_floor.as_ref().and_then(decide)) {
-                (Some(now), Some(floor)) => Some(now.stricter(floor)),
-                (now, _) => now,
-            };
+            [Some(&self.config.approvals), self.turn_floor.as_ref(), self.user_approvals.as_ref()]
+                .into_iter()
+                .flatten()
+                .filter_map(decide)
+                .reduce(Policy::stricter);
         // The agent's own writes to what configures dsh or runs at the user's next git
         // command (`.dsh/`, `.git/hooks`, `.git/config`) ask, whatever the policy.
         let protected = if access == Some(Access::Write) {

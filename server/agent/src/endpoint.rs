@@ -25,6 +25,10 @@ pub struct Endpoint {
     pub context: Option<ContextConfig>,
     /// The approval policy the configuration gives now; `None` keeps the loop's own.
     pub approvals: Option<ApprovalPolicy>,
+    /// The policy of the user's own configuration alone (no workspace file): each call takes
+    /// the stricter of it and [`Endpoint::approvals`], so that a workspace's per-tool entry
+    /// never loosens the user's class policy (`command = "deny"` against `run_command = "ask"`).
+    pub user_approvals: Option<ApprovalPolicy>,
     /// The instruction files read into the system prompt; `None`: the built-in list.
     pub instruction_files: Option<Vec<String>>,
     /// What an edit of an instruction file does; `None` keeps the loop's own policy.
@@ -49,6 +53,7 @@ impl Endpoints for DeepSeek {
             wire: None,
             context: Some(ContextConfig::for_model(&call.model)),
             approvals: None,
+            user_approvals: None,
             instruction_files: None,
             instruction_policy: None,
             label: self.url().to_owned(),

@@ -11,6 +11,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use dsh_sandbox::beneath::Beneath;
 use dsh_session::{ChangeKind, FileChange, InstructionFile};
 
 /// The built-in base prompt. Changing this text changes every session's cached prefix.
@@ -42,11 +43,23 @@ const INSTRUCTION_CAP_BYTES: usize = 64 * 1024;
 
 /// The instruction `files` present in `workspace`, in order, as the system prompt renders them.
 pub fn read_instructions<S: AsRef<str>>(workspace: &Path, files: &[S]) -> Vec<InstructionFile> {
+    match Beneath::open(workspace, Vec::new()) {
+        Ok(beneath) => read_instructions_beneath(&beneath, files),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// [`read_instructions`] through a workspace's handle, whose hidden paths are never read: a
+/// workspace's configuration naming `.ssh/id_ed25519` as an instruction file gets nothing.
+pub fn read_instructions_beneath<S: AsRef<str>>(
+    beneath: &Beneath,
+    files: &[S],
+) -> Vec<InstructionFile> {
     files
         .iter()
         .map(AsRef::as_ref)
         .filter_map(|name| {
-            let text = read_instruction_file(workspace, name)?;
+            let text = read_instruction_file(beneath, name)?;
             // A file that writes a section heading of its own would make the prompt's sections
             // ambiguous: its heading gets a word joiner, so each prompt splits one way only.
             let text = text.trim_end().replace(SECTION_HEADING, ESCAPED_HEADING);
@@ -177,11 +190,11 @@ pub fn instructions_note(
     (out, files)
 }
 
-fn read_instruction_file(workspace: &Path, name: &str) -> Option<String> {
+fn read_instruction_file(beneath: &Beneath, name: &str) -> Option<String> {
     // Opened beneath the workspace's handle: an instruction file that is (or is raced into)
-    // a symlink out of the workspace is not read — the model must never see a file from
-    // outside through the system prompt either — and a FIFO or device is not waited on.
-    let beneath = dsh_sandbox::beneath::Beneath::open(workspace, Vec::new()).ok()?;
+    // a symlink out of the workspace, or into a hidden path, is not read — the model must
+    // never see such a file through the system prompt either — and a FIFO or device is not
+    // waited on.
     let file = beneath.open_file(Path::new(name)).ok()?;
     let mut bytes = Vec::new();
     let cap = u64::try_from(INSTRUCTION_CAP_BYTES).unwrap_or(u64::MAX).saturating_add(4);

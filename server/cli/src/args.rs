@@ -56,7 +56,8 @@ pub struct Global {
     pub sandbox_read: Vec<PathBuf>,
     /// A limit on each command: processes=N (at once, at least 300; default 4096),
     /// memory=SIZE and file-size=SIZE (per process; default 8G each), cpu=SECONDS (per
-    /// process; default 3600) (repeatable; default: $DSH_SANDBOX_LIMITS, comma-separated).
+    /// process; default 3600); memory, file-size and cpu may be `unlimited` (repeatable;
+    /// default: $DSH_SANDBOX_LIMITS, comma-separated).
     #[arg(long, global = true, value_name = "NAME=VALUE")]
     pub sandbox_limit: Vec<String>,
 }

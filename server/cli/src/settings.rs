@@ -111,11 +111,12 @@ impl Settings {
             args.extend(["--sandbox-read".to_owned(), path.display().to_string()]);
         }
         let limits = sandbox.limits;
+        let text = dsh_sandbox::Limits::value_text;
         for limit in [
             format!("processes={}", limits.processes),
-            format!("memory={}", limits.memory),
-            format!("file-size={}", limits.file_size),
-            format!("cpu={}", limits.cpu_seconds),
+            format!("memory={}", text(limits.memory)),
+            format!("file-size={}", text(limits.file_size)),
+            format!("cpu={}", text(limits.cpu_seconds)),
         ] {
             args.extend(["--sandbox-limit".to_owned(), limit]);
         }

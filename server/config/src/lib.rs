@@ -21,7 +21,7 @@ mod tests;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use file::Layer;
+pub use file::{Layer, MAX_FILE_BYTES};
 pub use resolve::{
     Approval, Config, ContextSettings, Entry, InstructionSettings, KeySource, MCP_CALL_TIMEOUT,
     MCP_STARTUP_TIMEOUT, McpServer, McpTransport, Model, Overrides, Profile, TransportError,

@@ -95,17 +95,18 @@ impl Daemon {
     /// the error), probes what the kernel offers the command sandbox (a few milliseconds,
     /// blocking) and logs what confines commands — and what is missing.
     pub fn new(mut config: DaemonConfig) -> anyhow::Result<Arc<Daemon>> {
-        let settings = Settings::new(
-            config.user_config.clone(),
-            config.overrides.clone(),
-            std::mem::take(&mut config.keys),
-            config.home.root().to_path_buf(),
-        )?;
         let sandbox = Sandbox::new(
             config.sandbox.clone(),
             config.sandbox_helper.clone(),
             config.hidden_paths(),
         );
+        let settings = Settings::new(
+            config.user_config.clone(),
+            config.overrides.clone(),
+            std::mem::take(&mut config.keys),
+            config.home.root().to_path_buf(),
+        )?
+        .with_hidden(sandbox.hidden_paths());
         let status = sandbox.status();
         tracing::info!(
             policy = %status.policy,
@@ -831,6 +832,7 @@ impl Endpoints for SessionEndpoints {
         let mut endpoint = self.settings.endpoint(&self.workspace, call)?;
         if self.auto_approve {
             endpoint.approvals = None;
+            endpoint.user_approvals = None;
         }
         Ok(endpoint)
     }

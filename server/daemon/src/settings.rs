@@ -123,6 +123,9 @@ pub struct Settings {
     resolved: Mutex<HashMap<PathBuf, Resolved>>,
     /// The watcher of the configuration directories, once started.
     watcher: Mutex<Option<Watcher>>,
+    /// Paths a workspace's configuration file is never read through (a link to them is
+    /// refused like a missing-permission error): dsh's state and configuration, secrets.
+    hidden: Vec<PathBuf>,
 }
 
 /// The debounced watcher and the directories it watches.
@@ -167,6 +170,7 @@ impl Settings {
             notices: broadcast::channel(64).0,
             watcher: Mutex::new(None),
             resolved: Mutex::new(HashMap::new()),
+            hidden: Vec::new(),
         };
         if let Some(error) = settings.refresh_user() {
             return Err(error);
@@ -280,6 +284,36 @@ impl Settings {
         })
     }
 
+    /// The same, never reading a workspace's configuration through a link into `hidden`.
+    pub fn with_hidden(mut self, hidden: Vec<PathBuf>) -> Settings {
+        self.hidden = hidden;
+        self
+    }
+
+    /// Reads a workspace's configuration file beneath the workspace's handle: a link out of
+    /// the workspace or into a hidden path is refused, a FIFO or device is not waited on.
+    fn read_workspace_file(
+        &self,
+        workspace: &Path,
+        path: &Path,
+    ) -> Result<Option<Layer>, ConfigError> {
+        use dsh_sandbox::beneath::{Beneath, BeneathError};
+        let refused =
+            |message: String| ConfigError { location: path.display().to_string(), message };
+        let relative = path.strip_prefix(workspace).unwrap_or(path);
+        let read = Beneath::open(workspace, self.hidden.clone())
+            .map_err(BeneathError::Io)
+            .and_then(|beneath| beneath.read(relative, dsh_config::MAX_FILE_BYTES));
+        match read {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => Layer::parse(&text, Some(path), true).map(Some),
+                Err(_) => Err(refused("cannot read: not UTF-8 text".to_owned())),
+            },
+            Err(BeneathError::NotFound) => Ok(None),
+            Err(error) => Err(refused(format!("cannot read: {error}"))),
+        }
+    }
+
     /// Re-reads every file that changed (the watcher calls it); reports new errors.
     pub fn refresh_all(&self) {
         if let Some(error) = self.refresh_user() {
@@ -317,15 +351,17 @@ impl Settings {
         let now = stamp(&path);
         let stale =
             lock(&self.workspaces).get(workspace).is_none_or(|file| file.stamp != Some(now));
-        let read = stale.then(|| Layer::read(&path, true));
+        let read = stale.then(|| self.read_workspace_file(workspace, &path));
         let (layer, workspace_generation) = {
             // Lock order: workspaces, then user (inside `resolve_layers`).
             let mut workspaces = lock(&self.workspaces);
             let file = workspaces
                 .entry(workspace.to_path_buf())
                 .or_insert_with(|| FileState::new(path.clone(), true));
+            // Applied only if the file is still as read: of two reads racing, the older one
+            // never lands after the newer.
             let error = match read {
-                Some(read) if file.stamp != Some(now) => {
+                Some(read) if file.stamp != Some(now) && stamp(&path) == now => {
                     file.apply(now, read, |layer| self.resolve_layers(layer).map(drop))
                 }
                 _ => None,
@@ -419,6 +455,7 @@ impl Settings {
             wire: profile.wire(),
             context,
             approvals: Some(approval_policy(&config)),
+            user_approvals: self.resolve_layers(None).ok().as_ref().map(approval_policy),
             instruction_files: Some(config.instructions.files.value.clone()),
             instruction_policy: Some(match config.instructions.on_edit.value.as_str() {
                 "rewrite" => InstructionPolicy::Rewrite,

@@ -172,6 +172,9 @@ impl Beneath {
             return Err(BeneathError::NotRegular);
         };
         let parent = self.create_dirs(parent)?;
+        // Where the file would really be (the parent may be reached through a link to a
+        // hidden directory): checked before anything is created there.
+        self.refuse_hidden_child(&parent, name)?;
         let write_flags = OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
         let (fd, existed) =
             match openat(&parent, name, write_flags | OFlag::O_NOFOLLOW, Mode::empty()) {
@@ -220,8 +223,11 @@ impl Beneath {
                 Ok(fd) => break fd,
                 Err(Errno::EAGAIN) if tries < RETRIES => tries += 1,
                 // An absolute symlink, which the kernel refuses beneath a root even when it
-                // points inside: walked one component at a time instead.
-                Err(Errno::EXDEV) => break self.walk(path, flags)?,
+                // points inside — or no `openat2` at all (Linux before 5.6, a container's
+                // seccomp profile): walked one component at a time instead.
+                Err(Errno::EXDEV | Errno::ENOSYS | Errno::EPERM) => {
+                    break self.walk(path, flags)?;
+                }
                 Err(Errno::ENOENT) => {
                     // A dangling symlink exists but does not resolve.
                     let nofollow = OpenHow::new()
@@ -334,6 +340,7 @@ impl Beneath {
             current = match self.resolve(&walked, directory) {
                 Ok(fd) => fd,
                 Err(BeneathError::NotFound) => {
+                    self.refuse_hidden_child(&current, component.as_os_str())?;
                     match mkdirat(&current, component.as_os_str(), Mode::from_bits_truncate(0o755))
                     {
                         Ok(()) | Err(Errno::EEXIST) => {}
@@ -354,12 +361,30 @@ impl Beneath {
         }
     }
 
+    /// Where a handle really is (`/proc/self/fd`); without `/proc` nothing can be vouched
+    /// for, so nothing is opened (fails closed).
+    fn real_path(fd: &OwnedFd) -> Result<PathBuf, BeneathError> {
+        std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(|error| {
+            BeneathError::Io(io::Error::new(
+                error.kind(),
+                format!("cannot tell where an opened file is (is /proc mounted?): {error}"),
+            ))
+        })
+    }
+
+    /// Refuses to create `name` in the directory `parent` when that is a hidden path.
+    fn refuse_hidden_child(
+        &self,
+        parent: &OwnedFd,
+        name: &std::ffi::OsStr,
+    ) -> Result<(), BeneathError> {
+        self.refuse_hidden(&Self::real_path(parent)?.join(name))
+    }
+
     /// Refuses a handle that is really in a hidden path, or — defence in depth — not under
     /// the root at all.
     fn refuse_hidden_fd(&self, fd: &OwnedFd) -> Result<(), BeneathError> {
-        let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) else {
-            return Ok(());
-        };
+        let real = Self::real_path(fd)?;
         self.refuse_hidden(&real)?;
         if !real.starts_with(&self.root) {
             return Err(BeneathError::Escapes);

@@ -139,11 +139,20 @@ impl Default for Limits {
 
 impl Limits {
     /// Sets one limit from `name=value` (`processes=500`, `memory=2G`, `file-size=512M`,
-    /// `cpu=600`).
+    /// `cpu=600`; `unlimited` for memory, file size and CPU time).
     pub fn set(&mut self, setting: &str) -> Result<(), ConfigError> {
         let bad = || ConfigError::Limit(setting.to_owned());
         let (name, value) = setting.split_once('=').ok_or_else(bad)?;
-        let value = value.trim();
+        let (name, value) = (name.trim(), value.trim());
+        if value == "unlimited" {
+            match name {
+                "memory" => self.memory = u64::MAX,
+                "file-size" => self.file_size = u64::MAX,
+                "cpu" => self.cpu_seconds = u64::MAX,
+                _ => return Err(bad()),
+            }
+            return Ok(());
+        }
         let (digits, unit) = match value.find(|c: char| !c.is_ascii_digit()) {
             Some(at) => value.split_at(at),
             None => (value, ""),
@@ -157,9 +166,9 @@ impl Limits {
                 "G" | "g" => 1 << 30,
                 _ => return Err(bad()),
             };
-            number.checked_mul(factor).ok_or_else(bad)
+            number.checked_mul(factor).filter(|bytes| *bytes > 0).ok_or_else(bad)
         };
-        match name.trim() {
+        match name {
             "processes" if unit.is_empty() && number >= MIN_PROCESSES => self.processes = number,
             "memory" => self.memory = bytes(number)?,
             "file-size" => self.file_size = bytes(number)?,
@@ -169,15 +178,30 @@ impl Limits {
         Ok(())
     }
 
-    /// The limits in words, for the status and `dsh doctor`.
-    pub fn describe(&self) -> String {
-        let mib = |bytes: u64| bytes / (1024 * 1024);
+    /// The value as `--sandbox-limit` takes it back (`unlimited` for `u64::MAX`).
+    pub fn value_text(value: u64) -> String {
+        if value == u64::MAX { "unlimited".to_owned() } else { value.to_string() }
+    }
+
+    /// The limits in words, for the status and `dsh doctor`; `processes` says whether the
+    /// process limit can be enforced here (a PID namespace whose `pid_max` can be set).
+    pub fn describe(&self, processes: Result<(), &str>) -> String {
+        let bytes = |bytes: u64| match bytes {
+            u64::MAX => "unlimited".to_owned(),
+            bytes => format!("{} MiB", bytes / (1024 * 1024)),
+        };
+        let cpu = match self.cpu_seconds {
+            u64::MAX => "unlimited".to_owned(),
+            seconds => format!("{seconds} s"),
+        };
+        let processes = match processes {
+            Ok(()) => format!("{} processes", self.processes),
+            Err(why) => format!("processes not limited ({why})"),
+        };
         format!(
-            "{} processes, {} MiB of memory and {} MiB per file per process, {} s of CPU per process",
-            self.processes,
-            mib(self.memory),
-            mib(self.file_size),
-            self.cpu_seconds
+            "{processes}; per process: memory {}, file size {}, CPU {cpu}",
+            bytes(self.memory),
+            bytes(self.file_size)
         )
     }
 }
@@ -200,7 +224,8 @@ pub enum ConfigError {
     /// A limit that does not parse.
     #[error(
         "`{0}` is not a sandbox limit (processes=N with N >= 300, memory=SIZE, file-size=SIZE, \
-         cpu=SECONDS; SIZE in bytes or with K, M or G)"
+         cpu=SECONDS; SIZE in bytes or with K, M or G; memory, file-size and cpu may be \
+         `unlimited`)"
     )]
     Limit(String),
     /// A readable directory that is not an absolute path.

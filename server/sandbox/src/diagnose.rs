@@ -105,6 +105,15 @@ pub fn denials(output: &str, plan: &Plan, policy: SandboxPolicy, workspace: &Pat
         }
         let writing = WRITE_WORDS.iter().any(|word| line.contains(word));
         for path in paths {
+            if denied_line && let Some(protected) = plan.protected(&path) {
+                push(format!(
+                    "{} is read-only for commands (git and dsh would run or apply what is \
+                     written there at the user's next command); ask the user to approve an \
+                     unconfined run if this really needs it",
+                    protected.display()
+                ));
+                continue;
+            }
             // A missing path the command may read is just missing; one it may not read was
             // hidden by the sandbox.
             if plan.may_write(&path) || (!denied_line && plan.may_read(&path)) {

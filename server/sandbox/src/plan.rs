@@ -120,9 +120,11 @@ pub struct Plan {
     pub protect: Vec<PathBuf>,
 }
 
-/// Paths of a workspace that commands may read but not change (with the mount layer): what
-/// git runs or applies at the user's next command there.
-pub const PROTECTED_IN_WORKSPACE: &[&str] = &[".git/hooks", ".git/config"];
+/// Paths of a workspace that commands may read but not change (with the mount layer), and
+/// that the agent's own file tools write only after asking: git's repository (its hooks,
+/// configuration and `commondir` run or apply at the user's next git command; as Codex, the
+/// whole of it, since a new file there can redirect the rest) and dsh's own configuration.
+pub const PROTECTED_IN_WORKSPACE: &[&str] = &[".git", ".dsh"];
 
 /// What a plan is built from besides the configuration.
 #[derive(Clone, Debug, Default)]
@@ -242,6 +244,11 @@ impl Plan {
         serde_json::to_string(self).unwrap_or_default()
     }
 
+    /// The protected path (read-only for commands) that holds `path`, if any.
+    pub fn protected(&self, path: &Path) -> Option<&Path> {
+        self.protect.iter().find(|protected| path.starts_with(protected)).map(PathBuf::as_path)
+    }
+
     /// Whether `path` (absolute) may be written under this plan.
     pub fn may_write(&self, path: &Path) -> bool {
         !self.is_hidden(path) && self.write.iter().any(|tree| path.starts_with(tree))
@@ -331,7 +338,7 @@ pub fn carve(trees: &[PathBuf], hidden: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// How deep a tree is split before giving up on the part that holds a hidden path.
-const MAX_CARVE_DEPTH: usize = 16;
+pub(crate) const MAX_CARVE_DEPTH: usize = 16;
 
 fn carve_one(tree: &Path, hidden: &[PathBuf], rules: &mut Vec<PathBuf>, depth: usize) {
     if hidden.iter().any(|path| tree.starts_with(path)) {

@@ -131,6 +131,7 @@ impl Sandbox {
         let home = std::env::var_os("HOME").map(PathBuf::from).filter(|home| home.is_absolute());
         let mut hidden = self.hidden.clone();
         hidden.extend(crate::plan::secret_stores(home.as_deref()));
+        hidden.extend(crate::plan::SYSTEM_SECRETS.iter().map(PathBuf::from));
         crate::plan::canonical_even_if_missing(hidden)
     }
 
@@ -227,6 +228,17 @@ impl Sandbox {
              really needs more, say why and ask the user to approve running it unconfined.",
         );
         text
+    }
+}
+
+/// Whether this kernel lets a PID namespace have its own `pid_max` (Linux 6.14 and later),
+/// which is what bounds a command's processes.
+fn pid_max_per_namespace() -> bool {
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else { return false };
+    let mut numbers = release.trim().split(|c: char| !c.is_ascii_digit()).map(str::parse::<u32>);
+    match (numbers.next(), numbers.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) >= (6, 14),
+        _ => false,
     }
 }
 
@@ -347,7 +359,14 @@ fn status(config: &SandboxConfig, support: &Support, layers: Layers) -> SandboxS
         approval_required: !full && !all_in_force,
         warnings,
         limits: if layers.landlock || layers.namespaces {
-            config.limits.describe()
+            let processes = if !layers.namespaces {
+                Err("no PID namespace")
+            } else if pid_max_per_namespace() {
+                Ok(())
+            } else {
+                Err("needs Linux 6.14 or later")
+            };
+            config.limits.describe(processes)
         } else {
             String::new()
         },

@@ -221,8 +221,8 @@ impl Toolbox {
     }
 
     /// The workspace path a write call names when it is one the agent may never write without
-    /// asking: dsh's workspace configuration (`.dsh/`), git's hooks and configuration
-    /// (`.git/hooks`, `.git/config`), which run or apply at the user's next git command.
+    /// asking: dsh's workspace configuration (`.dsh/`) and git's repository (`.git/`: hooks,
+    /// configuration, `commondir` run or apply at the user's next git command).
     /// Matched on the path as it resolves (a symlink to `.git` is `.git`).
     pub fn protected_path(&self, arguments: &str) -> Option<String> {
         let path = serde_json::from_str::<serde_json::Value>(arguments).ok()?;
@@ -231,8 +231,7 @@ impl Toolbox {
         let shown = self.workspace.display(&resolved.path);
         let protected =
             |prefix: &&str| shown == *prefix || shown.starts_with(&format!("{prefix}/"));
-        let mut paths = dsh_sandbox::plan::PROTECTED_IN_WORKSPACE.iter().chain([&".dsh"]);
-        paths.any(protected).then_some(shown)
+        dsh_sandbox::plan::PROTECTED_IN_WORKSPACE.iter().any(protected).then_some(shown)
     }
 
     /// One line describing a call for an approval prompt, such as

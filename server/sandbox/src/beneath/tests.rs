@@ -153,3 +153,16 @@ fn a_rename_race_never_moves_a_read_or_a_write_outside() {
     assert!(!root.join("outside/written.txt").exists(), "a write landed outside");
     assert_eq!(std::fs::read_to_string(root.join("outside/secret.txt")).unwrap(), "outside\n");
 }
+
+#[test]
+fn nothing_is_created_in_a_hidden_path_reached_through_a_link() {
+    let (_dir, root) = tree();
+    let ws = root.join("ws");
+    symlink(".", ws.join("d")).unwrap();
+    let beneath = Beneath::open(&ws, vec![ws.join(".aws"), ws.join(".netrc")]).unwrap();
+    for path in ["d/.aws/credentials", "d/.netrc", "d/d/.aws"] {
+        let error = beneath.write(Path::new(path), b"x").unwrap_err();
+        assert!(matches!(error, BeneathError::Hidden(_)), "{path}: {error:?}");
+    }
+    assert!(!ws.join(".aws").exists() && !ws.join(".netrc").exists());
+}

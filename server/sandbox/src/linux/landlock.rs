@@ -9,6 +9,8 @@
 //! to mount or unmount anything; both hold even where no PID or mount namespace could be
 //! made.
 
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -16,8 +18,11 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::{Mode, SFlag, fstat};
+
 use super::SetupError;
-use crate::plan::{Plan, carve};
+use crate::plan::{MAX_CARVE_DEPTH, Plan, carve};
 use crate::probe::Availability;
 
 /// The Landlock ABI whose rights are requested (best effort: a kernel with an older ABI
@@ -49,13 +54,32 @@ pub(super) fn restrict(plan: &Plan) -> Result<(), SetupError> {
         ruleset = ruleset.handle_access(AccessNet::from_all(TARGET))?;
     }
     let mut created = ruleset.create()?;
+    // The trees a command may read or write, a hidden path inside one carved out (writable
+    // trees too: a workspace that holds a hidden path — one that is `$HOME` — must not reach
+    // it, nor create it when it does not exist yet). Carved through handles, so that an entry
+    // swapped for a symlink meanwhile is never granted as its target.
+    // A readable tree cannot create anything: only hidden paths that exist are carved from it
+    // (`~/.pyenv` stays whole while it has no `credentials`).
+    let existing: Vec<PathBuf> =
+        plan.hide.iter().filter(|path| path.symlink_metadata().is_ok()).cloned().collect();
+    let readable = plan.read.iter().map(|tree| (tree, read, &existing));
+    let writable = plan.write.iter().map(|tree| (tree, all, &plan.hide));
+    for (tree, access, hidden) in readable.chain(writable) {
+        for fd in carve_handles(tree, hidden) {
+            created = created.add_rule(rule_for(fd, access))?;
+        }
+    }
     let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
-    rules.extend(carve(&plan.read, &plan.hide).into_iter().map(|path| (path, read)));
-    // Writable trees are carved too: a workspace that holds a hidden path (one that is
-    // `$HOME`) must not reach it, nor create it when it does not exist yet.
-    rules.extend(carve(&plan.write, &plan.hide).into_iter().map(|path| (path, all)));
     rules.extend(proc_trees(plan).into_iter().map(|path| (path, read)));
-    rules.extend(carve(&[PathBuf::from("/dev")], &plan.hide).into_iter().map(|path| (path, read)));
+    if plan.layers.namespaces {
+        // The mount layer covers hidden device nodes (`/dev/kmsg`) with `/dev/null`: `/dev`
+        // stays listable.
+        rules.push((PathBuf::from("/dev"), read));
+    } else {
+        rules.extend(
+            carve(&[PathBuf::from("/dev")], &plan.hide).into_iter().map(|path| (path, read)),
+        );
+    }
     rules.extend(DEVICES.iter().map(|path| (PathBuf::from(path), device)));
     if plan.layers.namespaces {
         // A private /dev/shm (mounts.rs): POSIX shared memory and semaphores work.
@@ -99,6 +123,68 @@ fn proc_trees(plan: &Plan) -> Vec<PathBuf> {
     }
     trees.push(PathBuf::from("/proc/self"));
     trees
+}
+
+/// [`carve`] through handles: `tree` opened, and where a hidden path lies inside it, each entry
+/// opened relative to its directory's handle with `O_NOFOLLOW` (a symlink is left out, as it
+/// is by [`carve`]). What is returned is what was checked.
+fn carve_handles(tree: &Path, hidden: &[PathBuf]) -> Vec<OwnedFd> {
+    let mut handles = Vec::new();
+    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    if let Ok(fd) = nix::fcntl::open(tree, flags, Mode::empty()) {
+        carve_handle(fd, tree, hidden, &mut handles, 0);
+    }
+    handles
+}
+
+fn carve_handle(
+    fd: OwnedFd,
+    path: &Path,
+    hidden: &[PathBuf],
+    handles: &mut Vec<OwnedFd>,
+    depth: usize,
+) {
+    if hidden.iter().any(|hidden| path.starts_with(hidden)) {
+        return;
+    }
+    if !hidden.iter().any(|hidden| hidden.starts_with(path)) {
+        handles.push(fd);
+        return;
+    }
+    if depth >= MAX_CARVE_DEPTH {
+        return;
+    }
+    // The directory the handle holds, whatever became of its path (listed through the handle:
+    // `/proc/self` is not this process's once the PID namespace's `/proc` is mounted).
+    let listing = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Ok(mut directory) = nix::dir::Dir::openat(&fd, ".", listing, Mode::empty()) else {
+        return;
+    };
+    let names: Vec<std::ffi::OsString> = directory
+        .iter()
+        .flatten()
+        .map(|entry| std::ffi::OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string())
+        .filter(|name| name != "." && name != "..")
+        .collect();
+    for name in names {
+        let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let Ok(child) = openat(&fd, name.as_os_str(), flags, Mode::empty()) else { continue };
+        let is_symlink = fstat(&child).is_ok_and(|stat| {
+            SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK
+        });
+        if !is_symlink {
+            carve_handle(child, &path.join(&name), hidden, handles, depth + 1);
+        }
+    }
+}
+
+/// The rule for an opened file or directory with the rights it can carry.
+fn rule_for(fd: OwnedFd, access: BitFlags<AccessFs>) -> PathBeneath<OwnedFd> {
+    let is_dir = fstat(&fd).is_ok_and(|stat| {
+        SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+    });
+    let access = if is_dir { access } else { access & AccessFs::from_file(TARGET) };
+    PathBeneath::new(fd, access)
 }
 
 /// A rule for `path` with the rights a file or directory can carry; `None` when it does not

@@ -134,7 +134,7 @@ fn outer(plan: &Plan, command: &[OsString]) -> Result<i32, SetupError> {
         }
         landlock::restrict(plan)?;
         no_unix_sockets(plan)?;
-        limit(plan, true)?;
+        limit(plan)?;
         return Err(exec(command));
     }
     let cwd = std::env::current_dir().map_err(io("reading the working directory"))?;
@@ -161,7 +161,7 @@ fn outer(plan: &Plan, command: &[OsString]) -> Result<i32, SetupError> {
         landlock::restrict(plan)?;
     }
     no_unix_sockets(plan)?;
-    limit(plan, false)?;
+    limit(plan)?;
     let (program, args) = split_command(command)?;
     let child = match Command::new(program).args(args).spawn() {
         Ok(child) => child,
@@ -313,20 +313,18 @@ fn propagate(status: ExitStatus) -> i32 {
 }
 
 /// The command's resource limits, set on this process before it starts (or becomes) the
-/// command: data memory, file size and CPU time per process; processes too when there is no
-/// PID namespace (`without_pid_namespace`), where its `pid_max` cannot bound them.
-fn limit(plan: &Plan, without_pid_namespace: bool) -> Result<(), SetupError> {
-    use nix::sys::resource::{Resource, setrlimit};
+/// command: data memory, file size and CPU time per process (`u64::MAX`: unlimited). Processes
+/// are bounded by the PID namespace's `pid_max` (init sets it), never by `RLIMIT_NPROC`, which
+/// counts every process of the user and would fail a busy desktop's forks.
+fn limit(plan: &Plan) -> Result<(), SetupError> {
+    use nix::sys::resource::{RLIM_INFINITY, Resource, setrlimit};
     let limits = plan.limits;
-    let mut settings = vec![
+    for (resource, value, what) in [
         (Resource::RLIMIT_DATA, limits.memory, "memory"),
         (Resource::RLIMIT_FSIZE, limits.file_size, "file size"),
         (Resource::RLIMIT_CPU, limits.cpu_seconds, "CPU time"),
-    ];
-    if without_pid_namespace {
-        settings.push((Resource::RLIMIT_NPROC, limits.processes, "processes"));
-    }
-    for (resource, value, what) in settings {
+    ] {
+        let value = if value == u64::MAX { RLIM_INFINITY } else { value };
         setrlimit(resource, value, value).map_err(sys(format!("limiting {what}")))?;
     }
     Ok(())

@@ -43,7 +43,7 @@ pub(super) fn prepare(plan: &Plan) -> Result<(), SetupError> {
     for path in &plan.protect {
         read_only(path)?;
     }
-    private_shm()?;
+    private_shm(plan.limits.memory)?;
     if !plan.layers.landlock {
         read_only_except(&plan.write)?;
     }
@@ -157,18 +157,23 @@ fn make_mount_point(path: &Path, is_dir: bool) -> Result<(), SetupError> {
     }
 }
 
-/// A private `/dev/shm`: POSIX shared memory of the command, not of the machine.
-fn private_shm() -> Result<(), SetupError> {
+/// A private `/dev/shm`: POSIX shared memory of the command, not of the machine, no larger
+/// than the memory limit (shared memory is memory no `RLIMIT_DATA` counts).
+fn private_shm(memory: u64) -> Result<(), SetupError> {
     let shm = Path::new("/dev/shm");
     if !shm.is_dir() {
         return Ok(());
     }
+    let options = match memory {
+        u64::MAX => "mode=1777".to_owned(),
+        bytes => format!("mode=1777,size={bytes}"),
+    };
     mount(
         Some("tmpfs"),
         shm,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=1777"),
+        Some(options.as_str()),
     )
     .map_err(sys("mounting a private /dev/shm"))
 }
