@@ -263,8 +263,15 @@ impl Front {
             Err(error) => return Err(rpc_error(error)),
         };
         self.open(&created.session_id, true).await?;
-        let options = self.config_options(&created.session_id).await?;
-        Ok(json!({"sessionId": created.session_id, "configOptions": options}))
+        // The session exists now: a selector that cannot be shown is left out, not an error
+        // that would tell the editor no session was made.
+        match self.config_options(&created.session_id).await {
+            Ok(options) => Ok(json!({"sessionId": created.session_id, "configOptions": options})),
+            Err(error) => {
+                tracing::warn!(session = %created.session_id, "no model selector: {}", error.message);
+                Ok(json!({"sessionId": created.session_id}))
+            }
+        }
     }
 
     /// The session's configuration options for ACP's selectors: its model (category `model`),

@@ -94,18 +94,12 @@ impl Translator {
                 let mut updates = Vec::new();
                 for call in &turn.message.tool_calls {
                     let input: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-                    let mut update = json!({
-                        "sessionUpdate": "tool_call_update",
-                        "toolCallId": call.id,
-                        "title": self.title(&call.name, &input),
-                        "kind": tool_kind(&call.name),
-                        "rawInput": input,
-                    });
-                    if let Some(diff) = self.diff(&call.name, &input) {
-                        update["content"] = json!([diff]);
-                    }
-                    if let Some(path) = self.path_of(&input) {
-                        update["locations"] = json!([{"path": path}]);
+                    let mut update =
+                        json!({"sessionUpdate": "tool_call_update", "toolCallId": call.id});
+                    if let (Some(update), Value::Object(fields)) =
+                        (update.as_object_mut(), self.call_fields(&call.name, &input))
+                    {
+                        update.extend(fields);
                     }
                     self.calls.insert(call.id.clone(), (call.name.clone(), input));
                     updates.push(update);
@@ -157,12 +151,18 @@ impl Translator {
     /// `title`, `rawInput`, `locations`, and an edit's `diff` as `content`. Only `kind`
     /// (`other`) for a call the fold has not seen.
     pub fn tool_call_fields(&self, call_id: &str, tool: &str) -> Value {
-        let Some((name, input)) = self.calls.get(call_id) else {
-            return json!({"kind": tool_kind(tool)});
-        };
+        match self.calls.get(call_id) {
+            Some((name, input)) => self.call_fields(name, input),
+            None => json!({"kind": tool_kind(tool)}),
+        }
+    }
+
+    /// What a call shows, the same in its `tool_call_update` and its permission request:
+    /// `kind`, `title`, `rawInput`, an edit's `diff` as `content`, the file as `locations`.
+    fn call_fields(&self, name: &str, input: &Value) -> Value {
         let mut fields = json!({
-            "kind": tool_kind(name),
             "title": self.title(name, input),
+            "kind": tool_kind(name),
             "rawInput": input,
         });
         if let Some(diff) = self.diff(name, input) {

@@ -397,12 +397,10 @@ pub fn start_detached(program: &Path, args: Vec<std::ffi::OsString>) -> std::io:
     Ok(daemon.id())
 }
 
-/// Whether process `pid` still runs (it is no child of ours: its parent, init, reaps it).
+/// Whether process `pid` still runs (it is no child of ours: its parent, init, reaps it — or,
+/// in a container whose init does not reap, leaves it a zombie, which counts as gone).
 fn running(pid: i32) -> bool {
-    !matches!(
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
-        Err(nix::errno::Errno::ESRCH)
-    )
+    u32::try_from(pid).is_ok_and(dsh_sandbox::process_alive)
 }
 
 fn tail(path: &Path, lines: usize) -> String {

@@ -311,8 +311,9 @@ pub fn cost_of(config: &Config, usage: &[(Option<String>, String, Usage)]) -> Op
     total
 }
 
-/// The profile and model a session's next request uses: its folded header's (`call`), else —
-/// before its first request — what `session/meta` pinned it to (`pin`), else the
+/// The profile and model a session's next request uses, as the loop picks them: what
+/// `session/meta` pinned it to (`pin`) over its folded header's (`call`) — a fork moved to
+/// another model carries its parent's header but asks the pinned model — else the
 /// configuration's default profile and model (as its first request will pick them).
 pub fn next_model(
     config: Option<&Config>,
@@ -320,8 +321,12 @@ pub fn next_model(
     pin: Option<&dsh_session::SessionPin>,
 ) -> (String, String) {
     if let Some(call) = call {
-        let profile = call.profile.clone().unwrap_or_else(|| LEGACY_PROFILE.to_owned());
-        return (profile, call.model.clone());
+        let pinned_profile = pin.and_then(|pin| pin.profile.clone());
+        let profile = pinned_profile
+            .or_else(|| call.profile.clone())
+            .unwrap_or_else(|| LEGACY_PROFILE.to_owned());
+        let model = pin.and_then(|pin| pin.model.clone()).unwrap_or_else(|| call.model.clone());
+        return (profile, model);
     }
     if let Some(pin) = pin
         && let (Some(profile), Some(model)) = (&pin.profile, &pin.model)

@@ -34,4 +34,4 @@ pub use config::{ConfigError, Feature, Limits, SandboxConfig, SandboxPolicy};
 pub use helper::{SETUP_FAILED, Stage, sandbox_exec};
 pub use plan::{Layers, Plan, PlanInputs};
 pub use probe::{Availability, Support};
-pub use runtime::{CommandSandbox, FeatureStatus, Sandbox, SandboxStatus};
+pub use runtime::{CommandSandbox, FeatureStatus, Sandbox, SandboxStatus, process_alive};

@@ -242,6 +242,15 @@ fn pid_max_per_namespace() -> bool {
     }
 }
 
+/// Whether process `pid` runs: it has a `/proc` entry and is not a zombie (killed, not yet
+/// reaped by its parent) or dead.
+pub fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !matches!(rest.trim_start().chars().next(), Some('Z' | 'X')))
+    })
+}
+
 /// How the sessions' private temporary directories are named: `dsh-tmp-PID-…`.
 const TMP_PREFIX: &str = "dsh-tmp-";
 
@@ -261,10 +270,7 @@ pub fn clean_leftovers() -> usize {
             continue;
         };
         let ours = entry.metadata().is_ok_and(|meta| meta.is_dir() && meta.uid() == uid);
-        // A zombie (killed, not yet reaped by its parent) is gone too.
-        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-            stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-        });
+        let alive = process_alive(pid);
         if ours && !alive && std::fs::remove_dir_all(entry.path()).is_ok() {
             removed += 1;
         }

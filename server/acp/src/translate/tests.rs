@@ -106,7 +106,7 @@ fn a_permission_request_describes_its_call_as_the_tool_call_updates_do() {
         translator.updates(&dsh_protocol::decode_event(line, index + 1).unwrap());
     }
     let asked = &translator.pending_approvals["a1"];
-    expect![[r#"{"kind":"edit","title":"edit_file: src/a.rs","rawInput":{"path":"src/a.rs","old_string":"teh","new_string":"the"},"content":[{"type":"diff","path":"/work/demo/src/a.rs","oldText":"teh","newText":"the"}],"locations":[{"path":"/work/demo/src/a.rs"}]}"#]]
+    expect![[r#"{"title":"edit_file: src/a.rs","kind":"edit","rawInput":{"path":"src/a.rs","old_string":"teh","new_string":"the"},"content":[{"type":"diff","path":"/work/demo/src/a.rs","oldText":"teh","newText":"the"}],"locations":[{"path":"/work/demo/src/a.rs"}]}"#]]
     .assert_eq(&translator.tool_call_fields(&asked.call_id, &asked.tool).to_string());
     // A call the fold never saw (an approval replayed without its message) still has a kind.
     expect![[r#"{"kind":"execute"}"#]]
