@@ -54,6 +54,10 @@ pub struct Daemon {
     pub(crate) clients: AtomicU64,
     /// Cancelled when the daemon shuts down: every turn's token is a child of it.
     pub(crate) shutdown: CancellationToken,
+    /// The socket this daemon listens on (`serve`); its file goes the moment a shutdown is
+    /// asked for, so that a client connecting then starts the next daemon instead of being
+    /// queued on a listener about to close (and reset).
+    pub(crate) socket: std::sync::OnceLock<PathBuf>,
     /// Every turn task, so shutdown can wait for them.
     pub(crate) tasks: TaskTracker,
     /// Permits for the handlers that read logs ([`READERS`]).
@@ -128,6 +132,7 @@ impl Daemon {
             loading: Mutex::new(()),
             clients: AtomicU64::new(0),
             shutdown,
+            socket: std::sync::OnceLock::new(),
             tasks: TaskTracker::new(),
             readers: tokio::sync::Semaphore::new(READERS),
             started: Instant::now(),
@@ -772,6 +777,9 @@ impl Daemon {
 
     /// Asks the daemon to stop (as `daemon/shutdown`, a signal or the idle timer do).
     pub fn request_shutdown(&self) {
+        if let Some(socket) = self.socket.get() {
+            let _ = std::fs::remove_file(socket);
+        }
         self.shutdown.cancel();
     }
 

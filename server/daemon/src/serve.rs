@@ -288,6 +288,7 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
     };
     let socket_path = home.join(SOCKET_FILE);
     let listener = bind_private(&home, &socket_path)?;
+    let _ = daemon.socket.set(socket_path.clone());
     let shutdown = daemon.shutdown.clone();
     spawn_signal_handler(shutdown.clone());
     if let Some(idle) = options.idle_exit {
