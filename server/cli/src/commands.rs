@@ -40,13 +40,24 @@ pub async fn connect(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)
     Ok((client, inbox))
 }
 
-/// Connects to (or starts) the daemon and says hello.
+/// Connects to (or starts) the daemon and says hello. A daemon that closes the connection
+/// before it answers was dying as we connected (killed, or shutting down with its listener not
+/// yet closed): once, after a moment, the next one is found or started.
 async fn join(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)> {
-    let stream = connect_or_start(settings.home.root(), &spawn_options(settings)).await?;
-    let (reader, writer) = stream.into_split();
-    let (client, inbox) = Client::new(reader, writer);
-    client.initialize("dsh-cli").await.context("greeting the daemon")?;
-    Ok((Arc::new(client), inbox))
+    let mut attempt = 0;
+    loop {
+        let stream = connect_or_start(settings.home.root(), &spawn_options(settings)).await?;
+        let (reader, writer) = stream.into_split();
+        let (client, inbox) = Client::new(reader, writer);
+        match client.initialize("dsh-cli").await {
+            Ok(_) => return Ok((Arc::new(client), inbox)),
+            Err(dsh_daemon::client::ClientError::Closed) if attempt == 0 => {
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Err(error) => return Err(anyhow::Error::new(error).context("greeting the daemon")),
+        }
+    }
 }
 
 /// Why the running daemon cannot honour these settings, if it cannot. A running daemon keeps
@@ -697,23 +708,15 @@ pub async fn shutdown(settings: &Settings) -> anyhow::Result<ExitCode> {
     // Wait for it to be gone (turns cancelled and logged, logs flushed), so the next command
     // starts a fresh daemon instead of meeting one that is stopping.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while alive(status.pid) && tokio::time::Instant::now() < deadline {
+    while dsh_sandbox::process_alive(status.pid) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    if alive(status.pid) {
+    if dsh_sandbox::process_alive(status.pid) {
         println!("the dsh daemon (pid {}) is still stopping", status.pid);
     } else {
         println!("the dsh daemon (pid {}) stopped", status.pid);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether process `pid` still runs (a zombie — exited, not yet reaped by its parent — does not).
-fn alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    // The state is the first field after the parenthesized command name.
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
-    !matches!(state, Some('Z' | 'X') | None)
 }
 
 /// `dsh stdio`: bridges stdin/stdout to the daemon's socket, line for line.
