@@ -110,7 +110,7 @@ impl Daemon {
             std::mem::take(&mut config.keys),
             config.home.root().to_path_buf(),
         )?
-        .with_hidden(sandbox.hidden_paths());
+        .with_hidden(sandbox.hidden_paths().to_vec());
         let status = sandbox.status();
         tracing::info!(
             policy = %status.policy,
@@ -471,8 +471,8 @@ impl Daemon {
             _ => return Err(ApiError::store(format!("{} has no session/meta", path.display()))),
         };
         self.check_broad_workspace(&workspace)?;
-        let tools =
-            Workspace::with_hidden(&workspace, self.sandbox.hidden_paths()).map_err(|error| {
+        let tools = Workspace::with_hidden(&workspace, self.sandbox.hidden_paths().to_vec())
+            .map_err(|error| {
                 ApiError::invalid_workspace(format!("workspace {}: {error}", workspace.display()))
             })?;
         let command_sandbox = self.sandbox.session(tools.root()).map_err(|error| {

@@ -74,6 +74,8 @@ pub struct Sandbox {
     layers: Layers,
     /// Paths no command may see: the state directory, the configuration directory.
     hidden: Vec<PathBuf>,
+    /// [`Sandbox::hidden_paths`]: `hidden`, the secret stores and the system's secrets.
+    all_hidden: Vec<PathBuf>,
     /// The environment every command gets (before `TMPDIR`).
     env: Vec<(String, OsString)>,
     status: SandboxStatus,
@@ -122,17 +124,19 @@ impl Sandbox {
             .filter_map(|name| Some((name.to_owned(), std::env::var_os(name)?)))
             .collect();
         let status = status(&config, &support, layers);
-        Sandbox { config, helper, support, layers, hidden, env, status }
+        let home = std::env::var_os("HOME").map(PathBuf::from).filter(|home| home.is_absolute());
+        let mut all_hidden = hidden.clone();
+        all_hidden.extend(crate::plan::secret_stores(home.as_deref()));
+        all_hidden.extend(crate::plan::SYSTEM_SECRETS.iter().map(PathBuf::from));
+        let all_hidden = crate::plan::canonical_even_if_missing(all_hidden);
+        Sandbox { config, helper, support, layers, hidden, all_hidden, env, status }
     }
 
     /// Every path neither commands nor the file tools may touch, canonical (existing or not):
     /// the daemon's hidden paths (state and configuration) and the user's secret stores.
-    pub fn hidden_paths(&self) -> Vec<PathBuf> {
-        let home = std::env::var_os("HOME").map(PathBuf::from).filter(|home| home.is_absolute());
-        let mut hidden = self.hidden.clone();
-        hidden.extend(crate::plan::secret_stores(home.as_deref()));
-        hidden.extend(crate::plan::SYSTEM_SECRETS.iter().map(PathBuf::from));
-        crate::plan::canonical_even_if_missing(hidden)
+    /// Worked out once, when the sandbox is made.
+    pub fn hidden_paths(&self) -> &[PathBuf] {
+        &self.all_hidden
     }
 
     /// The configuration.
