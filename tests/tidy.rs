@@ -130,7 +130,8 @@ fn the_session_crate_does_no_io_and_reads_no_clock() {
         "std::fs",
         "std::env",
         "SystemTime::now",
-        "Instant::now",
+        "Instant",
+        "deadline",
         "std::net",
         "std::process",
         "rand::",
@@ -204,4 +205,70 @@ fn json_rpc_envelopes_are_spelled_in_one_place() {
         }
     }
     assert!(found.is_empty(), "hand-built JSON-RPC envelopes in {found:#?}");
+}
+
+#[test]
+fn fronts_and_editors_read_events_typed_never_by_string_key() {
+    // The API's event carries the log's typed event: a front matches `EventData` variants, VS
+    // Code narrows `SessionEvent` by its `type`, and each Neovim handler takes the generated
+    // payload class of its kind. Reading a payload by key (`data["step"]`), casting it
+    // (`e.data as StepEnd`) or decoding it a second time would be an untyped reader again.
+    let root = workspace_root();
+    let mut found = Vec::new();
+    let mut rust = Vec::new();
+    for dir in ["server/acp/src", "server/lsp/src", "server/cli/src"] {
+        rust_files(&root.join(dir), &mut rust);
+    }
+    for path in rust.iter().filter(|path| !path.ends_with("tests.rs")) {
+        let text = std::fs::read_to_string(path).unwrap();
+        for pattern in ["data[\"", ".data.get(\"", "decode_event(", "data.as_object("] {
+            if text.contains(pattern) {
+                found.push(format!("{} reads an event with `{pattern}`", path.display()));
+            }
+        }
+    }
+    let vscode = root.join("editors/vscode/src");
+    for entry in std::fs::read_dir(&vscode).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.ends_with(".ts") || name.ends_with(".generated.ts") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for pattern in [".data as ", "data as unknown", ".data[\""] {
+            if text.contains(pattern) {
+                found.push(format!("{} reads an event with `{pattern}`", path.display()));
+            }
+        }
+    }
+    // Neovim: every handler of the transcript is annotated with its kind's generated payload.
+    let protocol = std::fs::read_to_string(root.join("editors/nvim/lua/dsh/protocol.lua")).unwrap();
+    let payloads: std::collections::HashMap<&str, &str> = protocol
+        .lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("{ kind = \"")?;
+            let (kind, rest) = rest.split_once("\", payload = \"")?;
+            Some((kind, rest.split_once('"')?.0))
+        })
+        .collect();
+    assert!(payloads.len() > 20, "the generated kinds table was not found");
+    let transcript =
+        std::fs::read_to_string(root.join("editors/nvim/lua/dsh/transcript.lua")).unwrap();
+    let lines: Vec<&str> = transcript.lines().collect();
+    let mut handlers = 0;
+    for (index, line) in lines.iter().enumerate() {
+        let Some(rest) = line.strip_prefix("handlers[\"") else { continue };
+        let kind = rest.split('"').next().unwrap();
+        handlers += 1;
+        let expected = format!("---@param data dsh.{}", payloads.get(kind).copied().unwrap_or("?"));
+        let annotated = lines[..index].iter().rev().take_while(|l| l.starts_with("---@param"));
+        if !annotated.clone().any(|l| *l == expected) {
+            found.push(format!("transcript.lua's `{kind}` handler lacks `{expected}`"));
+        }
+        if lines[index..].iter().take_while(|l| **l != "end").any(|l| l.contains("ev.data")) {
+            found.push(format!("transcript.lua's `{kind}` handler reads `ev.data`"));
+        }
+    }
+    assert!(handlers > 15, "found only {handlers} Neovim handlers");
+    assert!(found.is_empty(), "{found:#?}");
 }

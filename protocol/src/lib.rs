@@ -9,8 +9,11 @@
 //! stale. This crate holds no logic: no transport, no session state.
 #![warn(missing_docs)]
 
+mod event;
 pub mod generate;
 pub mod jsonrpc;
+
+pub use event::SessionEvent;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -437,25 +440,6 @@ api_type! {
     }
 }
 
-api_type! {
-    /// One log event as delivered by `session/event` (and `session/events`): the log line's
-    /// envelope plus the session id. `data` is the payload of `type` (see [`LogEvent`]).
-    pub struct SessionEvent {
-        /// The session.
-        pub session_id: String,
-        /// The event's seq in the log.
-        pub seq: u64,
-        /// Unix ms.
-        pub time: u64,
-        /// The event kind, e.g. `assistant/chunk`.
-        #[serde(rename = "type")]
-        pub kind: String,
-        /// The payload, exactly as logged.
-        #[ts(type = "LogEventData")]
-        pub data: serde_json::Value,
-    }
-}
-
 /// What to do with a prompt while a turn runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
@@ -542,6 +526,11 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub at_seq: Option<u64>,
+        /// Fork at the boundary of step `atStep`: keep what came before its `step/start` (the
+        /// conversation as that step's request saw it, without it). Not with `atSeq`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub at_step: Option<u64>,
         /// Call options that beat the logged header on the fork's first request.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]

@@ -178,6 +178,55 @@ async fn steering_while_a_tool_call_waits(env: &Env) -> Vec<u8> {
     let requests = env.requests();
     assert_eq!(requests.len(), 2);
     env.assert_audit_ok(&session).await;
+
+    // Where the steering landed, as the daemon says it: live and in a page alike, on step 2's
+    // `step/start` only (clients display it; none re-derives it).
+    let live = steerer.wait_turn_end(&sub, 1).await;
+    let page = steerer
+        .ok("session/events", json!({"sessionId": session, "fromSeq": 0, "limit": 1000}))
+        .await;
+    for events in [&live, page["events"].as_array().unwrap()] {
+        let start = |step: u64| {
+            events.iter().find(|e| e["type"] == "step/start" && e["data"]["step"] == step).unwrap()
+        };
+        assert_eq!(start(2)["joined"], json!([injected["seq"]]), "{}", start(2));
+        // Step 1's request was joined by the notes logged before it (today's date), no steering.
+        let notes: Vec<&Value> = events
+            .iter()
+            .filter(|e| {
+                e["type"] == "context/message" && e["seq"].as_u64() < start(1)["seq"].as_u64()
+            })
+            .map(|e| &e["seq"])
+            .collect();
+        assert!(!notes.is_empty());
+        assert_eq!(start(1)["joined"], json!(notes), "{}", start(1));
+        assert!(
+            events.iter().filter(|e| e["type"] != "step/start").all(|e| e.get("joined").is_none())
+        );
+    }
+
+    // A fork at step 2 keeps what came before its `step/start`; an unknown step is out of range.
+    let step2_seq = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "step/start" && e["data"]["step"] == 2)
+        .unwrap()["seq"]
+        .clone();
+    let fork = steerer.ok("session/fork", json!({"sessionId": session, "atStep": 2})).await;
+    let forked = env.log_values(fork["sessionId"].as_str().unwrap());
+    assert_eq!(forked[0]["data"]["forkedFrom"]["seq"], step2_seq, "{}", forked[0]);
+    let message = steerer
+        .err(
+            "session/fork",
+            json!({"sessionId": session, "atStep": 9}),
+            dsh_protocol::code::OUT_OF_RANGE.into(),
+        )
+        .await;
+    assert!(message.contains("no step 9"), "{message}");
+    steerer
+        .err("session/fork", json!({"sessionId": session, "atStep": 2, "atSeq": 3}), -32602)
+        .await;
     served.shutdown().await;
     requests[1].body.clone()
 }

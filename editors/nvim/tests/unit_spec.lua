@@ -129,14 +129,15 @@ local function events(session)
     { "approval/decision", { approvalId = "a1", decision = "allow" } },
     { "tool/result", { callId = "c1", name = "write_file", content = "wrote 2 bytes", isError = false } },
     { "steering/message", { text = "also add a newline" } },
-    { "step/start", { step = 2, turn = 1 } },
+    -- The daemon says which steering and notes joined a step (`joined`, third here).
+    { "step/start", { step = 2, turn = 1 }, { 16 } },
     { "assistant/message", { step = 2, message = { content = "Done.", toolCalls = {} } } },
     { "step/end", { step = 2, finishReason = "stop", usage = { promptTokens = 1100, cacheHitTokens = 1024, cacheMissTokens = 76, completionTokens = 3, reasoningTokens = 0 } } },
     { "turn/end", { turn = 1, reason = "completed" } },
   }
   local out = {}
   for i, e in ipairs(list) do
-    out[i] = { sessionId = session, seq = i - 1, time = 0, type = e[1], data = e[2] }
+    out[i] = { sessionId = session, seq = i - 1, time = 0, type = e[1], data = e[2], joined = e[3] }
   end
   return out
 end
@@ -492,7 +493,7 @@ local function note_events(session)
     { "turn/start", { turn = 1 } },
     { "context/message", { text = "Today's date is 2026-12-01.", source = "date" } },
     { "user/message", { text = "Read src/a.rs." } },
-    { "step/start", { step = 1, turn = 1 } },
+    { "step/start", { step = 1, turn = 1 }, { 2 } },
     { "assistant/message", { step = 1, message = { content = "", reasoningContent = "Read it\nfirst.", toolCalls = { { id = "c1", name = "read_file", arguments = '{"path":"src/a.rs"}' } } } } },
     { "tool/call", { step = 1, callId = "c1", name = "read_file" } },
     { "tool/result", { callId = "c1", name = "read_file", content = "fn a() {}", isError = false } },
@@ -505,21 +506,21 @@ local function note_events(session)
     { "turn/start", { turn = 2 } },
     { "user/message", { text = "And now?" } },
     { "context/message", edited_note },
-    { "step/start", { step = 3, turn = 2 } },
+    { "step/start", { step = 3, turn = 2 }, { 15 } },
     { "assistant/message", { step = 3, message = { content = "", toolCalls = { { id = "c2", name = "list_dir", arguments = '{"path":"src"}' } } } } },
     -- Logged while step 3 runs: it joins the next request, step 4's.
     { "context/message", mixed_note },
     { "tool/call", { step = 3, callId = "c2", name = "list_dir" } },
     { "tool/result", { callId = "c2", name = "list_dir", content = "a.rs\nc/\nd.rs", isError = false } },
     { "step/end", { step = 3, finishReason = "tool_calls", usage = usage_ } },
-    { "step/start", { step = 4, turn = 2 } },
+    { "step/start", { step = 4, turn = 2 }, { 18 } },
     { "assistant/message", { step = 4, message = { content = "a() returns 1 now." } } },
     { "step/end", { step = 4, finishReason = "stop", usage = usage_ } },
     { "turn/end", { turn = 2, reason = "completed" } },
   }
   local out = {}
   for i, e in ipairs(list) do
-    out[i] = { sessionId = session, seq = i - 1, time = 0, type = e[1], data = e[2] }
+    out[i] = { sessionId = session, seq = i - 1, time = 0, type = e[1], data = e[2], joined = e[3] }
   end
   return out
 end
@@ -668,7 +669,7 @@ local function mcp_events(session)
   }
   local out = {}
   for i, e in ipairs(list) do
-    out[i] = { sessionId = session, seq = i - 1, time = 0, type = e[1], data = e[2] }
+    out[i] = { sessionId = session, seq = i - 1, time = 0, type = e[1], data = e[2], joined = e[3] }
   end
   return out
 end

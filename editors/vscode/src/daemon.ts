@@ -298,10 +298,11 @@ export class DshClient {
     return this.rpc.request(Methods.SessionCancel, { sessionId });
   }
 
-  fork(sessionId: string, atSeq?: number, config?: SessionConfig): Promise<SessionIdResult> {
+  /** Forks `sessionId` at the boundary of step `atStep` (what came before its request), or whole. */
+  fork(sessionId: string, atStep?: number, config?: SessionConfig): Promise<SessionIdResult> {
     return this.rpc.request(Methods.SessionFork, {
       sessionId,
-      ...(atSeq !== undefined ? { atSeq } : {}),
+      ...(atStep !== undefined ? { atStep } : {}),
       ...(config ? { config } : {}),
     });
   }

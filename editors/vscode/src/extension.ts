@@ -264,16 +264,12 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
       if (step === undefined) {
         return undefined;
       }
-      const s = await sessions.openSession(id);
-      const st = s.transcript.steps.get(step);
-      if (!st) {
-        throw new Error(`step ${step} is not in session ${id}`);
-      }
-      const { sessionId } = await (await conn.get()).fork(id, st.seq);
+      // The daemon cuts at the step's boundary (an unknown step is its "out of range" error).
+      const { sessionId } = await (await conn.get()).fork(id, step);
       await sessions.openSession(sessionId);
       await panels.show(sessionId);
       await sessions.refreshList();
-      vscode.window.setStatusBarMessage(`dsh: forked ${id} before step ${step} (seq ${st.seq}) into ${sessionId}`, 5000);
+      vscode.window.setStatusBarMessage(`dsh: forked ${id} before step ${step} into ${sessionId}`, 5000);
       return sessionId;
     }),
   );

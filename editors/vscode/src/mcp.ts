@@ -4,6 +4,9 @@
 // An MCP tool reaches the model, and the log, as `SERVER__TOOL` (docs/mcp.md): a server name is
 // 1 to 32 letters, digits or `-` — never `_` — so the first `__` ends it, and no built-in tool
 // has a `__`. The transcript shows the tool's own name with its server beside it.
+import type { McpWait } from "./protocol.generated";
+
+export type { McpWait };
 
 /** The server and the server's own tool name of an MCP tool's request name; undefined for a
  * built-in tool (or any name that does not read as `SERVER__TOOL`). */
@@ -33,24 +36,6 @@ export function toolDisplayName(name: string): string {
 }
 
 /**
- * The data of the `mcp/wait` log event (not model-visible): a step waited for these servers to
- * start, or to list the tools they said changed, before its request. Written by hand until the
- * generated protocol types carry it; read tolerantly — other fields are ignored, a missing list
- * is empty, a reason this client does not know is named as it came.
- */
-export type McpWait = {
-  servers: string[];
-  reason: "starting" | "toolsChanged" | (string & {});
-};
-
-/** Reads an `mcp/wait` payload as logged, whatever else it holds. */
-export function readMcpWait(data: unknown): McpWait {
-  const d = (typeof data === "object" && data !== null ? data : {}) as Record<string, unknown>;
-  const servers = Array.isArray(d.servers) ? d.servers.filter((s): s is string => typeof s === "string") : [];
-  return { servers, reason: typeof d.reason === "string" ? d.reason : "" };
-}
-
-/**
  * The one line the transcript shows for an `mcp/wait`: "waiting for MCP server fx to start",
  * "waiting for MCP servers fx, gy to list their changed tools". It needs no "done": the step that
  * follows shows that the wait ended.
@@ -64,6 +49,7 @@ export function mcpWaitText(w: McpWait): string {
     case "toolsChanged":
       return `waiting for ${who} to list ${many ? "their" : "its"} changed tools`;
     default:
-      return `waiting for ${who}${w.reason ? ` (${w.reason})` : ""}`;
+      // A reason newer than these types: named as it came.
+      return `waiting for ${who} (${String(w.reason)})`;
   }
 }

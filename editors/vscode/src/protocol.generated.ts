@@ -240,27 +240,7 @@ sessionId: string,
  */
 fromSeq?: number, };
 
-export type SessionEvent = { 
-/**
- * The session.
- */
-sessionId: string, 
-/**
- * The event's seq in the log.
- */
-seq: number, 
-/**
- * Unix ms.
- */
-time: number, 
-/**
- * The event kind, e.g. `assistant/chunk`.
- */
-type: string, 
-/**
- * The payload, exactly as logged.
- */
-data: LogEventData, };
+export type SessionEvent = { sessionId: string; seq: number; time: number; joined?: Array<number> } & LogEvent;
 
 export type WhenBusy = "reject" | "queue";
 
@@ -337,6 +317,11 @@ sessionId: string,
  * Keep the parent's events with `seq < atSeq` (default: the whole log).
  */
 atSeq?: number, 
+/**
+ * Fork at the boundary of step `atStep`: keep what came before its `step/start` (the
+ * conversation as that step's request saw it, without it). Not with `atSeq`.
+ */
+atStep?: number, 
 /**
  * Call options that beat the logged header on the fork's first request.
  */

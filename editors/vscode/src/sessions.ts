@@ -145,7 +145,7 @@ export class SessionManager implements vscode.Disposable {
         s.scheduleUsage(() => this.refreshUsage(s));
         break;
       case "approval/request": {
-        const a = (e.data as { approvalId: string }).approvalId;
+        const a = e.data.approvalId;
         // Replayed requests that were answered get their decision right after; ask only for
         // those still waiting once the burst has passed.
         setTimeout(() => {

@@ -4,40 +4,22 @@
 
 import type {
   ApprovalChoice,
-  ApprovalRequest,
   ApprovalVerdict,
-  AssistantChunk,
   ChangeKind,
-  AssistantTurn,
-  CompactStart,
-  CompactSummary,
   ContextMessage,
   Cost,
   ForkOrigin,
-  HeaderDelta,
   LlmRetry,
   PriceUsed,
-  RequestHeader,
   RequestSent,
   SessionEvent,
   SessionMeta,
   SessionUsageResult,
-  SteeringMessage,
-  StepEnd,
-  StepError,
-  StepStart,
   StopReason,
-  SurfaceReplace,
-  ToolCallStarted,
-  ToolProgress,
-  ToolResult,
-  TurnEnd,
-  TurnStart,
   Usage,
   UsageEntry,
-  UserMessage,
 } from "./protocol.generated";
-import { readMcpWait, toolDisplayName, type McpWait } from "./mcp";
+import { toolDisplayName, type McpWait } from "./mcp";
 
 export type ApprovalView = {
   approvalId: string;
@@ -157,8 +139,8 @@ export class Transcript {
   prices: PriceUsed[] = [];
   private readonly calls = new Map<string, { step: StepView; call: ToolCallView }>();
   private readonly approvals = new Map<string, ApprovalView>();
-  private readonly unlandedSteering: Array<Extract<Entry, { kind: "steering" }>> = [];
-  private readonly unlandedContext: Array<Extract<Entry, { kind: "context" }>> = [];
+  /** Steering and notes not yet joined to a request, by seq. */
+  private readonly joinable = new Map<number, Extract<Entry, { kind: "steering" | "context" }>>();
   private currentTurn?: TurnView;
 
   constructor(readonly sessionId: string) {}
@@ -229,13 +211,12 @@ export class Transcript {
       this.gaps.push({ expected: this.lastSeq + 1, got: e.seq });
     }
     this.lastSeq = e.seq;
-    const d = e.data as unknown;
     switch (e.type) {
       case "session/meta":
-        this.meta = d as SessionMeta;
+        this.meta = e.data;
         return { kind: "structure" };
       case "turn/start": {
-        const { turn } = d as TurnStart;
+        const { turn } = e.data;
         this.currentTurn = { turn, seq: e.seq, steps: [] };
         this.turns.push(this.currentTurn);
         this.entries.push({ kind: "turn", seq: e.seq, turn });
@@ -243,7 +224,7 @@ export class Transcript {
         return { kind: "structure" };
       }
       case "user/message": {
-        const { text } = d as UserMessage;
+        const { text } = e.data;
         if (this.currentTurn && this.currentTurn.prompt === undefined) {
           this.currentTurn.prompt = text;
         }
@@ -251,20 +232,20 @@ export class Transcript {
         return { kind: "structure" };
       }
       case "context/message": {
-        const c = d as ContextMessage;
+        const c = e.data;
         const entry: Extract<Entry, { kind: "context" }> = { kind: "context", seq: e.seq, text: c.text, source: c.source, headline: noteHeadline(c) };
         this.entries.push(entry);
-        this.unlandedContext.push(entry);
+        this.joinable.set(e.seq, entry);
         return { kind: "structure" };
       }
       case "steering/message": {
-        const entry: Extract<Entry, { kind: "steering" }> = { kind: "steering", seq: e.seq, text: (d as SteeringMessage).text };
+        const entry: Extract<Entry, { kind: "steering" }> = { kind: "steering", seq: e.seq, text: e.data.text };
         this.entries.push(entry);
-        this.unlandedSteering.push(entry);
+        this.joinable.set(e.seq, entry);
         return { kind: "structure" };
       }
       case "step/start": {
-        const s = d as StepStart;
+        const s = e.data;
         const step: StepView = {
           step: s.step,
           turn: s.turn,
@@ -278,15 +259,17 @@ export class Transcript {
           steering: [],
           notes: [],
         };
-        // Steering joins the next request: this one.
-        for (const m of this.unlandedSteering.splice(0)) {
+        // The steering and notes that joined this request, as the daemon says (`joined`).
+        for (const seq of e.joined ?? []) {
+          const m = this.joinable.get(seq);
+          if (!m) {
+            continue;
+          }
+          this.joinable.delete(seq);
           m.landedStep = s.step;
-          step.steering.push(m.seq);
-        }
-        // So does a note: logged before this step/start, or held back while the last step ran.
-        for (const m of this.unlandedContext.splice(0)) {
-          m.landedStep = s.step;
-          if (m.headline !== undefined) {
+          if (m.kind === "steering") {
+            step.steering.push(m.seq);
+          } else if (m.headline !== undefined) {
             step.notes.push(m.seq);
           }
         }
@@ -303,13 +286,13 @@ export class Transcript {
         return { kind: "structure" };
       }
       case "request/header": {
-        const h = d as RequestHeader;
+        const h = e.data;
         const step = this.lastStep;
         step?.headerChanges.push({ seq: e.seq, kind: "snapshot", what: `header snapshot (${h.reason})` });
         return step ? { kind: "step", step: step.step } : { kind: "none" };
       }
       case "request/header-delta": {
-        const h = d as HeaderDelta;
+        const h = e.data;
         const what = [h.system ? "system prompt" : "", h.tools ? "tools" : "", h.config ? "config" : ""].filter(Boolean).join(", ");
         const step = this.lastStep;
         step?.headerChanges.push({ seq: e.seq, kind: "delta", what: `${what || "header"} changed` });
@@ -318,13 +301,13 @@ export class Transcript {
       case "request/sent": {
         const step = this.lastStep;
         if (step) {
-          step.sent = d as RequestSent;
+          step.sent = e.data;
           return { kind: "step", step: step.step };
         }
         return { kind: "none" };
       }
       case "assistant/chunk": {
-        const c = d as AssistantChunk;
+        const c = e.data;
         const step = this.steps.get(c.step);
         if (!step) {
           return { kind: "none" };
@@ -352,7 +335,7 @@ export class Transcript {
         return { kind: "step", step: step.step };
       }
       case "assistant/message": {
-        const m = d as AssistantTurn;
+        const m = e.data;
         const step = this.steps.get(m.step);
         if (!step) {
           return { kind: "none" };
@@ -373,7 +356,7 @@ export class Transcript {
         return { kind: "step", step: step.step };
       }
       case "tool/call": {
-        const t = d as ToolCallStarted;
+        const t = e.data;
         const found = this.calls.get(t.callId);
         if (found) {
           found.call.started = true;
@@ -390,7 +373,7 @@ export class Transcript {
         return { kind: "none" };
       }
       case "tool/progress": {
-        const p = d as ToolProgress;
+        const p = e.data;
         const found = this.calls.get(p.callId);
         if (found) {
           found.call.progress.push(p.text);
@@ -399,7 +382,7 @@ export class Transcript {
         return { kind: "none" };
       }
       case "tool/result": {
-        const r = d as ToolResult;
+        const r = e.data;
         const found = this.calls.get(r.callId);
         if (found) {
           found.call.result = { content: r.content, isError: r.isError ?? false, seq: e.seq };
@@ -408,7 +391,7 @@ export class Transcript {
         return { kind: "none" };
       }
       case "approval/request": {
-        const a = d as ApprovalRequest;
+        const a = e.data;
         const view: ApprovalView = { ...a, seq: e.seq };
         this.approvals.set(a.approvalId, view);
         this.pendingApprovals.set(a.approvalId, view);
@@ -421,7 +404,7 @@ export class Transcript {
         return { kind: "structure" };
       }
       case "approval/decision": {
-        const { approvalId, decision } = d as { approvalId: string; decision: ApprovalVerdict };
+        const { approvalId, decision } = e.data;
         this.pendingApprovals.delete(approvalId);
         const view = this.approvals.get(approvalId);
         if (view) {
@@ -433,7 +416,7 @@ export class Transcript {
         return { kind: "none" };
       }
       case "step/end": {
-        const s = d as StepEnd;
+        const s = e.data;
         const step = this.steps.get(s.step);
         if (!step) {
           return { kind: "none" };
@@ -444,7 +427,7 @@ export class Transcript {
         return { kind: "step", step: step.step };
       }
       case "step/error": {
-        const s = d as StepError;
+        const s = e.data;
         const step = this.steps.get(s.step);
         if (!step) {
           return { kind: "none" };
@@ -454,13 +437,13 @@ export class Transcript {
         return { kind: "step", step: step.step };
       }
       case "llm/retry": {
-        const r = d as LlmRetry;
+        const r = e.data;
         const step = this.steps.get(r.step);
         step?.retries.push(r);
         return step ? { kind: "step", step: step.step } : { kind: "none" };
       }
       case "turn/end": {
-        const t = d as TurnEnd;
+        const t = e.data;
         const turn = this.turnFor(t.turn, e.seq);
         turn.end = { reason: t.reason, error: t.error };
         this.entries.push({ kind: "turnEnd", seq: e.seq, turn: t.turn, reason: t.reason, error: t.error });
@@ -480,12 +463,12 @@ export class Transcript {
         return { kind: "structure" };
       }
       case "compact/start": {
-        const c = d as CompactStart;
+        const c = e.data;
         this.entries.push({ kind: "compact", seq: e.seq, reason: c.reason, tokensBefore: c.tokensBefore });
         return { kind: "structure" };
       }
       case "compact/summary": {
-        const c = d as CompactSummary;
+        const c = e.data;
         const entry = this.lastCompact();
         if (entry) {
           entry.summary = c.summary;
@@ -495,7 +478,7 @@ export class Transcript {
         return { kind: "structure" };
       }
       case "surface/replace": {
-        const r = d as SurfaceReplace;
+        const r = e.data;
         const entry = this.lastCompact();
         if (entry && entry.replaced === undefined) {
           entry.replaced = { start: r.start, end: r.end, seq: e.seq };
@@ -510,7 +493,7 @@ export class Transcript {
       }
       case "mcp/wait":
         // Logged before the step whose tools it waited for: the step/start after it ends it.
-        this.entries.push({ kind: "mcpWait", seq: e.seq, wait: readMcpWait(d) });
+        this.entries.push({ kind: "mcpWait", seq: e.seq, wait: e.data });
         return { kind: "structure" };
       default:
         return { kind: "none" };

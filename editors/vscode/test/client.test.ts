@@ -322,8 +322,9 @@ describe("against the daemon and the mock", { skip }, () => {
     await client.prompt(s.id, "Read src/greet.sh.");
     await until(() => !s.t.running, "turn/end");
     const step2 = s.t.steps.get(2)!;
-    const { sessionId: forkId } = await client.fork(s.id, step2.seq);
+    const { sessionId: forkId } = await client.fork(s.id, 2);
     assert.notEqual(forkId, s.id);
+    await assert.rejects(client.fork(s.id, 99), (e: unknown) => e instanceof RpcError && e.code === ErrorCodes.outOfRange && /no step 99/.test(e.message));
     const f = new Transcript(forkId);
     const sub = await client.subscribe(forkId, 0, (e) => f.apply(e));
     await until(() => f.lastSeq >= step2.seq - 1, "the fork's stored events");

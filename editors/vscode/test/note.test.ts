@@ -10,9 +10,10 @@ import type { ContextMessage, LogEvent, SessionEvent } from "../src/protocol.gen
 import { escapeHtml, renderTranscript } from "../src/render";
 import { Transcript, noteHeadline } from "../src/transcript";
 
-/** A log from typed events: each one must be a `LogEvent` of the protocol, or this does not compile. */
-function log(list: LogEvent[]): SessionEvent[] {
-  return list.map((e, seq) => ({ sessionId: "notes", seq, time: 0, type: e.type, data: e.data }));
+/** A log from typed events: each one must be a `LogEvent` of the protocol, or this does not
+ * compile; a `step/start` says which notes joined it (`joined`), as the daemon does. */
+function log(list: Array<LogEvent & { joined?: number[] }>): SessionEvent[] {
+  return list.map((e, seq) => ({ sessionId: "notes", seq, time: 0, ...e }));
 }
 
 const usage = { promptTokens: 1000, cacheHitTokens: 900, cacheMissTokens: 100, completionTokens: 10, reasoningTokens: 0 };
@@ -38,7 +39,7 @@ const events = log([
   { type: "turn/start", data: { turn: 1 } },
   { type: "context/message", data: { text: "Today's date is 2026-12-01.", source: "date" } },
   { type: "user/message", data: { text: "Read src/a.rs." } },
-  { type: "step/start", data: { step: 1, turn: 1 } },
+  { type: "step/start", data: { step: 1, turn: 1 }, joined: [2] },
   { type: "assistant/message", data: { step: 1, message: { content: "", toolCalls: [{ id: "c1", name: "read_file", arguments: '{"path":"src/a.rs"}' }] } } },
   { type: "tool/call", data: { step: 1, callId: "c1", name: "read_file" } },
   { type: "tool/result", data: { callId: "c1", name: "read_file", content: "fn a() {}", isError: false } },
@@ -51,14 +52,14 @@ const events = log([
   { type: "turn/start", data: { turn: 2 } },
   { type: "user/message", data: { text: "And now?" } },
   { type: "context/message", data: edited },
-  { type: "step/start", data: { step: 3, turn: 2 } },
+  { type: "step/start", data: { step: 3, turn: 2 }, joined: [15] },
   { type: "assistant/message", data: { step: 3, message: { content: "", toolCalls: [{ id: "c2", name: "list_dir", arguments: '{"path":"src"}' }] } } },
   // Mid-step changes: a note logged while step 3 runs joins the next request, step 4's.
   { type: "context/message", data: mixed },
   { type: "tool/call", data: { step: 3, callId: "c2", name: "list_dir" } },
   { type: "tool/result", data: { callId: "c2", name: "list_dir", content: "a.rs\nc/\nd.rs", isError: false } },
   { type: "step/end", data: { step: 3, finishReason: "tool_calls", usage } },
-  { type: "step/start", data: { step: 4, turn: 2 } },
+  { type: "step/start", data: { step: 4, turn: 2 }, joined: [18] },
   { type: "assistant/message", data: { step: 4, message: { content: "a() returns 1 now." } } },
   { type: "step/end", data: { step: 4, finishReason: "stop", usage } },
   { type: "turn/end", data: { turn: 2, reason: "completed" } },

@@ -12,12 +12,13 @@ import { renderSaw } from "../src/saw";
 import { escapeHtml, renderTranscript } from "../src/render";
 import { Transcript, approvalChoices } from "../src/transcript";
 import { formatMoney, formatUsage, stepAnnotation, usageMarkdown } from "../src/usage";
+import { DshClient } from "../src/daemon";
 import { cleanup, dshBin, expectedCost } from "./support";
 
 let root = "";
 let home = "";
 let sessionId = "";
-let events: SessionEvent[] = [];
+const events: SessionEvent[] = [];
 
 function dsh(...args: string[]): string {
   return execFileSync(dshBin(), ["--home", home, ...args], { encoding: "utf8" });
@@ -40,12 +41,12 @@ function findLog(dir: string): string {
 
 /** The demo's one `instructions` note (AGENTS.md is edited between its turns). */
 function instructionNote(): { seq: number; data: ContextMessage } {
-  const notes = events.filter((e) => e.type === "context/message" && (e.data as ContextMessage).source === "instructions");
+  const notes = events.flatMap((e) => (e.type === "context/message" && e.data.source === "instructions" ? [{ seq: e.seq, data: e.data }] : []));
   assert.equal(notes.length, 1, "the demo logs one instructions note");
-  return { seq: notes[0].seq, data: notes[0].data as ContextMessage };
+  return notes[0];
 }
 
-before(() => {
+before(async () => {
   const out = execFileSync(dshBin(), ["demo", "--keep"], { encoding: "utf8" });
   const m = /kept (\S+?);?\s/.exec(out);
   assert.ok(m, `dsh demo printed no kept path:\n${out}`);
@@ -53,10 +54,21 @@ before(() => {
   home = path.join(root, "home");
   const log = findLog(home);
   sessionId = path.basename(log, ".jsonl");
-  events = readFileSync(log, "utf8")
-    .split("\n")
-    .filter((l) => l.trim())
-    .map((l) => ({ sessionId, ...JSON.parse(l) }));
+  // The events as the daemon delivers them (typed, with where steering and notes joined).
+  const client = await DshClient.start({ path: dshBin(), home, inProcess: true, clientName: "dsh-vscode-test" });
+  try {
+    for (let from = 0, end = false; !end; ) {
+      const page = await client.events(sessionId, from, 1000);
+      events.push(...page.events);
+      ({ nextSeq: from, end } = page);
+    }
+  } finally {
+    client.kill();
+    await client.waitExit();
+  }
+  const lines = readFileSync(log, "utf8").split("\n").filter((l) => l.trim());
+  assert.equal(events.length, lines.length, "every logged event delivered");
+  lines.forEach((l, i) => assert.deepEqual({ ...events[i], joined: undefined, sessionId: undefined }, { ...JSON.parse(l), joined: undefined, sessionId: undefined }));
 });
 
 after(() => {
@@ -127,7 +139,7 @@ test("the AGENTS.md note shows as one line where it joined, its text folded unde
 test("streamed chunks build the same message as assistant/message", () => {
   // Apply everything except the assembled messages: the chunks alone must give the same text.
   const streamed = new Transcript(sessionId);
-  streamed.applyAll(events.map((e) => (e.type === "assistant/message" ? { ...e, type: "ignored" } : e)));
+  streamed.applyAll(events.map((e) => (e.type === "assistant/message" ? ({ ...e, type: "ignored" } as unknown as SessionEvent) : e)));
   const full = new Transcript(sessionId);
   full.applyAll(events);
   for (const [n, s] of full.steps) {

@@ -22,10 +22,10 @@ use dsh_daemon::client::event_of;
 use dsh_daemon::{Client, ClientError, Unsolicited};
 use dsh_protocol::method::{self};
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Cost, Event, EventData, McpServerSpec,
-    SessionConfig, SessionCreateParams, SessionEvent, SessionEventsParams, SessionForkParams,
+    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Cost, EventData, McpServerSpec,
+    SessionConfig, SessionCreateParams, SessionEventsParams, SessionForkParams,
     SessionInjectParams, SessionListParams, SessionMcpServersParams, SessionParams,
-    SessionPromptParams, SessionRequestParams, SessionSubscribeParams, StopReason, decode_event,
+    SessionPromptParams, SessionRequestParams, SessionSubscribeParams, StopReason,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -371,10 +371,11 @@ impl Front {
         let workspace = first
             .events
             .first()
-            .and_then(|event| event.data.get("workspace"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+            .and_then(|delivered| match &delivered.event.data {
+                EventData::SessionMeta(meta) => Some(meta.workspace.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
         let from = if replay { 0 } else { length };
         let (progress, mut watcher) = watch::channel(Progress { next_seq: from, ended_turn: None });
         {
@@ -435,9 +436,10 @@ impl Front {
         let mut from = 0;
         loop {
             let page = self.events(session_id, from, 1000).await?;
-            for event in &page.events {
-                if let Some(event) = log_event(event) {
-                    for mut update in translator.updates(&event) {
+            for delivered in &page.events {
+                {
+                    let event = &delivered.event;
+                    for mut update in translator.updates(event) {
                         if let Some(step) = update["_meta"][META_USAGE]["step"].as_u64() {
                             priced(&mut update, step, &costs, &mut spent);
                         }
@@ -583,20 +585,12 @@ impl Front {
     }
 
     async fn fork(&self, request: ForkRequest) -> Result<Value, AcpError> {
-        let at_seq = match request.step {
-            None => None,
-            Some(step) => {
-                let params = SessionRequestParams {
-                    session_id: request.session_id.clone(),
-                    step,
-                    diff: None,
-                };
-                let saw =
-                    self.client.call::<method::SessionRequest>(params).await.map_err(rpc_error)?;
-                Some(saw.boundary_seq)
-            }
+        let params = SessionForkParams {
+            session_id: request.session_id,
+            at_seq: None,
+            at_step: request.step,
+            config: None,
         };
-        let params = SessionForkParams { session_id: request.session_id, at_seq, config: None };
         let forked = self.client.call::<method::SessionFork>(params).await.map_err(rpc_error)?;
         Ok(json!({"sessionId": forked.session_id}))
     }
@@ -616,10 +610,7 @@ impl Front {
         while let Some(message) = inbox.recv().await {
             let Unsolicited::Notification(notification) = message else { continue };
             let Some((_, delivered)) = event_of(&notification) else { continue };
-            let Some(event) = log_event(&delivered) else {
-                tracing::warn!("an event of {} does not decode", delivered.session_id);
-                continue;
-            };
+            let event = delivered.event;
             let session_id = delivered.session_id;
             let (updates, ask) = {
                 let mut sessions = lock(&self.sessions);
@@ -1117,12 +1108,6 @@ fn prompt_text(blocks: &[schema::ContentBlock]) -> Result<String, AcpError> {
         return Err(invalid_params("the prompt is empty"));
     }
     Ok(parts.join("\n"))
-}
-
-fn log_event(event: &SessionEvent) -> Option<Event> {
-    let line =
-        json!({"seq": event.seq, "time": event.time, "type": event.kind, "data": event.data});
-    decode_event(&line.to_string(), 0).ok()
 }
 
 fn parse<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, AcpError> {

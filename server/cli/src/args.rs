@@ -239,8 +239,11 @@ pub struct ForkArgs {
     #[arg(value_name = "SESSION")]
     pub session: String,
     /// Keep the parent's events with seq < SEQ (default: the whole log).
-    #[arg(long, value_name = "SEQ")]
+    #[arg(long, value_name = "SEQ", conflicts_with = "step")]
     pub at: Option<u64>,
+    /// Fork at the boundary of step N: keep what came before its request.
+    #[arg(long, value_name = "N")]
+    pub step: Option<u64>,
 }
 
 /// `dsh serve`.

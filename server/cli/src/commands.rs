@@ -16,11 +16,10 @@ use dsh_daemon::{Client, Unsolicited};
 use dsh_protocol::method::{self, Method};
 use dsh_protocol::{
     ApprovalChoice, ApprovalRespondParams, NoParams, SessionAuditResult, SessionCreateParams,
-    SessionEvent, SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams,
-    SessionParams, SessionPromptParams, SessionRequestParams, SessionSubscribeParams, UsageEntry,
-    WhenBusy,
+    SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams, SessionParams,
+    SessionPromptParams, SessionRequestParams, SessionSubscribeParams, UsageEntry, WhenBusy,
 };
-use dsh_session::{Event, EventData, StopReason, decode_event};
+use dsh_session::{Event, EventData, StopReason};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -132,19 +131,11 @@ fn sandbox_difference(
     None
 }
 
-/// An API event as a log event (the log vocabulary is part of the protocol).
-pub fn to_event(event: &SessionEvent) -> Option<Event> {
-    let line =
-        json!({"seq": event.seq, "time": event.time, "type": event.kind, "data": event.data})
-            .to_string();
-    decode_event(&line, 0).ok()
-}
-
 /// The log event a connection's unsolicited message carries, if it is a `session/event`.
 pub fn unsolicited_event(message: &Unsolicited) -> Option<Event> {
     let Unsolicited::Notification(notification) = message else { return None };
-    let (_, event) = event_of(notification)?;
-    to_event(&event)
+    let (_, delivered) = event_of(notification)?;
+    Some(delivered.event)
 }
 
 /// Options of `dsh prompt`.
@@ -425,16 +416,17 @@ pub async fn cancel(settings: &Settings, session_id: &str) -> anyhow::Result<Exi
     .await
 }
 
-/// `dsh fork SESSION [--at SEQ]`.
+/// `dsh fork SESSION [--at SEQ | --step N]`.
 pub async fn fork(
     settings: &Settings,
     session_id: &str,
-    at: Option<u64>,
+    at_seq: Option<u64>,
+    at_step: Option<u64>,
 ) -> anyhow::Result<ExitCode> {
     // `--provider` / `--model` move the fork to another profile or model.
     let config = (settings.provider.is_some() || settings.model.is_some())
         .then(|| settings.session_config(None));
-    let params = SessionForkParams { session_id: session_id.to_owned(), at_seq: at, config };
+    let params = SessionForkParams { session_id: session_id.to_owned(), at_seq, at_step, config };
     call_and_print::<method::SessionFork>(settings, params, |result| {
         format!("forked {session_id} into {}\n", result.session_id)
     })

@@ -220,7 +220,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands::saw(&settings, &args.session, args.step, args.wire, args.diff).await
         }
         Command::Audit(args) => audit(&settings, &args).await,
-        Command::Fork(args) => commands::fork(&settings, &args.session, args.at).await,
+        Command::Fork(args) => commands::fork(&settings, &args.session, args.at, args.step).await,
         Command::Compact(args) => commands::compact(&settings, &args.session).await,
         Command::Serve(args) => serve_command(settings, &args).await,
         Command::Stdio(args) => stdio(settings, &args).await,

@@ -388,12 +388,26 @@ impl Daemon {
     pub fn fork(
         &self,
         parent: &str,
-        at_seq: Option<u64>,
+        at: ForkAt,
         config: &SessionConfig,
     ) -> ApiResult<Arc<LiveSession>> {
         let parent_path = self.session_path(parent)?;
-        let (workspace, parent_pin) = match read_log(&parent_path)?.events.first().map(|e| &e.data)
-        {
+        let parent_log = read_log(&parent_path)?;
+        let at_seq = match at {
+            ForkAt::End => None,
+            ForkAt::Seq(seq) => Some(seq),
+            ForkAt::Step(step) => Some(
+                parent_log
+                    .events
+                    .iter()
+                    .find(|event| matches!(&event.data, EventData::StepStart(s) if s.step == step))
+                    .ok_or_else(|| {
+                        ApiError::out_of_range(format!("session {parent} has no step {step}"))
+                    })?
+                    .seq,
+            ),
+        };
+        let (workspace, parent_pin) = match parent_log.events.first().map(|e| &e.data) {
             Some(EventData::SessionMeta(meta)) => {
                 (PathBuf::from(&meta.workspace), meta.pin.clone().unwrap_or_default())
             }
@@ -844,4 +858,15 @@ impl Endpoints for SessionEndpoints {
         }
         Ok(endpoint)
     }
+}
+
+/// Where a fork is cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForkAt {
+    /// After the parent's last event: the whole log.
+    End,
+    /// Before the event with this seq.
+    Seq(u64),
+    /// At the boundary of this step: before its `step/start`.
+    Step(u64),
 }

@@ -26,7 +26,7 @@ use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage};
 use tokio::sync::broadcast;
 
 use crate::api::parse;
-use crate::daemon::Daemon;
+use crate::daemon::{Daemon, ForkAt};
 use crate::error::{ApiError, ApiResult};
 use crate::live::LiveSession;
 use crate::views;
@@ -192,11 +192,14 @@ pub async fn session_subscribe(
                 continue;
             }
             next = event.seq + 1;
-            let message = SubscriptionMessage::new(
-                method::SESSION_EVENT,
-                id.clone(),
-                &api_event(&live.id, &event),
-            );
+            let mut delivered = SessionEvent::new(live.id.as_str(), event);
+            if matches!(delivered.event.data, EventData::StepStart(_)) {
+                // Where steering landed: a fold over the log, in the owner task.
+                let seq = delivered.event.seq;
+                let joined = live.handle.query(move |s| dsh_session::joined_at(s.events(), seq));
+                delivered.joined = joined.await.unwrap_or_default();
+            }
+            let message = SubscriptionMessage::new(method::SESSION_EVENT, id.clone(), &delivered);
             let Ok(message) = message else { return };
             if sink.send(message).await.is_err() {
                 return;
@@ -320,8 +323,16 @@ pub async fn session_cancel(
 
 /// `session/fork`.
 pub fn session_fork(daemon: &Arc<Daemon>, params: SessionForkParams) -> ApiResult<SessionIdResult> {
+    let at = match (params.at_seq, params.at_step) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid_params("give `atSeq` or `atStep`, not both"));
+        }
+        (Some(seq), None) => ForkAt::Seq(seq),
+        (None, Some(step)) => ForkAt::Step(step),
+        (None, None) => ForkAt::End,
+    };
     let config = params.config.unwrap_or_default();
-    let live = daemon.fork(&params.session_id, params.at_seq, &config)?;
+    let live = daemon.fork(&params.session_id, at, &config)?;
     Ok(SessionIdResult { session_id: live.id.clone() })
 }
 
@@ -412,6 +423,7 @@ pub async fn session_events(
     params: SessionEventsParams,
 ) -> ApiResult<SessionEventsResult> {
     let SessionEventsParams { session_id, from_seq, limit } = params;
+    let id = session_id.clone();
     let (page, len) = with_events(&daemon, &session_id, move |events| {
         let len = events.len() as u64;
         if from_seq > len {
@@ -426,7 +438,7 @@ pub async fn session_events(
                 break;
             }
             bytes += size;
-            page.push(event.clone());
+            page.push(api_event(&id, event, events));
         }
         (Some(page), len)
     })
@@ -437,8 +449,7 @@ pub async fn session_events(
         )));
     };
     let end = from_seq + page.len() as u64;
-    let events = page.iter().map(|event| api_event(&session_id, event)).collect();
-    Ok(SessionEventsResult { events, next_seq: end, end: end == len, length: len })
+    Ok(SessionEventsResult { events: page, next_seq: end, end: end == len, length: len })
 }
 
 /// `session/compact`.
@@ -636,18 +647,15 @@ pub fn daemon_shutdown(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonShutdown
     Ok(DaemonShutdownResult { stopping: true })
 }
 
-/// A log event as the API delivers it.
-pub fn api_event(session_id: &str, event: &Event) -> SessionEvent {
-    let value = serde_json::to_value(event).unwrap_or_default();
-    SessionEvent {
-        session_id: session_id.to_owned(),
-        seq: event.seq,
-        time: event.time,
-        kind: event.kind().to_owned(),
-        data: value.get("data").cloned().unwrap_or_default(),
+/// A log event as the API delivers it: for a `step/start`, with the steering and context
+/// messages that joined its request (`events` reaches back to the previous `step/start`).
+pub fn api_event(session_id: &str, event: &Event, events: &[Event]) -> SessionEvent {
+    let mut delivered = SessionEvent::new(session_id, event.clone());
+    if matches!(event.data, EventData::StepStart(_)) {
+        delivered.joined = dsh_session::joined_at(events, event.seq);
     }
+    delivered
 }
-
 /// Runs `view` over session `id`'s events: the loaded session's (loading it if needed; they are
 /// the events its log file holds — each is written, then folded), in its owner task, or the log
 /// file's when another process holds it. The daemon's reader permits bound how many run at

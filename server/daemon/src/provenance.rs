@@ -21,8 +21,6 @@ use crate::views;
 
 /// Files larger than this are not attributed (nor read).
 pub const MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
-/// How long one alignment may take before its line diff gets coarser.
-const ALIGN_DEADLINE: std::time::Duration = std::time::Duration::from_millis(200);
 /// Folds kept in the cache; past it the cache starts over.
 const CACHE_ENTRIES: usize = 512;
 
@@ -162,9 +160,8 @@ pub fn workspace_provenance(
             }
         };
         let Some(known) = folded.provenance.get(&relative) else { continue };
-        // A bound on each alignment: two large, very different texts make the line diff slow.
-        let deadline = std::time::Instant::now() + ALIGN_DEADLINE;
-        let origins = dsh_session::attribute(known, &text, Some(deadline));
+        // Bounded by the texts alone (`ALIGN_MAX_LINES`): the same lenses on every machine.
+        let origins = dsh_session::attribute(known, &text);
         for (slot, origin) in best.iter_mut().zip(origins) {
             let Some(origin) = origin else { continue };
             // Newest write wins; a fork carries its parent's writes with their times, and the

@@ -19,10 +19,10 @@ use dsh_daemon::client::event_of;
 use dsh_daemon::{Client, ClientError, Unsolicited};
 use dsh_protocol::method;
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRespondParams, NoParams, ProvenanceRange, SessionCreateParams,
-    SessionEvent, SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams,
-    SessionParams, SessionPromptParams, SessionRequestParams, SessionSubscribeParams, Usage,
-    WhenBusy, WorkspaceProvenanceParams,
+    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, EventData, NoParams, ProvenanceRange,
+    SessionCreateParams, SessionEvent, SessionEventsParams, SessionForkParams, SessionInjectParams,
+    SessionListParams, SessionParams, SessionPromptParams, SessionRequestParams,
+    SessionSubscribeParams, WhenBusy, WorkspaceProvenanceParams,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -551,19 +551,8 @@ impl State {
     async fn fork(&self, args: Args) -> RpcResult<Value> {
         let session_id =
             args.session_id.clone().ok_or_else(|| invalid("dsh.fork needs `sessionId`"))?;
-        let at_seq = match args.step {
-            None => None,
-            Some(step) => {
-                let params = SessionParams { session_id: session_id.clone() };
-                let usage =
-                    self.dsh.call::<method::SessionUsage>(params).await.map_err(daemon_error)?;
-                let row = usage.rows.iter().find(|entry| entry.row.step == step);
-                Some(
-                    row.ok_or_else(|| invalid(format!("{session_id} has no step {step}")))?.row.seq,
-                )
-            }
-        };
-        let params = SessionForkParams { session_id, at_seq, config: None };
+        let params =
+            SessionForkParams { session_id, at_seq: None, at_step: args.step, config: None };
         let fork = self.dsh.call::<method::SessionFork>(params).await.map_err(daemon_error)?;
         self.lsp
             .show_message(MessageType::INFO, format!("dsh: forked into {}", fork.session_id))
@@ -707,28 +696,25 @@ impl State {
         self.lsp.show_message(MessageType::ERROR, "dsh: the daemon closed the connection").await;
     }
 
-    async fn on_event(self: &Arc<Self>, event: SessionEvent) {
-        let followed = lock(&self.inner).followed.get(&event.session_id).cloned();
+    async fn on_event(self: &Arc<Self>, delivered: SessionEvent) {
+        let session_id = delivered.session_id;
+        let followed = lock(&self.inner).followed.get(&session_id).cloned();
         let Some(Followed { token, .. }) = followed else { return };
-        match event.kind.as_str() {
-            "step/start" => {
-                let step = event.data["step"].as_u64().unwrap_or(0);
+        match delivered.event.data {
+            EventData::StepStart(start) => {
                 if let Some(token) = &token {
-                    let report = report(text::step_started(step));
+                    let report = report(text::step_started(start.step));
                     deliver(self.progress(token, WorkDoneProgress::Report(report))).await;
                 }
             }
-            "step/end" => {
-                let step = event.data["step"].as_u64().unwrap_or(0);
-                let usage: Usage =
-                    serde_json::from_value(event.data["usage"].clone()).unwrap_or_default();
+            EventData::StepEnd(end) => {
                 if let Some(token) = &token {
-                    let report = report(text::step_ended(step, &usage));
+                    let report = report(text::step_ended(end.step, &end.usage));
                     deliver(self.progress(token, WorkDoneProgress::Report(report))).await;
                 }
             }
-            "tool/result"
-                if matches!(event.data["name"].as_str(), Some("write_file" | "edit_file")) =>
+            EventData::ToolResult(result)
+                if matches!(result.name.as_str(), "write_file" | "edit_file") =>
             {
                 // The log says more about some file now: attribution is asked again (the
                 // watcher refreshes the lenses that change).
@@ -736,19 +722,16 @@ impl State {
                     doc.ranges = None;
                 }
             }
-            "approval/request" => {
+            EventData::ApprovalRequest(request) => {
                 // Asked in a task of its own: the router keeps forwarding while the user
                 // decides (and an approval decided elsewhere resolves without this answer).
                 let state = Arc::clone(self);
-                let session_id = event.session_id.clone();
-                tokio::spawn(async move { state.ask_approval(session_id, event.data).await });
+                tokio::spawn(async move { state.ask_approval(session_id, request).await });
             }
-            "turn/end" => {
-                let turn = event.data["turn"].as_u64().unwrap_or(0);
-                let reason = event.data["reason"].as_str().unwrap_or("unknown");
-                let failure = event.data["error"].as_str();
-                let message = text::turn_ended(&event.session_id, turn, reason, failure);
-                self.unfollow(&event.session_id).await;
+            EventData::TurnEnd(end) => {
+                let failure = end.error.as_deref();
+                let message = text::turn_ended(&session_id, end.turn, end.reason.as_str(), failure);
+                self.unfollow(&session_id).await;
                 let kind = if failure.is_some() { MessageType::WARNING } else { MessageType::INFO };
                 deliver(self.lsp.show_message(kind, message)).await;
                 deliver(self.refresh()).await;
@@ -759,12 +742,8 @@ impl State {
 
     /// An approval the turn waits for, asked with `window/showMessageRequest`: Allow, Allow
     /// always, Deny (no answer: the daemon's timeout denies it).
-    async fn ask_approval(&self, session_id: String, data: Value) {
-        let (Some(approval_id), Some(tool)) = (data["approvalId"].as_str(), data["tool"].as_str())
-        else {
-            return;
-        };
-        let summary = data["summary"].as_str().unwrap_or_default();
+    async fn ask_approval(&self, session_id: String, request: ApprovalRequest) {
+        let ApprovalRequest { approval_id, tool, summary, .. } = request;
         let choices = [
             ("Allow", ApprovalChoice::Allow),
             ("Allow always", ApprovalChoice::AllowAlways),
@@ -901,8 +880,8 @@ impl State {
         let params =
             SessionEventsParams { session_id: session_id.to_owned(), from_seq: 0, limit: 1 };
         let page = self.dsh.call::<method::SessionEvents>(params).await.ok()?;
-        let workspace = page.events.first()?.data["workspace"].as_str()?.to_owned();
-        let workspace = PathBuf::from(workspace);
+        let EventData::SessionMeta(meta) = &page.events.first()?.event.data else { return None };
+        let workspace = PathBuf::from(&meta.workspace);
         Some(workspace.canonicalize().unwrap_or(workspace))
     }
 

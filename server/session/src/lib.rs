@@ -16,6 +16,7 @@ mod check;
 mod event;
 mod header;
 mod instructions;
+mod joined;
 mod message;
 mod money;
 mod provenance;
@@ -25,6 +26,8 @@ mod surface;
 mod usage;
 
 pub use check::{Closing, Diagnostic, Severity, check_log, closing_events};
+#[cfg(feature = "schema")]
+pub use event::event_payload_schemas;
 pub use event::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChangeKind,
     ChunkDelta, CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind,
@@ -40,6 +43,7 @@ pub use header::{
     diff_header, fold_request_header, plan_header_event,
 };
 pub use instructions::{INSTRUCTIONS_SOURCE, InstructionFold, Noted};
+pub use joined::joined_at;
 pub use message::{
     AssistantMessage, ContentBlock, GenerateRequest, Message, SUMMARY_PREAMBLE, ToolCall,
     derive_event_message,

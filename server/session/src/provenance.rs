@@ -480,20 +480,18 @@ fn match_in_order(wanted: &[Line], lines: &[Line]) -> Vec<(usize, usize)> {
     pairs
 }
 
+/// The most lines (both sides together) the exact line diff aligns in one piece: Myers' diff
+/// costs up to the square of this, so this bounds attribution's work by the text alone — the
+/// same answer on every machine. Larger pieces are cut at lines found exactly once on both
+/// sides (the anchors of a patience diff) and each piece between is aligned the same way; a
+/// piece that is still too large, with no such line in it, is left unaligned (its lines lose
+/// their attribution rather than get a wrong one).
+pub const ALIGN_MAX_LINES: usize = 4096;
+
 /// Aligns what the fold knows of a file with its current text: for each line of `current`
-/// (`current.split('\n')`), the origin of the folded line it still is, if any. `deadline`
-/// bounds the line diff (an input, like every time here): past it the diff is coarser, never
-/// wrong about the lines it matches.
-pub fn attribute(
-    file: &FileLines,
-    current: &str,
-    deadline: Option<std::time::Instant>,
-) -> Vec<Option<Origin>> {
-    #[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
-    enum Key<'a> {
-        Line(&'a str),
-        Never(usize),
-    }
+/// (`current.split('\n')`), the origin of the folded line it still is, if any. The alignment is
+/// a function of the two texts alone, bounded by [`ALIGN_MAX_LINES`].
+pub fn attribute(file: &FileLines, current: &str) -> Vec<Option<Origin>> {
     let now: Vec<&str> = current.split('\n').collect();
     let folded: Vec<Key> = file
         .lines
@@ -504,15 +502,9 @@ pub fn attribute(
     let keys: Vec<Key> = now.iter().map(|l| Key::Line(l)).collect();
     let mut matched: Vec<Option<usize>> = vec![None; file.lines.len()];
     let mut taken = vec![false; now.len()];
-    let ops =
-        similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &folded, &keys, deadline);
-    for op in ops {
-        if let similar::DiffOp::Equal { old_index, new_index, len } = op {
-            for d in 0..len {
-                matched[old_index + d] = Some(new_index + d);
-                taken[new_index + d] = true;
-            }
-        }
+    for (old_index, new_index) in align(&folded, &keys) {
+        matched[old_index] = Some(new_index);
+        taken[new_index] = true;
     }
     // Partial lines: placed in order in the gap between the lines matched around them.
     let mut floor = 0;
@@ -551,6 +543,112 @@ pub fn attribute(
         }
     }
     origins
+}
+
+/// A line as the alignment compares it: a folded line the fold is not sure of never equals any.
+#[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Key<'a> {
+    Line(&'a str),
+    Never(usize),
+}
+
+/// The pairs `(old index, new index)` of equal lines in a longest-common-subsequence-like
+/// alignment of `old` and `new`, in increasing order on both sides: the exact line diff for
+/// pieces up to [`ALIGN_MAX_LINES`], patience anchors to cut larger ones.
+fn align(old: &[Key], new: &[Key]) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
+    // Pieces still to align, as (old start, old end, new start, new end): a work list rather
+    // than recursion, so no input can make the stack deep.
+    let mut pieces = vec![(0, old.len(), 0, new.len())];
+    while let Some((old_start, old_end, new_start, new_end)) = pieces.pop() {
+        let (old_piece, new_piece) = (&old[old_start..old_end], &new[new_start..new_end]);
+        // The lines both ends share, as every diff would pair them.
+        let prefix = old_piece.iter().zip(new_piece).take_while(|(a, b)| a == b).count();
+        let suffix = old_piece[prefix..]
+            .iter()
+            .rev()
+            .zip(new_piece[prefix..].iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        pairs.extend((0..prefix).map(|d| (old_start + d, new_start + d)));
+        pairs.extend((1..=suffix).map(|d| (old_end - d, new_end - d)));
+        let (old_from, old_to) = (old_start + prefix, old_end - suffix);
+        let (new_from, new_to) = (new_start + prefix, new_end - suffix);
+        if old_from == old_to || new_from == new_to {
+            continue;
+        }
+        let (old_mid, new_mid) = (&old[old_from..old_to], &new[new_from..new_to]);
+        if old_mid.len() + new_mid.len() <= ALIGN_MAX_LINES {
+            for op in similar::capture_diff_slices(similar::Algorithm::Myers, old_mid, new_mid) {
+                if let similar::DiffOp::Equal { old_index, new_index, len } = op {
+                    pairs.extend(
+                        (0..len).map(|d| (old_from + old_index + d, new_from + new_index + d)),
+                    );
+                }
+            }
+            continue;
+        }
+        // Too large to diff: cut at the anchors; an anchorless piece stays unaligned.
+        let (mut old_cut, mut new_cut) = (old_from, new_from);
+        for (old_anchor, new_anchor) in unique_anchors(old_mid, new_mid) {
+            let (old_anchor, new_anchor) = (old_from + old_anchor, new_from + new_anchor);
+            pairs.push((old_anchor, new_anchor));
+            pieces.push((old_cut, old_anchor, new_cut, new_anchor));
+            (old_cut, new_cut) = (old_anchor + 1, new_anchor + 1);
+        }
+        if old_cut != old_from {
+            pieces.push((old_cut, old_to, new_cut, new_to));
+        }
+    }
+    pairs.sort_unstable();
+    pairs
+}
+
+/// The lines found exactly once in `old` and once in `new`, as `(old index, new index)`, the
+/// longest run of them in the same order on both sides (patience diff's anchors).
+fn unique_anchors(old: &[Key], new: &[Key]) -> Vec<(usize, usize)> {
+    let mut seen: BTreeMap<&Key, (usize, usize, usize, usize)> = BTreeMap::new();
+    for (i, key) in old.iter().enumerate() {
+        let entry = seen.entry(key).or_insert((0, i, 0, 0));
+        entry.0 += 1;
+    }
+    for (j, key) in new.iter().enumerate() {
+        if let Some(entry) = seen.get_mut(key) {
+            entry.2 += 1;
+            entry.3 = j;
+        }
+    }
+    let mut unique: Vec<(usize, usize)> = seen
+        .values()
+        .filter(|(in_old, _, in_new, _)| *in_old == 1 && *in_new == 1)
+        .map(|&(_, i, _, j)| (i, j))
+        .collect();
+    unique.sort_unstable();
+    longest_increasing(&unique)
+}
+
+/// The longest subsequence of `pairs` (sorted by their first index) increasing in the second.
+fn longest_increasing(pairs: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    // tails[k]: index into `pairs` of the smallest tail of an increasing run of length k + 1.
+    let mut tails: Vec<usize> = Vec::new();
+    let mut previous: Vec<Option<usize>> = vec![None; pairs.len()];
+    for (index, &(_, second)) in pairs.iter().enumerate() {
+        let length = tails.partition_point(|&tail| pairs[tail].1 < second);
+        previous[index] = length.checked_sub(1).map(|k| tails[k]);
+        if length == tails.len() {
+            tails.push(index);
+        } else {
+            tails[length] = index;
+        }
+    }
+    let mut run = Vec::with_capacity(tails.len());
+    let mut at = tails.last().copied();
+    while let Some(index) = at {
+        run.push(pairs[index]);
+        at = previous[index];
+    }
+    run.reverse();
+    run
 }
 
 #[cfg(test)]

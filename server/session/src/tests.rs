@@ -913,3 +913,41 @@ fn a_mark_of_another_fold_gets_no_tail() {
     assert!(one.messages_after(one.surface_mark()).is_some_and(|tail| tail.is_empty()));
     assert_eq!(two.messages_after(one.surface_mark()), None);
 }
+
+#[test]
+fn steering_and_notes_join_the_next_step_and_only_it() {
+    let steer = |text: &str| EventData::SteeringMessage(SteeringMessage { text: text.into() });
+    let step = |step| EventData::StepStart(StepStart { step, turn: 1 });
+    let events = log(vec![
+        meta(),                                                    // 0
+        EventData::TurnStart(TurnStart { turn: 1 }),               // 1
+        EventData::UserMessage(UserMessage { text: "go".into() }), // 2
+        steer("early"),                                            // 3
+        step(1),                                                   // 4
+        steer("during one"),                                       // 5
+        steer("also during one"),                                  // 6
+        step(2),                                                   // 7
+        step(3),                                                   // 8
+    ]);
+    assert_eq!(joined_at(&events, 4), vec![3]);
+    assert_eq!(joined_at(&events, 7), vec![5, 6]);
+    assert_eq!(joined_at(&events, 8), Vec::<u64>::new());
+    // Not a step/start, or past the end: nothing joined there.
+    assert_eq!(joined_at(&events, 5), Vec::<u64>::new());
+    assert_eq!(joined_at(&events, 99), Vec::<u64>::new());
+    // A suffix that reaches back to the previous step/start answers the same.
+    assert_eq!(joined_at(&events[4..], 7), vec![5, 6]);
+}
+
+#[test]
+fn an_event_decodes_from_parts_with_the_log_checks() {
+    let meta = serde_json::json!({"formatVersion": 99, "sessionId": "s", "workspace": "/w"});
+    let error = Event::from_parts(0, 1, "session/meta", meta).unwrap_err();
+    assert!(matches!(error, DecodeErrorKind::UnknownFormatVersion { found: 99 }));
+    let error = Event::from_parts(1, 1, "no/such", serde_json::json!({})).unwrap_err();
+    assert!(matches!(error, DecodeErrorKind::UnknownKind { .. }));
+    let line = r#"{"seq":1,"time":5,"type":"steering/message","data":{"text":"hi"}}"#;
+    let event: Event = serde_json::from_value(serde_json::from_str(line).unwrap()).unwrap();
+    assert_eq!(event, decode_event(line, 1).unwrap());
+    assert_eq!(encode_event(&event), line);
+}

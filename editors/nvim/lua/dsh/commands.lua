@@ -148,13 +148,8 @@ M.subcommands.fork = {
       step = t:step_at(vim.api.nvim_win_get_cursor(0)[1] - 1)
     end
     if step then
-      local st = t.steps[step]
-      if not st then
-        dsh.notify(("dsh: no step %d in this session"):format(step))
-        return
-      end
-      -- Fork "at step N": keep everything before step N's `step/start`.
-      params.atSeq = st.seq
+      -- Fork "at step N": the daemon keeps everything before step N's `step/start`.
+      params.atStep = step
     end
     dsh.request(methods.SessionFork, params, function(err, result)
       if not err and result then

@@ -101,29 +101,6 @@ M.event_kinds = {
 ---@field name string Client name, e.g. `dsh-vscode`.
 ---@field version? string Client version.
 
---- A thinking block: the next `bytes` bytes of `reasoningContent`, and its signature as streamed (empty when the server sent none).
----@class dsh.ContentBlock.thinking
----@field bytes integer Its length in UTF-8 bytes.
----@field signature string Its signature.
----@field type "thinking"
-
---- An encrypted thinking block, opaque.
----@class dsh.ContentBlock.redactedThinking
----@field data string The block's `data`.
----@field type "redactedThinking"
-
---- A text block: the next `bytes` bytes of `content`.
----@class dsh.ContentBlock.text
----@field bytes integer Its length in UTF-8 bytes.
----@field type "text"
-
---- The next tool call of `toolCalls`.
----@class dsh.ContentBlock.toolUse
----@field type "toolUse"
-
---- One block of an assistant message, in the order the model produced it (Anthropic Messages). Texts are not repeated here: a block names how many bytes of the message's `reasoningContent` or `content` it holds, in order.
----@alias dsh.ContentBlock dsh.ContentBlock.thinking|dsh.ContentBlock.redactedThinking|dsh.ContentBlock.text|dsh.ContentBlock.toolUse
-
 --- What a step (or a sum of steps) cost.
 ---@class dsh.Cost
 ---@field amount number What was billed: hits at the hit price, cache writes at the write price, the other misses at the miss price, output.
@@ -151,17 +128,6 @@ M.event_kinds = {
 ---@field version string The daemon's version.
 ---@field warnings? string[] What the user should know about this daemon's setup (a state directory others can read, descriptors running out, …); empty when all is well.
 
---- The request's non-content half, in canonical form: an empty system prompt or an empty tool list is `None`.
----@class dsh.EpochHeader
----@field config dsh.LlmCallConfig Model and sampling.
----@field system? string The rendered system prompt.
----@field tools? dsh.ToolSchema[] The assembled tool schemas, in the order they are sent.
-
---- The origin of a fork: the parent session and the seq the fork was cut at (exclusive).
----@class dsh.ForkOrigin
----@field seq integer The fork holds the parent's events with `seq < self.seq`.
----@field sessionId string The parent session.
-
 --- `initialize` params.
 ---@class dsh.InitializeParams
 ---@field clientInfo dsh.ClientInfo The client.
@@ -172,17 +138,6 @@ M.event_kinds = {
 ---@field capabilities dsh.Capabilities Supported methods and events.
 ---@field protocolVersion integer The protocol version spoken.
 ---@field serverInfo dsh.ServerInfo The daemon.
-
---- Model and sampling scalars: the per-conversation call config.
----@class dsh.LlmCallConfig
----@field maxTokens integer Output limit; always sent.
----@field model string Provider model id, passed through unchanged.
----@field profile? string The provider profile the session is pinned to (its name in the configuration); `None` in logs written before profiles existed, which are DeepSeek's. Never a URL, a key or a header value: only what names the endpoint's kind and identity for the reader.
----@field reasoningEffort? string Reasoning effort (`high`, `max`), when set.
----@field temperature? number Sampling temperature, when set.
----@field thinking boolean Thinking mode on or off.
----@field topP? number Nucleus sampling, when set.
----@field wire? dsh.WireFormat The wire format the request is written in and its byte-changing options; `None` is DeepSeek's chat-completions format.
 
 --- A session held in the daemon's memory.
 ---@class dsh.LoadedSession
@@ -355,15 +310,6 @@ M.event_kinds = {
 ---@field turn integer The turn.
 ---@field usage? dsh.Usage The step's usage (absent when it never finished).
 
---- The kind of endpoint a provider profile speaks.
----@alias dsh.ProviderKind "deepseek"|"openai-compatible"|"anthropic"
-
---- `request/sent`.
----@class dsh.RequestSent
----@field adapter string The adapter that serialized the body (e.g. `deepseek-chat/v1`).
----@field bytes integer Length of the body in bytes.
----@field sha256 string Lowercase hex sha256 of the exact body bytes.
-
 --- One kernel feature the command sandbox is built from.
 ---@class dsh.SandboxFeature
 ---@field available boolean The kernel offers it.
@@ -428,13 +374,14 @@ M.event_kinds = {
 ---@field model? string Model id (shorthand for `config.model`).
 ---@field workspace string Workspace directory (absolute, existing).
 
---- One log event as delivered by `session/event` (and `session/events`): the log line's envelope plus the session id. `data` is the payload of `type` (see [`LogEvent`]).
+--- One log event as delivered by `session/event` (and `session/events`): the log line's envelope with the session's id, `data` being the payload of `type`.
 ---@class dsh.SessionEvent
----@field data any The payload, exactly as logged.
+---@field data any The payload of `type`, exactly as logged.
+---@field joined? integer[] For a `step/start`: the seqs of the `steering/message` and `context/message` events that joined this step's request (logged since the previous `step/start`).
 ---@field seq integer The event's seq in the log.
 ---@field sessionId string The session.
 ---@field time integer Unix ms.
----@field type string The event kind, e.g. `assistant/chunk`.
+---@field type "session/meta"|"turn/start"|"turn/end"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace" The event kind.
 
 --- `session/events` params.
 ---@class dsh.SessionEventsParams
@@ -452,6 +399,7 @@ M.event_kinds = {
 --- `session/fork` params.
 ---@class dsh.SessionForkParams
 ---@field atSeq? integer Keep the parent's events with `seq < atSeq` (default: the whole log).
+---@field atStep? integer Fork at the boundary of step `atStep`: keep what came before its `step/start` (the conversation as that step's request saw it, without it). Not with `atSeq`.
 ---@field config? dsh.SessionConfig Call options that beat the logged header on the fork's first request.
 ---@field sessionId string The parent.
 
@@ -554,30 +502,6 @@ M.event_kinds = {
 ---@field rows dsh.UsageEntry[] One row per step; a row's `cost` is at the prices of the profile and model it ran on, as configured now.
 ---@field totals dsh.Usage Sums over finished steps.
 
---- Why a turn ended.
----@alias dsh.StopReason "completed"|"cancelled"|"error"|"maxSteps"
-
---- One tool call of an assistant message, argument string verbatim.
----@class dsh.ToolCall
----@field arguments string The argument string exactly as the model produced it; never re-serialized.
----@field id string Provider-assigned id.
----@field name string Tool name.
-
---- One tool's schema as the model sees it.
----@class dsh.ToolSchema
----@field description string What the tool does.
----@field name string Unique name.
----@field parameters any JSON Schema of the arguments.
-
---- Token usage of one model call, as disjoint-safe counts.
----@class dsh.Usage
----@field cacheHitTokens integer Prompt tokens served from the provider's prefix cache.
----@field cacheMissTokens integer Prompt tokens not served from the cache.
----@field cacheWriteTokens? integer The part of `cache_miss_tokens` the provider wrote to its cache (Anthropic's `cache_creation_input_tokens`, billed apart); 0 where providers cache by themselves.
----@field completionTokens integer Output tokens, reasoning included.
----@field promptTokens integer All prompt tokens (`cache_hit + cache_miss`).
----@field reasoningTokens integer The reasoning part of `completion_tokens`.
-
 --- One row of `session/usage`.
 ---@class dsh.UsageEntry
 ---@field causes dsh.PrefixCause[] Logged events since the previous step that changed the prefix.
@@ -601,16 +525,6 @@ M.event_kinds = {
 ---@field body string The body as UTF-8 text.
 ---@field bytes integer Length in bytes.
 ---@field sha256 string Lowercase hex sha256 of the body.
-
---- How a request body is written: the endpoint kind and the options of that kind that change the bytes. Logged in the call config, because the rebuilt body depends on every one of them.
----@class dsh.WireFormat
----@field adaptiveThinking? boolean Anthropic: thinking on is `{"type":"adaptive"}` (the model decides how much to think; Claude 4.7 and later refuse a budget) instead of `{"type":"enabled","budget_tokens"}`.
----@field kind dsh.ProviderKind The endpoint kind.
----@field maxCompletionTokens? boolean OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
----@field noCacheControl? boolean Anthropic: no `cache_control` breakpoints (for endpoints that ignore them, such as DeepSeek's `/anthropic`).
----@field reasoningPassback? boolean OpenAI-compatible: send each assistant message's stored reasoning back as `reasoning_content`.
----@field thinkingBudget? integer Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None` derives it from `max_tokens` (docs/providers.md).
----@field thinkingObject? boolean OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
 
 --- `workspace/provenance` params.
 ---@class dsh.WorkspaceProvenanceParams
@@ -713,12 +627,41 @@ M.event_kinds = {
 ---@field summary string The summary text.
 ---@field wire? dsh.WireFormat Its wire format (absent: DeepSeek's).
 
+--- A thinking block: the next `bytes` bytes of `reasoningContent`, and its signature as streamed (empty when the server sent none).
+---@class dsh.ContentBlock.thinking
+---@field bytes integer Its length in UTF-8 bytes.
+---@field signature string Its signature.
+---@field type "thinking"
+
+--- An encrypted thinking block, opaque.
+---@class dsh.ContentBlock.redactedThinking
+---@field data string The block's `data`.
+---@field type "redactedThinking"
+
+--- A text block: the next `bytes` bytes of `content`.
+---@class dsh.ContentBlock.text
+---@field bytes integer Its length in UTF-8 bytes.
+---@field type "text"
+
+--- The next tool call of `toolCalls`.
+---@class dsh.ContentBlock.toolUse
+---@field type "toolUse"
+
+--- One block of an assistant message, in the order the model produced it (Anthropic Messages). Texts are not repeated here: a block names how many bytes of the message's `reasoningContent` or `content` it holds, in order.
+---@alias dsh.ContentBlock dsh.ContentBlock.thinking|dsh.ContentBlock.redactedThinking|dsh.ContentBlock.text|dsh.ContentBlock.toolUse
+
 --- `context/message`.
 ---@class dsh.ContextMessage
 ---@field files? dsh.FileChange[] On an `instructions` or `workspace` note: the files it is about and what happened to each (for clients; not model-visible). A `workspace` note's hashes are what the agent knows of each file from then on.
 ---@field instructions? dsh.InstructionFile[] On an `instructions` note: every instruction file as the model knows it once this note is read (name and text, in order; an absent file is not listed). Not model-visible — the note's `text` is — but what the next step compares the workspace's files with.
 ---@field source? string What added it (e.g. `date`, `instructions`), for people reading the log.
 ---@field text string The model-visible text.
+
+--- The request's non-content half, in canonical form: an empty system prompt or an empty tool list is `None`.
+---@class dsh.EpochHeader
+---@field config dsh.LlmCallConfig Model and sampling.
+---@field system? string The rendered system prompt.
+---@field tools? dsh.ToolSchema[] The assembled tool schemas, in the order they are sent.
 
 --- A file a note is about.
 ---@class dsh.FileChange
@@ -731,6 +674,11 @@ M.event_kinds = {
 ---@field path string Its path relative to the workspace root.
 ---@field sha256? string SHA-256 (hex) of its content; absent when no readable regular file stands there.
 
+--- The origin of a fork: the parent session and the seq the fork was cut at (exclusive).
+---@class dsh.ForkOrigin
+---@field seq integer The fork holds the parent's events with `seq < self.seq`.
+---@field sessionId string The parent session.
+
 --- An amendment of the folded header (`request/header-delta`).
 ---@class dsh.HeaderDelta
 ---@field config? dsh.LlmCallConfig The config changed; replaced whole.
@@ -741,6 +689,17 @@ M.event_kinds = {
 ---@class dsh.InstructionFile
 ---@field name string Its path relative to the workspace root (`AGENTS.md`).
 ---@field text string Its text.
+
+--- Model and sampling scalars: the per-conversation call config.
+---@class dsh.LlmCallConfig
+---@field maxTokens integer Output limit; always sent.
+---@field model string Provider model id, passed through unchanged.
+---@field profile? string The provider profile the session is pinned to (its name in the configuration); `None` in logs written before profiles existed, which are DeepSeek's. Never a URL, a key or a header value: only what names the endpoint's kind and identity for the reader.
+---@field reasoningEffort? string Reasoning effort (`high`, `max`), when set.
+---@field temperature? number Sampling temperature, when set.
+---@field thinking boolean Thinking mode on or off.
+---@field topP? number Nucleus sampling, when set.
+---@field wire? dsh.WireFormat The wire format the request is written in and its byte-changing options; `None` is DeepSeek's chat-completions format.
 
 --- `llm/retry`.
 ---@class dsh.LlmRetry
@@ -757,10 +716,19 @@ M.event_kinds = {
 --- Why a step waits for MCP servers.
 ---@alias dsh.McpWaitReason "starting"|"toolsChanged"
 
+--- The kind of endpoint a provider profile speaks.
+---@alias dsh.ProviderKind "deepseek"|"openai-compatible"|"anthropic"
+
 --- `request/header`.
 ---@class dsh.RequestHeader
 ---@field header dsh.EpochHeader The full header.
 ---@field reason dsh.SnapshotReason Why the snapshot was taken.
+
+--- `request/sent`.
+---@class dsh.RequestSent
+---@field adapter string The adapter that serialized the body (e.g. `deepseek-chat/v1`).
+---@field bytes integer Length of the body in bytes.
+---@field sha256 string Lowercase hex sha256 of the exact body bytes.
 
 --- `session/meta`.
 ---@class dsh.SessionMeta
@@ -804,6 +772,9 @@ M.event_kinds = {
 ---@field step integer Step number, 1-based across the whole session.
 ---@field turn integer The turn this step belongs to.
 
+--- Why a turn ended.
+---@alias dsh.StopReason "completed"|"cancelled"|"error"|"maxSteps"
+
 --- A compaction summary, seen by the model as a user message.
 ---@class dsh.SurfaceNode.summary
 ---@field text string The text.
@@ -833,6 +804,12 @@ M.event_kinds = {
 ---@field keepSuffix integer Trailing lines kept.
 ---@field lines string[] The new middle lines.
 
+--- One tool call of an assistant message, argument string verbatim.
+---@class dsh.ToolCall
+---@field arguments string The argument string exactly as the model produced it; never re-serialized.
+---@field id string Provider-assigned id.
+---@field name string Tool name.
+
 --- `tool/call`.
 ---@class dsh.ToolCallStarted
 ---@field callId string The call id.
@@ -853,6 +830,12 @@ M.event_kinds = {
 ---@field name string The tool's name, for people reading the log.
 ---@field seen? dsh.FileSeen[] The workspace files the call read or wrote, as the agent knows them after it (not model-visible): what a later change on disk is compared with.
 
+--- One tool's schema as the model sees it.
+---@class dsh.ToolSchema
+---@field description string What the tool does.
+---@field name string Unique name.
+---@field parameters any JSON Schema of the arguments.
+
 --- A name-keyed tool list amendment: remove, replace in place, then append.
 ---@class dsh.ToolsDelta
 ---@field added? dsh.ToolSchema[] Tools appended at the end, in order.
@@ -869,9 +852,28 @@ M.event_kinds = {
 ---@class dsh.TurnStart
 ---@field turn integer 1-based turn number.
 
+--- Token usage of one model call, as disjoint-safe counts.
+---@class dsh.Usage
+---@field cacheHitTokens integer Prompt tokens served from the provider's prefix cache.
+---@field cacheMissTokens integer Prompt tokens not served from the cache.
+---@field cacheWriteTokens? integer The part of `cache_miss_tokens` the provider wrote to its cache (Anthropic's `cache_creation_input_tokens`, billed apart); 0 where providers cache by themselves.
+---@field completionTokens integer Output tokens, reasoning included.
+---@field promptTokens integer All prompt tokens (`cache_hit + cache_miss`).
+---@field reasoningTokens integer The reasoning part of `completion_tokens`.
+
 --- `user/message`.
 ---@class dsh.UserMessage
 ---@field text string The prompt text.
+
+--- How a request body is written: the endpoint kind and the options of that kind that change the bytes. Logged in the call config, because the rebuilt body depends on every one of them.
+---@class dsh.WireFormat
+---@field adaptiveThinking? boolean Anthropic: thinking on is `{"type":"adaptive"}` (the model decides how much to think; Claude 4.7 and later refuse a budget) instead of `{"type":"enabled","budget_tokens"}`.
+---@field kind dsh.ProviderKind The endpoint kind.
+---@field maxCompletionTokens? boolean OpenAI-compatible: the output limit is `max_completion_tokens` instead of `max_tokens`.
+---@field noCacheControl? boolean Anthropic: no `cache_control` breakpoints (for endpoints that ignore them, such as DeepSeek's `/anthropic`).
+---@field reasoningPassback? boolean OpenAI-compatible: send each assistant message's stored reasoning back as `reasoning_content`.
+---@field thinkingBudget? integer Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None` derives it from `max_tokens` (docs/providers.md).
+---@field thinkingObject? boolean OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
 
 ---@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"
 

@@ -44,7 +44,7 @@ M.by_session = {}
 ---@field chunked table<integer, boolean>
 ---@field reasoning table<integer, boolean> 0-based lines of reasoning (folded)
 ---@field note_text table<integer, boolean> 0-based lines of a note's text under its line (folded)
----@field steering integer[] lines of steering messages and notes not yet landed
+---@field joinable table<integer, integer> line of each steering message and note (by seq) not yet joined to a request
 ---@field approvals table<string, dsh.ApprovalRequest> pending approvals by id
 ---@field approval_lines table<string, integer>
 ---@field meta? dsh.SessionMeta
@@ -229,7 +229,7 @@ function M.get_or_create(session_id)
     chunked = {},
     reasoning = {},
     note_text = {},
-    steering = {},
+    joinable = {},
     approvals = {},
     approval_lines = {},
     on_change = {},
@@ -514,6 +514,7 @@ end
 
 local handlers = {}
 
+---@param data dsh.SessionMeta
 handlers["session/meta"] = function(self, data)
   self.meta = data
   local lines = { ("dsh session %s"):format(self.session_id), ("workspace %s"):format(data.workspace or "?") }
@@ -523,24 +524,31 @@ handlers["session/meta"] = function(self, data)
   self:append(lines, "DshTitle")
 end
 
+---@param data dsh.TurnStart
 handlers["turn/start"] = function(self, data)
   self.running = true
   self.turn = data.turn
   self:append({ "", ("━━ turn %d"):format(data.turn) }, "DshTurn")
 end
 
+---@param data dsh.UserMessage
 handlers["user/message"] = function(self, data)
   self:append(lines_of(data.text, "  ", "❯ "), "DshUser")
 end
 
-handlers["steering/message"] = function(self, data)
+---@param data dsh.SteeringMessage
+---@param ev dsh.Event.steering_message
+handlers["steering/message"] = function(self, data, ev)
   local first = self:append(lines_of(data.text, "  ", "↪ steer: "), "DshSteer")
-  table.insert(self.steering, first)
+  -- It joins the next request: the daemon's `joined` on that step/start says which.
+  self.joinable[ev.seq] = first
 end
 
 local NOTE_PREFIX = "    │ "
 
-handlers["context/message"] = function(self, data)
+---@param data dsh.ContextMessage
+---@param ev dsh.Event.context_message
+handlers["context/message"] = function(self, data, ev)
   local headline = M.note_headline(data)
   if not headline then
     local src = data.source and (" (" .. data.source .. ")") or ""
@@ -550,10 +558,12 @@ handlers["context/message"] = function(self, data)
   -- A workspace note: one line, and under it, folded, the whole text the model reads.
   local line = self:append({ "· " .. headline }, "DshNote")
   self:append(lines_of(data.text, NOTE_PREFIX, NOTE_PREFIX), "DshContext", self.note_text)
-  -- It joins the next request, as steering does: the next step/start marks which.
-  table.insert(self.steering, line)
+  -- It joins the next request, as steering does: the next step/start says which.
+  self.joinable[ev.seq] = line
 end
 
+---@param data dsh.StepStart
+---@param ev dsh.Event.step_start
 handlers["step/start"] = function(self, data, ev)
   local line = self:append({ ("── step %d"):format(data.step) }, "DshStep")
   local st = { step = data.step, turn = data.turn, seq = ev.seq, line = line }
@@ -562,17 +572,21 @@ handlers["step/start"] = function(self, data, ev)
   end
   self.steps[data.step] = st
   self.cur_step = data.step
-  -- Steering and notes join the next request: mark where each pending one landed.
-  for _, l in ipairs(self.steering) do
-    vim.api.nvim_buf_set_extmark(self.buf, M.ns, l, 0, {
-      virt_text = { { ("  → joined step %d"):format(data.step), "DshLanded" } },
-      virt_text_pos = "eol",
-    })
+  -- The steering and notes that joined this request, as the daemon says (`joined`).
+  for _, seq in ipairs(ev.joined or {}) do
+    local l = self.joinable[seq]
+    if l then
+      self.joinable[seq] = nil
+      vim.api.nvim_buf_set_extmark(self.buf, M.ns, l, 0, {
+        virt_text = { { ("  → joined step %d"):format(data.step), "DshLanded" } },
+        virt_text_pos = "eol",
+      })
+    end
   end
-  self.steering = {}
   self:_changed()
 end
 
+---@param data dsh.HeaderDelta
 handlers["request/header-delta"] = function(self, data)
   local what = {}
   if data.system then
@@ -587,10 +601,12 @@ handlers["request/header-delta"] = function(self, data)
   self:append({ ("  ✎ request header changed: %s"):format(table.concat(what, ", ")) }, "DshDim")
 end
 
+---@param data dsh.AssistantChunk
 handlers["assistant/chunk"] = function(self, data)
   self:_chunk(data.step, data.delta)
 end
 
+---@param data dsh.AssistantTurn
 handlers["assistant/message"] = function(self, data)
   if not self.chunked[data.step] then
     self:_message(data.step, data.message)
@@ -598,6 +614,7 @@ handlers["assistant/message"] = function(self, data)
   self.stream = nil
 end
 
+---@param data dsh.ToolCallStarted
 handlers["tool/call"] = function(self, data)
   -- Only a command that ran without the sandbox is worth a line: everything else is confined.
   if data.unconfined then
@@ -605,10 +622,12 @@ handlers["tool/call"] = function(self, data)
   end
 end
 
+---@param data dsh.ToolProgress
 handlers["tool/progress"] = function(self, data)
   self:append(lines_of(data.text, "      ", "    … ", 3), "DshDim")
 end
 
+---@param data dsh.ToolResult
 handlers["tool/result"] = function(self, data)
   local mark = data.isError and "✗" or "✓"
   local content = data.content or ""
@@ -618,6 +637,7 @@ handlers["tool/result"] = function(self, data)
   self:_mark_server(line, ("  %s "):format(mark), data.name)
 end
 
+---@param data dsh.ApprovalRequest
 handlers["approval/request"] = function(self, data)
   local sandbox = data.sandbox and (" [sandbox: %s]"):format(data.sandbox) or ""
   local line = self:append({ ("  ? %s wants approval: %s%s"):format(M.tool_label(data.tool), data.summary, sandbox) }, "DshApproval")
@@ -629,6 +649,7 @@ handlers["approval/request"] = function(self, data)
   end
 end
 
+---@param data dsh.ApprovalDecision
 handlers["approval/decision"] = function(self, data)
   self.approvals[data.approvalId] = nil
   local words = {
@@ -647,11 +668,13 @@ handlers["approval/decision"] = function(self, data)
   end
 end
 
+---@param data dsh.McpWait
 handlers["mcp/wait"] = function(self, data)
   -- Logged before the step that waited: the step that follows shows the wait ended.
   self:append({ "  ◌ " .. M.mcp_wait_text(data) }, "DshDim")
 end
 
+---@param data dsh.StepEnd
 handlers["step/end"] = function(self, data)
   self.stream = nil
   local st = self.steps[data.step]
@@ -663,6 +686,7 @@ handlers["step/end"] = function(self, data)
   self:_changed()
 end
 
+---@param data dsh.StepError
 handlers["step/error"] = function(self, data)
   if data.cancelled then
     self:append({ ("  ⊘ step %d cancelled"):format(data.step) }, "DshError")
@@ -672,10 +696,12 @@ handlers["step/error"] = function(self, data)
   self:schedule_usage_refresh()
 end
 
+---@param data dsh.LlmRetry
 handlers["llm/retry"] = function(self, data)
   self:append({ ("  ↻ retry after attempt %d (next in %.1fs): %s"):format(data.attempt, (data.delayMs or 0) / 1000, (data.error or ""):gsub("\n", " ")) }, "DshDim")
 end
 
+---@param data dsh.TurnEnd
 handlers["turn/end"] = function(self, data)
   self.running = false
   self.stream = nil
@@ -690,14 +716,17 @@ handlers["turn/end"] = function(self, data)
   self:_changed()
 end
 
+---@param data dsh.CompactStart
 handlers["compact/start"] = function(self, data)
   self:append({ ("  ⇲ compacting (%s, %s prompt tokens before)"):format(data.reason, usage.thousands(data.tokensBefore)) }, "DshDim")
 end
 
+---@param data dsh.CompactSummary
 handlers["compact/summary"] = function(self, data)
   self:append(lines_of(data.summary, "      ", ("  ⇲ summary (%s): "):format(data.model), 4), "DshDim")
 end
 
+---@param data dsh.SurfaceReplace
 handlers["surface/replace"] = function(self, data)
   self:append({ ("  ⇲ surface seq %d–%d replaced by a %s"):format(data.start, data["end"], data.node and data.node.type or "node") }, "DshDim")
 end

@@ -64,7 +64,7 @@ impl Log {
 fn steps(events: &[Event], path: &str, current: &str) -> Vec<Option<u64>> {
     let folded = provenance(events);
     let mut origins = match folded.get(path) {
-        Some(file) => attribute(file, current, None),
+        Some(file) => attribute(file, current),
         None => vec![None; current.split('\n').count()],
     };
     if current.ends_with('\n') || current.is_empty() {
@@ -288,4 +288,46 @@ fn lines_an_edit_repeats_around_its_change_keep_their_writer() {
     log.edit("b.py", "def f():\n    pass\n", "def f():\n    return 1\n", 4);
     let current = "import os\n\n\ndef f():\n    return 1\n";
     assert_eq!(steps(&log.events, "b.py", current), [None, None, None, None, Some(1)]);
+}
+
+#[test]
+fn a_file_too_large_to_diff_whole_is_cut_at_its_unique_lines() {
+    // Far more lines than one exact diff takes: the agent wrote them all, then the user
+    // rewrote a block in the middle and appended a line. The common ends pair up, the unique
+    // lines around the change anchor it, and only the rewritten lines lose their writer.
+    let count = crate::provenance::ALIGN_MAX_LINES * 2;
+    let original: Vec<String> = (0..count).map(|i| format!("line {i}")).collect();
+    let mut log = Log::default();
+    let step = log.write("big.txt", &(original.join("\n") + "\n"));
+    let mut current = original.clone();
+    for line in &mut current[count / 2..count / 2 + 3] {
+        *line = format!("{line} (the user's)");
+    }
+    // Swap two early lines, so the common prefix stops there.
+    current.swap(1, 2);
+    current.push("appended".to_owned());
+    let text = current.join("\n") + "\n";
+    let got = steps(&log.events, "big.txt", &text);
+    assert_eq!(got.len(), count + 1);
+    for (index, writer) in got.iter().enumerate() {
+        let by_user = (count / 2..count / 2 + 3).contains(&index) || index == count;
+        // The swapped lines too: the one out of order is found as a moved line.
+        assert_eq!(*writer, (!by_user).then_some(step), "line {index}");
+    }
+}
+
+#[test]
+fn a_large_piece_with_no_unique_line_stays_unaligned_rather_than_guessed() {
+    // Every line repeated: no anchor, and too many lines to diff at once. Nothing is paired,
+    // so nothing is attributed wrongly; the same answer on any machine (no clock involved).
+    let count = crate::provenance::ALIGN_MAX_LINES * 2;
+    let lines: Vec<&str> = (0..count).map(|i| if i % 2 == 0 { "a" } else { "b" }).collect();
+    let mut log = Log::default();
+    log.write("rep.txt", &(lines.join("\n") + "\n"));
+    let mut current = lines.clone();
+    current.insert(0, "new head");
+    current.push("new tail");
+    let got = steps(&log.events, "rep.txt", &(current.join("\n") + "\n"));
+    assert_eq!(got.len(), count + 2);
+    assert!(got.iter().all(Option::is_none), "no line paired by guess");
 }

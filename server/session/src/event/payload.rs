@@ -1,0 +1,597 @@
+//! The payload types of the log's event kinds, one per kind (the table is in `event.rs`), and
+//! the types they are made of. Each is a plain serde struct; unknown fields are refused where
+//! the log's schema says so.
+
+use serde::{Deserialize, Serialize};
+
+use crate::header::{EpochHeader, WireFormat};
+use crate::message::AssistantMessage;
+
+/// `session/meta`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionMeta {
+    /// Must equal [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The session's id.
+    pub session_id: String,
+    /// The canonical workspace path.
+    pub workspace: String,
+    /// Where this session was forked from, if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
+    /// What the session was pinned to when it was created (or forked): the call options its
+    /// requests start from until a header is logged, and on top of the logged header at the
+    /// first request of each loop. Absent in logs from before pins were logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<SessionPin>,
+}
+
+/// The call options a session is pinned to (`session/meta.pin`): the profile and model asked for
+/// or configured at creation, and the options given explicitly. Each absent field leaves the
+/// configuration's value.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionPin {
+    /// The provider profile (its name in the configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The model id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The output limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Thinking on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<bool>,
+    /// The reasoning effort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// The sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Steps per turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
+}
+
+/// The origin of a fork: the parent session and the seq the fork was cut at (exclusive).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkOrigin {
+    /// The parent session.
+    pub session_id: String,
+    /// The fork holds the parent's events with `seq < self.seq`.
+    pub seq: u64,
+}
+
+/// `turn/start`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnStart {
+    /// 1-based turn number.
+    pub turn: u64,
+}
+
+/// Why a turn ended.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    /// The model stopped on its own.
+    Completed,
+    /// A client cancelled, the daemon shut down, or a fork cut the turn.
+    Cancelled,
+    /// A step failed.
+    Error,
+    /// The step limit was hit.
+    MaxSteps,
+}
+
+impl StopReason {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Cancelled => "cancelled",
+            Self::Error => "error",
+            Self::MaxSteps => "maxSteps",
+        }
+    }
+}
+
+/// `turn/end`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    /// The turn that ends.
+    pub turn: u64,
+    /// Why.
+    pub reason: StopReason,
+    /// A human-readable error, when `reason` is `error` or `cancelled` says more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `user/message`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserMessage {
+    /// The prompt text.
+    pub text: String,
+}
+
+/// `steering/message`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteeringMessage {
+    /// The injected text.
+    pub text: String,
+}
+
+/// `context/message`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextMessage {
+    /// The model-visible text.
+    pub text: String,
+    /// What added it (e.g. `date`, `instructions`), for people reading the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// On an `instructions` note: every instruction file as the model knows it once this note
+    /// is read (name and text, in order; an absent file is not listed). Not model-visible — the
+    /// note's `text` is — but what the next step compares the workspace's files with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<Vec<InstructionFile>>,
+    /// On an `instructions` or `workspace` note: the files it is about and what happened to
+    /// each (for clients; not model-visible). A `workspace` note's hashes are what the agent
+    /// knows of each file from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<FileChange>>,
+}
+
+/// A file a note is about.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileChange {
+    /// Its path relative to the workspace root.
+    pub path: String,
+    /// What happened to it.
+    pub change: ChangeKind,
+    /// SHA-256 (hex) of its content now, when it is a readable regular file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// What happened to a file.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ChangeKind {
+    /// Its content changed.
+    Edited,
+    /// It appeared.
+    Added,
+    /// It is gone.
+    Deleted,
+    /// Something other than a regular file stands at its path now (a directory, a symlink out
+    /// of the workspace), or it cannot be read.
+    Replaced,
+}
+
+/// One instruction file's text as rendered into the system prompt (trailing whitespace trimmed,
+/// long files cut with a note).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstructionFile {
+    /// Its path relative to the workspace root (`AGENTS.md`).
+    pub name: String,
+    /// Its text.
+    pub text: String,
+}
+
+/// `step/start`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepStart {
+    /// Step number, 1-based across the whole session.
+    pub step: u64,
+    /// The turn this step belongs to.
+    pub turn: u64,
+}
+
+/// Why a header snapshot was logged.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SnapshotReason {
+    /// The first request of a log that had no header.
+    Initial,
+    /// The first request of a loop instance over a log that had one.
+    Resume,
+    /// A change the delta encoding cannot express.
+    Fallback,
+}
+
+/// `request/header`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestHeader {
+    /// Why the snapshot was taken.
+    pub reason: SnapshotReason,
+    /// The full header.
+    pub header: EpochHeader,
+}
+
+/// `request/sent`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestSent {
+    /// The adapter that serialized the body (e.g. `deepseek-chat/v1`).
+    pub adapter: String,
+    /// Lowercase hex sha256 of the exact body bytes.
+    pub sha256: String,
+    /// Length of the body in bytes.
+    pub bytes: u64,
+}
+
+/// One streamed delta, normalized across providers but otherwise as received.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ChunkDelta {
+    /// Visible text.
+    Text {
+        /// The piece.
+        text: String,
+    },
+    /// Reasoning text.
+    Reasoning {
+        /// The piece.
+        text: String,
+    },
+    /// A thinking block ended (Anthropic Messages): its signature, verbatim (the block's
+    /// `signature_delta`s joined; empty when the server sent none). The reasoning since the
+    /// previous block's end is that block's.
+    ReasoningSignature {
+        /// The signature.
+        signature: String,
+    },
+    /// One block of encrypted reasoning (Anthropic's `redacted_thinking`), opaque.
+    RedactedReasoning {
+        /// The block's `data`, verbatim.
+        data: String,
+    },
+    /// A tool call begins.
+    ToolCall {
+        /// Position of the call in the message.
+        index: u32,
+        /// Provider-assigned call id.
+        id: String,
+        /// Tool name.
+        name: String,
+    },
+    /// A fragment of a tool call's argument string.
+    ToolArgs {
+        /// Position of the call in the message.
+        index: u32,
+        /// The fragment, verbatim.
+        fragment: String,
+    },
+}
+
+/// `assistant/chunk`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssistantChunk {
+    /// The step streaming.
+    pub step: u64,
+    /// The delta.
+    pub delta: ChunkDelta,
+}
+
+/// `assistant/message`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssistantTurn {
+    /// The step that produced it.
+    pub step: u64,
+    /// The message exactly as assembled from the stream.
+    pub message: AssistantMessage,
+}
+
+/// `tool/call`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallStarted {
+    /// The step whose message asked for it.
+    pub step: u64,
+    /// The call id.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// True when a command runs without the sandbox: approved as such
+    /// (`allowUnconfined`), policy `full`, or no sandbox available. Absent (false) for every
+    /// other call and in logs written before the sandbox existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
+    pub unconfined: bool,
+}
+
+/// `tool/progress`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolProgress {
+    /// The call id.
+    pub call_id: String,
+    /// The note.
+    pub text: String,
+}
+
+/// `tool/result`; also the payload of a trimmed result in a `surface/replace`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolResult {
+    /// The call this answers.
+    pub call_id: String,
+    /// The tool's name, for people reading the log.
+    pub name: String,
+    /// What the model sees.
+    pub content: String,
+    /// Whether the call failed (refused, errored, denied, cancelled).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
+    pub is_error: bool,
+    /// The workspace files the call read or wrote, as the agent knows them after it (not
+    /// model-visible): what a later change on disk is compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<Vec<FileSeen>>,
+}
+
+/// A workspace file as the agent last saw it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSeen {
+    /// Its path relative to the workspace root.
+    pub path: String,
+    /// SHA-256 (hex) of its content; absent when no readable regular file stands there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// Token usage of one model call, as disjoint-safe counts.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// All prompt tokens (`cache_hit + cache_miss`).
+    pub prompt_tokens: u64,
+    /// Prompt tokens served from the provider's prefix cache.
+    pub cache_hit_tokens: u64,
+    /// Prompt tokens not served from the cache.
+    pub cache_miss_tokens: u64,
+    /// Output tokens, reasoning included.
+    pub completion_tokens: u64,
+    /// The reasoning part of `completion_tokens`.
+    pub reasoning_tokens: u64,
+    /// The part of `cache_miss_tokens` the provider wrote to its cache (Anthropic's
+    /// `cache_creation_input_tokens`, billed apart); 0 where providers cache by themselves.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<u64>", optional))]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+impl Usage {
+    /// `cache_hit / prompt`, or 0 for an empty prompt.
+    pub fn hit_ratio(&self) -> f64 {
+        if self.prompt_tokens == 0 {
+            0.0
+        } else {
+            self.cache_hit_tokens as f64 / self.prompt_tokens as f64
+        }
+    }
+
+    /// Field-wise sum.
+    pub fn add(&self, other: &Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens.saturating_add(other.prompt_tokens),
+            cache_hit_tokens: self.cache_hit_tokens.saturating_add(other.cache_hit_tokens),
+            cache_miss_tokens: self.cache_miss_tokens.saturating_add(other.cache_miss_tokens),
+            completion_tokens: self.completion_tokens.saturating_add(other.completion_tokens),
+            reasoning_tokens: self.reasoning_tokens.saturating_add(other.reasoning_tokens),
+            cache_write_tokens: self.cache_write_tokens.saturating_add(other.cache_write_tokens),
+        }
+    }
+}
+
+/// `step/end`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepEnd {
+    /// The step that ends.
+    pub step: u64,
+    /// The provider's finish reason (`stop`, `tool_calls`, `length`, ...).
+    pub finish_reason: String,
+    /// Usage of the step's model call.
+    pub usage: Usage,
+}
+
+/// `step/error`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepError {
+    /// The step that failed.
+    pub step: u64,
+    /// What went wrong, for people.
+    pub error: String,
+    /// True when the step was cancelled rather than failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
+    pub cancelled: bool,
+}
+
+/// `llm/retry`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LlmRetry {
+    /// The step being retried.
+    pub step: u64,
+    /// 1-based number of the attempt that failed.
+    pub attempt: u32,
+    /// Backoff before the next attempt.
+    pub delay_ms: u64,
+    /// What failed.
+    pub error: String,
+}
+
+/// `mcp/wait`: before its request, a step waits (bounded by their startup timeouts) for MCP
+/// servers, so their tools join the request instead of flapping in at a later step. Not
+/// model-visible: what the wait produced is in the header that follows.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpWait {
+    /// The servers waited for, by name, sorted.
+    pub servers: Vec<String>,
+    /// Why they are waited for.
+    pub reason: McpWaitReason,
+}
+
+/// Why a step waits for MCP servers.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpWaitReason {
+    /// On their first start: spawned or dialled, `initialize` and `tools/list` under way.
+    Starting,
+    /// They said their tool list changed; the new list is being fetched.
+    ToolsChanged,
+}
+
+/// `approval/request`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    /// Id a client answers with.
+    pub approval_id: String,
+    /// The tool call waiting.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// What the call would do, for people.
+    pub summary: String,
+    /// How the call would run, for a command: its sandbox policy, and whether the sandbox is
+    /// degraded or absent (`workspace-write`, `workspace-write (degraded: no landlock)`,
+    /// `full (unconfined)`). Absent for tools that do not run commands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+}
+
+/// What was decided about an approval.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ApprovalVerdict {
+    /// Run this call.
+    Allow,
+    /// Refuse this call.
+    Deny,
+    /// Run this call and every later call of this tool in the session.
+    AllowAlways,
+    /// Nobody answered in time; treated as a denial.
+    Timeout,
+    /// Run this call once without the sandbox (for a command).
+    AllowUnconfined,
+}
+
+/// `approval/decision`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalDecision {
+    /// The request answered.
+    pub approval_id: String,
+    /// The verdict.
+    pub decision: ApprovalVerdict,
+}
+
+/// `compact/start`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactStart {
+    /// Why (`pressure`, `manual`).
+    pub reason: String,
+    /// Prompt tokens of the last request before compaction.
+    pub tokens_before: u64,
+}
+
+/// `compact/summary`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactSummary {
+    /// Model of the summarize one-shot.
+    pub model: String,
+    /// Its provider profile (absent in logs from before profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Its wire format (absent: DeepSeek's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WireFormat>,
+    /// Its output limit.
+    pub max_tokens: u32,
+    /// The summary text.
+    pub summary: String,
+}
+
+/// The node a `surface/replace` puts in place of the replaced range.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum SurfaceNode {
+    /// A compaction summary, seen by the model as a user message.
+    #[serde(rename = "summary")]
+    Summary {
+        /// The text.
+        text: String,
+    },
+    /// A trimmed tool result under the same call id.
+    #[serde(rename = "tool/result")]
+    ToolResult(ToolResult),
+}
+
+/// `surface/replace`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SurfaceReplace {
+    /// Id (seq) of the first surface node replaced.
+    pub start: u64,
+    /// Id (seq) of the last surface node replaced (inclusive).
+    pub end: u64,
+    /// The node that takes their place; its id is this event's seq.
+    pub node: SurfaceNode,
+}
