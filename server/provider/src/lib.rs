@@ -19,7 +19,7 @@ mod assemble;
 mod body;
 mod chunk;
 mod client;
-mod config;
+mod endpoint;
 mod error;
 mod sse;
 #[cfg(test)]
@@ -30,7 +30,7 @@ pub use anthropic::ANTHROPIC_ADAPTER;
 pub use assemble::MessageAssembler;
 pub use body::WireBytes;
 pub use client::{DeepSeek, EventStream, StreamEvent};
-pub use config::{API_KEY_ENV, ApiKey, DEFAULT_BASE_URL, DeepSeekConfig, RetryPolicy};
+pub use endpoint::{API_KEY_ENV, ApiKey, DEFAULT_BASE_URL, DeepSeekConfig, RetryPolicy};
 pub use error::{ProviderError, TimeoutKind};
 pub use wire::{
     DEEPSEEK_ADAPTER, EMPTY_TOOL_OUTPUT, OPENAI_ADAPTER, WireCache, adapter_id, check_request,
