@@ -19,6 +19,7 @@ mod assemble;
 mod body;
 mod chunk;
 mod client;
+mod decoded;
 mod endpoint;
 mod error;
 mod sse;
@@ -41,6 +42,8 @@ pub use wire::{
 #[doc(hidden)]
 pub use anthropic::stream::MessagesDecoder;
 #[doc(hidden)]
-pub use chunk::{ChunkDecoder, Decoded, Finish};
+pub use chunk::ChunkDecoder;
+#[doc(hidden)]
+pub use decoded::{Decoded, Finish};
 #[doc(hidden)]
 pub use sse::{SseDecoder, SseEvent};
