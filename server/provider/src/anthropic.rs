@@ -55,11 +55,8 @@ use dsh_session::{
     ToolSchema,
 };
 
-use crate::body::{Prefix, WireBytes};
-use crate::wire::{
-    EMPTY_TOOL_OUTPUT, adopt_messages, extends, put, put_canonical, put_sampling, put_str,
-    sorted_tools,
-};
+use crate::body::{Prefix, WireBytes, adopt_messages, extends};
+use crate::json::{EMPTY_TOOL_OUTPUT, put, put_canonical, put_sampling, put_str, sorted_tools};
 
 /// The adapter id logged in `request/sent` for Anthropic Messages bodies. Bump it whenever
 /// [`body`]'s bytes change for the same request.

@@ -17,26 +17,27 @@
 mod anthropic;
 mod assemble;
 mod body;
+mod chat;
 mod chunk;
 mod client;
 mod decoded;
 mod endpoint;
 mod error;
+mod format;
+mod json;
 mod sse;
 #[cfg(test)]
 mod test_support;
-mod wire;
 
 pub use anthropic::ANTHROPIC_ADAPTER;
 pub use assemble::MessageAssembler;
-pub use body::WireBytes;
+pub use body::{WireBytes, sha256_hex};
+pub use chat::{DEEPSEEK_ADAPTER, OPENAI_ADAPTER};
 pub use client::{DeepSeek, EventStream, StreamEvent};
 pub use endpoint::{API_KEY_ENV, ApiKey, DEFAULT_BASE_URL, DeepSeekConfig, RetryPolicy};
 pub use error::{ProviderError, TimeoutKind};
-pub use wire::{
-    DEEPSEEK_ADAPTER, EMPTY_TOOL_OUTPUT, OPENAI_ADAPTER, WireCache, adapter_id, check_request,
-    check_tool_arguments, sha256_hex, wire_body,
-};
+pub use format::{WireCache, adapter_id, check_request, check_tool_arguments, wire_body};
+pub use json::EMPTY_TOOL_OUTPUT;
 
 // The stream decoders, for the fuzz targets in `fuzz/`; not part of the crate's API.
 #[doc(hidden)]
