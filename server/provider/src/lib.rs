@@ -1,5 +1,6 @@
 //! Provider adapters for dsh: DeepSeek's OpenAI-compatible chat-completions API (and other
-//! OpenAI-compatible servers), and Anthropic Messages.
+//! OpenAI-compatible servers), and Anthropic Messages. The two are wire formats, written by
+//! `chat` and `anthropic` (which never import each other) and chosen in one place, `format`.
 //!
 //! Two halves, kept apart on purpose:
 //! - a **pure** half: [`wire_body`] turns a [`dsh_session::GenerateRequest`] into the exact
