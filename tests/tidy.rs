@@ -1,6 +1,7 @@
 //! Tidy checks: crate edges point inward, the CLI reaches sessions only through the protocol,
 //! every Rust file opens with `//!`, the session crate does no I/O and reads no clock, no
-//! JSON-RPC envelope is spelled outside `protocol/src/jsonrpc.rs`.
+//! JSON-RPC envelope is spelled outside `protocol/src/jsonrpc.rs`, the provider's two wire
+//! formats never import each other.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -270,5 +271,42 @@ fn fronts_and_editors_read_events_typed_never_by_string_key() {
         }
     }
     assert!(handlers > 15, "found only {handlers} Neovim handlers");
+
+fn the_provider_formats_never_import_each_other() {
+    // Chat completions (`chat.rs`, its decoder `chunk.rs`) and Anthropic Messages
+    // (`anthropic.rs`, `anthropic/`) build on the provider's shared modules only; `format.rs`
+    // is the one place that knows both. A path is read from `crate::` through its name, or
+    // through the `{…}` group it opens.
+    let source = workspace_root().join("server/provider/src");
+    let sides: [(&[&str], &[&str]); 2] =
+        [(&["chat", "chunk"], &["anthropic"]), (&["anthropic"], &["chat", "chunk"])];
+    let mut found = Vec::new();
+    for (modules, others) in sides {
+        let mut files = Vec::new();
+        for module in modules {
+            files.push(source.join(format!("{module}.rs")));
+            if source.join(module).is_dir() {
+                rust_files(&source.join(module), &mut files);
+            }
+        }
+        for path in &files {
+            let text = std::fs::read_to_string(path).unwrap();
+            let code: Vec<&str> =
+                text.lines().filter(|line| !line.trim_start().starts_with("//")).collect();
+            let code = code.join(" ");
+            for (at, _) in code.match_indices("crate::") {
+                let rest = &code[at + "crate::".len()..];
+                let end = if rest.starts_with('{') {
+                    rest.find('}').map_or(rest.len(), |end| end + 1)
+                } else {
+                    rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len())
+                };
+                let words = rest[..end].split(|c: char| !(c.is_alphanumeric() || c == '_'));
+                for word in words.filter(|word| others.contains(word)) {
+                    found.push(format!("{} names `crate::{word}`", path.display()));
+                }
+            }
+        }
+    }
     assert!(found.is_empty(), "{found:#?}");
 }

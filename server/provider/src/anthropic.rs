@@ -55,14 +55,11 @@ use dsh_session::{
     ToolSchema,
 };
 
-use crate::body::{Prefix, WireBytes};
-use crate::wire::{
-    EMPTY_TOOL_OUTPUT, adopt_messages, extends, put, put_canonical, put_sampling, put_str,
-    sorted_tools,
-};
+use crate::body::{Prefix, WireBytes, adopt_messages, extends};
+use crate::json::{EMPTY_TOOL_OUTPUT, put, put_canonical, put_sampling, put_str, sorted_tools};
 
-/// The adapter id logged in `request/sent` for Anthropic Messages bodies. Bump it whenever
-/// [`body`]'s bytes change for the same request.
+/// The adapter id logged in `request/sent` for Anthropic Messages bodies. Bump it whenever the bytes
+/// [`crate::wire_body`] writes for the same request change.
 pub const ANTHROPIC_ADAPTER: &str = "anthropic-messages/v1";
 
 /// The smallest thinking budget the format accepts.

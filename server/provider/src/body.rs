@@ -1,4 +1,5 @@
-//! Request bodies as shared pieces, and the memoized prefix they are cut from.
+//! Request bodies as shared pieces, the memoized prefix they are cut from, when a memoized
+//! prefix starts a request, and a body's digest.
 //!
 //! A long conversation's body is mostly its memoized prefix (`WireCache`): copying it into a
 //! fresh buffer at every step made a step's cost grow with the conversation (a 49 MB body is
@@ -10,12 +11,12 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use dsh_session::{EpochHeader, GenerateRequest, Message};
 use sha2::{Digest, Sha256};
-
-use crate::wire::hex;
 
 /// Bytes of an open segment sealed into a shared piece: a step copies at most this much of
 /// its prefix.
@@ -272,6 +273,35 @@ impl Prefix {
         }
         (WireBytes { parts, len: self.len + rest.len() }, hex(&digest.finalize()))
     }
+}
+
+/// Whether a body memoized for `header` and `messages` is a prefix of `request`'s: the same
+/// shared messages (the loop's steps) or equal ones (a request rebuilt by a fresh fold: a
+/// memcmp, far cheaper than serializing and hashing them again).
+pub(crate) fn extends(
+    header: Option<&EpochHeader>,
+    messages: &[Arc<Message>],
+    request: &GenerateRequest,
+) -> bool {
+    header == Some(&request.header)
+        && request.messages.len() >= messages.len()
+        && messages.iter().zip(&request.messages).all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
+}
+
+/// Replaces memoized messages by `request`'s equal ones, so the next compare with a request
+/// sharing them is by pointer.
+pub(crate) fn adopt_messages(memoized: &mut [Arc<Message>], request: &GenerateRequest) {
+    let known = memoized.len();
+    memoized.clone_from_slice(&request.messages[..known]);
+}
+
+/// Lowercase hex sha256 of a wire body, as `request/sent` records it.
+pub fn sha256_hex(body: &[u8]) -> String {
+    hex(&Sha256::digest(body))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -1,35 +1,16 @@
 //! DeepSeek's streamed `chat.completion.chunk` JSON, turned into provider-neutral deltas.
 //!
 //! The vendor JSON types here are private: only [`ChunkDelta`], [`Usage`] and [`Finish`] leave
-//! the module. The decoder keeps the two pieces of state the stream spreads over several
-//! frames — the finish reason and the latest usage (DeepSeek V4 puts usage on the finish chunk,
-//! the documented form is a separate `choices: []` chunk; both are accepted) — and releases them
-//! together only at `data: [DONE]`.
+//! the module, as a [`Decoded`]. The decoder keeps the two pieces of state the stream spreads
+//! over several frames — the finish reason and the latest usage (DeepSeek V4 puts usage on the
+//! finish chunk, the documented form is a separate `choices: []` chunk; both are accepted) — and
+//! releases them together only at `data: [DONE]`.
 
 use dsh_session::{ChunkDelta, Usage};
 use serde::Deserialize;
 
 use crate::ProviderError;
-
-/// The end of a successful stream.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finish {
-    /// The provider's finish reason (`stop`, `tool_calls`, `length`).
-    pub finish_reason: String,
-    /// The latest usage seen on the stream (zeros when the provider sent none).
-    pub usage: Usage,
-}
-
-/// What one data event meant.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decoded {
-    /// Zero or more deltas, in the order they appeared in the chunk.
-    Deltas(Vec<ChunkDelta>),
-    /// `[DONE]` (Anthropic: `message_stop`): the stream finished.
-    Done(Finish),
-    /// A keep-alive event (Anthropic's `ping`): no progress.
-    Ping,
-}
+use crate::decoded::{Decoded, Finish};
 
 /// Finish reasons that mean the response failed even though the stream ended normally.
 const ERROR_FINISH_REASONS: &[&str] = &["insufficient_system_resource", "content_filter"];

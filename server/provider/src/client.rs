@@ -1,4 +1,5 @@
-//! The HTTP transport: one streamed chat-completions call, with timers, retries and cancellation.
+//! The HTTP transport: one streamed call, with timers, retries and cancellation. What differs by
+//! format — the path, the key's header, the decoder — is asked of [`Format`].
 //!
 //! [`DeepSeek::stream`] spawns one task per call. The task owns the HTTP response and pushes
 //! normalized [`StreamEvent`]s into a small bounded channel that [`EventStream::next`] reads.
@@ -14,18 +15,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_session::ProviderKind;
 use dsh_session::{ChunkDelta, Usage};
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::ApiKey;
-use crate::anthropic::stream::MessagesDecoder;
 use crate::body::WireBytes;
-use crate::chunk::{ChunkDecoder, Decoded};
+use crate::decoded::Decoded;
 use crate::error::TimeoutKind;
+use crate::format::Format;
 use crate::sse::{SseDecoder, SseEvent};
 use crate::{DeepSeekConfig, ProviderError, RetryPolicy};
 
@@ -53,40 +53,14 @@ pub enum StreamEvent {
     },
 }
 
-/// The `anthropic-version` header sent to Messages endpoints.
-const ANTHROPIC_VERSION: &str = "2023-06-01";
-
-/// The decoder of one attempt's data events, by the API the server speaks.
-enum Decoder {
-    Chat(ChunkDecoder),
-    Messages(MessagesDecoder),
-}
-
-impl Decoder {
-    fn new(kind: ProviderKind) -> Decoder {
-        match kind {
-            ProviderKind::Anthropic => Decoder::Messages(MessagesDecoder::new()),
-            ProviderKind::Deepseek | ProviderKind::OpenaiCompatible => {
-                Decoder::Chat(ChunkDecoder::new())
-            }
-        }
-    }
-
-    fn decode(&mut self, data: &str) -> Result<Decoded, ProviderError> {
-        match self {
-            Decoder::Chat(decoder) => decoder.decode(data),
-            Decoder::Messages(decoder) => decoder.decode(data),
-        }
-    }
-}
-
 /// How many events may wait between the network task and the reader.
 const CHANNEL_CAPACITY: usize = 64;
 
 /// The most of an error body read for its message.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// The DeepSeek chat-completions adapter: an HTTP client plus its configuration.
+/// The client of one endpoint, in the format its kind names (DeepSeek's first, hence the
+/// name): an HTTP client plus its configuration.
 #[derive(Clone, Debug)]
 pub struct DeepSeek {
     inner: Arc<Inner>,
@@ -96,6 +70,7 @@ pub struct DeepSeek {
 struct Inner {
     client: reqwest::Client,
     url: reqwest::Url,
+    format: Format,
     config: DeepSeekConfig,
 }
 
@@ -106,19 +81,14 @@ impl DeepSeek {
         // process. An error only means a provider is already installed, which is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
 
-        let messages = config.kind == ProviderKind::Anthropic;
+        let format = Format::of(config.kind);
         let base = config.base_url.trim_end_matches('/');
-        let path = if messages { "v1/messages" } else { "chat/completions" };
-        let url = reqwest::Url::parse(&format!("{base}/{path}")).map_err(|error| {
+        let url = reqwest::Url::parse(&format!("{base}/{}", format.path())).map_err(|error| {
             ProviderError::Config(format!("invalid base URL {:?}: {error}", config.base_url))
         })?;
         let mut headers = HeaderMap::new();
         if let Some(key) = &config.api_key {
-            let (name, value) = if messages {
-                (HeaderName::from_static("x-api-key"), key.expose().to_owned())
-            } else {
-                (AUTHORIZATION, format!("Bearer {}", key.expose()))
-            };
+            let (name, value) = format.key_header(key.expose());
             let mut value = HeaderValue::from_str(&value).map_err(|_| {
                 ProviderError::Config(
                     "the API key contains characters not allowed in a header".to_owned(),
@@ -127,12 +97,8 @@ impl DeepSeek {
             value.set_sensitive(true);
             headers.insert(name, value);
         }
-        if messages {
-            // The version the decoder and serializer follow; a profile header may pin another.
-            headers.insert(
-                HeaderName::from_static("anthropic-version"),
-                HeaderValue::from_static(ANTHROPIC_VERSION),
-            );
+        for (name, value) in format.fixed_headers() {
+            headers.insert(HeaderName::from_static(name), HeaderValue::from_static(value));
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -152,7 +118,7 @@ impl DeepSeek {
             .map_err(|error| {
                 ProviderError::Config(format!("cannot build the HTTP client: {error}"))
             })?;
-        Ok(DeepSeek { inner: Arc::new(Inner { client, url, config }) })
+        Ok(DeepSeek { inner: Arc::new(Inner { client, url, format, config }) })
     }
 
     /// The URL requests are posted to.
@@ -282,7 +248,7 @@ async fn run_attempt(inner: &Inner, body: &WireBytes, sender: &Sender) -> Result
     }
 
     let mut sse = SseDecoder::new();
-    let mut chunks = Decoder::new(config.kind);
+    let mut chunks = inner.format.decoder();
     let mut yielded = false;
     loop {
         let bytes = match timeout_at(data_deadline.min(overall_deadline), response.chunk()).await {

@@ -1,5 +1,6 @@
 //! Provider adapters for dsh: DeepSeek's OpenAI-compatible chat-completions API (and other
-//! OpenAI-compatible servers), and Anthropic Messages.
+//! OpenAI-compatible servers), and Anthropic Messages. The two are wire formats, written by
+//! `chat` and `anthropic` (which never import each other) and chosen in one place, `format`.
 //!
 //! Two halves, kept apart on purpose:
 //! - a **pure** half: [`wire_body`] turns a [`dsh_session::GenerateRequest`] into the exact
@@ -17,30 +18,34 @@
 mod anthropic;
 mod assemble;
 mod body;
+mod chat;
 mod chunk;
 mod client;
-mod config;
+mod decoded;
+mod endpoint;
 mod error;
+mod format;
+mod json;
 mod sse;
 #[cfg(test)]
 mod test_support;
-mod wire;
 
 pub use anthropic::ANTHROPIC_ADAPTER;
 pub use assemble::MessageAssembler;
-pub use body::WireBytes;
+pub use body::{WireBytes, sha256_hex};
+pub use chat::{DEEPSEEK_ADAPTER, OPENAI_ADAPTER};
 pub use client::{DeepSeek, EventStream, StreamEvent};
-pub use config::{API_KEY_ENV, ApiKey, DEFAULT_BASE_URL, DeepSeekConfig, RetryPolicy};
+pub use endpoint::{API_KEY_ENV, ApiKey, DEFAULT_BASE_URL, DeepSeekConfig, RetryPolicy};
 pub use error::{ProviderError, TimeoutKind};
-pub use wire::{
-    DEEPSEEK_ADAPTER, EMPTY_TOOL_OUTPUT, OPENAI_ADAPTER, WireCache, adapter_id, check_request,
-    check_tool_arguments, sha256_hex, wire_body,
-};
+pub use format::{WireCache, adapter_id, check_request, check_tool_arguments, wire_body};
+pub use json::EMPTY_TOOL_OUTPUT;
 
 // The stream decoders, for the fuzz targets in `fuzz/`; not part of the crate's API.
 #[doc(hidden)]
 pub use anthropic::stream::MessagesDecoder;
 #[doc(hidden)]
-pub use chunk::{ChunkDecoder, Decoded, Finish};
+pub use chunk::ChunkDecoder;
+#[doc(hidden)]
+pub use decoded::{Decoded, Finish};
 #[doc(hidden)]
 pub use sse::{SseDecoder, SseEvent};

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::ProviderError;
-use crate::chunk::{Decoded, Finish};
+use crate::decoded::{Decoded, Finish};
 
 /// What kind of block a stream index holds.
 #[derive(Clone, Debug)]

@@ -4,8 +4,9 @@
 
 use dsh_session::{ChunkDelta, Usage};
 
-use super::{ChunkDecoder, Decoded, Finish};
+use super::ChunkDecoder;
 use crate::ProviderError;
+use crate::decoded::{Decoded, Finish};
 
 const ENVELOPE_START: &str = r#"{"id":"x","object":"chat.completion.chunk","created":1,"model":"deepseek-v4-flash","system_fingerprint":"fp","choices":["#;
 

@@ -8,7 +8,7 @@ use dsh_session::{AssistantMessage, ChunkDelta, ContentBlock, ToolCall, Usage};
 use proptest::prelude::*;
 
 use super::MessagesDecoder;
-use crate::chunk::{Decoded, Finish};
+use crate::decoded::{Decoded, Finish};
 use crate::sse::{SseDecoder, SseEvent};
 use crate::{MessageAssembler, ProviderError};
 

@@ -1,5 +1,5 @@
-//! Tests of `wire_body`: fixtures for the rules of docs/providers.md and the append-extension
-//! property.
+//! Tests of the chat-completions body: fixtures for the rules of docs/providers.md, the
+//! append-extension property, and `WireCache` equal to `wire_body`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,7 +12,7 @@ use expect_test::{Expect, expect};
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::wire_body;
+use crate::wire_body;
 
 use crate::test_support::{tool, tool_result, user};
 
@@ -332,7 +332,7 @@ proptest! {
         changes in proptest::collection::vec(change(), 1..12),
     ) {
         use sha2::Digest as _;
-        let mut cache = super::WireCache::new();
+        let mut cache = crate::WireCache::new();
         let mut request = GenerateRequest { header: first, messages: Vec::new() };
         for change in changes {
             match change {
@@ -350,64 +350,6 @@ proptest! {
             let digest: String =
                 sha2::Sha256::digest(&expected).iter().map(|b| format!("{b:02x}")).collect();
             prop_assert_eq!(sha, digest);
-        }
-    }
-}
-
-proptest! {
-    /// The fast string writer is `serde_json`'s, byte for byte: quotes, backslashes, every
-    /// control character, multi-byte characters, at every offset within a block.
-    #[test]
-    fn strings_are_written_exactly_as_serde_json_writes_them(
-        pieces in proptest::collection::vec(
-            prop_oneof![
-                "[a-z ]{0,20}",
-                "[\"\\\\/]{1,3}",
-                proptest::char::range('\u{0}', '\u{1f}').prop_map(String::from),
-                Just("\u{7f}\u{80}é€😀\u{2028}".to_owned()),
-                any::<String>(),
-            ],
-            0..12,
-        )
-    ) {
-        let text: String = pieces.concat();
-        let mut ours = Vec::new();
-        super::put_str(&mut ours, &text);
-        prop_assert_eq!(ours, serde_json::to_vec(&text).unwrap());
-    }
-}
-
-/// Every ASCII byte at every offset of a sixteen-byte block and of its two words, and in the
-/// tail after the last whole block, among bytes that need no escape and beside one that does:
-/// the scan flags exactly the bytes `serde_json` escapes, and each is written in its form.
-#[test]
-fn every_ascii_byte_at_every_offset_is_written_as_serde_json_writes_it() {
-    for byte in 0u8..0x80 {
-        for offset in 0..40 {
-            for neighbour in ["a", "\"", "\n", "é"] {
-                let mut text = "x".repeat(offset);
-                text.push(char::from(byte));
-                text.push_str(neighbour);
-                text.push_str("yyyyyyyyy");
-                let mut ours = Vec::new();
-                super::put_str(&mut ours, &text);
-                assert_eq!(ours, serde_json::to_vec(&text).unwrap(), "{text:?}");
-            }
-        }
-    }
-}
-
-/// Blocks made only of bytes written as six (`\u00xx`), two (`\n`) or mixed: the staging
-/// buffer holds a block's longest form, whole blocks and the tail alike.
-#[test]
-fn blocks_of_the_longest_forms_are_written_as_serde_json_writes_them() {
-    for len in 0..50 {
-        for text in
-            ["\u{1}".repeat(len), "\n".repeat(len), "\u{1f}\"".repeat(len), "é\u{0}".repeat(len)]
-        {
-            let mut ours = Vec::new();
-            super::put_str(&mut ours, &text);
-            assert_eq!(ours, serde_json::to_vec(&text).unwrap(), "{text:?}");
         }
     }
 }
@@ -431,7 +373,7 @@ fn a_long_conversation_serialized_at_once_equals_wire_body() {
     let expected = wire_body(&whole);
     assert!(expected.len() > 3 * 1024 * 1024, "not long enough to be hashed apart");
     for held in [0, 1, 7] {
-        let mut cache = super::WireCache::new();
+        let mut cache = crate::WireCache::new();
         if held > 0 {
             let _ = cache.body(&GenerateRequest {
                 header: header.clone(),
@@ -451,9 +393,9 @@ fn long_bodies_are_pieces_of_the_memo_and_equal_wire_body() {
     let header = EpochHeader::new(config(false), Some("s".into()), Vec::new());
     let text =
         |n: usize| Arc::new(Message::User { content: format!("{n}: {}", "x\"y ".repeat(20_000)) });
-    let mut cache = super::WireCache::new();
+    let mut cache = crate::WireCache::new();
     let mut request = GenerateRequest { header: header.clone(), messages: Vec::new() };
-    let mut previous: Option<super::WireBytes> = None;
+    let mut previous: Option<crate::WireBytes> = None;
     for n in 0..6 {
         request.messages.push(text(n));
         // A copy of the memo (as "what the model saw" takes the loop's) gives the same body.

@@ -1,4 +1,5 @@
-//! Adapter configuration: endpoint, secret, timers and retry policy.
+//! The endpoint a client calls and how: [`DeepSeekConfig`] (base URL, API kind, extra headers,
+//! timers), its secret ([`ApiKey`], never printed) and the [`RetryPolicy`].
 
 use std::path::Path;
 use std::time::Duration;
