@@ -14,8 +14,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::config::{MockConfig, StreamConfig};
 use crate::error::ApiError;
+use crate::knobs::{MockConfig, StreamConfig};
 use crate::render;
 use crate::request::{ChatRequest, Message, Role, Tool, ToolCall};
 use crate::response::{Output, fragments};

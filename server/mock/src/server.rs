@@ -22,9 +22,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Duration, Instant};
 
 use crate::cache::Namespace;
-use crate::config::MockConfig;
 use crate::error::ApiError;
 use crate::fault::Fault;
+use crate::knobs::MockConfig;
 use crate::messages::{self, Flavor, MessagesUsage};
 use crate::render;
 use crate::request::{self, ChatRequest, Message, Role, ToolCall};
