@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use crate::approval::{Approval, parse_approval};
+use crate::approval::Approval;
 use crate::file::{FileMcpServer, Layer};
 use crate::resolve::{at, take};
 use crate::{ConfigError, Source, Sourced};
@@ -276,7 +276,7 @@ pub(crate) fn finish_server(name: &str, partial: PartialServer) -> Result<McpSer
     let approval = match partial.approval {
         None => Sourced::new(Approval::Ask, Source::Default),
         Some(policy) => {
-            let value = parse_approval(&policy.value).ok_or_else(|| {
+            let value = Approval::parse(&policy.value).ok_or_else(|| {
                 at(
                     &policy.source,
                     format!(

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
-use crate::approval::Approval;
+use crate::approval::{Approval, merge_approval};
 use crate::file::Layer;
 use crate::mcp::{McpServer, PartialServer, finish_server};
 use crate::profile::{Partial, Profile, finish_profile};
@@ -142,35 +142,7 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
             partials.entry(name.clone()).or_default().merge(layer, spanned)?;
         }
         for (tool, policy) in &file.approvals {
-            let value = match policy.get_ref().as_str() {
-                "auto" => Approval::Auto,
-                "ask" => Approval::Ask,
-                "deny" => Approval::Deny,
-                other => {
-                    return Err(layer.error(
-                        source_line(&layer.source(policy)),
-                        format!("approvals.{tool}: `{other}` is not a policy (auto, ask, deny)"),
-                    ));
-                }
-            };
-            // A repository's file only tightens: it may not make a tool ask less than the
-            // layers below it do (a tool nobody set asks, as far as a workspace is concerned).
-            let below = approvals
-                .get(tool)
-                .map_or_else(|| Approval::default_for(tool), |set: &Sourced<Approval>| set.value);
-            if layer.workspace && value.strictness() < below.strictness() {
-                return Err(layer.error(
-                    source_line(&layer.source(policy)),
-                    format!(
-                        "approvals.{tool} = \"{}\" cannot be set in a workspace's configuration: \
-                         it is looser than your own (\"{}\"), and a repository may only tighten \
-                         approvals; set it in your own configuration file",
-                        value.name(),
-                        below.name()
-                    ),
-                ));
-            }
-            approvals.insert(tool.clone(), Sourced::new(value, layer.source(policy)));
+            merge_approval(&mut approvals, layer, tool, policy)?;
         }
         if let Some(allowed) = &file.allow_workspaces {
             for path in allowed.get_ref() {
