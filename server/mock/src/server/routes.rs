@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use serde_json::{Value, json};
 
 use super::auth::authenticate;
@@ -27,11 +27,11 @@ const BODY_LIMIT: usize = 256 * 1024 * 1024;
 /// Builds the router with every endpoint (docs/mock.md, "Endpoints").
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/chat/completions", post(chat))
-        .route("/v1/chat/completions", post(chat))
-        .route("/beta/chat/completions", post(chat))
-        .route("/v1/messages", post(messages_anthropic))
-        .route("/anthropic/v1/messages", post(messages_deepseek))
+        .route("/chat/completions", surface_route(Surface::Chat))
+        .route("/v1/chat/completions", surface_route(Surface::Chat))
+        .route("/beta/chat/completions", surface_route(Surface::Chat))
+        .route("/v1/messages", surface_route(Surface::Messages(Flavor::Anthropic)))
+        .route("/anthropic/v1/messages", surface_route(Surface::Messages(Flavor::DeepSeek)))
         .route("/models", get(models))
         .route("/v1/models", get(models))
         .route("/user/balance", get(balance))
@@ -95,32 +95,13 @@ async fn balance(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respo
     )
 }
 
-async fn chat(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    serve(shared, &method, &uri, &headers, &body, Surface::Chat)
-}
-
-async fn messages_anthropic(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    serve(shared, &method, &uri, &headers, &body, Surface::Messages(Flavor::Anthropic))
-}
-
-async fn messages_deepseek(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    serve(shared, &method, &uri, &headers, &body, Surface::Messages(Flavor::DeepSeek))
+/// The route of a chat or Messages endpoint: the request into the pipeline as `surface`.
+fn surface_route(surface: Surface) -> MethodRouter<Arc<Shared>> {
+    post(
+        move |State(shared): State<Arc<Shared>>,
+              method: Method,
+              uri: Uri,
+              headers: HeaderMap,
+              body: Bytes| async move { serve(shared, &method, &uri, &headers, &body, surface) },
+    )
 }
