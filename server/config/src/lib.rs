@@ -12,7 +12,11 @@
 //! request needs one), watch files, or know about sessions. A secret never passes through it:
 //! a key written in a file is refused, and header values are never shown.
 
+mod approval;
+mod entries;
 mod file;
+mod mcp;
+mod profile;
 mod resolve;
 
 #[cfg(test)]
@@ -21,12 +25,15 @@ mod tests;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use approval::Approval;
+pub use entries::Entry;
 pub use file::{Layer, MAX_FILE_BYTES};
-pub use resolve::{
-    Approval, Config, ContextSettings, Entry, InstructionSettings, KeySource, MCP_CALL_TIMEOUT,
-    MCP_STARTUP_TIMEOUT, McpServer, McpTransport, Model, Overrides, Profile, TransportError,
-    check_server_name, resolve,
+pub use mcp::{
+    MCP_CALL_TIMEOUT, MCP_STARTUP_TIMEOUT, McpServer, McpTransport, TransportError,
+    check_server_name,
 };
+pub use profile::{KeySource, Model, Profile};
+pub use resolve::{Config, ContextSettings, InstructionSettings, Overrides, resolve};
 
 /// The built-in layer's text.
 pub const DEFAULTS: &str = include_str!("defaults.toml");

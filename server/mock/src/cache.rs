@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{Value, json};
 use tokio::time::{Duration, Instant};
 
-use crate::config::{CacheConfig, CacheMode};
+use crate::knobs::{CacheConfig, CacheMode};
 use crate::tokenizer::{Token, fnv1a};
 
 /// Cache namespace: the configured components of (key, user_id, model, ...).

@@ -22,9 +22,9 @@
 //! ```
 
 mod cache;
-mod config;
 mod error;
 mod fault;
+mod knobs;
 mod messages;
 mod render;
 mod request;
@@ -41,12 +41,12 @@ use axum::serve::ListenerExt;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use config::{
+pub use error::MockError;
+pub use fault::{Fault, HttpFault};
+pub use knobs::{
     CacheConfig, CacheMode, KeyConfig, MockConfig, ModelConfig, PassbackRule, PricingConfig,
     StreamConfig, StrictnessConfig, UsagePlacement,
 };
-pub use error::MockError;
-pub use fault::{Fault, HttpFault};
 pub use script::{Keepalive, Script, ScriptMatch, ScriptToolCall};
 pub use state::RecordedRequest;
 pub use tokenizer::{

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::config::{MockConfig, ModelConfig, PassbackRule};
 use crate::error::ApiError;
+use crate::knobs::{MockConfig, ModelConfig, PassbackRule};
 
 /// A message role after validation (`developer` maps to `System` when it is allowed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

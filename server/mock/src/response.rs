@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::config::{StreamConfig, UsagePlacement};
+use crate::knobs::{StreamConfig, UsagePlacement};
 use crate::tokenizer;
 
 /// One generated tool call.

@@ -10,9 +10,9 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::cache::Cache;
-use crate::config::MockConfig;
 use crate::error::MockError;
 use crate::fault::Fault;
+use crate::knobs::MockConfig;
 use crate::script::Script;
 
 /// One request received on a chat-completion endpoint, as `GET /_fake/requests` shows it.

@@ -10,8 +10,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::config::SandboxPolicy;
 use crate::plan::Plan;
+use crate::policy::SandboxPolicy;
 
 /// The most notes one result carries.
 const MAX_NOTES: usize = 4;

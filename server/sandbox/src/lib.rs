@@ -17,10 +17,10 @@
 
 #[cfg(target_os = "linux")]
 pub mod beneath;
-pub mod config;
 pub mod diagnose;
 pub mod helper;
 pub mod plan;
+pub mod policy;
 pub mod probe;
 pub mod runtime;
 
@@ -30,8 +30,8 @@ mod linux;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ConfigError, Feature, Limits, SandboxConfig, SandboxPolicy};
 pub use helper::{SETUP_FAILED, Stage, sandbox_exec};
 pub use plan::{Layers, Plan, PlanInputs};
+pub use policy::{ConfigError, Feature, Limits, SandboxConfig, SandboxPolicy};
 pub use probe::{Availability, Support};
 pub use runtime::{CommandSandbox, FeatureStatus, Sandbox, SandboxStatus, process_alive};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Limits, SandboxConfig, SandboxPolicy};
+use crate::policy::{Limits, SandboxConfig, SandboxPolicy};
 
 /// System trees every confined command may read and run programs from.
 pub const SYSTEM_READ: &[&str] = &[

@@ -22,9 +22,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Feature, SandboxConfig, SandboxPolicy};
 use crate::diagnose;
 use crate::plan::{Layers, Plan, PlanInputs};
+use crate::policy::{Feature, SandboxConfig, SandboxPolicy};
 use crate::probe::{Availability, Support};
 
 /// Variables every command gets when the daemon has them.

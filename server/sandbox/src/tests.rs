@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::{ConfigError, Feature, SandboxConfig, SandboxPolicy};
 use crate::diagnose::{NETWORK_OFF, denials};
 use crate::plan::{Layers, Plan, PlanInputs, carve};
+use crate::policy::{ConfigError, Feature, SandboxConfig, SandboxPolicy};
 use crate::probe::{Availability, Support};
 use crate::runtime::Sandbox;
 

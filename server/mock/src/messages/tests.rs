@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{Flavor, MessagesUsage, frames, parse, signature};
-use crate::config::{MockConfig, StreamConfig};
+use crate::knobs::{MockConfig, StreamConfig};
 use crate::request::Role;
 use crate::response::{OutCall, Output};
 

@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::config::MockConfig;
+use crate::knobs::MockConfig;
 use crate::request::{ToolCall, parse};
 use crate::tokenizer::tokenize;
 

@@ -336,7 +336,7 @@ fn limit(plan: &Plan) -> Result<(), SetupError> {
 fn init(plan: Option<&Plan>) -> Result<i32, SetupError> {
     mounts::mount_proc()?;
     if let Some(plan) = plan {
-        let pid_max = plan.limits.processes.max(crate::config::MIN_PROCESSES) + 1;
+        let pid_max = plan.limits.processes.max(crate::policy::MIN_PROCESSES) + 1;
         let _ = std::fs::write("/proc/sys/kernel/pid_max", pid_max.to_string());
     }
     let mut stdout = std::io::stdout();

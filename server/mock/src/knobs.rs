@@ -1,4 +1,6 @@
-//! Configuration of the mock server (docs/mock.md, "Configuration").
+//! The mock server's knobs (docs/mock.md, "Configuration"): [`MockConfig`] and its parts — the
+//! accepted keys, the served models, cache accounting, stream shape, optional validation rules
+//! and prices.
 //!
 //! Every knob has a default, so `MockConfig::default()` is a working server and a partial JSON
 //! or TOML document deserializes into a full configuration. The config is read once at start;

@@ -1,6 +1,7 @@
-//! What a user configures: the policy for commands, whether they get the network, kernel
-//! features to leave unused (as a user on a kernel without them would see), and what else
-//! commands may see (environment variables, readable directories).
+//! The sandbox policy a user asks for: how commands are confined ([`SandboxPolicy`]), whether
+//! they get the network, kernel features to leave unused (as a user on a kernel without them
+//! would see), what else commands may see (environment variables, readable directories), and
+//! what one command may use ([`Limits`]).
 //!
 //! One struct, [`SandboxConfig`], so that flags and environment variables today, and a
 //! configuration file later, fill the same thing.
