@@ -271,7 +271,10 @@ fn fronts_and_editors_read_events_typed_never_by_string_key() {
         }
     }
     assert!(handlers > 15, "found only {handlers} Neovim handlers");
+    assert!(found.is_empty(), "{found:#?}");
+}
 
+#[test]
 fn the_provider_formats_never_import_each_other() {
     // Chat completions (`chat.rs`, its decoder `chunk.rs`) and Anthropic Messages
     // (`anthropic.rs`, `anthropic/`) build on the provider's shared modules only; `format.rs`

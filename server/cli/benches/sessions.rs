@@ -99,7 +99,7 @@ async fn touch_all(home: &Path, ids: &[String], flags: &[&str]) -> (u64, u64, us
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let socket = home.join("dsh.sock");
+    let socket = DshHome::new(home).socket();
     let started = Instant::now();
     let (client, _) = loop {
         if let Ok(connected) = Client::connect(&socket).await {

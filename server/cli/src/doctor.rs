@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use dsh_daemon::Client;
 use dsh_daemon::client::connect_running;
-use dsh_daemon::config::{API_KEY_ENV, API_KEY_FILE};
+use dsh_daemon::config::API_KEY_ENV;
 use dsh_protocol::NoParams;
 use dsh_protocol::method;
 use dsh_sandbox::Sandbox;
@@ -125,7 +125,7 @@ fn api_key(settings: &Settings) -> Check {
             ),
         );
     }
-    let file = settings.home.root().join(API_KEY_FILE);
+    let file = settings.home.legacy_key_file();
     match std::fs::metadata(&file) {
         Ok(metadata) if metadata.permissions().mode() & 0o077 == 0 => {
             check(name, Level::Ok, format!("from {} (mode 0600)", file.display()))

@@ -26,8 +26,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::config::DshHome;
 use crate::config::{API_KEY_ENV, handover_text, keys_in_environment};
-use crate::serve::{LOG_FILE, SOCKET_FILE, prepare_home, private_file};
+use crate::serve::{prepare_home, private_file};
 
 /// How long a client waits for a daemon it started to listen.
 const START_DEADLINE: Duration = Duration::from_secs(15);
@@ -279,7 +280,7 @@ pub struct SpawnOptions {
 
 /// Connects to the daemon of `home` if one listens.
 pub async fn connect_running(home: &Path) -> Option<UnixStream> {
-    UnixStream::connect(home.join(SOCKET_FILE)).await.ok()
+    UnixStream::connect(DshHome::new(home).socket()).await.ok()
 }
 
 /// Connects to the daemon of `home`, starting one (the `dsh` binary this process runs) when
@@ -294,12 +295,12 @@ pub async fn connect_running(home: &Path) -> Option<UnixStream> {
 /// daemon, which serves every other client and turn on. The key's pipe passes through the
 /// middle process untouched (it inherits it and hands it on without reading it).
 pub async fn connect_or_start(home: &Path, spawn: &SpawnOptions) -> anyhow::Result<UnixStream> {
-    let socket = home.join(SOCKET_FILE);
+    let socket = DshHome::new(home).socket();
     if let Ok(stream) = UnixStream::connect(&socket).await {
         return Ok(stream);
     }
     prepare_home(home)?;
-    let log_path = home.join(LOG_FILE);
+    let log_path = DshHome::new(home).daemon_log();
     let log = private_file(&log_path)?;
     let exe = std::env::current_exe().context("finding the dsh binary")?;
     let idle = std::env::var("DSH_DAEMON_IDLE_EXIT").unwrap_or_else(|_| "30".to_owned());

@@ -22,9 +22,6 @@ pub use dsh_store::DshHome;
 /// The model of new sessions when nothing configures another (the built-in DeepSeek profile's).
 pub const DEFAULT_MODEL: &str = "deepseek-v4-flash";
 
-/// The file, under the state directory, that may hold the DeepSeek key (mode 0600).
-pub const API_KEY_FILE: &str = crate::settings::LEGACY_KEY_FILE;
-
 /// How long an approval waits for an answer by default before it is denied as a timeout.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 

@@ -39,20 +39,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api;
-use crate::config::DaemonConfig;
+use crate::config::{DaemonConfig, DshHome};
 use crate::connection::serve_lines;
 use crate::daemon::Daemon;
 use crate::network::WebSockets;
 use crate::settings::Settings;
 
-/// The socket's file name under `$DSH_HOME`.
-pub const SOCKET_FILE: &str = "dsh.sock";
-/// The instance lock's file name under `$DSH_HOME`.
-pub const LOCK_FILE: &str = "daemon.lock";
-/// The daemon's own log (stderr of a daemon started by a client).
-pub const LOG_FILE: &str = "daemon.log";
-/// The bearer token file for the network listener.
-pub const TOKEN_FILE: &str = "token";
 /// How long shutdown waits for running turns to close.
 pub const TURN_DEADLINE: Duration = Duration::from_secs(10);
 
@@ -222,7 +214,7 @@ pub struct InstanceLock {
 /// the lock is held but no socket answers, this waits (up to [`TURN_DEADLINE`] and a bit) for the
 /// stopping daemon to exit instead of failing.
 pub async fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
-    let path = home.join(LOCK_FILE);
+    let path = DshHome::new(home).lock_file();
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -238,7 +230,8 @@ pub async fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
         match file.try_lock() {
             Ok(()) => break,
             Err(std::fs::TryLockError::WouldBlock) => {
-                let running = tokio::net::UnixStream::connect(home.join(SOCKET_FILE)).await.is_ok();
+                let running =
+                    tokio::net::UnixStream::connect(DshHome::new(home).socket()).await.is_ok();
                 if running || started.elapsed() > TURN_DEADLINE + Duration::from_secs(5) {
                     let pid = std::fs::read_to_string(&path).unwrap_or_default();
                     bail!(
@@ -261,7 +254,8 @@ pub async fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
 
 /// Runs the daemon until it is shut down.
 pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<()> {
-    let home = config.home.root().to_path_buf();
+    let dsh_home = config.home.clone();
+    let home = dsh_home.root().to_path_buf();
     let warnings = prepare_home(&home)?;
     for warning in &warnings {
         tracing::warn!("{warning}");
@@ -286,8 +280,8 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
         }
         None => None,
     };
-    let socket_path = home.join(SOCKET_FILE);
-    let listener = bind_private(&home, &socket_path)?;
+    let socket_path = dsh_home.socket();
+    let listener = bind_private(&dsh_home, &socket_path)?;
     let _ = daemon.socket.set(socket_path.clone());
     let shutdown = daemon.shutdown.clone();
     spawn_signal_handler(shutdown.clone());
@@ -351,14 +345,14 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
 /// Binds the socket so that it is never reachable with wider permissions than 0600: it is bound
 /// inside a fresh 0700 directory, restricted, then renamed into place (replacing a stale socket
 /// left by a crashed daemon — we hold the instance lock, so any socket there is stale).
-fn bind_private(home: &Path, socket_path: &Path) -> anyhow::Result<UnixListener> {
-    let private = home.join(format!(".socket-{}", std::process::id()));
+fn bind_private(home: &DshHome, socket_path: &Path) -> anyhow::Result<UnixListener> {
+    let private = home.socket_staging(std::process::id());
     let _ = std::fs::remove_dir_all(&private);
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&private)
         .with_context(|| format!("creating {}", private.display()))?;
-    let staged = private.join(SOCKET_FILE);
+    let staged = private.join(socket_path.file_name().unwrap_or_default());
     let bound = UnixListener::bind(&staged)
         .with_context(|| format!("binding {}", staged.display()))
         .and_then(|listener| {

@@ -25,9 +25,6 @@ use tokio::sync::broadcast;
 /// The profile a call config names (logs from before profiles are DeepSeek's).
 pub const LEGACY_PROFILE: &str = "deepseek";
 
-/// The legacy key file under the state directory (mode 0600), for the DeepSeek profile.
-pub const LEGACY_KEY_FILE: &str = "deepseek-api-key";
-
 /// What a file looked like when last read.
 type Stamp = Option<(SystemTime, u64)>;
 
@@ -403,7 +400,7 @@ impl Settings {
                 if let Some(value) = std::env::var(variable).ok().filter(|v| !v.trim().is_empty()) {
                     return ApiKey::new(value).map(Some).map_err(|e| e.to_string());
                 }
-                let legacy = self.key_home.join(LEGACY_KEY_FILE);
+                let legacy = dsh_store::DshHome::new(&self.key_home).legacy_key_file();
                 if profile.kind.value == ProviderKind::Deepseek && legacy.exists() {
                     return ApiKey::from_file(&legacy).map(Some).map_err(|e| e.to_string());
                 }

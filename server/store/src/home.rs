@@ -82,6 +82,42 @@ impl DshHome {
         self.root.join("workspaces")
     }
 
+    /// The daemon's Unix socket (0600).
+    pub fn socket(&self) -> PathBuf {
+        self.root.join("dsh.sock")
+    }
+
+    /// The private directory a starting daemon binds its socket in before moving it to
+    /// [`DshHome::socket`] (so no one connects to a half-made socket).
+    pub fn socket_staging(&self, pid: u32) -> PathBuf {
+        self.root.join(format!(".socket-{pid}"))
+    }
+
+    /// The instance lock: one daemon per home.
+    pub fn lock_file(&self) -> PathBuf {
+        self.root.join("daemon.lock")
+    }
+
+    /// The daemon's own log (the stderr of a daemon a client started).
+    pub fn daemon_log(&self) -> PathBuf {
+        self.root.join("daemon.log")
+    }
+
+    /// The bearer token of the network listener.
+    pub fn token_file(&self) -> PathBuf {
+        self.root.join("token")
+    }
+
+    /// The DeepSeek API key file older builds kept (read when no variable holds a key).
+    pub fn legacy_key_file(&self) -> PathBuf {
+        self.root.join("deepseek-api-key")
+    }
+
+    /// Where "what the model saw" is written for editors that open files (read-only copies).
+    pub fn saw_dir(&self) -> PathBuf {
+        self.root.join("saw")
+    }
+
     /// The store of the workspace at `path` (canonicalized, so it must exist).
     pub fn workspace(&self, path: &Path) -> Result<Workspace, StoreError> {
         let canonical = path.canonicalize().map_err(|source| StoreError::Io {
