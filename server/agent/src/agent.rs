@@ -38,7 +38,7 @@ use dsh_session::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{AllowAlways, ApprovalPolicy, Approver, Policy};
+use crate::approval::{AllowAlways, ApprovalPolicy, Approver, CallFacts, Policy, decide};
 use crate::compact::{CompactOutcome, ContextPolicy, relieve_pressure};
 use crate::endpoint::{Endpoint, SharedEndpoints};
 use crate::error::AgentError;
@@ -816,95 +816,80 @@ impl Agent {
             let first = *self.turn_external.entry(call.name.clone()).or_insert(tool.policy);
             tool.policy.stricter(first)
         });
-        let decide = |policy: &ApprovalPolicy| match (access, server_policy) {
-            (Some(access), _) => Some(policy.for_tool(&call.name, access)),
-            (None, Some(server_policy)) => Some(policy.for_external(&call.name, server_policy)),
-            (None, None) => None,
-        };
         // The stricter of the policy now, as the turn began (a loosened configuration waits
         // for the next turn), and the user's own (a workspace's file never loosens it).
-        let configured =
+        let policies: Vec<&ApprovalPolicy> =
             [Some(&self.config.approvals), self.turn_floor.as_ref(), self.user_approvals.as_ref()]
                 .into_iter()
                 .flatten()
-                .filter_map(decide)
-                .reduce(Policy::stricter);
-        // The agent's own writes to what configures dsh or runs at the user's next git
-        // command (`.dsh/`, `.git/hooks`, `.git/config`) ask, whatever the policy.
-        let protected = if access == Some(Access::Write) {
-            self.toolbox.protected_path(&call.arguments)
-        } else {
-            None
-        };
-        if let Some(configured) = configured {
+                .collect();
+        let facts = CallFacts {
+            tool: &call.name,
+            access,
+            server_policy,
+            policies: &policies,
             // A sandbox weaker than its policy (a kernel without Landlock or user namespaces,
-            // or none at all) makes every command ask: neither `auto` nor an earlier "allow
-            // always" skips the question.
-            let must_ask = (is_command && sandbox.approval_required()) || protected.is_some();
-            // An earlier "allow always" only matters when the policy would not run the tool
-            // outright; the fold reads only the events logged since the last call.
-            let always = !must_ask && configured != Policy::Auto && {
-                let mut fold = std::mem::take(&mut self.allow_always);
-                fold = session
-                    .query(move |s| {
-                        fold.fold(s.events());
-                        fold
-                    })
-                    .await?;
-                let allowed = fold.allows(&call.name);
-                self.allow_always = fold;
-                allowed
-            };
-            let policy = match (must_ask, configured) {
-                (true, Policy::Deny) => Policy::Deny,
-                (true, _) => Policy::Ask,
-                (false, _) if always => Policy::Auto,
-                (false, configured) => configured,
-            };
-            match policy {
-                Policy::Auto => {}
-                Policy::Deny => {
-                    return Ok(refuse(format!(
-                        "refused: the approval policy denies `{}` in this session",
-                        call.name
-                    )));
-                }
-                Policy::Ask => {
-                    let request = ApprovalRequest {
-                        approval_id: format!("approval-{}", call.id),
-                        call_id: call.id.clone(),
-                        tool: call.name.clone(),
-                        summary: match &external {
-                            Some(tool) => describe_external(tool, &call.arguments),
-                            None => self.toolbox.describe_call(&call.name, &call.arguments),
-                        },
-                        sandbox: is_command.then(|| sandbox.label()),
-                    };
-                    // Ask first, log second: the approver is ready for an answer before any
-                    // client can see the request.
-                    let answer = self.approver.ask(&request, cancel);
-                    session.append(EventData::ApprovalRequest(request.clone())).await?;
-                    let verdict = answer.await;
-                    let verdict =
-                        if cancel.is_cancelled() { ApprovalVerdict::Deny } else { verdict };
-                    let decision = ApprovalDecision {
-                        approval_id: request.approval_id.clone(),
-                        decision: verdict,
-                    };
-                    session.append(EventData::ApprovalDecision(decision)).await?;
-                    match verdict {
-                        ApprovalVerdict::Allow | ApprovalVerdict::AllowAlways => {}
-                        ApprovalVerdict::AllowUnconfined => run_as = RunAs::Unconfined,
-                        ApprovalVerdict::Deny => {
-                            return Ok(refuse(
-                                "denied: the user did not approve this call".to_owned(),
-                            ));
-                        }
-                        ApprovalVerdict::Timeout => {
-                            return Ok(refuse(
-                                "denied: nobody answered the approval request in time".to_owned(),
-                            ));
-                        }
+            // or none at all) makes every command ask.
+            sandbox_degraded: sandbox.approval_required(),
+            // The agent's own writes to what configures dsh or runs at the user's next git
+            // command (`.dsh/`, `.git/hooks`, `.git/config`) ask, whatever the policy.
+            protected_write: access == Some(Access::Write)
+                && self.toolbox.protected_path(&call.arguments).is_some(),
+        };
+        // An earlier "allow always" is looked up only when it could change the decision; the
+        // fold reads only the events logged since the last call.
+        let allowed_always = facts.consults_allow_always() && {
+            let mut fold = std::mem::take(&mut self.allow_always);
+            fold = session
+                .query(move |s| {
+                    fold.fold(s.events());
+                    fold
+                })
+                .await?;
+            let allowed = fold.allows(&call.name);
+            self.allow_always = fold;
+            allowed
+        };
+        match decide(&facts, allowed_always) {
+            Policy::Auto => {}
+            Policy::Deny => {
+                return Ok(refuse(format!(
+                    "refused: the approval policy denies `{}` in this session",
+                    call.name
+                )));
+            }
+            Policy::Ask => {
+                let request = ApprovalRequest {
+                    approval_id: format!("approval-{}", call.id),
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    summary: match &external {
+                        Some(tool) => describe_external(tool, &call.arguments),
+                        None => self.toolbox.describe_call(&call.name, &call.arguments),
+                    },
+                    sandbox: is_command.then(|| sandbox.label()),
+                };
+                // Ask first, log second: the approver is ready for an answer before any
+                // client can see the request.
+                let answer = self.approver.ask(&request, cancel);
+                session.append(EventData::ApprovalRequest(request.clone())).await?;
+                let verdict = answer.await;
+                let verdict = if cancel.is_cancelled() { ApprovalVerdict::Deny } else { verdict };
+                let decision = ApprovalDecision {
+                    approval_id: request.approval_id.clone(),
+                    decision: verdict,
+                };
+                session.append(EventData::ApprovalDecision(decision)).await?;
+                match verdict {
+                    ApprovalVerdict::Allow | ApprovalVerdict::AllowAlways => {}
+                    ApprovalVerdict::AllowUnconfined => run_as = RunAs::Unconfined,
+                    ApprovalVerdict::Deny => {
+                        return Ok(refuse("denied: the user did not approve this call".to_owned()));
+                    }
+                    ApprovalVerdict::Timeout => {
+                        return Ok(refuse(
+                            "denied: nobody answered the approval request in time".to_owned(),
+                        ));
                     }
                 }
             }
