@@ -60,17 +60,22 @@ fn first_valid_cut(surface: &[SurfaceEntry], from: usize) -> Option<usize> {
         if position >= from && open.is_empty() {
             return Some(position);
         }
-        match &*node.message {
-            Message::Assistant(assistant) => {
-                open.extend(assistant.tool_calls.iter().map(|call| call.id.as_str()));
-            }
-            Message::Tool { call_id, .. } => {
-                open.remove(call_id.as_str());
-            }
-            _ => {}
-        }
+        track_calls(&mut open, &node.message);
     }
     None
+}
+
+/// Adds the calls `message` makes to `open`, or removes the one it answers.
+fn track_calls<'a>(open: &mut HashSet<&'a str>, message: &'a Message) {
+    match message {
+        Message::Assistant(assistant) => {
+            open.extend(assistant.tool_calls.iter().map(|call| call.id.as_str()));
+        }
+        Message::Tool { call_id, .. } => {
+            open.remove(call_id.as_str());
+        }
+        _ => {}
+    }
 }
 
 fn is_prompt(session: &Session, node: &SurfaceEntry) -> bool {
@@ -86,15 +91,7 @@ fn is_prompt(session: &Session, node: &SurfaceEntry) -> bool {
 pub(super) fn is_valid_cut(replaced: &[SurfaceEntry]) -> bool {
     let mut open: HashSet<&str> = HashSet::new();
     for node in replaced {
-        match &*node.message {
-            Message::Assistant(assistant) => {
-                open.extend(assistant.tool_calls.iter().map(|call| call.id.as_str()));
-            }
-            Message::Tool { call_id, .. } => {
-                open.remove(call_id.as_str());
-            }
-            _ => {}
-        }
+        track_calls(&mut open, &node.message);
     }
     open.is_empty()
 }
