@@ -19,6 +19,11 @@
 //! invariant checks against a fresh `wire_body`; the last request's messages with their
 //! `SurfaceMark`; the folds of `allowAlways` decisions, instruction notes, seen files and the
 //! last date note, each advanced over the events logged since).
+//!
+//! This file is the turn and the step; beside it: `config.rs` ([`AgentConfig`],
+//! [`CallOverrides`]), `tool_calls.rs` (the schemas a step offers, and each call decided, asked,
+//! logged and run), `instructions.rs` (the system prompt under the instruction policy),
+//! `recovery.rs` (closing what a crash left open).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,129 +35,31 @@ use dsh_provider::{
     check_tool_arguments, wire_body,
 };
 use dsh_session::{
-    ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, Closing,
-    ContextMessage, EpochHeader, EventData, GenerateRequest, HeaderPlan, INSTRUCTIONS_SOURCE,
-    InstructionFold, LlmCallConfig, LlmRetry, RequestHeader, RequestSent, Session, StepEnd,
-    StepError, StopReason, SurfaceMark, ToolCall, ToolCallStarted, ToolResult, ToolSchema, TurnEnd,
-    TurnStart, Usage, UserMessage, closing_events, plan_header_event, reconstruct_session_step,
+    AssistantChunk, AssistantTurn, ContextMessage, EpochHeader, EventData, GenerateRequest,
+    HeaderPlan, InstructionFold, LlmCallConfig, LlmRetry, RequestHeader, RequestSent, Session,
+    StepEnd, StepError, StopReason, SurfaceMark, ToolCall, TurnEnd, TurnStart, Usage, UserMessage,
+    plan_header_event, reconstruct_session_step,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{AllowAlways, ApprovalPolicy, Approver, Policy};
 use crate::compact::{CompactOutcome, ContextPolicy, relieve_pressure};
-use crate::endpoint::{Endpoint, SharedEndpoints};
+use crate::endpoint::SharedEndpoints;
 use crate::error::AgentError;
 use crate::external::{ExternalTool, ExternalTools};
 use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
-use crate::prompt::{
-    INSTRUCTION_FILES, InstructionPolicy, date_context, instructions_in, instructions_note,
-    local_date, read_instructions_beneath, render_system_prompt,
-};
+use crate::prompt::{date_context, local_date};
 use crate::seen::Memory;
-use crate::tools::{Access, RunAs, Toolbox, Workspace};
+use crate::tools::{Toolbox, Workspace};
 
-/// Explicit call options (from the command line, `session/create`, a fork): on the first request
-/// of a loop instance they beat the logged header's config.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CallOverrides {
-    /// Model id.
-    pub model: Option<String>,
-    /// Output limit.
-    pub max_tokens: Option<u32>,
-    /// Thinking on/off.
-    pub thinking: Option<bool>,
-    /// Reasoning effort.
-    pub reasoning_effort: Option<String>,
-    /// Temperature.
-    pub temperature: Option<f64>,
-    /// Provider profile.
-    pub profile: Option<String>,
-}
+mod config;
+mod instructions;
+mod recovery;
+mod tool_calls;
 
-impl CallOverrides {
-    /// Takes every option `other` sets in place of this one's.
-    pub fn merge(&mut self, other: CallOverrides) {
-        let CallOverrides { model, max_tokens, thinking, reasoning_effort, temperature, profile } =
-            other;
-        self.model = model.or(self.model.take());
-        self.max_tokens = max_tokens.or(self.max_tokens);
-        self.thinking = thinking.or(self.thinking);
-        self.reasoning_effort = reasoning_effort.or(self.reasoning_effort.take());
-        self.temperature = temperature.or(self.temperature);
-        self.profile = profile.or(self.profile.take());
-    }
-
-    /// `base` with every set option applied.
-    pub fn apply(&self, mut base: LlmCallConfig) -> LlmCallConfig {
-        if let Some(profile) = &self.profile {
-            base.profile = Some(profile.clone());
-        }
-        if let Some(model) = &self.model {
-            base.model = model.clone();
-        }
-        if let Some(max_tokens) = self.max_tokens {
-            base.max_tokens = max_tokens;
-        }
-        if let Some(thinking) = self.thinking {
-            base.thinking = thinking;
-        }
-        if let Some(effort) = &self.reasoning_effort {
-            base.reasoning_effort = Some(effort.clone());
-        }
-        if let Some(temperature) = self.temperature {
-            base.temperature = Some(temperature);
-        }
-        base
-    }
-}
-
-/// How the loop behaves.
-#[derive(Clone, Debug)]
-pub struct AgentConfig {
-    /// The call config of a session whose log has no header yet.
-    pub default_call: LlmCallConfig,
-    /// Explicit options for this loop instance's first request.
-    pub overrides: CallOverrides,
-    /// Steps per turn before the turn ends with `maxSteps`.
-    pub max_steps: u32,
-    /// Rebuild every request from the log at dispatch and compare (on in debug builds).
-    pub check_invariants: bool,
-    /// Tool approval policy.
-    pub approvals: ApprovalPolicy,
-    /// Log today's date as a `context/message` at the start of a turn when it changed.
-    pub date_context: bool,
-    /// Context-pressure management (trimming, compaction) before each step.
-    pub context: ContextPolicy,
-    /// What an instruction file's edit does, unless the endpoint's configuration says.
-    pub instructions: InstructionPolicy,
-}
-
-impl AgentConfig {
-    /// Defaults for `model`: 8192 output tokens, thinking on, 50 steps per turn, invariants on in
-    /// debug builds, the default approval policy.
-    pub fn new(model: &str) -> Self {
-        AgentConfig {
-            default_call: LlmCallConfig {
-                model: model.to_owned(),
-                profile: None,
-                wire: None,
-                max_tokens: 8192,
-                thinking: true,
-                reasoning_effort: None,
-                temperature: None,
-                top_p: None,
-            },
-            overrides: CallOverrides::default(),
-            max_steps: 50,
-            check_invariants: cfg!(debug_assertions),
-            approvals: ApprovalPolicy::default(),
-            date_context: true,
-            context: ContextPolicy::ModelDefaults,
-            instructions: InstructionPolicy::default(),
-        }
-    }
-}
+pub use config::{AgentConfig, CallOverrides};
+pub use recovery::{INTERRUPTED, close_interrupted, close_open_turn};
 
 /// What a request hook sees.
 #[derive(Clone, Debug)]
@@ -302,59 +209,6 @@ impl Agent {
     /// change): the body of the step just sent is then at hand for "what the model saw".
     pub fn share_wire_cache(&mut self, cache: Arc<std::sync::Mutex<WireCache>>) {
         self.wire = cache;
-    }
-
-    /// The tool schemas of the next request: the built-in tools in their order, then the
-    /// external ones sorted by name (a name taken by a built-in tool is left out). Waiting for
-    /// MCP servers is logged (`mcp/wait`) when it starts; a cancel ends the wait (`None`).
-    async fn tool_schemas(
-        &mut self,
-        session: &SessionHandle,
-        cancel: &CancellationToken,
-    ) -> Result<Option<Vec<ToolSchema>>, AgentError> {
-        let mut schemas = self.toolbox.schemas();
-        let mut external = match self.external.clone() {
-            Some(external) => {
-                let (waits, mut waited) = tokio::sync::mpsc::unbounded_channel();
-                let listing = external.tools(waits);
-                tokio::pin!(listing);
-                let listed = loop {
-                    // Cancel-safety: `cancelled()` and `recv()` are cancel-safe; the listing is
-                    // pinned here and polled again next time round (dropped on cancel, which
-                    // only ends a wait). A wait is logged when it starts, before its end.
-                    tokio::select! {
-                        biased;
-                        () = cancel.cancelled() => return Ok(None),
-                        Some(wait) = waited.recv() => {
-                            session.append(EventData::McpWait(wait)).await?;
-                        }
-                        listed = &mut listing => break listed,
-                    }
-                };
-                // A wait announced in the same poll that ended it.
-                while let Ok(wait) = waited.try_recv() {
-                    session.append(EventData::McpWait(wait)).await?;
-                }
-                listed
-            }
-            None => Vec::new(),
-        };
-        external.retain(|tool| {
-            let taken = self.toolbox.access(&tool.schema.name).is_some();
-            if taken {
-                tracing::warn!(
-                    tool = %tool.schema.name,
-                    server = %tool.server,
-                    "an MCP tool's name is taken by a built-in tool: left out"
-                );
-            }
-            !taken
-        });
-        external.sort_by(|a, b| a.schema.name.cmp(&b.schema.name));
-        external.dedup_by(|a, b| a.schema.name == b.schema.name);
-        schemas.extend(external.iter().map(|tool| tool.schema.clone()));
-        self.external_tools = external;
-        Ok(Some(schemas))
     }
 
     /// Adds a request hook; hooks run in the order added.
@@ -653,82 +507,6 @@ impl Agent {
         Ok(StepOutcome::Stopped { boundary: snapshot.boundary_seq })
     }
 
-    /// The call config a request starts from: on the first request of this loop instance, the
-    /// folded header's config with the explicit options on top; afterwards, the folded header.
-    /// The system prompt of the next request under the instruction policy: rendered with the
-    /// instruction files as they are now, or — when only they changed and nothing rewrites the
-    /// prefix anyway (a compaction since the last step, another header change) — with the files as the
-    /// model knows them, the edit appended first as a logged `instructions` note.
-    async fn system_prompt(
-        &mut self,
-        session: &SessionHandle,
-        endpoint: &Endpoint,
-        pinned: &LlmCallConfig,
-        tools: &[ToolSchema],
-    ) -> Result<String, AgentError> {
-        let sandbox = self.toolbox.sandbox().prompt_text();
-        let files: Vec<String> = match &endpoint.instruction_files {
-            Some(files) => files.clone(),
-            None => INSTRUCTION_FILES.iter().map(|name| (*name).to_owned()).collect(),
-        };
-        let current = read_instructions_beneath(self.toolbox.workspace().beneath(), &files);
-        let rewritten = render_system_prompt(&self.workspace, &current, &sandbox);
-        let policy = endpoint.instruction_policy.unwrap_or(self.config.instructions);
-        if policy == InstructionPolicy::Rewrite {
-            return Ok(rewritten);
-        }
-        // What the model knows: the last note standing, while it is on the surface (a
-        // compaction may have summarized it away), or else the system prompt itself.
-        let mut fold = std::mem::take(&mut self.instructions);
-        let (fold, note_on_surface) = session
-            .query(move |s| {
-                fold.advance(s.events());
-                let on_surface =
-                    fold.noted().map(|noted| s.surface().iter().any(|entry| entry.id == noted.seq));
-                (fold, on_surface)
-            })
-            .await?;
-        self.instructions = fold;
-        if self.instructions.compacted_since_last_step() {
-            return Ok(rewritten);
-        }
-        let Some(header) = self.instructions.header().cloned() else { return Ok(rewritten) };
-        let Some(system) = header.system.as_deref() else { return Ok(rewritten) };
-        let Some((in_prompt, kept)) = instructions_in(system, &self.workspace, &files, &sandbox)
-        else {
-            return Ok(rewritten);
-        };
-        let known = match (self.instructions.noted(), note_on_surface) {
-            (Some(_), Some(false)) => return Ok(rewritten),
-            (Some(noted), _) => noted.files.clone(),
-            (None, _) => in_prompt,
-        };
-        // The common step: no note stands and the files are what the prompt holds.
-        if self.instructions.noted().is_none() && known == current {
-            return Ok(kept);
-        }
-        // A header that changes anyway takes the files as they are: the rewrite costs nothing
-        // more, and every note since is superseded.
-        let mut config = self.seed_config(Some(&header));
-        config.wire.clone_from(&endpoint.wire);
-        debug_assert_eq!(config.profile, pinned.profile);
-        let candidate = EpochHeader::new(config, Some(kept.clone()), tools.to_vec());
-        if !matches!(plan_header_event(Some(&header), &candidate, false), HeaderPlan::Unchanged) {
-            return Ok(rewritten);
-        }
-        if known != current {
-            let (text, files) = instructions_note(&known, &current);
-            let note = ContextMessage {
-                text,
-                source: Some(INSTRUCTIONS_SOURCE.to_owned()),
-                instructions: Some(current),
-                files: Some(files),
-            };
-            session.append(EventData::ContextMessage(note)).await?;
-        }
-        Ok(kept)
-    }
-
     /// Runs `work` on the file memory, advanced over the log first, on the blocking pool (it
     /// reads and hashes files).
     async fn with_memory<T: Send + 'static>(
@@ -757,6 +535,8 @@ impl Agent {
         }
     }
 
+    /// The call config a request starts from: on the first request of this loop instance, the
+    /// folded header's config with the explicit options on top; afterwards, the folded header.
     fn seed_config(&self, header: Option<&EpochHeader>) -> LlmCallConfig {
         if self.anchored {
             match header {
@@ -785,176 +565,6 @@ impl Agent {
             StepOutcome::End(StopReason::Error, Some(error))
         })
     }
-
-    async fn run_tool(
-        &mut self,
-        session: &SessionHandle,
-        step: u64,
-        call: &ToolCall,
-        cancel: &CancellationToken,
-    ) -> Result<ToolResult, AgentError> {
-        let refuse = |content: String| ToolResult {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            content,
-            is_error: true,
-            seen: None,
-        };
-        if cancel.is_cancelled() {
-            return Ok(refuse("not run: the turn was cancelled".to_owned()));
-        }
-        let access = self.toolbox.access(&call.name);
-        let external = match access {
-            Some(_) => None,
-            None => self.external_tools.iter().find(|tool| tool.schema.name == call.name).cloned(),
-        };
-        let is_command = access == Some(Access::Command);
-        let sandbox = self.toolbox.sandbox();
-        let mut run_as = RunAs::Sandboxed;
-        // An MCP tool's own policy: the stricter of now and as the turn first saw it.
-        let server_policy = external.as_ref().map(|tool| {
-            let first = *self.turn_external.entry(call.name.clone()).or_insert(tool.policy);
-            tool.policy.stricter(first)
-        });
-        let decide = |policy: &ApprovalPolicy| match (access, server_policy) {
-            (Some(access), _) => Some(policy.for_tool(&call.name, access)),
-            (None, Some(server_policy)) => Some(policy.for_external(&call.name, server_policy)),
-            (None, None) => None,
-        };
-        // The stricter of the policy now, as the turn began (a loosened configuration waits
-        // for the next turn), and the user's own (a workspace's file never loosens it).
-        let configured =
-            [Some(&self.config.approvals), self.turn_floor.as_ref(), self.user_approvals.as_ref()]
-                .into_iter()
-                .flatten()
-                .filter_map(decide)
-                .reduce(Policy::stricter);
-        // The agent's own writes to what configures dsh or runs at the user's next git
-        // command (`.dsh/`, `.git/hooks`, `.git/config`) ask, whatever the policy.
-        let protected = if access == Some(Access::Write) {
-            self.toolbox.protected_path(&call.arguments)
-        } else {
-            None
-        };
-        if let Some(configured) = configured {
-            // A sandbox weaker than its policy (a kernel without Landlock or user namespaces,
-            // or none at all) makes every command ask: neither `auto` nor an earlier "allow
-            // always" skips the question.
-            let must_ask = (is_command && sandbox.approval_required()) || protected.is_some();
-            // An earlier "allow always" only matters when the policy would not run the tool
-            // outright; the fold reads only the events logged since the last call.
-            let always = !must_ask && configured != Policy::Auto && {
-                let mut fold = std::mem::take(&mut self.allow_always);
-                fold = session
-                    .query(move |s| {
-                        fold.fold(s.events());
-                        fold
-                    })
-                    .await?;
-                let allowed = fold.allows(&call.name);
-                self.allow_always = fold;
-                allowed
-            };
-            let policy = match (must_ask, configured) {
-                (true, Policy::Deny) => Policy::Deny,
-                (true, _) => Policy::Ask,
-                (false, _) if always => Policy::Auto,
-                (false, configured) => configured,
-            };
-            match policy {
-                Policy::Auto => {}
-                Policy::Deny => {
-                    return Ok(refuse(format!(
-                        "refused: the approval policy denies `{}` in this session",
-                        call.name
-                    )));
-                }
-                Policy::Ask => {
-                    let request = ApprovalRequest {
-                        approval_id: format!("approval-{}", call.id),
-                        call_id: call.id.clone(),
-                        tool: call.name.clone(),
-                        summary: match &external {
-                            Some(tool) => describe_external(tool, &call.arguments),
-                            None => self.toolbox.describe_call(&call.name, &call.arguments),
-                        },
-                        sandbox: is_command.then(|| sandbox.label()),
-                    };
-                    // Ask first, log second: the approver is ready for an answer before any
-                    // client can see the request.
-                    let answer = self.approver.ask(&request, cancel);
-                    session.append(EventData::ApprovalRequest(request.clone())).await?;
-                    let verdict = answer.await;
-                    let verdict =
-                        if cancel.is_cancelled() { ApprovalVerdict::Deny } else { verdict };
-                    let decision = ApprovalDecision {
-                        approval_id: request.approval_id.clone(),
-                        decision: verdict,
-                    };
-                    session.append(EventData::ApprovalDecision(decision)).await?;
-                    match verdict {
-                        ApprovalVerdict::Allow | ApprovalVerdict::AllowAlways => {}
-                        ApprovalVerdict::AllowUnconfined => run_as = RunAs::Unconfined,
-                        ApprovalVerdict::Deny => {
-                            return Ok(refuse(
-                                "denied: the user did not approve this call".to_owned(),
-                            ));
-                        }
-                        ApprovalVerdict::Timeout => {
-                            return Ok(refuse(
-                                "denied: nobody answered the approval request in time".to_owned(),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        let unconfined = is_command && (run_as == RunAs::Unconfined || !sandbox.confines());
-        let started =
-            ToolCallStarted { step, call_id: call.id.clone(), name: call.name.clone(), unconfined };
-        session.append(EventData::ToolCall(started)).await?;
-        let output = match (&external, &self.external) {
-            (Some(_), Some(tools)) => tools.call(&call.name, &call.arguments, cancel).await,
-            _ => self.toolbox.call_as(&call.name, &call.arguments, cancel, run_as).await,
-        };
-        // What the call leaves the agent knowing of the workspace's files: the file it read or
-        // wrote, or what a command changed among those it knew.
-        let seen = match &output.seen {
-            Some(seen) => {
-                let workspace = self.toolbox.workspace().clone();
-                let seen = seen.clone();
-                self.with_memory(session, move |memory, _| vec![memory.record(&workspace, &seen)])
-                    .await?
-            }
-            None if is_command => self.with_memory(session, Memory::after_command).await?,
-            None => Vec::new(),
-        };
-        Ok(ToolResult {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            content: output.content,
-            is_error: output.is_error,
-            seen: (!seen.is_empty()).then_some(seen),
-        })
-    }
-}
-
-/// One line for an approval prompt about an external tool's call: the server, the tool, and
-/// the arguments cut to a line.
-fn describe_external(tool: &ExternalTool, arguments: &str) -> String {
-    const MAX: usize = 160;
-    let tool_name =
-        tool.schema.name.strip_prefix(&format!("{}__", tool.server)).unwrap_or(&tool.schema.name);
-    let mut line: String = arguments.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.len() > MAX {
-        let mut cut = MAX;
-        while !line.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        line.truncate(cut);
-        line.push('…');
-    }
-    format!("MCP server {}: {tool_name} {line}", tool.server)
 }
 
 async fn check_invariant(
@@ -1042,37 +652,4 @@ fn steering_after(session: &Session, boundary: u64) -> bool {
         .unwrap_or_default()
         .iter()
         .any(|event| matches!(event.data, EventData::SteeringMessage(_)))
-}
-
-/// What a crash left open at the end of a log is closed with this message.
-pub const INTERRUPTED: &str = "interrupted: the process running this turn stopped";
-
-/// Closes what a crash left open at the end of the log: unanswered tool calls get an error
-/// result, an open step a `step/error`, an open turn a `turn/end` (`cancelled`, [`INTERRUPTED`])
-/// — so the next request is valid and the log well-formed. Does nothing on a log that ends
-/// between turns.
-pub async fn close_interrupted(session: &SessionHandle) -> Result<(), AgentError> {
-    close_open_turn(session, StopReason::Cancelled, INTERRUPTED).await
-}
-
-/// Closes an open turn (see [`close_interrupted`]) with `reason` and `message`.
-pub async fn close_open_turn(
-    session: &SessionHandle,
-    reason: StopReason,
-    message: &str,
-) -> Result<(), AgentError> {
-    let message = message.to_owned();
-    let closing = session
-        .query(move |s| {
-            let tool_result = format!("not run: {message}");
-            closing_events(
-                s.events(),
-                Closing { reason, error: &message, tool_result: &tool_result },
-            )
-        })
-        .await?;
-    for data in closing {
-        session.append(data).await?;
-    }
-    Ok(())
 }

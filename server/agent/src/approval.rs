@@ -5,6 +5,10 @@
 //! daemon routes the question to its clients), appends `approval/decision`, and runs or refuses
 //! the call accordingly. An `allowAlways` decision is remembered for the session by folding the
 //! log, so it survives a restart.
+//!
+//! Which of the three a call gets is [`decide`], a pure function of [`CallFacts`] (the policies
+//! in force, the tool's kind, the sandbox, a protected path) and the `allowAlways` fold's answer;
+//! the loop gathers the facts, asks, logs and runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -14,6 +18,9 @@ use dsh_session::{ApprovalRequest, ApprovalVerdict, Event, EventData};
 use tokio_util::sync::CancellationToken;
 
 use crate::tools::Access;
+
+#[cfg(test)]
+mod tests;
 
 /// What happens when the model calls a tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +114,66 @@ impl ApprovalPolicy {
             Access::Write => self.write,
             Access::Command => self.command,
         }
+    }
+}
+
+/// One tool call as the approval rules see it: everything [`decide`] depends on but the
+/// `allowAlways` fold, gathered by the loop.
+#[derive(Clone, Debug)]
+pub(crate) struct CallFacts<'a> {
+    /// The tool's request name (per-tool entries and `allowAlways` are by name).
+    pub tool: &'a str,
+    /// A built-in tool's access class; `None` for an MCP tool, or a tool nobody offers.
+    pub access: Option<Access>,
+    /// An MCP tool's own policy (its server's, the stricter of now and as the turn first saw
+    /// it); `None` for any other tool.
+    pub server_policy: Option<Policy>,
+    /// The policies in force — now, as the turn began, the user's own — of which the stricter
+    /// holds: a loosened configuration waits for the next turn, a workspace's file never loosens
+    /// the user's.
+    pub policies: &'a [&'a ApprovalPolicy],
+    /// The command sandbox is weaker than its policy (a kernel without a layer it wants).
+    pub sandbox_degraded: bool,
+    /// The call writes what configures dsh or runs at the user's next git command (`.dsh/`,
+    /// `.git/hooks`, `.git/config`).
+    pub protected_write: bool,
+}
+
+impl CallFacts<'_> {
+    /// The stricter of the policies in force for this tool; `None` for a tool no policy can name
+    /// (neither built in nor an MCP tool: it runs, and fails as unknown).
+    fn configured(&self) -> Option<Policy> {
+        let for_tool = |policy: &&ApprovalPolicy| match (self.access, self.server_policy) {
+            (Some(access), _) => Some(policy.for_tool(self.tool, access)),
+            (None, Some(server_policy)) => Some(policy.for_external(self.tool, server_policy)),
+            (None, None) => None,
+        };
+        self.policies.iter().filter_map(for_tool).reduce(Policy::stricter)
+    }
+
+    /// Whether the call asks whatever the policy (unless it denies): a command while the
+    /// sandbox is degraded, a write to a protected path.
+    fn must_ask(&self) -> bool {
+        (self.access == Some(Access::Command) && self.sandbox_degraded) || self.protected_write
+    }
+
+    /// Whether an earlier `allowAlways` could change [`decide`]'s answer, so the log is worth
+    /// folding for it: the policy would not run the call outright, and nothing makes it ask.
+    pub(crate) fn consults_allow_always(&self) -> bool {
+        !self.must_ask() && self.configured().is_some_and(|policy| policy != Policy::Auto)
+    }
+}
+
+/// What happens to one call: `Auto` runs it, `Ask` asks a person, `Deny` refuses it. Neither
+/// `auto` nor `allowed_always` (a person allowed the tool for the session) skips the question
+/// a degraded sandbox or a protected path asks; `deny` stays `deny`.
+pub(crate) fn decide(call: &CallFacts<'_>, allowed_always: bool) -> Policy {
+    let Some(configured) = call.configured() else { return Policy::Auto };
+    match (call.must_ask(), configured) {
+        (true, Policy::Deny) => Policy::Deny,
+        (true, _) => Policy::Ask,
+        (false, _) if allowed_always => Policy::Auto,
+        (false, configured) => configured,
     }
 }
 

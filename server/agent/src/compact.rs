@@ -31,19 +31,27 @@
 //! fixed here). Its model is the one the next loop request is seeded with. A failed or cancelled
 //! summarize call leaves `compact/start` alone in the log and the surface untouched; the session
 //! stays usable, and the cause goes to the tracing log.
-
-use std::collections::HashSet;
-use std::sync::Arc;
+//!
+//! This file holds the configuration, the pressure and the decision, and the async shell that
+//! applies a decision; the pure parts of each rewrite are beside it: `compact/trim.rs` (what a
+//! trim cuts) and `compact/summary.rs` (where a compaction cuts, the summarize request).
 
 use dsh_provider::{DeepSeek, MessageAssembler, StreamEvent, wire_body};
 use dsh_session::{
-    CompactStart, CompactSummary, EpochHeader, EventData, GenerateRequest, LlmCallConfig, Message,
-    Session, SurfaceEntry, SurfaceNode, SurfaceReplace, ToolResult,
+    CompactStart, CompactSummary, EventData, GenerateRequest, LlmCallConfig, Message, Session,
+    SurfaceNode, SurfaceReplace,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::error::AgentError;
 use crate::owner::SessionHandle;
+
+mod summary;
+mod trim;
+
+pub use summary::{SUMMARY_INSTRUCTION, plan_compaction, render_region, summarize_request};
+use trim::original_result;
+pub use trim::{trim_candidates, trim_content, trim_events};
 
 /// How a model's context window is managed.
 #[derive(Clone, Debug, PartialEq)]
@@ -276,254 +284,6 @@ fn message_bytes(message: &Message) -> usize {
                     .sum::<usize>()
         }
     }
-}
-
-/// The original `tool/result` behind a surface node, or `None` when the node is anything else —
-/// in particular a replacement (an already trimmed result, or a summary).
-fn original_result(session: &Session, id: u64) -> Option<&ToolResult> {
-    let event = session.events().get(usize::try_from(id).ok()?)?;
-    match &event.data {
-        EventData::ToolResult(result) => Some(result),
-        _ => None,
-    }
-}
-
-/// Tool-result nodes worth trimming now: original (never trimmed) results larger than
-/// `trim_min_bytes` that the model has already answered — those before the last assistant
-/// message on the surface.
-pub fn trim_candidates(session: &Session, config: &ContextConfig) -> Vec<u64> {
-    let surface = session.surface();
-    let Some(last_assistant) =
-        surface.iter().rposition(|node| matches!(*node.message, Message::Assistant(_)))
-    else {
-        return Vec::new();
-    };
-    surface[..last_assistant]
-        .iter()
-        .filter_map(|node| {
-            let result = original_result(session, node.id)?;
-            (result.content.len() > config.trim_min_bytes
-                && trim_content(&result.content, config).is_some())
-            .then_some(node.id)
-        })
-        .collect()
-}
-
-/// The head and tail of `content` with a note of what was cut between them, or `None` when
-/// cutting would not make it shorter.
-pub fn trim_content(content: &str, config: &ContextConfig) -> Option<String> {
-    let head_end = floor_boundary(content, config.trim_keep_head_bytes);
-    let tail_start =
-        ceil_boundary(content, content.len().saturating_sub(config.trim_keep_tail_bytes));
-    if tail_start <= head_end {
-        return None;
-    }
-    let cut = &content[head_end..tail_start];
-    let trimmed = format!(
-        "{}\n[... trimmed {} bytes ({} lines) of this tool result to save context ...]\n{}",
-        &content[..head_end],
-        cut.len(),
-        cut.lines().count(),
-        &content[tail_start..]
-    );
-    (trimmed.len() < content.len()).then_some(trimmed)
-}
-
-fn floor_boundary(text: &str, mut index: usize) -> usize {
-    index = index.min(text.len());
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-fn ceil_boundary(text: &str, mut index: usize) -> usize {
-    index = index.min(text.len());
-    while !text.is_char_boundary(index) {
-        index += 1;
-    }
-    index
-}
-
-/// The `surface/replace` events that trim `ids`, in order; ids that are not original tool
-/// results, or not worth trimming, are skipped.
-pub fn trim_events(session: &Session, ids: &[u64], config: &ContextConfig) -> Vec<EventData> {
-    ids.iter()
-        .filter_map(|&id| {
-            let result = original_result(session, id)?;
-            let content = trim_content(&result.content, config)?;
-            let node = SurfaceNode::ToolResult(ToolResult { content, ..result.clone() });
-            Some(EventData::SurfaceReplace(SurfaceReplace { start: id, end: id, node }))
-        })
-        .collect()
-}
-
-/// The share of the surface (by bytes) a compaction keeps at most.
-const KEEP_MAX_SHARE: f64 = 0.5;
-
-/// Where a compaction would cut: the surface ids `(start, end)` of the older nodes to replace,
-/// or `None` when there is nothing worth compacting.
-///
-/// The kept part is the latest `keep_recent_turns` turns, shortened to at most half of the
-/// surface's bytes; the cut then moves later until no tool call in the replaced part has its
-/// result in the kept part (or no result at all). At least two nodes are replaced.
-pub fn plan_compaction(session: &Session, config: &ContextConfig) -> Option<(u64, u64)> {
-    let surface = session.surface();
-    // Candidate cut from turns: the node of the `keep_recent_turns`-th latest prompt.
-    let prompts: Vec<usize> = surface
-        .iter()
-        .enumerate()
-        .filter(|(_, node)| is_prompt(session, node))
-        .map(|(position, _)| position)
-        .collect();
-    let turn_cut = match config.keep_recent_turns {
-        keep if keep > 0 && prompts.len() >= keep => prompts[prompts.len() - keep],
-        _ => 0,
-    };
-    // Candidate cut from size: the earliest cut whose kept suffix is at most half the bytes.
-    let sizes: Vec<usize> = surface.iter().map(|node| message_bytes(&node.message)).collect();
-    let total: usize = sizes.iter().sum();
-    let mut suffix = total;
-    let mut size_cut = 0;
-    for (position, size) in sizes.iter().enumerate() {
-        if suffix as f64 <= total as f64 * KEEP_MAX_SHARE {
-            break;
-        }
-        suffix -= size;
-        size_cut = position + 1;
-    }
-    let cut = first_valid_cut(surface, turn_cut.max(size_cut).max(2))?;
-    Some((surface[0].id, surface[cut - 1].id))
-}
-
-/// The first cut at or after `from`, before the last node, that leaves no tool call of the
-/// replaced part unanswered inside it; in one pass.
-fn first_valid_cut(surface: &[SurfaceEntry], from: usize) -> Option<usize> {
-    let mut open: HashSet<&str> = HashSet::new();
-    for (position, node) in surface.iter().enumerate() {
-        // Here `open` holds the unanswered calls of `surface[..position]`.
-        if position >= from && open.is_empty() {
-            return Some(position);
-        }
-        match &*node.message {
-            Message::Assistant(assistant) => {
-                open.extend(assistant.tool_calls.iter().map(|call| call.id.as_str()));
-            }
-            Message::Tool { call_id, .. } => {
-                open.remove(call_id.as_str());
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-fn is_prompt(session: &Session, node: &SurfaceEntry) -> bool {
-    usize::try_from(node.id)
-        .ok()
-        .and_then(|index| session.events().get(index))
-        .is_some_and(|event| matches!(event.data, EventData::UserMessage(_)))
-}
-
-/// Whether every tool call made in `replaced` is answered inside it (so no result is left in
-/// the kept part without its call, and no call is summarized away before its result arrives).
-#[cfg(test)]
-fn is_valid_cut(replaced: &[SurfaceEntry]) -> bool {
-    let mut open: HashSet<&str> = HashSet::new();
-    for node in replaced {
-        match &*node.message {
-            Message::Assistant(assistant) => {
-                open.extend(assistant.tool_calls.iter().map(|call| call.id.as_str()));
-            }
-            Message::Tool { call_id, .. } => {
-                open.remove(call_id.as_str());
-            }
-            _ => {}
-        }
-    }
-    open.is_empty()
-}
-
-/// The fixed instruction of the summarize call (its system prompt).
-pub const SUMMARY_INSTRUCTION: &str = "\
-You compact the history of a coding agent's session. Summarize the conversation below so the \
-agent can continue the work without it: the user's goals and requests, decisions made, files \
-read or changed (with paths), commands run and their outcomes, errors met, and what remains to \
-be done. Be concise and factual; keep identifiers, paths and numbers exact. Answer with the \
-summary only.";
-
-/// Renders the region `start..=end` of the surface as the summarize call's input text.
-/// Deterministic: tool results longer than the trim limits are cut the way trimming cuts them;
-/// reasoning text is left out.
-pub fn render_region(nodes: &[SurfaceEntry], config: &ContextConfig) -> String {
-    let mut out = String::from("Conversation to summarize:\n");
-    for node in nodes {
-        out.push('\n');
-        match &*node.message {
-            Message::System { content } => {
-                out.push_str("[system]\n");
-                out.push_str(content);
-            }
-            Message::User { content } => {
-                out.push_str("[user]\n");
-                out.push_str(content);
-            }
-            Message::Assistant(assistant) => {
-                out.push_str("[assistant]\n");
-                out.push_str(&assistant.content);
-                for call in &assistant.tool_calls {
-                    out.push_str(&format!(
-                        "\n(calls {} {} {})",
-                        call.id, call.name, call.arguments
-                    ));
-                }
-            }
-            Message::Tool { call_id, content } => {
-                out.push_str(&format!("[tool result {call_id}]\n"));
-                match trim_content(content, config) {
-                    Some(trimmed) if content.len() > config.trim_min_bytes => {
-                        out.push_str(&trimmed);
-                    }
-                    _ => out.push_str(content),
-                }
-            }
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// The summarize call's request for surface nodes `start..=end` of `session`: a fixed
-/// instruction as the system prompt, the rendered region as the one user message, no tools,
-/// thinking off, no sampling overrides; only `model` and `max_tokens` vary (and are logged in
-/// `compact/summary`). `None` when the range is not on the surface.
-pub fn summarize_request(
-    session: &Session,
-    start: u64,
-    end: u64,
-    call: &LlmCallConfig,
-    max_tokens: u32,
-    config: &ContextConfig,
-) -> Option<GenerateRequest> {
-    let surface = session.surface();
-    let first = surface.iter().position(|node| node.id == start)?;
-    let last = surface.iter().position(|node| node.id == end)?;
-    if last < first {
-        return None;
-    }
-    let call = LlmCallConfig {
-        model: call.model.clone(),
-        profile: call.profile.clone(),
-        wire: call.wire.clone(),
-        max_tokens,
-        thinking: false,
-        reasoning_effort: None,
-        temperature: None,
-        top_p: None,
-    };
-    let header = EpochHeader::new(call, Some(SUMMARY_INSTRUCTION.to_owned()), Vec::new());
-    let text = render_region(&surface[first..=last], config);
-    Some(GenerateRequest { header, messages: vec![Arc::new(Message::User { content: text })] })
 }
 
 /// What a pressure check or a manual compaction did.

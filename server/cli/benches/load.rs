@@ -78,7 +78,7 @@ async fn run() {
     let clients: Vec<Arc<Client>> = {
         let mut clients = Vec::new();
         for _ in 0..CLIENTS {
-            clients.push(Client::connect(&dsh_daemon::config::DshHome::new(&home).socket()).await);
+            clients.push(Client::connect(&dsh_daemon::startup::DshHome::new(&home).socket()).await);
         }
         clients
     };
@@ -279,7 +279,7 @@ fn vm_kib(pid: u32, field: &str) -> u64 {
 }
 
 async fn spawn_daemon(home: &Path, base_url: &str) -> tokio::process::Child {
-    let log = std::fs::File::create(dsh_daemon::config::DshHome::new(home).daemon_log()).unwrap();
+    let log = std::fs::File::create(dsh_daemon::startup::DshHome::new(home).daemon_log()).unwrap();
     let child = tokio::process::Command::new(dsh_binary())
         .arg("--home")
         .arg(home)
@@ -293,7 +293,7 @@ async fn spawn_daemon(home: &Path, base_url: &str) -> tokio::process::Child {
         .spawn()
         .unwrap();
     let started = Instant::now();
-    while tokio::net::UnixStream::connect(dsh_daemon::config::DshHome::new(home).socket())
+    while tokio::net::UnixStream::connect(dsh_daemon::startup::DshHome::new(home).socket())
         .await
         .is_err()
     {

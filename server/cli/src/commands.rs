@@ -100,13 +100,13 @@ pub fn spawn_options(settings: &Settings) -> SpawnOptions {
     if settings.sandbox_explicit {
         global_args.extend(settings.sandbox_args());
     }
-    let key_variables = dsh_daemon::config::key_variables(settings.user_config.as_deref());
+    let key_variables = dsh_daemon::startup::key_variables(settings.user_config.as_deref());
     SpawnOptions { global_args, key_variables }
 }
 
 /// How a running daemon's sandbox differs from the one these settings ask for, if it does.
 fn sandbox_difference(
-    wanted: &dsh_daemon::config::SandboxConfig,
+    wanted: &dsh_daemon::startup::SandboxConfig,
     running: &dsh_protocol::SandboxStatus,
 ) -> Option<String> {
     if running.policy != wanted.policy.name() {

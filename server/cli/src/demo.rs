@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use dsh_daemon::DaemonConfig;
-use dsh_daemon::config::DshHome;
+use dsh_daemon::startup::DshHome;
 use dsh_mock::{MockConfig, MockServer};
 use dsh_protocol::method;
 use dsh_protocol::{SessionCreateParams, SessionParams, SessionRequestParams};

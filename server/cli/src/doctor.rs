@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use dsh_daemon::Client;
 use dsh_daemon::client::connect_running;
-use dsh_daemon::config::API_KEY_ENV;
+use dsh_daemon::startup::API_KEY_ENV;
 use dsh_protocol::NoParams;
 use dsh_protocol::method;
 use dsh_sandbox::Sandbox;

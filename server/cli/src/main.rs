@@ -117,11 +117,11 @@ fn key_leaves_the_environment(command: &Command) -> Option<bool> {
 }
 
 /// The provider keys this process's environment holds, by the variables the configuration
-/// names ([`dsh_daemon::config::key_variables`]).
+/// names ([`dsh_daemon::startup::key_variables`]).
 fn keys_to_hand_over() -> Vec<(String, String)> {
-    let user_config = dsh_config::user_file(dsh_daemon::config::config_dir().as_deref());
-    let variables = dsh_daemon::config::key_variables(user_config.as_deref());
-    dsh_daemon::config::keys_in_environment(&variables)
+    let user_config = dsh_config::user_file(dsh_daemon::startup::config_dir().as_deref());
+    let variables = dsh_daemon::startup::key_variables(user_config.as_deref());
+    dsh_daemon::startup::keys_in_environment(&variables)
 }
 
 /// `exec`s this binary again with the same arguments and without the provider keys in its
@@ -146,7 +146,7 @@ fn reexec_without_key(handover: bool) -> ExitCode {
             command.envs(EAGER_PURGE);
             let (reader, mut writer) = std::io::pipe()?;
             // Keys are far smaller than a pipe's buffer: this never blocks.
-            writer.write_all(dsh_daemon::config::handover_text(&keys).as_bytes())?;
+            writer.write_all(dsh_daemon::startup::handover_text(&keys).as_bytes())?;
             drop(writer);
             command.arg("--api-key-stdin").stdin(reader);
         }
@@ -271,7 +271,7 @@ fn read_keys_from_stdin() -> anyhow::Result<Vec<(String, String)>> {
         .take(64 * 1024)
         .read_to_string(&mut text)
         .context("reading the API keys from standard input")?;
-    let keys = dsh_daemon::config::parse_handover(&text)?;
+    let keys = dsh_daemon::startup::parse_handover(&text)?;
     if keys.is_empty() {
         anyhow::bail!("--api-key-stdin: standard input held no API key");
     }

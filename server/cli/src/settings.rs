@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use dsh_config::{Overrides, Source, Sourced};
 use dsh_daemon::DaemonConfig;
-use dsh_daemon::config::{API_KEY_ENV, DshHome, Feature, SandboxConfig, SandboxPolicy};
+use dsh_daemon::startup::{API_KEY_ENV, DshHome, Feature, SandboxConfig, SandboxPolicy};
 
 use crate::args::Global;
 
@@ -48,7 +48,7 @@ impl Settings {
             base_url: given(&global.base_url, "--base-url", "DEEPSEEK_BASE_URL"),
             provider: given(&global.provider, "--provider", "DSH_PROVIDER"),
             model: given(&global.model, "--model", "DSH_MODEL"),
-            user_config: dsh_config::user_file(dsh_daemon::config::config_dir().as_deref()),
+            user_config: dsh_config::user_file(dsh_daemon::startup::config_dir().as_deref()),
             json: global.json,
             sandbox,
             sandbox_explicit,

@@ -26,9 +26,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::DshHome;
-use crate::config::{API_KEY_ENV, handover_text, keys_in_environment};
 use crate::serve::{prepare_home, private_file};
+use crate::startup::{API_KEY_ENV, DshHome, handover_text, keys_in_environment};
 
 /// How long a client waits for a daemon it started to listen.
 const START_DEADLINE: Duration = Duration::from_secs(15);
@@ -273,7 +272,7 @@ pub fn event_of(notification: &Notification) -> Option<(serde_json::Value, Sessi
 pub struct SpawnOptions {
     /// Flags passed before `serve` (`--provider`, `--model`, `--base-url`, the sandbox's).
     pub global_args: Vec<String>,
-    /// The variables that may hold provider keys ([`crate::config::key_variables`]): removed
+    /// The variables that may hold provider keys ([`crate::startup::key_variables`]): removed
     /// from the daemon's environment and handed over on a pipe.
     pub key_variables: Vec<String>,
 }

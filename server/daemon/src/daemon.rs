@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{DEFAULT_MODEL, DaemonConfig};
+use crate::startup::{DEFAULT_MODEL, DaemonConfig};
 use crate::error::{ApiError, ApiResult};
 use crate::live::{LiveSession, QueueSlot, RunningTurn};
 use crate::settings::Settings;
@@ -354,7 +354,7 @@ impl Daemon {
             .and_then(|home| std::fs::canonicalize(home).ok());
         let state = dsh_sandbox::plan::canonical_prefix(self.config.home.root());
         let config_dir =
-            crate::config::config_dir().map(|dir| dsh_sandbox::plan::canonical_prefix(&dir));
+            crate::startup::config_dir().map(|dir| dsh_sandbox::plan::canonical_prefix(&dir));
         let reason = if canonical == Path::new("/") {
             "is the whole file system".to_owned()
         } else if home.as_deref() == Some(canonical.as_path()) {

@@ -12,13 +12,13 @@
 //! `handlers.rs` (one handler per method), `views.rs` (what the handlers rebuild from a log),
 //! `provenance.rs` (`workspace/provenance`, with its cache of folds),
 //! `error.rs`, `admission.rs` and `connection.rs` (the line transport), `network.rs`
-//! (WebSocket/HTTP with a token), `serve.rs` (lifecycle), `config.rs` (what a daemon starts with), `settings.rs` (the
-//! configuration files, live), `client.rs`.
+//! (WebSocket/HTTP with a token), `serve.rs` (lifecycle), `startup.rs` (what a daemon is started
+//! with: `DaemonConfig`, the key handover), `settings.rs` (the configuration files, live),
+//! `mcp.rs` and `mcp/` (MCP tool servers), `client.rs`.
 
 pub mod admission;
 pub mod api;
 pub mod client;
-pub mod config;
 pub mod connection;
 pub mod daemon;
 pub mod error;
@@ -29,8 +29,9 @@ pub mod network;
 pub mod provenance;
 pub mod serve;
 pub mod settings;
+pub mod startup;
 pub mod views;
 mod watch;
 
 pub use client::{Client, ClientError, Unsolicited};
-pub use config::DaemonConfig;
+pub use startup::DaemonConfig;

@@ -34,7 +34,7 @@ pub use websocket::WebSockets;
 
 /// Reads (or creates) the bearer token; refuses a token file others can read.
 pub fn load_token(home: &Path) -> anyhow::Result<String> {
-    let path = crate::config::DshHome::new(home).token_file();
+    let path = crate::startup::DshHome::new(home).token_file();
     if !path.exists() {
         // 16 bytes from the kernel's CSPRNG (fastrand is not meant for secrets).
         let mut bytes = [0u8; 16];

@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api;
-use crate::config::{DaemonConfig, DshHome};
+use crate::startup::{DaemonConfig, DshHome};
 use crate::connection::serve_lines;
 use crate::daemon::Daemon;
 use crate::network::WebSockets;

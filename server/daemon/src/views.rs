@@ -338,7 +338,7 @@ pub fn next_model(
     config
         .and_then(|config| config.pick(profile, model).ok())
         .map(|(profile, model)| (profile.name.clone(), model))
-        .unwrap_or_else(|| (LEGACY_PROFILE.to_owned(), crate::config::DEFAULT_MODEL.to_owned()))
+        .unwrap_or_else(|| (LEGACY_PROFILE.to_owned(), crate::startup::DEFAULT_MODEL.to_owned()))
 }
 
 /// The context window, in tokens, that requests to `model` of `profile` are measured against —

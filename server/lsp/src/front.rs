@@ -926,7 +926,7 @@ fn write_read_only(
     content: &str,
 ) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let dir = dsh_daemon::config::DshHome::new(home).saw_dir();
+    let dir = dsh_daemon::startup::DshHome::new(home).saw_dir();
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     // Private whatever the umask, or an older directory's mode, says.
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;

@@ -6,6 +6,7 @@ use dsh_session::{
     StepStart, ToolCall, ToolResult, TurnEnd, TurnStart, Usage, UserMessage, check_log,
 };
 
+use super::summary::is_valid_cut;
 use super::*;
 
 /// Builds a log event by event, with contiguous seqs.

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 
 use dsh_protocol::method;
 
-use crate::config::{DaemonConfig, DshHome};
 use crate::daemon::Daemon;
+use crate::startup::{DaemonConfig, DshHome};
 
 #[test]
 fn the_table_answers_exactly_the_protocols_methods() {

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::json;
 
+use super::secrets::{scrub, secrets};
+use super::tools::render_result;
 use super::*;
 
 fn tool(name: &str, description: &str, schema: serde_json::Value) -> Tool {
