@@ -22,40 +22,9 @@ use crate::tools::Access;
 #[cfg(test)]
 mod tests;
 
-/// What happens when the model calls a tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// Run it.
-    Auto,
-    /// Ask a person first.
-    Ask,
-    /// Refuse it.
-    Deny,
-}
-
-impl Policy {
-    /// The one of the two that holds back more: `deny` over `ask` over `auto`.
-    pub fn stricter(self, other: Policy) -> Policy {
-        let rank = |policy: Policy| match policy {
-            Policy::Auto => 0,
-            Policy::Ask => 1,
-            Policy::Deny => 2,
-        };
-        if rank(other) > rank(self) { other } else { self }
-    }
-}
-
-impl std::str::FromStr for Policy {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text {
-            "auto" => Ok(Policy::Auto),
-            "ask" => Ok(Policy::Ask),
-            "deny" => Ok(Policy::Deny),
-            other => Err(format!("unknown approval policy `{other}` (expected auto, ask or deny)")),
-        }
-    }
-}
+/// What happens when the model calls a tool: the session crate's [`dsh_session::Approval`], whose
+/// `stricter` is the one order of strictness (the configuration's too).
+pub use dsh_session::Approval as Policy;
 
 /// The approval policy: by access class, overridden per tool.
 #[derive(Clone, Debug, PartialEq, Eq)]

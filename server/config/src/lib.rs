@@ -25,7 +25,7 @@ mod tests;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use approval::Approval;
+pub use dsh_session::Approval;
 pub use entries::Entry;
 pub use file::{Layer, MAX_FILE_BYTES};
 pub use mcp::{

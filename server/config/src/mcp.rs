@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use dsh_session::Approval;
 use toml::Spanned;
 
-use crate::approval::Approval;
 use crate::file::{FileMcpServer, Layer};
 use crate::resolve::{at, take};
 use crate::{ConfigError, Source, Sourced};
@@ -276,7 +276,7 @@ pub(crate) fn finish_server(name: &str, partial: PartialServer) -> Result<McpSer
     let approval = match partial.approval {
         None => Sourced::new(Approval::Ask, Source::Default),
         Some(policy) => {
-            let value = Approval::parse(&policy.value).ok_or_else(|| {
+            let value = policy.value.parse::<Approval>().map_err(|_| {
                 at(
                     &policy.source,
                     format!(

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use dsh_session::Approval;
 use toml::Spanned;
 
-use crate::approval::{Approval, merge_approval};
+use crate::approval::merge_approval;
 use crate::file::Layer;
 use crate::mcp::{McpServer, PartialServer, finish_server};
 use crate::profile::{Partial, Profile, finish_profile};

@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use dsh_agent::approval::{ApprovalPolicy, Policy};
+use dsh_agent::approval::ApprovalPolicy;
 use dsh_agent::prompt::InstructionPolicy;
 use dsh_agent::{ContextConfig, Endpoint};
-use dsh_config::{Approval, Config, ConfigError, KeySource, Layer, Overrides, Profile};
+use dsh_config::{Config, ConfigError, KeySource, Layer, Overrides, Profile};
 use dsh_provider::{ApiKey, DeepSeek, DeepSeekConfig};
 use dsh_session::{LlmCallConfig, ProviderKind};
 use tokio::sync::broadcast;
@@ -500,11 +500,7 @@ impl Settings {
 fn approval_policy(config: &Config) -> ApprovalPolicy {
     let mut policy = ApprovalPolicy::default();
     for (name, approval) in &config.approvals {
-        let value = match approval.value {
-            Approval::Auto => Policy::Auto,
-            Approval::Ask => Policy::Ask,
-            Approval::Deny => Policy::Deny,
-        };
+        let value = approval.value;
         match name.as_str() {
             "read" => policy.read = value,
             "write" => policy.write = value,

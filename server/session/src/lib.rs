@@ -12,6 +12,7 @@
 //! fold is total. A tidy test in `tests/` enforces the absence of I/O names in this crate.
 #![warn(missing_docs)]
 
+mod approval;
 mod check;
 mod event;
 mod header;
@@ -25,6 +26,7 @@ mod seen;
 mod surface;
 mod usage;
 
+pub use approval::Approval;
 pub use check::{Closing, Diagnostic, Severity, check_log, closing_events};
 #[cfg(feature = "schema")]
 pub use event::event_payload_schemas;

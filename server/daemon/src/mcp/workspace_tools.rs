@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use dsh_agent::approval::{BoxFuture, Policy};
+use dsh_agent::approval::BoxFuture;
 use dsh_agent::tools::ToolOutput;
 use dsh_agent::{ExternalTool, ExternalTools};
-use dsh_config::{Approval, McpServer};
+use dsh_config::McpServer;
 use rmcp::model::CallToolRequestParams;
 use tokio_util::sync::CancellationToken;
 
@@ -155,11 +155,7 @@ impl WorkspaceTools {
             if state.phase != Phase::Running {
                 continue;
             }
-            let policy = match server.config.approval.value {
-                Approval::Auto => Policy::Auto,
-                Approval::Ask => Policy::Ask,
-                Approval::Deny => Policy::Deny,
-            };
+            let policy = server.config.approval.value;
             tools.extend(state.tools.into_iter().map(|schema| ExternalTool {
                 schema,
                 server: name.clone(),
