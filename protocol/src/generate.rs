@@ -8,108 +8,38 @@
 
 use std::collections::BTreeMap;
 
-use schemars::{JsonSchema, SchemaGenerator};
+use schemars::SchemaGenerator;
 use serde_json::{Map, Value, json};
 use ts_rs::TS;
 
 use crate::*;
 use dsh_session as log;
 
-/// `(method, params type, result type)` for every method; `None` params means no params.
+/// `(method, params type, result type)` for every method of the table ([`method::visit`]);
+/// `None` params means no params.
 fn method_types(generator: &mut SchemaGenerator) -> Vec<(&'static str, Option<Value>, Value)> {
-    fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
-        log::canonical_json(generator.subschema_for::<T>().to_value())
+    struct Schemas<'a> {
+        generator: &'a mut SchemaGenerator,
+        out: Vec<(&'static str, Option<Value>, Value)>,
     }
-    vec![
-        (
-            method::INITIALIZE,
-            Some(schema::<InitializeParams>(generator)),
-            schema::<InitializeResult>(generator),
-        ),
-        (
-            method::SESSION_CREATE,
-            Some(schema::<SessionCreateParams>(generator)),
-            schema::<SessionIdResult>(generator),
-        ),
-        (
-            method::SESSION_LIST,
-            Some(schema::<SessionListParams>(generator)),
-            schema::<SessionListResult>(generator),
-        ),
-        (
-            method::SESSION_SUBSCRIBE,
-            Some(schema::<SessionSubscribeParams>(generator)),
-            json!({"description": "subscription id", "type": ["string", "integer"]}),
-        ),
-        (method::SESSION_UNSUBSCRIBE, None, json!({"type": "boolean"})),
-        (
-            method::SESSION_PROMPT,
-            Some(schema::<SessionPromptParams>(generator)),
-            schema::<SessionPromptResult>(generator),
-        ),
-        (
-            method::SESSION_INJECT,
-            Some(schema::<SessionInjectParams>(generator)),
-            schema::<SessionInjectResult>(generator),
-        ),
-        (
-            method::SESSION_CANCEL,
-            Some(schema::<SessionParams>(generator)),
-            schema::<SessionCancelResult>(generator),
-        ),
-        (
-            method::SESSION_FORK,
-            Some(schema::<SessionForkParams>(generator)),
-            schema::<SessionIdResult>(generator),
-        ),
-        (
-            method::SESSION_REQUEST,
-            Some(schema::<SessionRequestParams>(generator)),
-            schema::<SessionRequestResult>(generator),
-        ),
-        (
-            method::SESSION_USAGE,
-            Some(schema::<SessionParams>(generator)),
-            schema::<SessionUsageResult>(generator),
-        ),
-        (
-            method::SESSION_EVENTS,
-            Some(schema::<SessionEventsParams>(generator)),
-            schema::<SessionEventsResult>(generator),
-        ),
-        (
-            method::SESSION_COMPACT,
-            Some(schema::<SessionParams>(generator)),
-            schema::<SessionCompactResult>(generator),
-        ),
-        (
-            method::SESSION_AUDIT,
-            Some(schema::<SessionParams>(generator)),
-            schema::<SessionAuditResult>(generator),
-        ),
-        (
-            method::WORKSPACE_PROVENANCE,
-            Some(schema::<WorkspaceProvenanceParams>(generator)),
-            schema::<WorkspaceProvenanceResult>(generator),
-        ),
-        (
-            method::APPROVAL_RESPOND,
-            Some(schema::<ApprovalRespondParams>(generator)),
-            schema::<ApprovalRespondResult>(generator),
-        ),
-        (
-            method::MCP_LIST,
-            Some(schema::<McpListParams>(generator)),
-            schema::<McpListResult>(generator),
-        ),
-        (
-            method::SESSION_MCP_SERVERS,
-            Some(schema::<SessionMcpServersParams>(generator)),
-            schema::<SessionMcpServersResult>(generator),
-        ),
-        (method::DAEMON_STATUS, None, schema::<DaemonStatusResult>(generator)),
-        (method::DAEMON_SHUTDOWN, None, schema::<DaemonShutdownResult>(generator)),
-    ]
+    impl method::Visit for Schemas<'_> {
+        fn method<M: method::Method>(&mut self) {
+            let no_params =
+                std::any::TypeId::of::<M::Params>() == std::any::TypeId::of::<NoParams>();
+            let params = (!no_params).then(|| {
+                log::canonical_json(self.generator.subschema_for::<M::Params>().to_value())
+            });
+            let result = if method::SUBSCRIBE.contains(&M::NAME) {
+                json!({"description": "subscription id", "type": ["string", "integer"]})
+            } else {
+                log::canonical_json(self.generator.subschema_for::<M::Result>().to_value())
+            };
+            self.out.push((M::NAME, params, result));
+        }
+    }
+    let mut schemas = Schemas { generator, out: Vec::new() };
+    method::visit(&mut schemas);
+    schemas.out
 }
 
 /// The JSON Schema document: every method's params and result, the `session/event`

@@ -41,23 +41,44 @@ const OUTGOING_BUFFER: usize = 1024;
 /// Bytes of answers and events one connection may have waiting to be written. A client that
 /// falls further behind than this is disconnected with a last error line saying why: one client
 /// that does not read can cost the daemon this much memory, not gigabytes. A single line larger
-/// than the budget still goes out when nothing else waits. A large answer ([`LARGE_ANSWERS`]) is
+/// than the budget still goes out when nothing else waits. A large answer ([`LargePlaces`]) is
 /// not counted at all: it is one at a time per connection until written, so it costs at most
 /// its own size once, besides the budget.
 pub const OUTBOUND_BUDGET_BYTES: usize = 16 * 1024 * 1024;
 /// Notifications a subscription may buffer inside jsonrpsee before it waits.
 const SUBSCRIPTION_BUFFER: usize = 1024;
-/// Methods whose answer can be very large — "what the model saw" of a long conversation is a
-/// hundred megabytes of JSON — run and are serialized on the blocking pool, one per connection
-/// (until it is written) and [`LARGE_AT_ONCE`] in the process at a time: writing such an answer
-/// takes a third of a second, and two at once on the runtime's workers held them all, stalling
-/// every other call of every client. One per connection keeps a client that queues many from
-/// holding every place.
-pub(crate) const LARGE_ANSWERS: &[&str] = &[dsh_protocol::method::SESSION_REQUEST];
-/// How many [`LARGE_ANSWERS`] are computed at once in the process, on every front; the others
-/// wait their turn.
+/// How many large answers are computed at once in the process, on every front; the others wait
+/// their turn.
 const LARGE_AT_ONCE: usize = 2;
-pub(crate) static LARGE: Semaphore = Semaphore::const_new(LARGE_AT_ONCE);
+
+/// The daemon's places for large answers: the methods the table marks
+/// [`dsh_protocol::method::Answer::Large`] — "what
+/// the model saw" of a long conversation is a hundred megabytes of JSON — run and are
+/// serialized on the blocking pool, one per connection (until it is written) and
+/// [`LARGE_AT_ONCE`] in the process at a time: writing such an answer takes a third of a
+/// second, and two at once on the runtime's workers held them all, stalling every other call of
+/// every client. One per connection keeps a client that queues many from holding every place.
+/// One value per daemon, shared by every front (the line transport and HTTP).
+#[derive(Clone, Debug)]
+pub struct LargePlaces(Arc<Semaphore>);
+
+impl Default for LargePlaces {
+    fn default() -> Self {
+        LargePlaces(Arc::new(Semaphore::new(LARGE_AT_ONCE)))
+    }
+}
+
+impl LargePlaces {
+    /// Waits for a place (`None` never happens: the semaphore is never closed).
+    pub(crate) async fn take(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.0).acquire_owned().await.ok()
+    }
+}
+
+/// Whether the method named `name` answers apart (`Large` in the method table).
+pub(crate) fn is_large(name: &str) -> bool {
+    dsh_protocol::method::answer_of(name) == dsh_protocol::method::Answer::Large
+}
 /// How long a closed connection waits for the answers to the requests it already sent.
 const ANSWER_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
 /// The same wait when the daemon is shutting down (turns are being cancelled).
@@ -214,17 +235,23 @@ impl<W: AsyncWrite + Unpin + Send + 'static> LineSink for ByteLines<W> {
 }
 
 /// Serves `methods` over one connection until the peer closes it or `shutdown` fires.
-pub async fn serve_lines<R, W>(methods: Methods, reader: R, writer: W, shutdown: CancellationToken)
-where
+pub async fn serve_lines<R, W>(
+    methods: Methods,
+    places: LargePlaces,
+    reader: R,
+    writer: W,
+    shutdown: CancellationToken,
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    serve_line_sink(methods, reader, ByteLines(writer), shutdown).await;
+    serve_line_sink(methods, places, reader, ByteLines(writer), shutdown).await;
 }
 
 /// [`serve_lines`], its answers and events written to `sink`.
 pub(crate) async fn serve_line_sink<R, S>(
     methods: Methods,
+    places: LargePlaces,
     reader: R,
     sink: S,
     shutdown: CancellationToken,
@@ -246,7 +273,7 @@ pub(crate) async fn serve_line_sink<R, S>(
     ));
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let subscriptions: Subscriptions = Arc::default();
-    // This connection's place among the large answers (see [`LARGE_ANSWERS`]).
+    // This connection's place among the large answers (see [`LargePlaces`]).
     let large = Arc::new(Semaphore::new(1));
     let mut frames =
         FramedRead::new(reader, Lines(LinesCodec::new_with_max_length(MAX_LINE_BYTES)));
@@ -289,8 +316,9 @@ pub(crate) async fn serve_line_sink<R, S>(
         let outgoing = outgoing.clone();
         let subscriptions = Arc::clone(&subscriptions);
         let large = Arc::clone(&large);
+        let places = places.clone();
         tokio::spawn(async move {
-            answer(methods, call, permit, &outgoing, &subscriptions, large).await;
+            answer(methods, call, permit, &outgoing, &subscriptions, (large, places)).await;
         });
     }
     // The peer stopped sending (or the daemon is stopping). Requests already read still get
@@ -339,9 +367,9 @@ async fn answer(
     in_flight: tokio::sync::OwnedSemaphorePermit,
     outgoing: &Outgoing,
     subscriptions: &Subscriptions,
-    large: Arc<Semaphore>,
+    large: (Arc<Semaphore>, LargePlaces),
 ) {
-    let (answered, place) = if LARGE_ANSWERS.contains(&call.method.as_str()) {
+    let (answered, place) = if is_large(&call.method) {
         match answer_apart(&methods, &call, large, outgoing).await {
             Ok((answer, place)) => (Ok(answer), Some(place)),
             Err(error) => (Err(error), None),
@@ -397,7 +425,7 @@ async fn answer(
 type Answer = (Box<serde_json::value::RawValue>, mpsc::Receiver<Box<serde_json::value::RawValue>>);
 
 /// [`Methods::raw_json_request`] on the blocking pool, once the connection's place and one of
-/// the process's [`LARGE_AT_ONCE`] are free (see [`LARGE_ANSWERS`]). The handler's own awaits
+/// the process's [`LARGE_AT_ONCE`] are free (see [`LargePlaces`]). The handler's own awaits
 /// are driven from there; the runtime's workers stay free for everyone else. The places go with
 /// the work, even if this future is dropped first: the process's is given back when the answer
 /// is computed; the connection's comes back with the answer, to be held until it is written
@@ -408,14 +436,14 @@ type Answer = (Box<serde_json::value::RawValue>, mpsc::Receiver<Box<serde_json::
 async fn answer_apart(
     methods: &Methods,
     call: &Call,
-    large: Arc<Semaphore>,
+    (large, places): (Arc<Semaphore>, LargePlaces),
     outgoing: &Outgoing,
 ) -> Result<(Answer, tokio::sync::OwnedSemaphorePermit), (i32, String)> {
     let gone = || (SHUTTING_DOWN, "the connection closed before the answer".to_owned());
     let places = async {
         // Neither semaphore is ever closed.
         let connection_place = large.acquire_owned().await.ok()?;
-        let place = LARGE.acquire().await.ok()?;
+        let place = places.take().await?;
         Some((connection_place, place))
     };
     // Cancel-safety: waiting for a semaphore is cancel-safe (the place is not taken), and so is
@@ -434,7 +462,7 @@ async fn answer_apart(
     Ok((answer.map_err(invalid)?, connection_place))
 }
 
-/// Drives `work` — a [`LARGE_ANSWERS`] method's handler and the serialization of its answer —
+/// Drives `work` — a large answer's handler and the serialization of its answer —
 /// to its end on the blocking pool, holding `places` until then, even if the returned future is
 /// dropped first. Both fronts answer such methods through it. An error when the task could not
 /// finish: the runtime is shutting down, or the handler panicked.

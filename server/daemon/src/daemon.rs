@@ -28,10 +28,10 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::startup::{DEFAULT_MODEL, DaemonConfig};
 use crate::error::{ApiError, ApiResult};
 use crate::live::{LiveSession, QueueSlot, RunningTurn};
 use crate::settings::Settings;
+use crate::startup::{DEFAULT_MODEL, DaemonConfig};
 use crate::watch::{FileWatch, Interest};
 
 /// How long a load waits for the same session's unload to finish closing its log.
@@ -77,6 +77,8 @@ pub struct Daemon {
     pub(crate) provenance: crate::provenance::Cache,
     /// The MCP tool servers of the loaded sessions' workspaces.
     pub(crate) mcp: Arc<crate::mcp::McpManager>,
+    /// The places for large answers, shared by every front.
+    pub(crate) large_places: crate::connection::LargePlaces,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -142,6 +144,7 @@ impl Daemon {
             unloading: Mutex::default(),
             loaded_since_check: std::sync::atomic::AtomicBool::new(false),
             provenance: crate::provenance::Cache::default(),
+            large_places: crate::connection::LargePlaces::default(),
         }))
     }
 

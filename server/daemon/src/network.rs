@@ -26,7 +26,7 @@ use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse, ServerHandle};
 use jsonrpsee::types::ErrorObject;
 use tower::{Layer, Service};
 
-use crate::connection::{LARGE, LARGE_ANSWERS, on_blocking_pool};
+use crate::connection::{LargePlaces, is_large, on_blocking_pool};
 
 mod websocket;
 
@@ -80,6 +80,7 @@ pub async fn start(
     }
     let token = load_token(home)?;
     let methods = websockets.methods.clone();
+    let places = websockets.daemon.large_places.clone();
     let layer = AuthLayer {
         token: Arc::from(format!("Bearer {token}")),
         origins: Arc::new(allow_origins.to_vec()),
@@ -96,7 +97,10 @@ pub async fn start(
     let server = jsonrpsee::server::Server::builder()
         .set_config(config)
         .set_http_middleware(tower::ServiceBuilder::new().layer(layer))
-        .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(|inner| LargeAnswers { inner }))
+        .set_rpc_middleware(
+            RpcServiceBuilder::new()
+                .layer_fn(move |inner| LargeAnswers { inner, places: places.clone() }),
+        )
         .build(addr)
         .await
         .with_context(|| format!("listening on {addr}"))?;
@@ -108,14 +112,15 @@ pub async fn start(
 /// The largest answer the network front sends (256 MiB); a larger one is an error.
 const MAX_ANSWER_BYTES: u32 = 256 * 1024 * 1024;
 
-/// The RPC middleware of one HTTP request: a [`LARGE_ANSWERS`] method runs, its answer
-/// serialized, on the blocking pool once one of the process's places is free (the line
-/// transport's, `connection::LARGE`); any other call goes straight through. The place is given
+/// The RPC middleware of one HTTP request: a method the table marks large runs, its answer
+/// serialized, on the blocking pool once one of the daemon's places is free (the line
+/// transport's, [`LargePlaces`]); any other call goes straight through. The place is given
 /// back when the answer is made, not when it is written (hyper writes it): over HTTP a client
 /// holds as many answers as the requests it has open (HTTP/2 runs several on one connection).
 #[derive(Clone)]
 struct LargeAnswers<S> {
     inner: S,
+    places: LargePlaces,
 }
 
 impl<S> RpcServiceT for LargeAnswers<S>
@@ -127,9 +132,9 @@ where
     type BatchResponse = S::BatchResponse;
 
     fn call<'a>(&self, request: Request<'a>) -> impl Future<Output = MethodResponse> + Send + 'a {
-        let inner = self.inner.clone();
+        let (inner, places) = (self.inner.clone(), self.places.clone());
         async move {
-            if !LARGE_ANSWERS.contains(&request.method_name()) {
+            if !is_large(request.method_name()) {
                 return inner.call(request).await;
             }
             // The blocking pool needs the request for as long as it runs: owned.
@@ -146,7 +151,7 @@ where
                 MethodResponse::error(id.clone(), ErrorObject::owned(code, message, None::<()>))
             };
             // The semaphore is never closed.
-            let Ok(place) = LARGE.acquire().await else {
+            let Some(place) = places.take().await else {
                 return failed((SHUTTING_DOWN, "the daemon is shutting down".to_owned()));
             };
             let method = owned.method.to_string();

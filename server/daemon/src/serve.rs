@@ -39,11 +39,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api;
-use crate::startup::{DaemonConfig, DshHome};
 use crate::connection::serve_lines;
 use crate::daemon::Daemon;
 use crate::network::WebSockets;
 use crate::settings::Settings;
+use crate::startup::{DaemonConfig, DshHome};
 
 /// How long shutdown waits for running turns to close.
 pub const TURN_DEADLINE: Duration = Duration::from_secs(10);
@@ -325,9 +325,10 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
         };
         let shutdown = daemon.shutdown.clone();
         let methods = methods.clone();
+        let places = daemon.large_places.clone();
         connections.spawn(async move {
             let (reader, writer) = stream.into_split();
-            serve_lines(methods, reader, writer, shutdown).await;
+            serve_lines(methods, places, reader, writer, shutdown).await;
             drop(slot);
         });
     }
@@ -396,7 +397,8 @@ where
         }
     });
     let slot = daemon.admit(usize::MAX);
-    serve_lines(methods, reader, writer, daemon.shutdown.clone()).await;
+    let places = daemon.large_places.clone();
+    serve_lines(methods, places, reader, writer, daemon.shutdown.clone()).await;
     drop(slot);
     finish(&daemon).await;
     Ok(())

@@ -40,8 +40,13 @@ async fn three_answers_read_slowly(size: usize) {
     let (client, server) = tokio::io::duplex(64 * 1024);
     let (server_read, server_write) = tokio::io::split(server);
     let shutdown = CancellationToken::new();
-    let serving =
-        tokio::spawn(serve_lines(methods(size), server_read, server_write, shutdown.clone()));
+    let serving = tokio::spawn(serve_lines(
+        methods(size),
+        LargePlaces::default(),
+        server_read,
+        server_write,
+        shutdown.clone(),
+    ));
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let ask = |id: u64, method: &str| {
         let line = Request::new(Id::Number(id), method, raw(&json!({}))).to_line();

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::refuse;
-use crate::connection::{LineSink, MAX_LINE_BYTES, serve_line_sink};
+use crate::connection::{LargePlaces, LineSink, MAX_LINE_BYTES, serve_line_sink};
 use crate::daemon::Daemon;
 use crate::serve::overloaded_message;
 
@@ -74,6 +74,7 @@ impl WebSockets {
             return refuse(503, format!("{}\n", overloaded_message(self.max_connections)));
         };
         let methods = self.methods.clone();
+        let places = self.daemon.large_places.clone();
         let shutdown = self.daemon.shutdown.clone();
         self.connections.spawn(async move {
             match hyper::upgrade::on(request).await {
@@ -83,7 +84,7 @@ impl WebSockets {
                     // One byte past the line limit, so that the line transport refuses it.
                     builder.set_max_message_size(MAX_LINE_BYTES + 1);
                     let (sender, receiver) = builder.finish();
-                    serve(methods, sender, receiver, shutdown).await;
+                    serve(methods, places, sender, receiver, shutdown).await;
                 }
                 Err(error) => tracing::debug!(%error, "WebSocket upgrade failed"),
             }
@@ -97,13 +98,14 @@ impl WebSockets {
 /// stops.
 async fn serve(
     methods: Methods,
+    places: LargePlaces,
     sender: Sender<Stream>,
     receiver: Receiver<Stream>,
     shutdown: CancellationToken,
 ) {
     let (requests, lines) = tokio::io::duplex(PIPE_BYTES);
     let sink = WebSocketLines { sender, cut: false };
-    let serving = serve_line_sink(methods, lines, sink, shutdown);
+    let serving = serve_line_sink(methods, places, lines, sink, shutdown);
     tokio::pin!(serving);
     // Cancel-safety: when the line transport ends first, the reading side is dropped with the
     // connection; when the client is done sending, the line transport answers what it read.

@@ -1,0 +1,33 @@
+//! Application error codes (JSON-RPC reserves -32768..-32000 for itself; the standard codes
+//! -32700 parse error, -32600 invalid request, -32601 method not found and -32602 invalid params
+//! are used as the spec defines them).
+
+/// No session with that id in this daemon's home.
+pub const SESSION_NOT_FOUND: i32 = 1001;
+/// A turn is running and the prompt asked not to queue.
+pub const SESSION_BUSY: i32 = 1002;
+/// The step (or seq) is outside the log.
+pub const OUT_OF_RANGE: i32 = 1003;
+/// Too many requests in flight; retry later.
+pub const OVERLOADED: i32 = 1004;
+/// The workspace does not exist or is not a directory.
+pub const INVALID_WORKSPACE: i32 = 1005;
+/// The session cannot be used: another process holds its log, or its task failed.
+pub const SESSION_UNAVAILABLE: i32 = 1006;
+/// The provider is not configured (no API key) or refused the request.
+pub const PROVIDER: i32 = 1007;
+/// No pending approval with that id.
+pub const APPROVAL_NOT_FOUND: i32 = 1008;
+/// `initialize` with a protocol version this daemon does not speak.
+pub const UNSUPPORTED_PROTOCOL: i32 = 1009;
+/// The daemon is shutting down.
+pub const SHUTTING_DOWN: i32 = 1010;
+/// Reading or writing a log failed.
+pub const STORE: i32 = 1011;
+/// The configuration cannot be used for this: a file that does not parse, an unknown
+/// provider profile or model.
+pub const CONFIG: i32 = 1012;
+/// The workspace is `/`, the user's home or holds dsh's state or configuration: the
+/// user must confirm it once (`dsh allow-workspace DIR`, `allow_workspaces` in the user's
+/// configuration file) before sessions run there.
+pub const WORKSPACE_NOT_CONFIRMED: i32 = 1013;

@@ -1,0 +1,470 @@
+//! The API's types of sessions: creating, listing, prompting, steering, cancelling, forking
+//! them, "what the model saw", usage and its prices, events pages, compaction, audit, approvals.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use crate::*;
+
+api_type! {
+    /// Call options for a session (`session/create`, `session/fork`): explicit options beat the
+    /// logged header on the session's first request.
+    #[derive(Default)]
+    pub struct SessionConfig {
+        /// Provider profile (its name in the configuration); default: the configured one. On a
+        /// fork, moves the fork to this profile (a logged, attributed header change).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub profile: Option<String>,
+        /// Model id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub model: Option<String>,
+        /// Output limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub max_tokens: Option<u32>,
+        /// Thinking on/off.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub thinking: Option<bool>,
+        /// Reasoning effort (`high`, `max`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub reasoning_effort: Option<String>,
+        /// Sampling temperature.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub temperature: Option<f64>,
+        /// Steps per turn.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub max_steps: Option<u32>,
+    }
+}
+
+api_type! {
+    /// `session/create` params.
+    pub struct SessionCreateParams {
+        /// Workspace directory (absolute, existing).
+        pub workspace: String,
+        /// Model id (shorthand for `config.model`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub model: Option<String>,
+        /// Call options.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub config: Option<SessionConfig>,
+        /// The session's own MCP servers, as `session/mcpServers` takes them; checked before
+        /// the session is created (nothing is created when they are refused).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub mcp_servers: Option<Vec<McpServerSpec>>,
+    }
+}
+
+api_type! {
+    /// A session id result (`session/create`, `session/fork`).
+    pub struct SessionIdResult {
+        /// The session.
+        pub session_id: String,
+    }
+}
+
+api_type! {
+    /// `session/list` params.
+    pub struct SessionListParams {
+        /// Only this workspace's sessions (default: every workspace).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub workspace: Option<String>,
+    }
+}
+
+api_type! {
+    /// One session in a listing.
+    pub struct SessionSummary {
+        /// The id.
+        pub session_id: String,
+        /// Its workspace.
+        pub workspace: String,
+        /// The first prompt, on one line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub title: Option<String>,
+        /// Unix ms of creation.
+        pub created_ms: u64,
+        /// Unix ms of the last event.
+        pub updated_ms: u64,
+        /// Turns started.
+        pub turns: u64,
+        /// Steps started.
+        pub steps: u64,
+        /// Fork origin.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub forked_from: Option<ForkOrigin>,
+        /// Usage of the last finished step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub last_usage: Option<Usage>,
+        /// The profile of its latest request (absent before the first request, and for logs
+        /// from before profiles).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub profile: Option<String>,
+        /// The model of its latest request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub model: Option<String>,
+        /// What all its finished steps cost, at the prices configured now; absent when a
+        /// step ran on a model without prices.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub cost: Option<Cost>,
+        /// Whether a turn is running now.
+        pub running: bool,
+        /// Set when the log cannot be read: why (the line and what is wrong with it). Such a
+        /// session is still listed — with its id from the file name, its workspace when the
+        /// listing names one, and zero counts — so no log disappears from a listing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub error: Option<String>,
+    }
+}
+
+api_type! {
+    /// `session/list` result.
+    pub struct SessionListResult {
+        /// Sessions, oldest first.
+        pub sessions: Vec<SessionSummary>,
+    }
+}
+
+api_type! {
+    /// `session/subscribe` params.
+    pub struct SessionSubscribeParams {
+        /// The session.
+        pub session_id: String,
+        /// First seq to deliver (default 0: the whole log, then live events).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub from_seq: Option<u64>,
+    }
+}
+
+/// What to do with a prompt while a turn runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub enum WhenBusy {
+    /// Answer with the "session busy" error.
+    #[default]
+    Reject,
+    /// Wait for the running turn (and any queued before) to end, then run.
+    Queue,
+}
+
+api_type! {
+    /// `session/prompt` params.
+    pub struct SessionPromptParams {
+        /// The session.
+        pub session_id: String,
+        /// The prompt.
+        pub text: String,
+        /// Default `reject`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub when_busy: Option<WhenBusy>,
+    }
+}
+
+api_type! {
+    /// `session/prompt` result, sent when the turn ends.
+    pub struct SessionPromptResult {
+        /// The turn number.
+        pub turn: u64,
+        /// Why it ended.
+        pub stop_reason: StopReason,
+        /// Steps run.
+        pub steps: u64,
+        /// Usage summed over the turn.
+        pub usage: Usage,
+        /// The error, when it ended with one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub error: Option<String>,
+    }
+}
+
+api_type! {
+    /// `session/inject` params.
+    pub struct SessionInjectParams {
+        /// The session.
+        pub session_id: String,
+        /// The steering text.
+        pub text: String,
+    }
+}
+
+api_type! {
+    /// `session/inject` result.
+    pub struct SessionInjectResult {
+        /// Seq of the `steering/message` event.
+        pub seq: u64,
+    }
+}
+
+api_type! {
+    /// Params naming just a session (`session/cancel`, `session/usage`, `session/compact`).
+    pub struct SessionParams {
+        /// The session.
+        pub session_id: String,
+    }
+}
+
+api_type! {
+    /// `session/cancel` result.
+    pub struct SessionCancelResult {
+        /// Whether a running turn was cancelled.
+        pub cancelled: bool,
+    }
+}
+
+api_type! {
+    /// `session/fork` params.
+    pub struct SessionForkParams {
+        /// The parent.
+        pub session_id: String,
+        /// Keep the parent's events with `seq < atSeq` (default: the whole log).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub at_seq: Option<u64>,
+        /// Fork at the boundary of step `atStep`: keep what came before its `step/start` (the
+        /// conversation as that step's request saw it, without it). Not with `atSeq`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub at_step: Option<u64>,
+        /// Call options that beat the logged header on the fork's first request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub config: Option<SessionConfig>,
+    }
+}
+
+api_type! {
+    /// `session/request` params.
+    pub struct SessionRequestParams {
+        /// The session.
+        pub session_id: String,
+        /// Step number (1-based, across the session).
+        pub step: u64,
+        /// Also return a unified diff against step − 1's request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub diff: Option<bool>,
+    }
+}
+
+api_type! {
+    /// A message with the seq of the surface node it came from.
+    pub struct SeqMessage {
+        /// The node's seq.
+        pub seq: u64,
+        /// The message.
+        // Shared with the session that holds it: "what the model saw" of a long conversation
+        // does not copy its texts to answer.
+        pub message: std::sync::Arc<Message>,
+    }
+}
+
+api_type! {
+    /// The exact wire body of a request.
+    pub struct WireBody {
+        /// The adapter that serializes it.
+        pub adapter: String,
+        /// The body as UTF-8 text.
+        pub body: String,
+        /// Lowercase hex sha256 of the body.
+        pub sha256: String,
+        /// Length in bytes.
+        pub bytes: u64,
+    }
+}
+
+api_type! {
+    /// `session/request` result: "what the model saw", rebuilt from the log.
+    pub struct SessionRequestResult {
+        /// The step.
+        pub step: u64,
+        /// Its turn.
+        pub turn: u64,
+        /// Seq of its `step/start`.
+        pub boundary_seq: u64,
+        /// The header (config, system prompt, tools).
+        pub header: EpochHeader,
+        /// Seqs of this step's own header events (empty: carried forward).
+        pub header_events: Vec<u64>,
+        /// The messages, each with its seq.
+        pub messages: Vec<SeqMessage>,
+        /// The rebuilt wire body.
+        pub wire: WireBody,
+        /// What the log recorded as sent, when the step got that far.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub sent: Option<RequestSent>,
+        /// The step's usage, when it ended.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub usage: Option<Usage>,
+        /// Unified diff against step − 1's request, when asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub diff: Option<String>,
+    }
+}
+
+api_type! {
+    /// One row of `session/usage`.
+    pub struct UsageEntry {
+        /// The row, as folded from the log.
+        #[serde(flatten)]
+        #[ts(flatten)]
+        pub row: UsageRow,
+        /// The causes in words ("system prompt changed at seq 812"), or why a drop has none.
+        pub explanation: String,
+    }
+}
+
+api_type! {
+    /// `session/usage` result.
+    pub struct SessionUsageResult {
+        /// One row per step; a row's `cost` is at the prices of the profile and model it ran
+        /// on, as configured now.
+        pub rows: Vec<UsageEntry>,
+        /// Sums over finished steps.
+        pub totals: Usage,
+        /// The cost of every finished step and what the cache saved; absent when a step ran on
+        /// a model without prices or the currencies differ.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub cost: Option<Cost>,
+        /// The prices used, one entry per profile and model the session ran on.
+        #[serde(default)]
+        pub prices: Vec<PriceUsed>,
+        /// The context window, in tokens, of the model the session's next request uses (what
+        /// a step's prompt and output are measured against).
+        pub context_window: u64,
+        /// The provider profile the session's next request uses: its last request's, else the
+        /// one it was pinned to at creation (`session/meta.pin`), else the configured default.
+        pub profile: String,
+        /// The model the session's next request uses (as `profile`).
+        pub model: String,
+    }
+}
+
+api_type! {
+    /// `session/events` params.
+    pub struct SessionEventsParams {
+        /// The session.
+        pub session_id: String,
+        /// First seq.
+        pub from_seq: u64,
+        /// At most this many events (capped at 1000).
+        pub limit: u64,
+    }
+}
+
+api_type! {
+    /// `session/events` result.
+    pub struct SessionEventsResult {
+        /// The events.
+        pub events: Vec<SessionEvent>,
+        /// The seq after the last event returned.
+        pub next_seq: u64,
+        /// Whether the page reached the end of the log.
+        pub end: bool,
+        /// Events in the log (the seq the next appended event will get).
+        pub length: u64,
+    }
+}
+
+api_type! {
+    /// `session/compact` result.
+    pub struct SessionCompactResult {
+        /// Whether the surface was rewritten.
+        pub compacted: bool,
+        /// Seq of the `surface/replace`, when it was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub seq: Option<u64>,
+        /// What happened, for people.
+        pub message: String,
+    }
+}
+
+/// A client's answer to an approval request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub enum ApprovalChoice {
+    /// Run this call.
+    Allow,
+    /// Refuse this call.
+    Deny,
+    /// Run this and every later call of this tool in the session.
+    AllowAlways,
+    /// Run this call once without the sandbox (for a command; for other tools, as `allow`).
+    AllowUnconfined,
+}
+
+api_type! {
+    /// `approval/respond` params.
+    pub struct ApprovalRespondParams {
+        /// The session.
+        pub session_id: String,
+        /// From the `approval/request` event.
+        pub approval_id: String,
+        /// The answer.
+        pub decision: ApprovalChoice,
+    }
+}
+
+api_type! {
+    /// `approval/respond` result.
+    pub struct ApprovalRespondResult {
+        /// Whether the answer reached a waiting tool call.
+        pub accepted: bool,
+    }
+}
+
+api_type! {
+    /// The prices a usage view used for one profile and model.
+    pub struct PriceUsed {
+        /// The profile (`deepseek` for logs from before profiles).
+        pub profile: String,
+        /// The model.
+        pub model: String,
+        /// The prices, per million tokens.
+        pub price: Price,
+    }
+}
+
+api_type! {
+    /// `session/audit` result: every step rebuilt from the log and compared with its
+    /// `request/sent` record, and the log's well-formedness checks.
+    pub struct SessionAuditResult {
+        /// No mismatch and no log error.
+        pub ok: bool,
+        /// Steps rebuilt.
+        pub steps: u64,
+        /// Steps whose rebuilt wire body equals `request/sent` (sha256 and length).
+        pub matched: u64,
+        /// Steps whose rebuilt body differs (or could not be rebuilt), first first.
+        pub mismatches: Vec<String>,
+        /// Log check errors.
+        pub errors: Vec<String>,
+        /// Notes (the log ends inside a turn, a torn tail was set aside).
+        pub notes: Vec<String>,
+    }
+}
