@@ -132,7 +132,7 @@ type Subscriptions = Arc<Mutex<HashSet<String>>>;
 struct Line {
     text: String,
     counted: usize,
-    /// A large answer's place on its connection (see [`LARGE_ANSWERS`]), given back once the
+    /// A large answer's place on its connection (see [`LargePlaces`]), given back once the
     /// line is written or dropped.
     _place: Option<tokio::sync::OwnedSemaphorePermit>,
 }
