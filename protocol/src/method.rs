@@ -35,6 +35,8 @@ pub const APPROVAL_RESPOND: &str = "approval/respond";
 pub const DAEMON_STATUS: &str = "daemon/status";
 /// Stop the daemon.
 pub const DAEMON_SHUTDOWN: &str = "daemon/shutdown";
+/// Hand provider keys to a daemon that has none for them.
+pub const DAEMON_KEYS: &str = "daemon/keys";
 /// Rebuild every step of a session and compare with what was sent.
 pub const SESSION_AUDIT: &str = "session/audit";
 /// Subscribe to the daemon's notices (a configuration edit that cannot be used, …).
@@ -79,6 +81,7 @@ pub const ALL: &[&str] = &[
     SESSION_MCP_SERVERS,
     DAEMON_STATUS,
     DAEMON_SHUTDOWN,
+    DAEMON_KEYS,
     DAEMON_SUBSCRIBE,
     DAEMON_UNSUBSCRIBE,
 ];
@@ -199,4 +202,6 @@ methods! {
     DaemonStatus = DAEMON_STATUS (NoParams) -> DaemonStatusResult;
     /// `daemon/shutdown`.
     DaemonShutdown = DAEMON_SHUTDOWN (NoParams) -> DaemonShutdownResult;
+    /// `daemon/keys`.
+    DaemonKeys = DAEMON_KEYS (DaemonKeysParams) -> DaemonKeysResult;
 }

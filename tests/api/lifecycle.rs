@@ -358,7 +358,10 @@ async fn a_pinned_session_keeps_its_pin_when_the_daemon_restarts_before_its_firs
     // The pin is in the log once the create has answered.
     let meta = env.log_values(&session).remove(0);
     assert_eq!(meta["data"]["pin"]["model"], "deepseek-v4-pro", "{meta}");
-    assert_eq!(meta["data"]["pin"]["profile"], "deepseek", "{meta}");
+    // The daemon sends the default profile's new sessions to the mock (`--base-url`): pinned
+    // to it, as the ad-hoc profile named for the URL.
+    let profile = json!(format!("deepseek@{}", env.mock.base_url().trim_end_matches('/')));
+    assert_eq!(meta["data"]["pin"]["profile"], profile, "{meta}");
 
     // Killed before the session's first step: nothing of it but the log survives.
     signal(served.pid(), "-KILL");
@@ -367,15 +370,9 @@ async fn a_pinned_session_keeps_its_pin_when_the_daemon_restarts_before_its_firs
     let conn = env.client().await;
     let listed = conn.ok("session/list", json!({"workspace": workspace})).await;
     let entry = &listed["sessions"][0];
-    assert_eq!(
-        (&entry["profile"], &entry["model"]),
-        (&json!("deepseek"), &json!("deepseek-v4-pro"))
-    );
+    assert_eq!((&entry["profile"], &entry["model"]), (&profile, &json!("deepseek-v4-pro")));
     let usage = conn.ok("session/usage", json!({"sessionId": session})).await;
-    assert_eq!(
-        (&usage["profile"], &usage["model"]),
-        (&json!("deepseek"), &json!("deepseek-v4-pro"))
-    );
+    assert_eq!((&usage["profile"], &usage["model"]), (&profile, &json!("deepseek-v4-pro")));
 
     // The first request goes to the pinned model, and the turn stops at the pinned step limit.
     env.script(json!([

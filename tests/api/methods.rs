@@ -75,7 +75,12 @@ async fn exercise_every_method(target: Target<'_>) {
         )
         .await;
     }
-    let session = conn.ok("session/create", json!({"workspace": workspace})).await["sessionId"]
+    // The mock's URL goes with the session: through `dsh stdio` to a shared daemon, the
+    // client's own base URL is the session's (an ad-hoc profile).
+    let config = json!({"baseUrl": env.mock.base_url()});
+    let session = conn
+        .ok("session/create", json!({"workspace": workspace, "config": config}))
+        .await["sessionId"]
         .as_str()
         .unwrap()
         .to_owned();

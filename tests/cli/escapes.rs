@@ -250,6 +250,9 @@ async fn a_repository_cannot_loosen_approvals_and_a_loosening_waits_for_the_next
         message.contains(".dsh/config.toml:2") && message.contains("only tighten"),
         "{message}"
     );
+    // The daemon that command started stops: the test's own (`serve`, the mock as its
+    // sessions' default) takes its place.
+    env.dsh_ok(&["shutdown"]).await;
 
     // The user lets writes run unasked; the repository denies commands (tightening is fine).
     write(&env.root, "config.toml", "[approvals]\nwrite = \"auto\"\n");

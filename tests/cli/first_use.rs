@@ -1,7 +1,8 @@
 //! What a new user trips over: a prompt that lingers after its turn, tomorrow's date in the
 //! evening, `dsh status` starting a daemon, an empty session logged before a missing key is
-//! noticed, and a refusal that does not say which daemon refused.
+//! noticed, and the README's first steps needing a restart.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dsh_session::EventData;
@@ -87,22 +88,58 @@ async fn prompt_without_a_key_logs_nothing() {
     assert!(env.log_files().is_empty(), "logged without a key: {:?}", env.log_files());
 }
 
+/// The README's first steps, in order, from a fresh home: `dsh prompt` without a key (a
+/// daemon starts and says what is missing), then the offline mock with a key and `--base-url`
+/// — served by the same daemon, no restart: the session is pinned to the ad-hoc profile
+/// `deepseek@URL` and keeps going there; a later session without `--base-url` goes to the
+/// configured profile, not to the mock.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_daemon_with_another_base_url_refuses_and_names_its_pid() {
+async fn the_readme_flow_needs_no_restart_a_base_url_and_a_key_go_with_the_command() {
     let env = Env::new().await;
-    env.dsh_ok(&["sessions"]).await;
+    let mock = env.mock.base_url();
+    // 1. No key, no base URL.
+    let first = run(env.command_plain("", &["prompt", "explain"])).await;
+    assert!(!first.status.success(), "{}", describe(&first));
+    assert!(crate::support::stderr(&first).contains("no API key"), "{}", describe(&first));
     let pid = env.daemon_pid();
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
-    command
-        .arg("--home")
-        .arg(&env.home)
-        .args(["--base-url", "http://127.0.0.1:9", "sessions"])
-        .current_dir(&env.workspace)
-        .env_remove("DEEPSEEK_BASE_URL")
-        .kill_on_drop(true);
-    let output = run(command).await;
-    assert!(!output.status.success(), "{}", describe(&output));
-    let stderr = crate::support::stderr(&output);
-    assert!(stderr.contains(&format!("(pid {pid})")), "{}", describe(&output));
-    assert!(stderr.contains("dsh shutdown"), "{}", describe(&output));
+    // 2. The mock, with its key and its URL: the same daemon runs the turn.
+    let mut second = env.command_plain("sk-test", &["--base-url", &mock, "prompt", "hi"]);
+    second.env("DEEPSEEK_API_KEY", "sk-test");
+    let second = run(second).await;
+    assert!(second.status.success(), "{}", describe(&second));
+    assert!(stdout(&second).contains("turn 1 ended: completed"), "{}", describe(&second));
+    assert_eq!(env.daemon_pid(), pid, "the daemon was restarted");
+    assert_eq!(env.requests().len(), 1, "the request went to the mock");
+    // The session is pinned to the URL, logged as its profile.
+    let sessions: Vec<PathBuf> = env.log_files().into_iter().map(|(path, _)| path).collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let session = sessions[0].file_stem().unwrap().to_str().unwrap().to_owned();
+    let log = env.log_values(&session);
+    let ad_hoc = format!("deepseek@{}", mock.trim_end_matches('/'));
+    assert_eq!(log[0]["data"]["pin"]["profile"], ad_hoc.as_str(), "{}", log[0]);
+    let header = log.iter().find(|e| e["type"] == "request/header").unwrap();
+    assert_eq!(header["data"]["header"]["config"]["profile"], ad_hoc.as_str(), "{header}");
+    // 3. The session goes on at the mock without `--base-url`.
+    let mut third = env.command_plain("sk-test", &["prompt", "--session", &session, "go on"]);
+    third.env("DEEPSEEK_API_KEY", "sk-test");
+    let third = run(third).await;
+    assert!(third.status.success(), "{}", describe(&third));
+    assert_eq!(env.requests().len(), 2, "the pinned session went to the mock again");
+    // 4. A new session without `--base-url` goes to the configured profile (unreachable
+    // here), not to the mock: a base URL is a session's, never the daemon's.
+    let mut fourth = env.command_plain("sk-test", &["prompt", "elsewhere"]);
+    fourth.env("DEEPSEEK_API_KEY", "sk-test");
+    let fourth = run(fourth).await;
+    assert_eq!(env.requests().len(), 2, "{}", describe(&fourth));
+    // A URL that could carry a secret is refused, naming why; nothing is logged for it.
+    let mut fifth = env
+        .command_plain("sk-test", &["--base-url", "http://user:pw@127.0.0.1:9/v1", "prompt", "hi"]);
+    fifth.env("DEEPSEEK_API_KEY", "sk-test");
+    let fifth = run(fifth).await;
+    assert!(!fifth.status.success(), "{}", describe(&fifth));
+    let message = crate::support::stderr(&fifth);
+    assert!(
+        message.contains("user, a query or a fragment") && !message.contains("pw@"),
+        "{message}"
+    );
 }

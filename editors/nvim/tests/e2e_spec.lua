@@ -59,6 +59,9 @@ local function setup()
     return url
   end, 10000, "the mock to listen")
   E.url = url
+  -- Where the sessions run: the default profile at the mock's URL, pinned per session (the
+  -- ad-hoc profile `deepseek@URL`).
+  E.profile = "deepseek@" .. url:gsub("/+$", "")
   -- A short private home (the daemon's socket lives there) and an empty workspace.
   E.home = vim.fn.trim(vim.fn.system({ "mktemp", "-d", "/tmp/dsh-nvim.XXXXXX" }))
   E.ws = E.home .. "/ws"
@@ -622,7 +625,7 @@ test("e2e: cost — annotations, :Dsh usage, :Dsh sessions and the status line s
   local n, result = check_usage_matches(t)
   H.truthy(n >= 4, "at least 4 finished steps, got " .. n)
   H.eq(1, #result.prices, "one profile and model: " .. vim.inspect(result.prices))
-  H.eq("deepseek", result.prices[1].profile)
+  H.eq(E.profile, result.prices[1].profile)
   H.eq("deepseek-v4-flash", result.prices[1].model)
   local currency = result.prices[1].price.currency
   local total, saved = 0, 0
@@ -666,7 +669,7 @@ test("e2e: cost — annotations, :Dsh usage, :Dsh sessions and the status line s
   H.contains(text, "\ntotal  " .. usage.format(result.totals) .. " · " .. total_text .. " cost")
   local p = result.prices[1].price
   H.contains(text, ("cost %s · the cache saved %s (the same tokens at the cache-miss price: %s)"):format(total_text, usage.money(saved, currency), usage.money(total + saved, currency)))
-  H.contains(text, ("prices of deepseek/deepseek-v4-flash per million tokens: cache hit %s, cache miss %s, output %s"):format(usage.money(p.cacheHit, currency), usage.money(p.cacheMiss, currency), usage.money(p.output, currency)))
+  H.contains(text, ("prices of %s/deepseek-v4-flash per million tokens: cache hit %s, cache miss %s, output %s"):format(E.profile, usage.money(p.cacheHit, currency), usage.money(p.cacheMiss, currency), usage.money(p.output, currency)))
   for _, line in ipairs(cli_lines) do
     if line:find("^cost ") or line:find("^prices of ") then
       H.contains(text, line)
@@ -690,7 +693,7 @@ test("e2e: cost — annotations, :Dsh usage, :Dsh sessions and the status line s
   end)
   vim.ui.select = select
   assert(ok, err)
-  H.contains(H.truthy(items[id], "the session in the list"), " · " .. total_text .. " · deepseek/deepseek-v4-flash · ")
+  H.contains(H.truthy(items[id], "the session in the list"), " · " .. total_text .. " · " .. E.profile .. "/deepseek-v4-flash · ")
 end)
 
 test("e2e: cost — a model without a price shows no cost, never zero", function()
@@ -700,7 +703,7 @@ test("e2e: cost — a model without a price shows no cost, never zero", function
   vim.fn.mkdir(ws .. "/.dsh", "p")
   vim.fn.writefile({ "[providers.deepseek.models.deepseek-chat]", "context_window = 131072", "thinking = false" }, ws .. "/.dsh/config.toml")
   ws = vim.fn.resolve(ws)
-  local created = call(methods.SessionCreate, { workspace = ws, model = "deepseek-chat" })
+  local created = call(methods.SessionCreate, { workspace = ws, model = "deepseek-chat", config = { baseUrl = E.url } })
   vim.cmd("Dsh open " .. created.sessionId)
   local t = wait_current(function(c)
     return c.session_id == created.sessionId
@@ -726,7 +729,7 @@ test("e2e: cost — a model without a price shows no cost, never zero", function
   H.eq(nil, listed.cost)
   local line = require("dsh.view").session_line(listed)
   H.eq(nil, line:find("$", 1, true), line)
-  H.contains(line, " · deepseek/deepseek-chat · ")
+  H.contains(line, " · " .. E.profile .. "/deepseek-chat · ")
 end)
 
 test("e2e: MCP — a turn calling fx__echo and fx__fail through the fixture server shows `fx › echo`, asks naming it, and the failure as an error", function()
@@ -743,7 +746,7 @@ test("e2e: MCP — a turn calling fx__echo and fx__fail through the fixture serv
   vim.fn.writefile({ "[mcp.servers.fx]", "enabled = true" }, ws .. "/.dsh/config.toml")
   vim.fn.writefile({ "A" }, ws .. "/a.txt")
   ws = vim.fn.resolve(ws)
-  local created = call(methods.SessionCreate, { workspace = ws })
+  local created = call(methods.SessionCreate, { workspace = ws, config = { baseUrl = E.url } })
   vim.cmd("Dsh open " .. created.sessionId)
   local t = wait_current(function(c)
     return c.session_id == created.sessionId

@@ -65,13 +65,15 @@ export class DshStartError extends Error {
   }
 }
 
-/** The argument vector for `dsh [--home H] [--base-url U] stdio [--in-process]`. */
+/** The argument vector for `dsh [--home H] [--base-url U] stdio [--in-process]`: the base URL
+ * only for an in-process daemon (its sessions' default); through a shared daemon it goes with
+ * each session this client creates ([`DshClient.createSession`]). */
 export function stdioArgs(o: Pick<DshOptions, "home" | "baseUrl" | "inProcess">): string[] {
   const args: string[] = [];
   if (o.home) {
     args.push("--home", o.home);
   }
-  if (o.baseUrl) {
+  if (o.baseUrl && o.inProcess) {
     args.push("--base-url", o.baseUrl);
   }
   args.push("stdio");
@@ -256,8 +258,13 @@ export class DshClient {
 
   // ---- methods --------------------------------------------------------------------------
 
+  /** Creates a session. Through a shared daemon (`dsh stdio` without `--in-process`), the
+   * `dsh.baseUrl` setting goes with it (`config.baseUrl`: the session's own ad-hoc profile, since
+   * that daemon serves other clients too); an in-process daemon has it as its default already. */
   createSession(workspace: string, model?: string, config?: SessionConfig): Promise<SessionIdResult> {
-    return this.rpc.request(Methods.SessionCreate, { workspace, ...(model ? { model } : {}), ...(config ? { config } : {}) });
+    const baseUrl = this.options.baseUrl && !this.options.inProcess && !config?.baseUrl ? this.options.baseUrl : undefined;
+    const withUrl = baseUrl ? { ...config, baseUrl } : config;
+    return this.rpc.request(Methods.SessionCreate, { workspace, ...(model ? { model } : {}), ...(withUrl ? { config: withUrl } : {}) });
   }
 
   listSessions(workspace?: string): Promise<SessionListResult> {

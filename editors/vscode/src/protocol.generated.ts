@@ -27,6 +27,7 @@ export const Methods = {
   SessionMcpServers: "session/mcpServers",
   DaemonStatus: "daemon/status",
   DaemonShutdown: "daemon/shutdown",
+  DaemonKeys: "daemon/keys",
   DaemonSubscribe: "daemon/subscribe",
   DaemonUnsubscribe: "daemon/unsubscribe",
   SessionEvent: "session/event",
@@ -106,6 +107,13 @@ export type SessionConfig = {
  * fork, moves the fork to this profile (a logged, attributed header change).
  */
 profile?: string, 
+/**
+ * Where this session's requests go instead of the profile's `base_url` (a client's
+ * `--base-url`): the session is pinned to the ad-hoc profile `PROFILE@URL`, logged
+ * like any profile (a plain `http(s)://host[:port][/path]`: no user, query or
+ * fragment). On a fork, `PROFILE` is the parent's unless `profile` names another.
+ */
+baseUrl?: string, 
 /**
  * Model id.
  */
@@ -969,7 +977,8 @@ protocolVersion: number,
  */
 home: string, 
 /**
- * The base URL of the default provider profile.
+ * Where new sessions on the default profile send their requests: the daemon's
+ * `--base-url` (each such session pinned to it), else the default profile's.
  */
 baseUrl: string, 
 /**

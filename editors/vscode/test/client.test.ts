@@ -69,6 +69,9 @@ describe("against the daemon and the mock", { skip }, () => {
     cleanup(home, ws);
   });
 
+  /** The profile the daemon's sessions run on: the default one at the mock's URL. */
+  const profile = () => `deepseek@${mock.url.replace(/\/+$/, "")}`;
+
   /** A session with a subscription from seq 0 feeding a transcript. */
   async function openSession(): Promise<{ id: string; t: Transcript; events: SessionEvent[]; dispose: () => Promise<void> }> {
     const { sessionId } = await client.createSession(ws);
@@ -132,10 +135,11 @@ describe("against the daemon and the mock", { skip }, () => {
     const usage = await client.usage(s.id);
     s.t.applyUsage(usage);
     assert.equal(usage.rows.length, 2);
-    // The session ran on the default profile; the daemon names the prices it used.
+    // The session ran on the default profile, at the mock's URL the daemon was given (pinned: the
+    // ad-hoc profile `deepseek@URL`, with the default profile's prices); the daemon names them.
     assert.equal(usage.prices.length, 1);
     const used = usage.prices[0];
-    assert.deepEqual([used.profile, used.model], ["deepseek", "deepseek-v4-flash"]);
+    assert.deepEqual([used.profile, used.model], [profile(), "deepseek-v4-flash"]);
     const price = used.price;
     assert.ok(price.cacheHit < price.cacheMiss, `prices ${JSON.stringify(price)}`);
     const money = (amount: number) => formatMoney(amount, price.currency);
@@ -162,15 +166,15 @@ describe("against the daemon and the mock", { skip }, () => {
     // The session: the transcript's totals, what the cache saved, the prices, the status bar.
     const header = html.slice(0, html.indexOf("</header>"));
     assert.ok(header.includes(`<b>${money(amount)}</b> cost`), header);
-    assert.ok(header.includes(`<b data-saved>${money(saved)}</b>`) && header.includes("deepseek/deepseek-v4-flash prices (USD)"), header);
+    assert.ok(header.includes(`<b data-saved>${money(saved)}</b>`) && header.includes(`${profile()}/deepseek-v4-flash prices (USD)`), header);
     assert.ok(table.includes(`cost ${money(amount)} · the cache saved ${money(saved)} (the same tokens at the cache-miss price: ${money(amount + saved)})`), table);
-    assert.ok(table.includes(`prices of deepseek/deepseek-v4-flash per million tokens: cache hit ${money(price.cacheHit)}, cache miss ${money(price.cacheMiss)}, output ${money(price.output)}`), table);
+    assert.ok(table.includes(`prices of ${profile()}/deepseek-v4-flash per million tokens: cache hit ${money(price.cacheHit)}, cache miss ${money(price.cacheMiss)}, output ${money(price.output)}`), table);
     assert.ok(statusText(undefined, s.t.totals, s.t.sessionCost).endsWith(` · ${money(amount)}`));
     // The session list: its total cost and its profile/model.
     const listed = (await client.listSessions(ws)).sessions.find((x) => x.sessionId === s.id)!;
     assert.ok(Math.abs(listed.cost!.amount - amount) < 1e-12, JSON.stringify(listed.cost));
     const description = sessionDescription(listed);
-    assert.ok(description.includes(` · ${money(amount)} · `) && description.endsWith(" · deepseek/deepseek-v4-flash"), description);
+    assert.ok(description.includes(` · ${money(amount)} · `) && description.endsWith(` · ${profile()}/deepseek-v4-flash`), description);
     await s.dispose();
   });
 
@@ -199,7 +203,7 @@ describe("against the daemon and the mock", { skip }, () => {
       const listed = (await client.listSessions(unpriced)).sessions.find((x) => x.sessionId === sessionId)!;
       assert.equal(listed.cost, undefined);
       const description = sessionDescription(listed);
-      assert.ok(!description.includes("$") && description.endsWith(" · deepseek/deepseek-chat"), description);
+      assert.ok(!description.includes("$") && description.endsWith(` · ${profile()}/deepseek-chat`), description);
       await sub.dispose();
     } finally {
       cleanup(unpriced);

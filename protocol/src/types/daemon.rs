@@ -124,7 +124,8 @@ api_type! {
         pub protocol_version: u32,
         /// Its state directory.
         pub home: String,
-        /// The base URL of the default provider profile.
+        /// Where new sessions on the default profile send their requests: the daemon's
+        /// `--base-url` (each such session pinned to it), else the default profile's.
         pub base_url: String,
         /// The provider profiles of the daemon's configuration (built in, the user's file and
         /// the daemon's flags; a workspace's file may add models or change defaults for its
@@ -197,6 +198,33 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub price: Option<Price>,
+    }
+}
+
+/// `daemon/keys` params: provider keys from a client's environment, by the variable a profile
+/// names (`DEEPSEEK_API_KEY`, …), for a daemon another client started without them. Values are
+/// secrets: never logged, listed or shown in an error (this type's `Debug` hides them).
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DaemonKeysParams {
+    /// Variable name → key.
+    pub keys: std::collections::BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for DaemonKeysParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&String> = self.keys.keys().collect();
+        f.debug_struct("DaemonKeysParams").field("keys", &names).finish()
+    }
+}
+
+api_type! {
+    /// `daemon/keys` result.
+    pub struct DaemonKeysResult {
+        /// The variables whose keys the daemon took (it had none for them).
+        pub taken: Vec<String>,
+        /// The variables it already had a key for: kept, the one given ignored.
+        pub kept: Vec<String>,
     }
 }
 

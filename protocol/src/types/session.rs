@@ -17,6 +17,13 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub profile: Option<String>,
+        /// Where this session's requests go instead of the profile's `base_url` (a client's
+        /// `--base-url`): the session is pinned to the ad-hoc profile `PROFILE@URL`, logged
+        /// like any profile (a plain `http(s)://host[:port][/path]`: no user, query or
+        /// fragment). On a fork, `PROFILE` is the parent's unless `profile` names another.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub base_url: Option<String>,
         /// Model id.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]

@@ -49,7 +49,10 @@ async fn join(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)> {
         let (reader, writer) = stream.into_split();
         let (client, inbox) = Client::new(reader, writer);
         match client.initialize("dsh-cli").await {
-            Ok(_) => return Ok((Arc::new(client), inbox)),
+            Ok(_) => {
+                hand_keys(&client, settings).await?;
+                return Ok((Arc::new(client), inbox));
+            }
             Err(dsh_daemon::client::ClientError::Closed) if attempt == 0 => {
                 attempt += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -59,12 +62,33 @@ async fn join(settings: &Settings) -> anyhow::Result<(Arc<Client>, Inbox)> {
     }
 }
 
+/// Hands the provider keys of this command's environment to the daemon, for the variables it
+/// has none for: a daemon another command started without a key (the user set it since) serves
+/// this one without a restart. A key the daemon has is kept.
+async fn hand_keys(client: &Client, settings: &Settings) -> anyhow::Result<()> {
+    let variables = dsh_daemon::startup::key_variables(settings.user_config.as_deref());
+    let keys = dsh_daemon::startup::keys_in_environment(&variables);
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let params = dsh_protocol::DaemonKeysParams { keys: keys.into_iter().collect() };
+    match client.call::<method::DaemonKeys>(params).await {
+        // A daemon of an older build: it has the keys it was started with.
+        Err(dsh_daemon::client::ClientError::Rpc(error))
+            if error.code == dsh_protocol::jsonrpc::METHOD_NOT_FOUND =>
+        {
+            Ok(())
+        }
+        answer => answer.map(drop).context("handing the provider keys over"),
+    }
+}
+
 /// Why the running daemon cannot honour these settings, if it cannot. A running daemon keeps
-/// the provider and the sandbox it was started with: never let a command meant for one provider
-/// (the offline mock, say) silently go to another, nor commands meant for one sandbox policy run
-/// under another.
+/// the sandbox it was started with: never let commands meant for one sandbox policy run under
+/// another. (A base URL is not the daemon's: this client's sessions get it — an ad-hoc profile,
+/// `SessionConfig::base_url` — so any daemon honours it.)
 async fn refusal(client: &Client, settings: &Settings) -> anyhow::Result<Option<String>> {
-    if settings.base_url.is_none() && !settings.sandbox_explicit {
+    if !settings.sandbox_explicit {
         return Ok(None);
     }
     let status = client.call::<method::DaemonStatus>(NoParams {}).await?;
@@ -79,27 +103,14 @@ async fn refusal(client: &Client, settings: &Settings) -> anyhow::Result<Option<
             status.pid
         )));
     }
-    if let Some(base_url) = &settings.base_url
-        && status.base_url.trim_end_matches('/') != base_url.value.trim_end_matches('/')
-    {
-        return Ok(Some(format!(
-            "the dsh daemon for {} (pid {}) sends the default profile's requests to {}, not {} ({}): run `dsh shutdown` first to start one with the new base URL, or name the URL in a provider profile of your configuration file (see `dsh config`)",
-            settings.home.root().display(),
-            status.pid,
-            status.base_url,
-            base_url.value,
-            base_url.source
-        )));
-    }
     Ok(None)
 }
 
 /// What a client passes to a daemon it starts.
 pub fn spawn_options(settings: &Settings) -> SpawnOptions {
-    let mut global_args = settings.provider_args();
-    if settings.sandbox_explicit {
-        global_args.extend(settings.sandbox_args());
-    }
+    // No provider flag: the profile, model and base URL are this command's choice for its
+    // sessions (passed with each `session/create`), not defaults for every client of the daemon.
+    let global_args = if settings.sandbox_explicit { settings.sandbox_args() } else { Vec::new() };
     let key_variables = dsh_daemon::startup::key_variables(settings.user_config.as_deref());
     SpawnOptions { global_args, key_variables }
 }
@@ -424,8 +435,9 @@ pub async fn fork(
     at_step: Option<u64>,
 ) -> anyhow::Result<ExitCode> {
     // `--provider` / `--model` move the fork to another profile or model.
-    let config = (settings.provider.is_some() || settings.model.is_some())
-        .then(|| settings.session_config(None));
+    let config =
+        (settings.provider.is_some() || settings.model.is_some() || settings.base_url.is_some())
+            .then(|| settings.session_config(None));
     let params = SessionForkParams { session_id: session_id.to_owned(), at_seq, at_step, config };
     call_and_print::<method::SessionFork>(settings, params, |result| {
         format!("forked {session_id} into {}\n", result.session_id)
@@ -713,6 +725,15 @@ pub async fn shutdown(settings: &Settings) -> anyhow::Result<ExitCode> {
 
 /// `dsh stdio`: bridges stdin/stdout to the daemon's socket, line for line.
 pub async fn stdio_bridge(settings: &Settings) -> anyhow::Result<ExitCode> {
+    if let Some(url) = &settings.base_url {
+        // The bridge copies bytes: it cannot give the client's sessions a base URL.
+        eprintln!(
+            "dsh stdio: the base URL {} ({}) is not used: through a shared daemon a client passes \
+             it with each session (`config.baseUrl` of session/create); `--in-process` makes it \
+             the private daemon's default",
+            url.value, url.source
+        );
+    }
     let stream = connect_or_start(settings.home.root(), &spawn_options(settings)).await?;
     let (mut from_daemon, mut to_daemon) = stream.into_split();
     let upstream = tokio::spawn(async move {

@@ -101,7 +101,7 @@ fn state_directory(settings: &Settings) -> Check {
 fn configuration(settings: &Settings) -> Check {
     let name = "configuration";
     let workspace = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    match crate::config::resolve(settings, &workspace) {
+    match crate::config_command::resolve(settings, &workspace) {
         Ok(config) => {
             let profiles = config.profiles.keys().cloned().collect::<Vec<_>>().join(", ");
             let default = match config.pick(None, None) {

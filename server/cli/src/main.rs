@@ -11,7 +11,7 @@
 
 mod args;
 mod commands;
-mod config;
+mod config_command;
 mod demo;
 mod doctor;
 mod printer;
@@ -235,10 +235,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mock(args) => mock(&args).await,
         Command::Doctor => doctor::doctor(&settings).await,
         Command::Config(args) => {
-            config::show(&settings, &workspace_dir(args.workspace.as_deref())?)
+            config_command::show(&settings, &workspace_dir(args.workspace.as_deref())?)
         }
         Command::AllowWorkspace(args) => {
-            config::allow_workspace(&settings, &workspace_dir(args.dir.as_deref())?)
+            config_command::allow_workspace(&settings, &workspace_dir(args.dir.as_deref())?)
         }
         Command::SandboxExec(_) => anyhow::bail!("dsh sandbox-exec runs before the runtime"),
     }

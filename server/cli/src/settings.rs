@@ -74,23 +74,14 @@ impl Settings {
         }
     }
 
-    /// The session options these settings ask for: the profile and model, when given.
+    /// The session options these settings ask for: the profile, model and base URL, when given.
     pub fn session_config(&self, max_steps: Option<u32>) -> dsh_protocol::SessionConfig {
         dsh_protocol::SessionConfig {
             profile: self.provider.as_ref().map(|p| p.value.clone()),
+            base_url: self.base_url.as_ref().map(|url| url.value.clone()),
             model: self.model.as_ref().map(|m| m.value.clone()),
             max_steps,
             ..dsh_protocol::SessionConfig::default()
-        }
-    }
-
-    /// The provider flags for a daemon this client starts: the base URL only. The profile
-    /// and model are this command's choice for its sessions (passed with each
-    /// `session/create`), not defaults for every client of the daemon.
-    pub fn provider_args(&self) -> Vec<String> {
-        match &self.base_url {
-            Some(base_url) => vec!["--base-url".to_owned(), base_url.value.clone()],
-            None => Vec::new(),
         }
     }
 

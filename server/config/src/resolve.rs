@@ -2,6 +2,7 @@
 //! checks that need the merged whole (a profile with no kind, a default that names nothing).
 //! A profile's and an MCP server's own merging and checks are in `profile` and `mcp`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -21,7 +22,9 @@ pub struct Overrides {
     pub profile: Option<Sourced<String>>,
     /// The default model (`--model`, `DSH_MODEL`).
     pub model: Option<Sourced<String>>,
-    /// The default profile's base URL (`--base-url`, `DEEPSEEK_BASE_URL`).
+    /// Where the requests of new sessions on the default profile go (`dsh serve --base-url`):
+    /// each such session is pinned to the ad-hoc profile `PROFILE@URL` ([`Config::profile`]),
+    /// so the URL is logged with it and survives a restart. The profile itself is unchanged.
     pub base_url: Option<Sourced<String>>,
 }
 
@@ -77,16 +80,11 @@ impl Config {
         &self,
         profile: Option<&str>,
         model: Option<&str>,
-    ) -> Result<(&Profile, String), ConfigError> {
+    ) -> Result<(Cow<'_, Profile>, String), ConfigError> {
         let name = profile.unwrap_or(&self.profile.value);
-        let Some(chosen) = self.profiles.get(name) else {
-            let known = self.profiles.keys().cloned().collect::<Vec<_>>().join(", ");
-            return Err(ConfigError {
-                location: "provider".to_owned(),
-                message: format!("no provider profile `{name}` (configured: {known})"),
-            });
-        };
-        let default_model = if profile.is_none() || profile == Some(self.profile.value.as_str()) {
+        let chosen = self.profile(name)?;
+        let base = ad_hoc_parts(name).map_or(name, |(base, _)| base);
+        let default_model = if profile.is_none() || base == self.profile.value {
             self.model.as_ref().or(chosen.model.as_ref())
         } else {
             chosen.model.as_ref()
@@ -111,6 +109,71 @@ impl Config {
         }
         Ok((chosen, model))
     }
+
+    /// The profile named `name`: a configured one, or an ad-hoc one, `NAME@URL` — the
+    /// configured profile `NAME` sending its requests to `URL` instead (what a client's
+    /// `--base-url` makes for its sessions, see [`ad_hoc_profile`]). An unknown name, or a URL
+    /// that is not a plain `http(s)://host[:port][/path]`, is an error saying so.
+    pub fn profile(&self, name: &str) -> Result<Cow<'_, Profile>, ConfigError> {
+        let unknown = |name: &str| {
+            let known = self.profiles.keys().cloned().collect::<Vec<_>>().join(", ");
+            ConfigError {
+                location: "provider".to_owned(),
+                message: format!("no provider profile `{name}` (configured: {known})"),
+            }
+        };
+        if let Some(profile) = self.profiles.get(name) {
+            return Ok(Cow::Borrowed(profile));
+        }
+        let Some((base, url)) = ad_hoc_parts(name) else { return Err(unknown(name)) };
+        let mut profile = self.profiles.get(base).ok_or_else(|| unknown(base))?.clone();
+        check_ad_hoc_url(url)?;
+        profile.name = name.to_owned();
+        profile.base_url = Sourced::new(url.to_owned(), Source::Flag("--base-url".to_owned()));
+        Ok(Cow::Owned(profile))
+    }
+
+    /// The ad-hoc profile a client's base URL makes of `profile` (the default when `None`):
+    /// its name, `NAME@URL`, checked. Sessions are pinned to it and log it like any profile.
+    pub fn ad_hoc_profile(&self, profile: Option<&str>, url: &str) -> Result<String, ConfigError> {
+        let base = profile.unwrap_or(&self.profile.value);
+        let base = ad_hoc_parts(base).map_or(base, |(base, _)| base);
+        check_ad_hoc_url(url)?;
+        let name = format!("{base}@{}", url.trim_end_matches('/'));
+        self.profile(&name)?;
+        Ok(name)
+    }
+}
+
+/// `(profile, URL)` of an ad-hoc profile's name `NAME@http(s)://…` (configured names hold no
+/// `@`: they are table keys of letters, digits, `-` and `_`).
+fn ad_hoc_parts(name: &str) -> Option<(&str, &str)> {
+    let (base, url) = name.split_once('@')?;
+    (url.starts_with("http://") || url.starts_with("https://")).then_some((base, url))
+}
+
+/// A client's base URL: `http(s)://host[:port][/path]` and nothing that could be a secret —
+/// it is logged as the session's profile name (no user or password, no query, no fragment).
+fn check_ad_hoc_url(url: &str) -> Result<(), ConfigError> {
+    // The URL is not repeated: a refused one may hold a password.
+    let refuse = |why: &str| ConfigError {
+        location: "--base-url".to_owned(),
+        message: format!("the base URL {why}"),
+    };
+    let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
+        return Err(refuse("is not an http:// or https:// URL"));
+    };
+    let host = rest.split('/').next().unwrap_or("");
+    if host.is_empty() || url.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        return Err(refuse("is not an http:// or https:// URL"));
+    }
+    if host.contains('@') || url.contains(['?', '#']) {
+        return Err(refuse(
+            "holds a user, a query or a fragment: it would be logged as the session's profile; \
+             put such a URL in a provider profile of your configuration file",
+        ));
+    }
+    Ok(())
 }
 
 /// Sets `slot` from a spanned file value.
@@ -174,11 +237,6 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
         model = Some(value.clone());
     }
     let profile = profile.unwrap_or_else(|| Sourced::new("deepseek".to_owned(), Source::Default));
-    if let Some(base_url) = &overrides.base_url
-        && let Some(partial) = partials.get_mut(&profile.value)
-    {
-        partial.base_url = Some(base_url.clone());
-    }
 
     let mut profiles = BTreeMap::new();
     for (name, partial) in partials {

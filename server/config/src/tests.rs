@@ -108,7 +108,7 @@ fn precedence_is_default_user_workspace_env_flag() {
 }
 
 #[test]
-fn a_flag_beats_an_environment_variable_for_the_profile_and_base_url() {
+fn a_flag_beats_an_environment_variable_for_the_profile_and_no_profile_takes_the_base_url() {
     let user = layer(USER, "/u/config.toml", false);
     let overrides = Overrides {
         profile: flag("--provider", "deepseek"),
@@ -117,10 +117,46 @@ fn a_flag_beats_an_environment_variable_for_the_profile_and_base_url() {
     };
     let config = resolve(&[&builtin(), &user], &overrides).unwrap();
     assert_eq!(config.profile.source, Source::Flag("--provider".to_owned()));
-    let deepseek = &config.profiles["deepseek"];
-    assert_eq!(deepseek.base_url.value, "http://127.0.0.1:9/");
-    // The base URL override applies to the default profile only.
+    // A base URL is a session's (an ad-hoc profile), never a configured profile's.
+    assert_eq!(config.profiles["deepseek"].base_url.value, "https://api.deepseek.com");
     assert_eq!(config.profiles["local"].base_url.source.to_string(), "/u/config.toml:5");
+}
+
+#[test]
+fn an_ad_hoc_profile_is_a_configured_one_at_another_url_named_for_it() {
+    let user = layer(USER, "/u/config.toml", false);
+    let config = resolve(&[&builtin(), &user], &Overrides::default()).unwrap();
+    let name = config.ad_hoc_profile(None, "http://127.0.0.1:8000/").unwrap();
+    assert_eq!(name, format!("{}@http://127.0.0.1:8000", config.profile.value));
+    let profile = config.profile(&name).unwrap();
+    let base = &config.profiles[&config.profile.value];
+    assert_eq!(profile.name, name);
+    assert_eq!(profile.base_url.value, "http://127.0.0.1:8000");
+    assert_eq!(
+        (&profile.kind, &profile.key, &profile.models),
+        (&base.kind, &base.key, &base.models)
+    );
+    // Of another profile; an ad-hoc name given again resolves on its configured profile.
+    let local = config.ad_hoc_profile(Some("local"), "https://example.com/v1").unwrap();
+    assert_eq!(local, "local@https://example.com/v1");
+    assert_eq!(config.ad_hoc_profile(Some(&local), "http://h:1").unwrap(), "local@http://h:1");
+    let (picked, _) = config.pick(Some(&local), None).unwrap();
+    assert_eq!(picked.base_url.value, "https://example.com/v1");
+    // What could carry a secret, or is no URL, or names no configured profile, is refused
+    // without repeating the URL.
+    for (profile, url, why) in [
+        (None, "http://user:pw@h:1", "user, a query or a fragment"),
+        (None, "http://h:1/?token=pw", "user, a query or a fragment"),
+        (None, "http://h:1/#pw", "user, a query or a fragment"),
+        (None, "ftp://h", "not an http"),
+        (None, "http://", "not an http"),
+        (Some("nope"), "http://h:1", "no provider profile `nope`"),
+    ] {
+        let error = config.ad_hoc_profile(profile, url).unwrap_err().to_string();
+        assert!(error.contains(why), "{url}: {error}");
+        assert!(!error.contains("pw"), "{error}");
+    }
+    assert!(config.profile("deepseek@ftp://h").is_err());
 }
 
 #[test]

@@ -48,6 +48,7 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     spawned::<method::SessionMcpServers, _>(m, h::session_mcp_servers)?;
     inline::<method::DaemonStatus>(m, h::daemon_status)?;
     inline::<method::DaemonShutdown>(m, h::daemon_shutdown)?;
+    inline::<method::DaemonKeys>(m, h::daemon_keys)?;
     // `daemon/subscribe` and its `daemon/unsubscribe`, delivering `daemon/notice`.
     m.register_subscription(
         method::DAEMON_SUBSCRIBE,

@@ -421,9 +421,14 @@ impl Daemon {
                 )));
             }
         };
-        let moves = config.profile.is_some() || config.model.is_some();
+        let moves = config.profile.is_some() || config.model.is_some() || config.base_url.is_some();
         let asked = if moves {
-            self.pinned_overrides(&workspace, config, false)?
+            let mut config = config.clone();
+            if config.base_url.is_some() && config.profile.is_none() {
+                // A fork moved to another URL keeps its parent's profile otherwise.
+                config.profile = parent_pin.profile.clone();
+            }
+            self.pinned_overrides(&workspace, &config, false)?
         } else {
             overrides(config)
         };
@@ -447,14 +452,28 @@ impl Daemon {
         defaults: bool,
     ) -> ApiResult<CallOverrides> {
         let configured = self.config_for(workspace)?;
+        // A new session on the default profile (named or not) of a daemon given a base URL goes
+        // there, pinned.
+        let on_default = config.profile.as_ref().is_none_or(|p| *p == configured.profile.value);
+        let default_url =
+            (defaults && on_default).then(|| self.settings.default_base_url()).flatten();
+        let ad_hoc = match config.base_url.as_deref().or(default_url) {
+            Some(url) => Some(
+                configured
+                    .ad_hoc_profile(config.profile.as_deref(), url)
+                    .map_err(|error| ApiError::config(error.to_string()))?,
+            ),
+            None => None,
+        };
+        let asked_profile = ad_hoc.as_deref().or(config.profile.as_deref());
         let (profile, model) = configured
-            .pick(config.profile.as_deref(), config.model.as_deref())
+            .pick(asked_profile, config.model.as_deref())
             .map_err(|error| ApiError::config(error.to_string()))?;
         let mut overrides = overrides(config);
         overrides.profile = Some(profile.name.clone());
         overrides.model = Some(model.clone());
         let settings = profile.model_settings(&model);
-        if defaults || config.profile.is_some() {
+        if defaults || asked_profile.is_some() {
             if overrides.max_tokens.is_none() {
                 overrides.max_tokens = settings
                     .and_then(|s| s.max_output.as_ref())

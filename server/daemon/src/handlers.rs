@@ -7,15 +7,15 @@ use std::sync::{Arc, PoisonError};
 
 use dsh_protocol::method;
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRespondParams, ApprovalRespondResult, Capabilities, DaemonNotice,
-    DaemonShutdownResult, DaemonStatusResult, InitializeParams, InitializeResult, LoadedSession,
-    McpListParams, McpListResult, NoParams, PROTOCOL_VERSION, SandboxFeature, SandboxStatus,
-    ServerInfo, SessionAuditResult, SessionCancelResult, SessionCompactResult, SessionCreateParams,
-    SessionEvent, SessionEventsParams, SessionEventsResult, SessionForkParams, SessionIdResult,
-    SessionInjectParams, SessionInjectResult, SessionListParams, SessionListResult,
-    SessionMcpServersParams, SessionMcpServersResult, SessionParams, SessionPromptParams,
-    SessionPromptResult, SessionRequestParams, SessionRequestResult, SessionSummary,
-    SessionUsageResult, WhenBusy,
+    ApprovalChoice, ApprovalRespondParams, ApprovalRespondResult, Capabilities, DaemonKeysParams,
+    DaemonKeysResult, DaemonNotice, DaemonShutdownResult, DaemonStatusResult, InitializeParams,
+    InitializeResult, LoadedSession, McpListParams, McpListResult, NoParams, PROTOCOL_VERSION,
+    SandboxFeature, SandboxStatus, ServerInfo, SessionAuditResult, SessionCancelResult,
+    SessionCompactResult, SessionCreateParams, SessionEvent, SessionEventsParams,
+    SessionEventsResult, SessionForkParams, SessionIdResult, SessionInjectParams,
+    SessionInjectResult, SessionListParams, SessionListResult, SessionMcpServersParams,
+    SessionMcpServersResult, SessionParams, SessionPromptParams, SessionPromptResult,
+    SessionRequestParams, SessionRequestResult, SessionSummary, SessionUsageResult, WhenBusy,
 };
 use dsh_session::{
     ApprovalVerdict, EVENT_KINDS, Event, EventData, ReconstructError, SteeringMessage, StepRequest,
@@ -493,10 +493,14 @@ pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResu
         pid: std::process::id(),
         protocol_version: PROTOCOL_VERSION,
         home: daemon.home().root().display().to_string(),
-        base_url: base
-            .as_ref()
-            .and_then(|c| c.profiles.get(&c.profile.value))
-            .map_or_else(String::new, |p| p.base_url.value.clone()),
+        base_url: daemon.settings().default_base_url().map_or_else(
+            || {
+                base.as_ref()
+                    .and_then(|c| c.profiles.get(&c.profile.value))
+                    .map_or_else(String::new, |p| p.base_url.value.clone())
+            },
+            str::to_owned,
+        ),
         profiles: base.as_ref().map(views::profile_statuses).unwrap_or_default(),
         config_files: daemon.settings().files().iter().map(|f| f.display().to_string()).collect(),
         config_errors: daemon.settings().errors(),
@@ -638,6 +642,17 @@ pub fn sandbox_status(status: &dsh_sandbox::SandboxStatus) -> SandboxStatus {
         approval_required: status.approval_required,
         warnings: status.warnings.clone(),
     }
+}
+
+/// `daemon/keys`: provider keys from a client's environment, for the variables this daemon has
+/// none for — so a daemon another client started without a key serves this one without a
+/// restart. Values never reach a log or an answer.
+pub fn daemon_keys(daemon: &Daemon, params: DaemonKeysParams) -> ApiResult<DaemonKeysResult> {
+    let (taken, kept) = daemon.settings.hand_keys(params.keys).map_err(ApiError::invalid_params)?;
+    if !taken.is_empty() {
+        tracing::info!(variables = ?taken, "provider keys handed over by a client");
+    }
+    Ok(DaemonKeysResult { taken, kept })
 }
 
 /// `daemon/shutdown`: answered, then the daemon stops (see `serve.rs`).

@@ -108,8 +108,9 @@ pub struct Settings {
     overrides: Overrides,
     user: Mutex<Option<FileState>>,
     workspaces: Mutex<HashMap<PathBuf, FileState>>,
-    /// Keys handed over by the client that started the daemon, by variable name.
-    handed: HashMap<String, ApiKey>,
+    /// Keys handed over by the client that started the daemon (and, for variables it had none
+    /// for, by later clients: `daemon/keys`), by variable name.
+    handed: Mutex<HashMap<String, ApiKey>>,
     /// The directory of the legacy key file.
     key_home: PathBuf,
     /// Built clients, by everything that went into building them.
@@ -161,7 +162,7 @@ impl Settings {
             overrides,
             user: Mutex::new(user_file.map(|path| FileState::new(path, false))),
             workspaces: Mutex::new(HashMap::new()),
-            handed,
+            handed: Mutex::new(handed),
             key_home,
             clients: Mutex::new(HashMap::new()),
             notices: broadcast::channel(64).0,
@@ -388,13 +389,58 @@ impl Settings {
         Ok(config)
     }
 
+    /// Where new sessions on the default profile send their requests when they name no base URL
+    /// (`dsh serve --base-url`): pinned per session, never a profile's.
+    pub fn default_base_url(&self) -> Option<&str> {
+        self.overrides.base_url.as_ref().map(|url| url.value.as_str())
+    }
+
+    /// Takes the keys a client hands over for the variables this daemon has no key for (neither
+    /// handed over nor in its environment); a key it has is kept. Returns the variables taken and
+    /// kept, or what is wrong with one (its name, never its value).
+    pub fn hand_keys(
+        &self,
+        keys: std::collections::BTreeMap<String, String>,
+    ) -> Result<(Vec<String>, Vec<String>), String> {
+        const MAX_KEYS: usize = 32;
+        if keys.len() > MAX_KEYS {
+            return Err(format!("at most {MAX_KEYS} keys at once"));
+        }
+        let mut checked = Vec::new();
+        for (variable, value) in keys {
+            let valid_name = !variable.is_empty()
+                && variable.len() <= 128
+                && !variable.starts_with(|c: char| c.is_ascii_digit())
+                && variable.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid_name {
+                return Err(format!("`{variable}` is not an environment variable's name"));
+            }
+            let key = ApiKey::new(value)
+                .map_err(|error| format!("the key of {variable} cannot be used: {error}"))?;
+            checked.push((variable, key));
+        }
+        let (mut taken, mut kept) = (Vec::new(), Vec::new());
+        let mut handed = lock(&self.handed);
+        for (variable, key) in checked {
+            let in_environment =
+                std::env::var(&variable).is_ok_and(|value| !value.trim().is_empty());
+            if in_environment || handed.contains_key(&variable) {
+                kept.push(variable);
+            } else {
+                handed.insert(variable.clone(), key);
+                taken.push(variable);
+            }
+        }
+        Ok((taken, kept))
+    }
+
     /// The key of a profile, from where its configuration says it is.
     fn key(&self, profile: &Profile) -> Result<Option<ApiKey>, String> {
         let name = &profile.name;
         match profile.key.as_ref().map(|key| &key.value) {
             None => Ok(None),
             Some(KeySource::Env(variable)) => {
-                if let Some(key) = self.handed.get(variable) {
+                if let Some(key) = lock(&self.handed).get(variable) {
                     return Ok(Some(key.clone()));
                 }
                 if let Some(value) = std::env::var(variable).ok().filter(|v| !v.trim().is_empty()) {
@@ -425,13 +471,14 @@ impl Settings {
     pub fn endpoint(&self, workspace: &Path, call: &LlmCallConfig) -> Result<Endpoint, String> {
         let config = self.config(workspace).map_err(|e| format!("configuration: {e}"))?;
         let name = call.profile.as_deref().unwrap_or(LEGACY_PROFILE);
-        let Some(profile) = config.profiles.get(name) else {
-            return Err(format!(
+        let profile = config.profile(name).map_err(|_| {
+            format!(
                 "the session is pinned to provider profile `{name}`, which the configuration \
                  no longer has (configured: {})",
                 config.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
-            ));
-        };
+            )
+        })?;
+        let profile = profile.as_ref();
         let key = self.key(profile)?;
         let client = self.client(profile, key)?;
         let context = config.context.auto.value.then(|| {

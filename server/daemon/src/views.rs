@@ -288,13 +288,10 @@ pub fn workspace_of(events: &[Event]) -> Option<std::path::PathBuf> {
     }
 }
 
-/// The price of a profile's model in `config` (logs from before profiles are DeepSeek's).
-pub(crate) fn price_of<'a>(
-    config: &'a Config,
-    profile: Option<&str>,
-    model: &str,
-) -> Option<&'a Price> {
-    config.profiles.get(profile.unwrap_or(LEGACY_PROFILE))?.price(model)
+/// The price of a profile's model in `config` (logs from before profiles are DeepSeek's; an
+/// ad-hoc profile has its configured profile's prices).
+pub(crate) fn price_of(config: &Config, profile: Option<&str>, model: &str) -> Option<Price> {
+    config.profile(profile.unwrap_or(LEGACY_PROFILE)).ok()?.price(model).cloned()
 }
 
 /// What steps cost at `config`'s prices, summed; `None` when one has no price or the
@@ -347,7 +344,8 @@ pub fn next_model(
 pub fn context_window(config: Option<&Config>, profile: &str, model: &str) -> u64 {
     let configured = config.and_then(|config| {
         config.context.window.as_ref().map(|window| window.value).or_else(|| {
-            let settings = config.profiles.get(profile)?.model_settings(model)?;
+            let profile = config.profile(profile).ok()?;
+            let settings = profile.model_settings(model)?;
             settings.context_window.as_ref().map(|window| window.value)
         })
     });
@@ -368,11 +366,11 @@ pub fn usage_result(
     for row in &mut rows {
         let (Some(usage), Some(model)) = (row.usage, row.model.clone()) else { continue };
         let price = config.and_then(|c| price_of(c, row.profile.as_deref(), &model));
-        row.cost = price.map(|price| price.cost(&usage));
+        row.cost = price.as_ref().map(|price| price.cost(&usage));
         if let Some(price) = price {
             let profile = row.profile.clone().unwrap_or_else(|| LEGACY_PROFILE.to_owned());
             if !prices.iter().any(|p| p.profile == profile && p.model == model) {
-                prices.push(PriceUsed { profile, model, price: price.clone() });
+                prices.push(PriceUsed { profile, model, price });
             }
         }
         cost = Some(match (cost, &row.cost) {

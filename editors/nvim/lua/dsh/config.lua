@@ -4,7 +4,7 @@
 --- vim.g.dsh = {
 ---   path = "dsh",            -- the dsh binary (name on $PATH or absolute path)
 ---   home = nil,              -- --home DIR (default: the daemon's own default)
----   base_url = nil,          -- --base-url URL (default: $DEEPSEEK_BASE_URL or DeepSeek)
+---   base_url = nil,          -- where new sessions' requests go (default: the configured profile's)
 ---   model = nil,             -- model id for new sessions
 ---   in_process = false,      -- `dsh stdio --in-process`: a private daemon inside the bridge
 ---   when_busy = "queue",     -- :Dsh prompt while a turn runs: "queue" or "reject"
@@ -56,7 +56,8 @@ function M.stdio_cmd(cfg)
   if cfg.home then
     vim.list_extend(cmd, { "--home", vim.fn.expand(cfg.home) })
   end
-  if cfg.base_url then
+  if cfg.base_url and cfg.in_process then
+    -- An in-process daemon's default; a shared daemon gets it with each session (`M.create`).
     vim.list_extend(cmd, { "--base-url", cfg.base_url })
   end
   if cfg.model then

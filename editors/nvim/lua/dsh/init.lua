@@ -413,6 +413,11 @@ function M.create(cb)
   if cfg.model then
     params.model = cfg.model
   end
+  if cfg.base_url and not cfg.in_process then
+    -- The session's own base URL (an ad-hoc profile): the daemon is shared with other clients;
+    -- an in-process one has it as its default already.
+    params.config = { baseUrl = cfg.base_url }
+  end
   M.request(methods.SessionCreate, params, function(err, result)
     if err or not result then
       return false

@@ -9,6 +9,7 @@ M.PROTOCOL_VERSION = 1
 --- Method names.
 M.methods = {
   ApprovalRespond = "approval/respond",
+  DaemonKeys = "daemon/keys",
   DaemonShutdown = "daemon/shutdown",
   DaemonStatus = "daemon/status",
   DaemonSubscribe = "daemon/subscribe",
@@ -107,13 +108,22 @@ M.event_kinds = {
 ---@field currency string The currency of both.
 ---@field saved number What the cache saved: the same usage with every input token at the miss price, minus `amount`.
 
+--- `daemon/keys` params: provider keys from a client's environment, by the variable a profile names (`DEEPSEEK_API_KEY`, …), for a daemon another client started without them. Values are secrets: never logged, listed or shown in an error (this type's `Debug` hides them).
+---@class dsh.DaemonKeysParams
+---@field keys table<string, string> Variable name → key.
+
+--- `daemon/keys` result.
+---@class dsh.DaemonKeysResult
+---@field kept string[] The variables it already had a key for: kept, the one given ignored.
+---@field taken string[] The variables whose keys the daemon took (it had none for them).
+
 --- `daemon/shutdown` result.
 ---@class dsh.DaemonShutdownResult
 ---@field stopping boolean Always true: the daemon cancels running turns, flushes logs, removes its socket and exits after answering.
 
 --- `daemon/status` result.
 ---@class dsh.DaemonStatusResult
----@field baseUrl string The base URL of the default provider profile.
+---@field baseUrl string Where new sessions on the default profile send their requests: the daemon's `--base-url` (each such session pinned to it), else the default profile's.
 ---@field clients integer Connected clients.
 ---@field configErrors? string[] Configuration files that cannot be used now, with where and why: their last good version stays in use.
 ---@field configFiles? string[] The configuration files in use.
@@ -359,6 +369,7 @@ M.event_kinds = {
 
 --- Call options for a session (`session/create`, `session/fork`): explicit options beat the logged header on the session's first request.
 ---@class dsh.SessionConfig
+---@field baseUrl? string Where this session's requests go instead of the profile's `base_url` (a client's `--base-url`): the session is pinned to the ad-hoc profile `PROFILE@URL`, logged like any profile (a plain `http(s)://host[:port][/path]`: no user, query or fragment). On a fork, `PROFILE` is the parent's unless `profile` names another.
 ---@field maxSteps? integer Steps per turn.
 ---@field maxTokens? integer Output limit.
 ---@field model? string Model id.
