@@ -1,5 +1,7 @@
-//! One handler per API method, in the order of the method table (`api.rs`). Each takes the
-//! method's params as the protocol's types and returns its result or an [`ApiError`].
+//! One handler per API method (the method table is `api.rs`). Each takes the method's params
+//! as the protocol's types and returns its result or an [`ApiError`]. Here: the sessions'
+//! methods, and how a handler reaches a session's log; `handlers/daemon.rs` has the daemon's
+//! and MCP's, `handlers/subscribe.rs` the session subscription and the API's event.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -31,35 +33,19 @@ use crate::error::{ApiError, ApiResult};
 use crate::live::LiveSession;
 use crate::views;
 
+mod daemon;
+mod subscribe;
+
+use daemon::own_servers;
+pub use daemon::*;
+pub use subscribe::*;
+
 /// Most events one `session/events` page returns.
 const MAX_EVENTS_PAGE: u64 = 1000;
+
 /// About the most bytes of events one `session/events` page returns (a page always holds at
 /// least one event, however large); `nextSeq` says where the next page starts.
 pub const MAX_EVENTS_PAGE_BYTES: usize = 4 * 1024 * 1024;
-
-/// `initialize`: the protocol version must match; answers with what this daemon offers.
-pub fn initialize(_: &Daemon, params: InitializeParams) -> ApiResult<InitializeResult> {
-    if params.protocol_version != PROTOCOL_VERSION {
-        return Err(ApiError::new(
-            dsh_protocol::code::UNSUPPORTED_PROTOCOL,
-            format!(
-                "protocol version {} is not supported; this daemon speaks version {PROTOCOL_VERSION}",
-                params.protocol_version
-            ),
-        ));
-    }
-    Ok(InitializeResult {
-        server_info: ServerInfo {
-            name: "dsh".to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-        },
-        protocol_version: PROTOCOL_VERSION,
-        capabilities: Capabilities {
-            methods: method::ALL.iter().map(|m| (*m).to_owned()).collect(),
-            event_kinds: EVENT_KINDS.iter().map(|k| (*k).to_owned()).collect(),
-        },
-    })
-}
 
 /// `session/create`.
 pub fn session_create(
@@ -151,128 +137,6 @@ pub fn session_list(
         .collect();
     sessions.sort_by(|a, b| a.session_id.cmp(&b.session_id));
     Ok(SessionListResult { sessions })
-}
-
-/// `session/subscribe`: stored events from `fromSeq`, then live ones, with no gap and no
-/// duplicate at the seam (both come from one owner command). A subscriber that lags behind the
-/// live buffer catches up from the log the same way.
-pub async fn session_subscribe(
-    params: Params<'static>,
-    pending: PendingSubscriptionSink,
-    daemon: Arc<Daemon>,
-) {
-    let params = match parse::<method::SessionSubscribe>(&params) {
-        Ok(params) => params,
-        Err(error) => return pending.reject(error).await,
-    };
-    let live = match load(&daemon, &params.session_id).await {
-        Ok(live) => live,
-        Err(error) => return pending.reject(error).await,
-    };
-    let mut next = params.from_seq.unwrap_or(0);
-    // The log only grows, so a fromSeq within it now stays within it.
-    match live.handle.query(|s| s.next_seq()).await {
-        Ok(length) if next > length => {
-            let message = format!("fromSeq {next} is beyond the end of the log ({length} events)");
-            return pending.reject(ApiError::out_of_range(message)).await;
-        }
-        Ok(_) => {}
-        Err(error) => return pending.reject(ApiError::from(error)).await,
-    }
-    let (mut stored, mut receiver) = match live.handle.subscribe(next).await {
-        Ok(subscription) => subscription,
-        Err(error) => return pending.reject(ApiError::from(error)).await,
-    };
-    let Ok(sink) = pending.accept().await else { return };
-    prime_view(&daemon, &live);
-    let id = sink.subscription_id();
-    loop {
-        for event in stored.drain(..) {
-            if event.seq < next {
-                continue;
-            }
-            next = event.seq + 1;
-            let mut delivered = SessionEvent::new(live.id.as_str(), event);
-            if matches!(delivered.event.data, EventData::StepStart(_)) {
-                // Where steering landed: a fold over the log, in the owner task.
-                let seq = delivered.event.seq;
-                let joined = live.handle.query(move |s| dsh_session::joined_at(s.events(), seq));
-                delivered.joined = joined.await.unwrap_or_default();
-            }
-            let message = SubscriptionMessage::new(method::SESSION_EVENT, id.clone(), &delivered);
-            let Ok(message) = message else { return };
-            if sink.send(message).await.is_err() {
-                return;
-            }
-        }
-        // Cancel-safety: `recv` is cancel-safe; `closed` is cancel-safe.
-        let received = tokio::select! {
-            received = receiver.recv() => received,
-            () = sink.closed() => return,
-        };
-        match received {
-            Ok(event) => stored.push(event),
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                // Fell behind the live buffer: catch up from the log, without a gap.
-                match live.handle.subscribe(next).await {
-                    Ok((catch_up, fresh)) => {
-                        stored = catch_up;
-                        receiver = fresh;
-                    }
-                    Err(_) => return,
-                }
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        }
-    }
-}
-
-/// A session a client follows gets its last step's wire body serialized in the background,
-/// so the first "what the model saw" — of that step, usually — compares instead of
-/// serializing on the click. Not while a turn runs, nor when the loop's memo or the view's
-/// already holds a body.
-fn prime_view(daemon: &Arc<Daemon>, live: &Arc<LiveSession>) {
-    // Never waits: a memo in use is being filled already.
-    let empty = |memo: &std::sync::Mutex<dsh_provider::WireCache>| {
-        memo.try_lock().is_ok_and(|memo| memo.is_empty())
-    };
-    // A running turn fills the loop's memo with a newer step anyway.
-    let idle = !live.is_busy() && !daemon.shutdown.is_cancelled();
-    if !idle || !empty(&live.wire_memo) || !empty(&live.loop_wire) {
-        return;
-    }
-    // One at a time: subscribers arriving together share the one preparation.
-    let priming = Arc::clone(&live.priming);
-    if priming.swap(true, std::sync::atomic::Ordering::AcqRel) {
-        return;
-    }
-    let memo = Arc::clone(&live.wire_memo);
-    let handle = live.handle.clone();
-    daemon.tasks.spawn(async move {
-        let _done = Priming(priming);
-        let rebuilt = handle
-            .query(|session| {
-                dsh_session::reconstruct_session_step_shared(session, session.last_step())
-            })
-            .await;
-        let Ok(Ok(rebuilt)) = rebuilt else { return };
-        let _ = tokio::task::spawn_blocking(move || {
-            let mut memo = memo.lock().unwrap_or_else(PoisonError::into_inner);
-            if memo.is_empty() {
-                let _ = memo.body(&rebuilt.request);
-            }
-        })
-        .await;
-    });
-}
-
-/// Clears a session's "priming" flag when its preparation ends, however it ends.
-struct Priming(Arc<std::sync::atomic::AtomicBool>);
-
-impl Drop for Priming {
-    fn drop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::Release);
-    }
 }
 
 /// `session/prompt`: runs a turn (or queues it) and answers when it ends.
@@ -485,192 +349,6 @@ pub async fn approval_respond(
     Ok(ApprovalRespondResult { accepted: true })
 }
 
-/// `daemon/status`.
-pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResult> {
-    let base = daemon.settings().base_config().ok();
-    Ok(DaemonStatusResult {
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        pid: std::process::id(),
-        protocol_version: PROTOCOL_VERSION,
-        home: daemon.home().root().display().to_string(),
-        base_url: daemon.settings().default_base_url().map_or_else(
-            || {
-                base.as_ref()
-                    .and_then(|c| c.profiles.get(&c.profile.value))
-                    .map_or_else(String::new, |p| p.base_url.value.clone())
-            },
-            str::to_owned,
-        ),
-        profiles: base.as_ref().map(views::profile_statuses).unwrap_or_default(),
-        config_files: daemon.settings().files().iter().map(|f| f.display().to_string()).collect(),
-        config_errors: daemon.settings().errors(),
-        sessions: daemon
-            .loaded()
-            .iter()
-            .map(|s| LoadedSession {
-                session_id: s.id.clone(),
-                running: s.is_running(),
-                failed: s.failed(),
-            })
-            .collect(),
-        clients: daemon.clients.load(Ordering::SeqCst),
-        uptime_ms: daemon.started.elapsed().as_millis() as u64,
-        warnings: daemon.warnings(),
-        sandbox: sandbox_status(daemon.sandbox.status()),
-        mcp_servers: daemon.mcp.report().iter().map(crate::mcp::status).collect(),
-    })
-}
-
-/// `mcp/list`: the servers started so far and, for a workspace, every server its configuration
-/// names (started first when asked).
-pub async fn mcp_list(daemon: Arc<Daemon>, params: McpListParams) -> ApiResult<McpListResult> {
-    use dsh_agent::ExternalTools;
-    let Some(workspace) = &params.workspace else {
-        let servers = daemon.mcp.report().iter().map(crate::mcp::status).collect();
-        return Ok(McpListResult { servers });
-    };
-    let root = std::fs::canonicalize(workspace)
-        .map_err(|error| ApiError::invalid_workspace(format!("workspace {workspace}: {error}")))?;
-    let config = daemon
-        .settings()
-        .config(&root)
-        .map_err(|error| ApiError::invalid_params(error.to_string()))?;
-    // A handle of our own keeps the servers up while they are listed; dropping it stops them
-    // again unless a loaded session of the workspace uses them.
-    let reports = if params.start {
-        let tools = daemon.mcp.tools_for(&root, Arc::clone(&daemon.settings), None);
-        let (waits, _) = tokio::sync::mpsc::unbounded_channel();
-        let _ = tools.tools(waits).await;
-        let reports = daemon.mcp.report();
-        drop(tools);
-        reports
-    } else {
-        daemon.mcp.report()
-    };
-    let mut servers = Vec::new();
-    for (name, server) in &config.mcp {
-        let report = reports.iter().find(|report| {
-            report.workspace == root && report.session.is_none() && &report.name == name
-        });
-        servers.push(match report {
-            Some(report) if server.enabled.value => crate::mcp::status(report),
-            _ => crate::mcp::not_started(&root, name, server),
-        });
-    }
-    // Then the sessions' own servers of the workspace, each with its session.
-    servers.extend(
-        reports
-            .iter()
-            .filter(|report| report.workspace == root && report.session.is_some())
-            .map(crate::mcp::status),
-    );
-    Ok(McpListResult { servers })
-}
-
-/// `session/mcpServers`: the session's own MCP servers, replacing the ones it had; refused as a
-/// whole (nothing changes) when one of them cannot be used.
-pub async fn session_mcp_servers(
-    daemon: Arc<Daemon>,
-    params: SessionMcpServersParams,
-) -> ApiResult<SessionMcpServersResult> {
-    let servers = own_servers(params.servers)?;
-    let live = load(&daemon, &params.session_id).await?;
-    live.mcp_tools.set_own_servers(servers).map_err(ApiError::invalid_params)?;
-    Ok(SessionMcpServersResult { servers: live.mcp_tools.own_status() })
-}
-
-/// A client's MCP server specs, each checked (`INVALID_PARAMS` naming the first bad one).
-fn own_servers(specs: Vec<dsh_protocol::McpServerSpec>) -> ApiResult<Vec<crate::mcp::OwnServer>> {
-    specs
-        .into_iter()
-        .map(crate::mcp::own_server)
-        .collect::<Result<_, _>>()
-        .map_err(ApiError::invalid_params)
-}
-
-/// `daemon/subscribe`: the daemon's notices and `workspace/changed`, from now on, until
-/// unsubscribed (a subscriber that falls behind by more than the channel holds misses the
-/// oldest; notices are repeated in `daemon/status` while they hold).
-pub async fn daemon_subscribe(pending: PendingSubscriptionSink, daemon: Arc<Daemon>) {
-    let mut notices = daemon.settings().subscribe();
-    let mut changes = daemon.watch.subscribe();
-    let Ok(sink) = pending.accept().await else { return };
-    let id = sink.subscription_id();
-    loop {
-        // Cancel-safety: `recv` and `closed` are cancel-safe.
-        let message = tokio::select! {
-            notice = notices.recv() => match notice {
-                Ok(notice) => {
-                    let notice = DaemonNotice { kind: notice.kind.to_owned(), message: notice.message };
-                    SubscriptionMessage::new(method::DAEMON_NOTICE, id.clone(), &notice)
-                }
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
-            changed = changes.recv() => match changed {
-                Ok(changed) => SubscriptionMessage::new(method::WORKSPACE_CHANGED, id.clone(), &changed),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
-            () = sink.closed() => return,
-        };
-        let Ok(message) = message else { return };
-        if sink.send(message).await.is_err() {
-            return;
-        }
-    }
-}
-
-/// The sandbox's status in the API's terms.
-pub fn sandbox_status(status: &dsh_sandbox::SandboxStatus) -> SandboxStatus {
-    SandboxStatus {
-        policy: status.policy.clone(),
-        network: status.network,
-        features: status
-            .features
-            .iter()
-            .map(|feature| SandboxFeature {
-                name: feature.name.clone(),
-                available: feature.available,
-                used: feature.used,
-                turned_off: feature.turned_off,
-                detail: feature.detail.clone(),
-            })
-            .collect(),
-        in_force: status.in_force.clone(),
-        limits: status.limits.clone(),
-        approval_required: status.approval_required,
-        warnings: status.warnings.clone(),
-    }
-}
-
-/// `daemon/keys`: provider keys from a client's environment, for the variables this daemon has
-/// none for — so a daemon another client started without a key serves this one without a
-/// restart. Values never reach a log or an answer.
-pub fn daemon_keys(daemon: &Daemon, params: DaemonKeysParams) -> ApiResult<DaemonKeysResult> {
-    let (taken, kept) = daemon.settings.hand_keys(params.keys).map_err(ApiError::invalid_params)?;
-    if !taken.is_empty() {
-        tracing::info!(variables = ?taken, "provider keys handed over by a client");
-    }
-    Ok(DaemonKeysResult { taken, kept })
-}
-
-/// `daemon/shutdown`: answered, then the daemon stops (see `serve.rs`).
-pub fn daemon_shutdown(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonShutdownResult> {
-    tracing::info!("shutdown requested by a client");
-    daemon.request_shutdown();
-    Ok(DaemonShutdownResult { stopping: true })
-}
-
-/// A log event as the API delivers it: for a `step/start`, with the steering and context
-/// messages that joined its request (`events` reaches back to the previous `step/start`).
-pub fn api_event(session_id: &str, event: &Event, events: &[Event]) -> SessionEvent {
-    let mut delivered = SessionEvent::new(session_id, event.clone());
-    if matches!(event.data, EventData::StepStart(_)) {
-        delivered.joined = dsh_session::joined_at(events, event.seq);
-    }
-    delivered
-}
 /// Runs `view` over session `id`'s events: the loaded session's (loading it if needed; they are
 /// the events its log file holds — each is written, then folded), in its owner task, or the log
 /// file's when another process holds it. The daemon's reader permits bound how many run at
