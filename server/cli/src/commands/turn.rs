@@ -28,7 +28,26 @@ pub struct PromptOptions {
 pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Result<ExitCode> {
     let (client, mut inbox) = connect(settings).await?;
     let session_id = match &options.session {
-        Some(id) => id.clone(),
+        Some(id) => {
+            // A session keeps the profile it is pinned to: say so rather than ignore the flags.
+            let given = [("--provider", &settings.provider), ("--model", &settings.model)]
+                .into_iter()
+                .chain([("--base-url", &settings.base_url)])
+                .filter(|(_, value)| {
+                    value.as_ref().is_some_and(|v| matches!(v.source, dsh_config::Source::Flag(_)))
+                })
+                .map(|(flag, _)| flag)
+                .collect::<Vec<_>>();
+            if !given.is_empty() {
+                let verb = if given.len() == 1 { "applies" } else { "apply" };
+                eprintln!(
+                    "dsh: {} {verb} to new sessions; {id} keeps the profile and model it is \
+                     pinned to (`dsh fork {id} --step N` with them moves a copy)",
+                    given.join(", ")
+                );
+            }
+            id.clone()
+        }
         None => {
             let workspace = options
                 .workspace
