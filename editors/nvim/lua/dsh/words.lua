@@ -1,0 +1,102 @@
+--- The one-line texts the transcript shows for what is not a message: a workspace note's
+--- headline, an MCP tool's label, a step's wait for MCP servers. Pure: no buffer, no `vim.api`.
+
+local M = {}
+
+--- How a note names what happened to a file (`files[].change`).
+local CHANGE_WORDS = { edited = "changed", added = "added", deleted = "deleted", replaced = "replaced" }
+
+--- The one line the transcript shows for a workspace note: for an `instructions` note
+--- "AGENTS.md changed: joins the next request as a note", for a `workspace` note
+--- "src/a.rs changed on disk: joins the next request as a note" — the files' paths grouped by
+--- what happened to them, in the note's order. Nil for the notes shown whole: the date, and any
+--- source this plugin does not know.
+---@param data dsh.ContextMessage
+---@return string?
+function M.note_headline(data)
+  if data.source ~= "instructions" and data.source ~= "workspace" then
+    return nil
+  end
+  local where = data.source == "workspace" and " on disk" or ""
+  local order, groups = {}, {}
+  for _, f in ipairs(data.files or {}) do
+    if not groups[f.change] then
+      groups[f.change] = {}
+      table.insert(order, f.change)
+    end
+    table.insert(groups[f.change], f.path)
+  end
+  local parts = {}
+  for _, change in ipairs(order) do
+    table.insert(parts, ("%s %s%s"):format(table.concat(groups[change], ", "), CHANGE_WORDS[change] or change, where))
+  end
+  local what = #parts > 0 and table.concat(parts, "; ") or (data.source == "workspace" and "a file changed on disk" or "the instructions changed")
+  return what .. ": joins the next request as a note"
+end
+
+--- The server and the server's own tool name of an MCP tool's request name `SERVER__TOOL`
+--- (docs/mcp.md: a server name is 1 to 32 letters, digits or `-`, never `_`, so the first `__`
+--- ends it, and no built-in tool has a `__`); nil for a built-in tool.
+---@param name string
+---@return string? server, string? tool
+function M.mcp_tool(name)
+  local server, tool = (name or ""):match("^([%w%-]+)__(.+)$")
+  if not server or #server > 32 then
+    return nil
+  end
+  return server, tool
+end
+
+--- How the transcript names a tool: `fx › echo` for the tool `echo` of MCP server `fx`
+--- (`fx__echo` on the wire), a built-in tool by its name.
+---@param name string
+---@return string
+function M.tool_label(name)
+  local server, tool = M.mcp_tool(name)
+  return server and (server .. " › " .. tool) or name
+end
+
+--- The one line the transcript shows for an `mcp/wait` event (not model-visible: a step waited
+--- for MCP servers before its request): "waiting for MCP server fx to start", "waiting for MCP
+--- servers fx, gy to list their changed tools". A reason newer than this plugin is named.
+---@param data dsh.McpWait
+---@return string
+function M.mcp_wait_text(data)
+  local servers = {}
+  for _, s in ipairs(type(data.servers) == "table" and data.servers or {}) do
+    if type(s) == "string" then
+      table.insert(servers, (s:gsub("%s", " ")))
+    end
+  end
+  local many = #servers ~= 1
+  local who = #servers > 0 and ("MCP server%s %s"):format(many and "s" or "", table.concat(servers, ", ")) or "MCP servers"
+  local reason = type(data.reason) == "string" and data.reason or ""
+  if reason == "starting" then
+    return ("waiting for %s to start"):format(who)
+  elseif reason == "toolsChanged" then
+    return ("waiting for %s to list %s changed tools"):format(who, many and "their" or "its")
+  end
+  return ("waiting for %s%s"):format(who, reason ~= "" and (" (" .. reason:gsub("%s", " ") .. ")") or "")
+end
+
+--- `text`'s lines, each after `prefix` (the first after `first_prefix`), at most `max` of them
+--- and then a line saying how many more there are.
+---@param text string?
+---@param prefix string
+---@param first_prefix string
+---@param max? integer
+---@return string[]
+function M.lines_of(text, prefix, first_prefix, max)
+  local out = {}
+  local pieces = vim.split(text or "", "\n", { plain = true })
+  for i, piece in ipairs(pieces) do
+    if max and i > max then
+      table.insert(out, prefix .. ("… %d more line%s"):format(#pieces - max, #pieces - max == 1 and "" or "s"))
+      break
+    end
+    table.insert(out, (i == 1 and first_prefix or prefix) .. piece)
+  end
+  return out
+end
+
+return M
