@@ -18,6 +18,9 @@
 //! and Codex adapters use), `_dsh/fork`, `_dsh/request`, and the per-step usage under
 //! `_meta["dsh/usage"]` of each `usage_update`.
 
+mod backlog;
+mod convert;
+mod error;
 mod front;
 pub mod translate;
 
