@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
-use agent_client_protocol::v1::schema;
-use serde_json::{Value, json};
+use agent_client_protocol::v1::schema::{SessionNotification, SessionUpdate};
 use tokio::io::AsyncWrite;
 
 use crate::front::Connection;
+
 /// Unread bytes past which forwarding waits for the editor to read.
 pub(crate) const BACKLOG_LIMIT: u64 = 16 * 1024 * 1024;
 /// How long an editor may read nothing while past [`BACKLOG_LIMIT`].
@@ -26,16 +26,13 @@ pub(crate) async fn send_update(
     connection: &Connection,
     backlog: &Backlog,
     session_id: &str,
-    update: Value,
+    update: SessionUpdate,
 ) -> Result<(), Stalled> {
-    let notification = json!({"sessionId": session_id, "update": update});
-    let bytes = notification.to_string().len() as u64 + 1;
-    match serde_json::from_value::<schema::SessionNotification>(notification) {
-        Ok(notification) => match connection.send_notification(notification) {
-            Ok(()) => backlog.queued(bytes),
-            Err(error) => tracing::debug!("sending an update: {error}"),
-        },
-        Err(error) => tracing::warn!("an update does not fit ACP's types: {error}"),
+    let notification = SessionNotification::new(session_id.to_owned(), update);
+    let bytes = serde_json::to_vec(&notification).map_or(0, |line| line.len() as u64 + 1);
+    match connection.send_notification(notification) {
+        Ok(()) => backlog.queued(bytes),
+        Err(error) => tracing::debug!("sending an update: {error}"),
     }
     drain(backlog, BACKLOG_LIMIT, BACKLOG_STALL).await
 }

@@ -1,75 +1,54 @@
-//! Pure conversions between ACP and dsh's protocol: the params of ACP requests as dsh's (a
-//! `cwd` as a workspace, the editor's MCP servers, prompt blocks as text), dsh's answers as
-//! ACP's (the `initialize` answer, timestamps), and the editor's permission answers as dsh's
-//! decisions.
+//! Pure conversions between ACP and dsh's protocol, typed on both sides (the SDK's request and
+//! response structs, dsh's params and results): ACP params as dsh's (a `cwd` as a workspace, the
+//! editor's MCP servers, prompt blocks as text, a permission answer as a decision, a model
+//! choice), and dsh's answers as ACP's (`initialize`, the model selector, a `session/list`
+//! page, a prompt's stop reason, a permission request). dsh's own data rides in `_meta`, built
+//! by `ext.rs`; errors are `error.rs`'s. No I/O: each is table-tested (`convert/tests.rs`).
 
 use std::collections::HashMap;
+use std::path::Path;
 
-use agent_client_protocol::v1::schema;
-use dsh_protocol::{ApprovalChoice, McpServerSpec};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, ContentBlock, EmbeddedResourceResource, Implementation, InitializeResponse,
+    ListSessionsResponse, McpCapabilities, McpServer, PermissionOption, PermissionOptionKind,
+    PromptCapabilities, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SessionCapabilities, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo,
+    SessionListCapabilities, SessionResumeCapabilities, SetSessionConfigOptionRequest,
+    StopReason as AcpStopReason, ToolCallUpdate, ToolCallUpdateFields,
+};
+use dsh_protocol::{
+    ApprovalChoice, ApprovalRequest, McpServerSpec, SessionPromptResult, SessionSummary, StopReason,
+};
 
-use crate::error::invalid_params;
+use crate::error::{invalid_params, turn_failed};
+use crate::ext;
 use crate::front::AcpError;
-/// `_session/steering` params: the shape of the Claude Code and Codex adapters.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SteeringRequest {
-    pub(crate) session_id: String,
-    pub(crate) prompt: Vec<schema::ContentBlock>,
-}
 
-/// `session/set_config_option` params (a select's value; a boolean has no option here).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SetConfigOption {
-    pub(crate) session_id: String,
-    pub(crate) config_id: String,
-    #[serde(default)]
-    pub(crate) value: Option<Value>,
-}
+/// Sessions per `session/list` page.
+const LIST_PAGE: usize = 50;
 
-/// `_dsh/fork` params.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct ForkRequest {
-    pub(crate) session_id: String,
-    /// Fork before this step (its request is the fork's next); the whole log when absent.
-    #[serde(default)]
-    pub(crate) step: Option<u64>,
-}
-
-pub(crate) fn initialize() -> Value {
-    let steering = json!({
-        "supported": true,
-        "method": "_session/steering",
-        "idleBehavior": "promptRequired",
-    });
-    json!({
-        "protocolVersion": 1,
-        "agentCapabilities": {
-            "loadSession": true,
-            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-            "sessionCapabilities": {"list": {}, "resume": {}},
-            "mcpCapabilities": {"http": true, "sse": false},
-            "_meta": {
-                "steering": steering,
-                "dsh": {
-                    "version": 1,
-                    "methods": ["_session/steering", "_dsh/fork", "_dsh/request"],
-                    "updateMeta": ["dsh/usage", "dsh/steering"],
-                },
-            },
-        },
-        "agentInfo": {"name": "dsh", "title": "dsh", "version": env!("CARGO_PKG_VERSION")},
-        "authMethods": [],
-        "_meta": {"steering": steering},
-    })
+/// The `initialize` answer: protocol 1, what the front does, and dsh's extensions.
+pub(crate) fn initialize() -> InitializeResponse {
+    let prompts = PromptCapabilities::new().image(false).audio(false).embedded_context(true);
+    let sessions = SessionCapabilities::new()
+        .list(SessionListCapabilities::new())
+        .resume(SessionResumeCapabilities::new());
+    let capabilities = AgentCapabilities::new()
+        .load_session(true)
+        .prompt_capabilities(prompts)
+        .session_capabilities(sessions)
+        .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
+        .meta(ext::capabilities_meta());
+    InitializeResponse::new(ProtocolVersion::V1)
+        .agent_capabilities(capabilities)
+        .agent_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")).title("dsh"))
+        .meta(ext::initialize_meta())
 }
 
 /// A session's workspace from ACP's `cwd`: absolute.
-pub(crate) fn checked_cwd(cwd: &std::path::Path) -> Result<String, AcpError> {
+pub(crate) fn workspace(cwd: &Path) -> Result<String, AcpError> {
     if !cwd.is_absolute() {
         return Err(invalid_params(format!(
             "cwd must be an absolute path, not `{}`",
@@ -82,12 +61,12 @@ pub(crate) fn checked_cwd(cwd: &std::path::Path) -> Result<String, AcpError> {
 /// The editor's MCP servers as dsh's `session/mcpServers` takes them: stdio and streamable
 /// HTTP; SSE (deprecated by MCP) is refused. Names are mapped by [`server_name`]; two that map
 /// to the same name are refused, naming both.
-pub(crate) fn server_specs(servers: &[schema::McpServer]) -> Result<Vec<McpServerSpec>, AcpError> {
+pub(crate) fn server_specs(servers: &[McpServer]) -> Result<Vec<McpServerSpec>, AcpError> {
     let mut specs: Vec<McpServerSpec> = Vec::new();
     let mut given: HashMap<String, String> = HashMap::new();
     for server in servers {
         let (original, spec) = match server {
-            schema::McpServer::Stdio(stdio) => (
+            McpServer::Stdio(stdio) => (
                 &stdio.name,
                 McpServerSpec {
                     name: server_name(&stdio.name)?,
@@ -99,7 +78,7 @@ pub(crate) fn server_specs(servers: &[schema::McpServer]) -> Result<Vec<McpServe
                     headers: Default::default(),
                 },
             ),
-            schema::McpServer::Http(http) => (
+            McpServer::Http(http) => (
                 &http.name,
                 McpServerSpec {
                     name: server_name(&http.name)?,
@@ -115,7 +94,7 @@ pub(crate) fn server_specs(servers: &[schema::McpServer]) -> Result<Vec<McpServe
                         .collect(),
                 },
             ),
-            schema::McpServer::Sse(sse) => {
+            McpServer::Sse(sse) => {
                 return Err(invalid_params(format!(
                     "MCP server `{}`: the SSE transport is not supported (MCP deprecated it); \
                      use its streamable-HTTP endpoint (`\"type\": \"http\"`) or run it over stdio",
@@ -162,40 +141,43 @@ fn server_name(name: &str) -> Result<String, AcpError> {
 }
 
 /// A prompt's content blocks as the text of a dsh prompt: text as is, resource links as
-/// Markdown links, embedded resources as tagged context.
-pub(crate) fn prompt_text(blocks: &[schema::ContentBlock]) -> Result<String, AcpError> {
+/// Markdown links, embedded text resources as tagged context; images, audio and binary
+/// resources are refused (`promptCapabilities` says so).
+pub(crate) fn prompt_text(blocks: &[ContentBlock]) -> Result<String, AcpError> {
     let mut parts = Vec::new();
     for block in blocks {
-        let value = serde_json::to_value(block).map_err(AcpError::into_internal_error)?;
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        match value["type"].as_str() {
-            Some("text") => parts.push(text(&value["text"])),
-            Some("resource_link") => {
-                parts.push(format!("[@{}]({})", text(&value["name"]), text(&value["uri"])))
+        let refused = match block {
+            ContentBlock::Text(text) => {
+                parts.push(text.text.clone());
+                continue;
             }
-            Some("resource") => {
-                let resource = &value["resource"];
-                match resource.get("text") {
-                    Some(body) => parts.push(format!(
+            ContentBlock::ResourceLink(link) => {
+                parts.push(format!("[@{}]({})", link.name, link.uri));
+                continue;
+            }
+            ContentBlock::Resource(embedded) => match &embedded.resource {
+                EmbeddedResourceResource::TextResourceContents(resource) => {
+                    parts.push(format!(
                         "<context ref=\"{}\">\n{}\n</context>",
-                        text(&resource["uri"]),
-                        text(body)
-                    )),
-                    None => {
-                        return Err(invalid_params(format!(
-                            "binary resource {} is not supported",
-                            text(&resource["uri"])
-                        )));
-                    }
+                        resource.uri, resource.text
+                    ));
+                    continue;
                 }
-            }
-            other => {
-                return Err(invalid_params(format!(
-                    "{} content is not supported (see promptCapabilities)",
-                    other.unwrap_or("unknown")
-                )));
-            }
-        }
+                EmbeddedResourceResource::BlobResourceContents(resource) => {
+                    return Err(invalid_params(format!(
+                        "binary resource {} is not supported",
+                        resource.uri
+                    )));
+                }
+                _ => "unknown",
+            },
+            ContentBlock::Image(_) => "image",
+            ContentBlock::Audio(_) => "audio",
+            _ => "unknown",
+        };
+        return Err(invalid_params(format!(
+            "{refused} content is not supported (see promptCapabilities)"
+        )));
     }
     if parts.iter().all(|part| part.trim().is_empty()) {
         return Err(invalid_params("the prompt is empty"));
@@ -203,23 +185,145 @@ pub(crate) fn prompt_text(blocks: &[schema::ContentBlock]) -> Result<String, Acp
     Ok(parts.join("\n"))
 }
 
-/// The dsh decision for a permission answer.
-pub(crate) fn chosen(response: &schema::RequestPermissionResponse) -> ApprovalChoice {
-    let value = serde_json::to_value(response).unwrap_or_default();
-    let outcome = &value["outcome"];
-    if outcome["outcome"] != "selected" {
-        return ApprovalChoice::Deny;
+/// The model selector of a session pinned to `model` of profile `profile` (ACP's
+/// `configOptions`): one select, category `model`, whose one option is that model — dsh pins a
+/// session's model when it is created.
+pub(crate) fn model_selector(model: &str, profile: &str) -> Vec<SessionConfigOption> {
+    let option = SessionConfigSelectOption::new(model.to_owned(), model)
+        .description(format!("provider profile {profile}"));
+    vec![
+        SessionConfigOption::select("model", "Model", model.to_owned(), vec![option])
+            .description(
+                "The model this session is pinned to (start dsh acp with --model, or fork, for \
+                 another)"
+                    .to_owned(),
+            )
+            .category(SessionConfigOptionCategory::Model),
+    ]
+}
+
+/// `session/set_config_option` for a session pinned to `model`: setting the model to it is
+/// accepted, anything else refused, saying how to get another model.
+pub(crate) fn model_choice(
+    request: &SetSessionConfigOptionRequest,
+    model: &str,
+) -> Result<(), AcpError> {
+    if request.config_id.0.as_ref() != "model" {
+        return Err(invalid_params(format!(
+            "unknown configuration option `{}`",
+            request.config_id
+        )));
     }
-    match outcome["optionId"].as_str() {
-        Some("allow_once") => ApprovalChoice::Allow,
-        Some("allow_always") => ApprovalChoice::AllowAlways,
-        Some("allow_unconfined") => ApprovalChoice::AllowUnconfined,
+    match &request.value {
+        SessionConfigOptionValue::ValueId { value } if value.0.as_ref() == model => Ok(()),
+        _ => Err(invalid_params(format!(
+            "dsh keeps a session on the model it was created with (\"{model}\"): start `dsh \
+             acp --model MODEL` for new sessions on another, or fork this one with \
+             `dsh --model MODEL fork SESSION`"
+        ))),
+    }
+}
+
+/// A `session/list` page: newest first (ties by id), [`LIST_PAGE`] from `cursor` (the index
+/// of the page's first session), with the next page's cursor when there is one.
+pub(crate) fn session_page(
+    mut sessions: Vec<SessionSummary>,
+    cursor: Option<&str>,
+) -> Result<ListSessionsResponse, AcpError> {
+    sessions.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then(a.session_id.cmp(&b.session_id)));
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .map_err(|_| invalid_params(format!("unknown cursor `{cursor}`")))?,
+    };
+    let next = (start + LIST_PAGE < sessions.len()).then(|| (start + LIST_PAGE).to_string());
+    let page = sessions
+        .into_iter()
+        .skip(start)
+        .take(LIST_PAGE)
+        .map(|summary| {
+            SessionInfo::new(summary.session_id, summary.workspace)
+                .title(summary.title)
+                .updated_at(iso8601(summary.updated_ms))
+        })
+        .collect();
+    Ok(ListSessionsResponse::new(page).next_cursor(next))
+}
+
+/// A finished prompt's answer: dsh's stop reason as ACP's — a completed turn whose last step
+/// finished with `length` (`finish_reason`) ran out of tokens, one with `content_filter` was
+/// refused — with the turn under `_meta`; a failed turn is an error.
+pub(crate) fn prompt_response(
+    result: SessionPromptResult,
+    finish_reason: Option<&str>,
+) -> Result<PromptResponse, AcpError> {
+    let stop_reason = match result.stop_reason {
+        StopReason::Completed => match finish_reason {
+            Some("length") => AcpStopReason::MaxTokens,
+            Some("content_filter") => AcpStopReason::Refusal,
+            _ => AcpStopReason::EndTurn,
+        },
+        StopReason::Cancelled => AcpStopReason::Cancelled,
+        StopReason::MaxSteps => AcpStopReason::MaxTurnRequests,
+        StopReason::Error => return Err(turn_failed(result.turn, result.error)),
+    };
+    let meta = ext::turn_meta(result.turn, result.steps, &result.usage);
+    Ok(PromptResponse::new(stop_reason).meta(meta))
+}
+
+/// A dsh approval as `session/request_permission`: its `toolCall` is the call as its
+/// `tool_call_update` describes it (`fields`), titled with what the approval is about; options
+/// allow once, always (this tool, this session) or reject, and a command may also run once
+/// outside its sandbox. There is no `reject_always`: dsh has no standing denial.
+pub(crate) fn permission_request(
+    session_id: &str,
+    asked: &ApprovalRequest,
+    fields: ToolCallUpdateFields,
+) -> RequestPermissionRequest {
+    let option = |id: &str, name: &str, kind| PermissionOption::new(id.to_owned(), name, kind);
+    let mut options = vec![
+        option("allow_once", "Allow once", PermissionOptionKind::AllowOnce),
+        option(
+            "allow_always",
+            "Always allow this tool in this session",
+            PermissionOptionKind::AllowAlways,
+        ),
+        option("reject_once", "Reject", PermissionOptionKind::RejectOnce),
+    ];
+    let title = match &asked.sandbox {
+        Some(sandbox) => {
+            let unconfined = option(
+                "allow_unconfined",
+                "Allow once, outside the sandbox",
+                PermissionOptionKind::AllowOnce,
+            );
+            options.insert(1, unconfined);
+            format!("{} (sandbox: {sandbox})", asked.summary)
+        }
+        None => asked.summary.clone(),
+    };
+    let tool_call = ToolCallUpdate::new(asked.call_id.clone(), fields.title(title));
+    RequestPermissionRequest::new(session_id.to_owned(), tool_call, options)
+        .meta(ext::permission_meta(&asked.approval_id, asked.sandbox.as_deref()))
+}
+
+/// The dsh decision for a permission answer: the option the user selected; a cancelled
+/// request (the client's answer to `session/cancel`) or an option dsh did not offer denies.
+pub(crate) fn decision(response: &RequestPermissionResponse) -> ApprovalChoice {
+    let RequestPermissionOutcome::Selected(selected) = &response.outcome else {
+        return ApprovalChoice::Deny;
+    };
+    match selected.option_id.0.as_ref() {
+        "allow_once" => ApprovalChoice::Allow,
+        "allow_always" => ApprovalChoice::AllowAlways,
+        "allow_unconfined" => ApprovalChoice::AllowUnconfined,
         _ => ApprovalChoice::Deny,
     }
 }
 
 /// Unix milliseconds as an RFC 3339 UTC timestamp.
-pub(crate) fn iso8601(unix_ms: u64) -> String {
+fn iso8601(unix_ms: u64) -> String {
     let seconds = unix_ms / 1000;
     let (days, rest) = (seconds / 86_400, seconds % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).

@@ -15,20 +15,26 @@ mod open;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use agent_client_protocol::v1::{ConnectionTo, Dispatch, schema};
+use agent_client_protocol::v1::schema::{
+    AuthenticateResponse, CancelNotification, LoadSessionRequest, LoadSessionResponse,
+    ResumeSessionRequest, ResumeSessionResponse,
+};
+use agent_client_protocol::v1::{ConnectionTo, Dispatch};
 use agent_client_protocol::{Agent, ByteStreams, Client as AcpClient, UntypedMessage};
 use dsh_daemon::{Client, Unsolicited};
 use dsh_protocol::method;
 use dsh_protocol::{SessionConfig, SessionParams};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::backlog::{Backlog, Counted};
-use crate::convert::initialize;
-use crate::error::parse;
+use crate::error::{internal, parse};
+use crate::{convert, ext};
 use open::Open;
+
 /// What `dsh acp` was started with, beyond the daemon it joined.
 #[derive(Clone, Debug, Default)]
 pub struct FrontOptions {
@@ -86,6 +92,8 @@ pub async fn serve(
         .map_err(|error| anyhow::anyhow!("acp connection: {error}"))
 }
 
+/// The front's shared state: the daemon, the flags, the sessions open here, the output's
+/// backlog.
 struct Front {
     client: Arc<Client>,
     options: FrontOptions,
@@ -139,8 +147,7 @@ impl Front {
             tracing::debug!("ignoring notification {}", notification.method);
             return;
         }
-        let Ok(cancel) = serde_json::from_value::<schema::CancelNotification>(notification.params)
-        else {
+        let Ok(cancel) = serde_json::from_value::<CancelNotification>(notification.params) else {
             tracing::warn!("session/cancel without a session id");
             return;
         };
@@ -150,6 +157,7 @@ impl Front {
         }
     }
 
+    /// The answer to one request: its method's handler, its typed answer as the result.
     async fn answer(
         self: &Arc<Self>,
         method: &str,
@@ -157,29 +165,36 @@ impl Front {
         connection: &Connection,
     ) -> Result<Value, AcpError> {
         if let Some(refusal) = &self.options.refusal {
-            return Err(AcpError::new(-32603, refusal.clone()));
+            return Err(internal(refusal.clone()));
         }
         match method {
-            "initialize" => Ok(initialize()),
-            "authenticate" => Ok(json!({})),
-            "session/new" => self.new_session(parse(params)?).await,
+            "initialize" => result(convert::initialize()),
+            "authenticate" => result(AuthenticateResponse::new()),
+            "session/new" => result(self.new_session(parse(params)?).await?),
             "session/load" => {
-                let request: schema::LoadSessionRequest = parse(params)?;
-                let id = request.session_id.to_string();
-                self.attach(id, &request.cwd, &request.mcp_servers, true, connection).await
+                let request: LoadSessionRequest = parse(params)?;
+                let (id, cwd, servers) = (&request.session_id, &request.cwd, &request.mcp_servers);
+                let options = self.attach(id, cwd, servers, true, connection).await?;
+                result(LoadSessionResponse::new().config_options(options))
             }
             "session/resume" => {
-                let request: schema::ResumeSessionRequest = parse(params)?;
-                let id = request.session_id.to_string();
-                self.attach(id, &request.cwd, &request.mcp_servers, false, connection).await
+                let request: ResumeSessionRequest = parse(params)?;
+                let (id, cwd, servers) = (&request.session_id, &request.cwd, &request.mcp_servers);
+                let options = self.attach(id, cwd, servers, false, connection).await?;
+                result(ResumeSessionResponse::new().config_options(options))
             }
-            "session/list" => self.list_sessions(parse(params)?).await,
-            "session/set_config_option" => self.set_config_option(parse(params)?).await,
-            "session/prompt" => self.prompt(parse(params)?).await,
-            "_session/steering" => self.steer(parse(params)?).await,
-            "_dsh/fork" => self.fork(parse(params)?).await,
-            "_dsh/request" => self.what_the_model_saw(parse(params)?).await,
+            "session/list" => result(self.list_sessions(parse(params)?).await?),
+            "session/set_config_option" => result(self.set_config_option(parse(params)?).await?),
+            "session/prompt" => result(self.prompt(parse(params)?).await?),
+            ext::STEERING => result(self.steer(parse(params)?).await?),
+            ext::FORK => result(self.fork(parse(params)?).await?),
+            ext::REQUEST => result(self.what_the_model_saw(parse(params)?).await?),
             _ => Err(AcpError::method_not_found().data(json!({"method": method}))),
         }
     }
+}
+
+/// A typed answer as the untyped result the dispatch responds with.
+fn result(answer: impl Serialize) -> Result<Value, AcpError> {
+    serde_json::to_value(answer).map_err(AcpError::into_internal_error)
 }

@@ -21,6 +21,7 @@
 mod backlog;
 mod convert;
 mod error;
+mod ext;
 mod front;
 pub mod translate;
 

@@ -1,31 +1,34 @@
 //! The forwarding task: reads the daemon connection's notifications in order, folds each open
-//! session's events into `session/update`s (priced with the session's step costs) and sends
-//! them, asks the editor's permission for each pending approval, and withdraws a permission
-//! request once its approval is settled elsewhere.
+//! session's events into `session/update`s (marking them forwarded: what a prompt's answer and
+//! an open wait for) and sends them; asks the editor's permission for each pending approval,
+//! and withdraws a permission request once its approval is settled elsewhere.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use agent_client_protocol::RequestCancellationHandle;
-use agent_client_protocol::v1::schema;
+use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallUpdateFields};
 use dsh_daemon::Unsolicited;
 use dsh_daemon::client::event_of;
-use dsh_protocol::method;
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Cost, EventData, SessionParams,
+    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Event, EventData, method,
 };
-use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::open::Progress;
 use super::{Connection, Front, lock};
 use crate::backlog::{BACKLOG_STALL, send_update};
-use crate::convert::chosen;
-use crate::translate::META_USAGE;
+use crate::convert::{decision, permission_request};
+
+/// What one event makes: its updates, and the approvals to ask for now with their calls'
+/// fields.
+struct Folded {
+    updates: Vec<SessionUpdate>,
+    ask: Vec<(ApprovalRequest, ToolCallUpdateFields)>,
+}
 
 impl Front {
     /// Reads the daemon connection's notifications in order and forwards each open session's
-    /// events; returns when the daemon closes the connection.
+    /// events; returns when the daemon closes the connection (or the editor stops reading).
     pub(super) async fn forward(
         self: &Arc<Self>,
         mut inbox: mpsc::UnboundedReceiver<Unsolicited>,
@@ -34,51 +37,16 @@ impl Front {
         while let Some(message) = inbox.recv().await {
             let Unsolicited::Notification(notification) = message else { continue };
             let Some((_, delivered)) = event_of(&notification) else { continue };
-            let event = delivered.event;
-            let session_id = delivered.session_id;
-            let (updates, ask) = {
-                let mut sessions = lock(&self.sessions);
-                let Some(open) = sessions.get_mut(&session_id) else { continue };
-                let before = *open.progress.borrow();
-                if event.seq < before.next_seq {
-                    continue;
-                }
-                let mut updates = open.translator.updates(&event);
-                if let EventData::UserMessage(message) = &event.data
-                    && let Some(at) = open.prompted.iter().position(|sent| *sent == message.text)
-                {
-                    // This front's own prompt: its client has it already.
-                    open.prompted.remove(at);
-                    updates.clear();
-                }
-                let mut ask = Vec::new();
-                if event.seq + 1 >= open.replay_end {
-                    for (approval_id, request) in &open.translator.pending_approvals {
-                        if open.asked.insert(approval_id.clone()) {
-                            let fields =
-                                open.translator.tool_call_fields(&request.call_id, &request.tool);
-                            ask.push((request.clone(), fields));
-                        }
-                    }
-                }
-                // A permission request whose approval is no longer pending (decided by another
-                // front, timed out, its turn cancelled) is withdrawn.
-                let pending = &open.translator.pending_approvals;
-                open.asking.retain(|approval_id, handle| {
-                    let keep = pending.contains_key(approval_id);
-                    if !keep {
-                        let _ = handle.cancel();
-                    }
-                    keep
-                });
-                let ended_turn = open.translator.last_ended.map(|(turn, _)| turn);
-                open.progress.send_replace(Progress { next_seq: event.seq + 1, ended_turn });
-                (updates, ask)
-            };
-            for mut update in updates {
-                if update["sessionUpdate"] == "usage_update" {
-                    self.attach_cost(&session_id, &mut update).await;
-                }
+            let (session_id, event) = (delivered.session_id, delivered.event);
+            // A live step's cost is looked up before its `usage_update` is made (once: a
+            // replay's are all known from the open).
+            if let EventData::StepEnd(end) = &event.data
+                && self.unpriced(&session_id, end.step)
+            {
+                self.price_steps(&session_id).await;
+            }
+            let Some(Folded { updates, ask }) = self.fold(&session_id, &event) else { continue };
+            for update in updates {
                 if send_update(&connection, &self.backlog, &session_id, update).await.is_err() {
                     tracing::error!(
                         "the editor has read nothing for {BACKLOG_STALL:?}: ending the front"
@@ -97,6 +65,64 @@ impl Front {
         }
     }
 
+    /// Folds `event` of `session_id` and marks it forwarded: `None` when the session is not
+    /// open here or the event was forwarded already. A `user/message` of this front's own
+    /// prompt makes no update (its client has it); approvals are asked once the replay is
+    /// through; a permission request whose approval is no longer pending is withdrawn.
+    fn fold(&self, session_id: &str, event: &Event) -> Option<Folded> {
+        let mut sessions = lock(&self.sessions);
+        let open = sessions.get_mut(session_id)?;
+        if event.seq < open.progress.borrow().next_seq {
+            return None;
+        }
+        let mut updates = open.translator.updates(event);
+        if let EventData::UserMessage(message) = &event.data
+            && let Some(at) = open.prompted.iter().position(|sent| *sent == message.text)
+        {
+            open.prompted.remove(at);
+            updates.clear();
+        }
+        let mut ask = Vec::new();
+        if event.seq + 1 >= open.replay_end {
+            for (approval_id, request) in &open.translator.pending_approvals {
+                if open.asked.insert(approval_id.clone()) {
+                    let fields = open.translator.tool_call_fields(&request.call_id, &request.tool);
+                    ask.push((request.clone(), fields));
+                }
+            }
+        }
+        // Decided by another front, timed out, its turn cancelled.
+        let pending = &open.translator.pending_approvals;
+        open.asking.retain(|approval_id, handle| {
+            let keep = pending.contains_key(approval_id);
+            if !keep {
+                let _ = handle.cancel();
+            }
+            keep
+        });
+        let ended_turn = open.translator.last_ended.map(|(turn, _)| turn);
+        open.progress.send_replace(Progress { next_seq: event.seq + 1, ended_turn });
+        Some(Folded { updates, ask })
+    }
+
+    /// Whether step `step` of a session open here has no cost yet.
+    fn unpriced(&self, session_id: &str, step: u64) -> bool {
+        lock(&self.sessions).get(session_id).is_some_and(|open| !open.translator.is_priced(step))
+    }
+
+    /// Prices the session's finished steps with `session/usage` (at the configured prices). A
+    /// failed look-up leaves the step unpriced: its `usage_update` has no cost.
+    async fn price_steps(&self, session_id: &str) {
+        match self.usage(session_id).await {
+            Ok(usage) => {
+                if let Some(open) = lock(&self.sessions).get_mut(session_id) {
+                    open.translator.price_steps(usage.rows);
+                }
+            }
+            Err(error) => tracing::debug!("pricing the steps of {session_id}: {}", error.message),
+        }
+    }
+
     /// A dsh approval as `session/request_permission`, its `toolCall` described as the
     /// `tool_call` updates describe it (`fields`: kind, raw input, locations, an edit's diff),
     /// so clients that approve by kind can; the answer goes back through `approval/respond`. A
@@ -106,55 +132,20 @@ impl Front {
         connection: &Connection,
         session_id: String,
         asked: ApprovalRequest,
-        fields: Value,
+        fields: ToolCallUpdateFields,
     ) {
-        let ApprovalRequest { approval_id, call_id, summary, sandbox, .. } = asked;
-        let mut options = vec![
-            json!({"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"}),
-            json!({"optionId": "allow_always", "name": "Always allow this tool in this session", "kind": "allow_always"}),
-            json!({"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}),
-        ];
-        let title = match &sandbox {
-            // A command: it can also run once outside the sandbox.
-            Some(sandbox) => {
-                options.insert(
-                    1,
-                    json!({"optionId": "allow_unconfined", "name": "Allow once, outside the sandbox", "kind": "allow_once"}),
-                );
-                format!("{summary} (sandbox: {sandbox})")
-            }
-            None => summary,
-        };
-        let mut tool_call = fields;
-        tool_call["toolCallId"] = json!(call_id);
-        tool_call["title"] = json!(title);
-        let mut request = json!({
-            "sessionId": session_id,
-            "toolCall": tool_call,
-            "options": options,
-            "_meta": {"dsh/approvalId": approval_id},
-        });
-        if let Some(sandbox) = sandbox {
-            request["_meta"]["dsh/sandbox"] = json!(sandbox);
+        let request = permission_request(&session_id, &asked, fields);
+        let ApprovalRequest { approval_id, call_id, .. } = asked;
+        let sent = connection.send_request(request);
+        self.track_asking(&session_id, &approval_id, sent.cancellation_handle());
+        let answer = sent.block_task().await;
+        if let Some(open) = lock(&self.sessions).get_mut(&session_id) {
+            open.asking.remove(&approval_id);
         }
-        let decision = match serde_json::from_value::<schema::RequestPermissionRequest>(request) {
-            Ok(request) => {
-                let sent = connection.send_request(request);
-                self.track_asking(&session_id, &approval_id, sent.cancellation_handle());
-                let answer = sent.block_task().await;
-                if let Some(open) = lock(&self.sessions).get_mut(&session_id) {
-                    open.asking.remove(&approval_id);
-                }
-                match answer {
-                    Ok(response) => chosen(&response),
-                    Err(error) => {
-                        tracing::debug!("asking permission for {call_id}: {error}");
-                        ApprovalChoice::Deny
-                    }
-                }
-            }
+        let decision = match answer {
+            Ok(response) => decision(&response),
             Err(error) => {
-                tracing::warn!("building the permission request for {call_id}: {error}");
+                tracing::debug!("asking permission for {call_id}: {error}");
                 ApprovalChoice::Deny
             }
         };
@@ -165,35 +156,8 @@ impl Front {
         }
     }
 
-    /// Adds the session's cumulative cost to a step's `usage_update` (ACP's `cost`) and the
-    /// step's own cost to its `_meta["dsh/usage"]`, when its model has prices. A step not yet
-    /// priced here is looked up with `session/usage` (once: live steps; a replay's are all
-    /// known from the open).
-    async fn attach_cost(&self, session_id: &str, update: &mut Value) {
-        let Some(step) = update["_meta"][META_USAGE]["step"].as_u64() else { return };
-        let known =
-            lock(&self.sessions).get(session_id).is_some_and(|o| o.costs.contains_key(&step));
-        if !known {
-            let params = SessionParams { session_id: session_id.to_owned() };
-            match self.client.call::<method::SessionUsage>(params).await {
-                Ok(usage) => {
-                    if let Some(open) = lock(&self.sessions).get_mut(session_id) {
-                        // Finished steps only: a step that started since has no usage yet.
-                        for entry in usage.rows.into_iter().filter(|e| e.row.usage.is_some()) {
-                            open.costs.insert(entry.row.step, entry.row.cost);
-                        }
-                    }
-                }
-                Err(error) => tracing::debug!("pricing step {step}: {error}"),
-            }
-        }
-        let mut sessions = lock(&self.sessions);
-        let Some(open) = sessions.get_mut(session_id) else { return };
-        priced(update, step, &open.costs, &mut open.spent);
-    }
-
-    /// Remembers an unanswered permission request so the router can withdraw it; withdraws it
-    /// at once when its approval was settled while it was being sent.
+    /// Remembers an unanswered permission request so the forwarding task can withdraw it;
+    /// withdraws it at once when its approval was settled while it was being sent.
     fn track_asking(&self, session_id: &str, approval_id: &str, handle: RequestCancellationHandle) {
         let mut sessions = lock(&self.sessions);
         let Some(open) = sessions.get_mut(session_id) else { return };
@@ -202,27 +166,5 @@ impl Front {
         } else {
             let _ = handle.cancel();
         }
-    }
-}
-
-/// Step `step`'s `usage_update` with its cost (`costs`) and the cumulative one (`spent`, which
-/// this step is added to).
-pub(super) fn priced(
-    update: &mut Value,
-    step: u64,
-    costs: &HashMap<u64, Option<Cost>>,
-    spent: &mut Option<Option<Cost>>,
-) {
-    let cost = costs.get(&step).cloned().flatten();
-    *spent = Some(match (spent.take(), &cost) {
-        (None, Some(cost)) => Some(cost.clone()),
-        (Some(Some(sum)), Some(cost)) => sum.plus(cost),
-        _ => None,
-    });
-    if let Some(cost) = cost {
-        update["_meta"][META_USAGE]["cost"] = json!(cost);
-    }
-    if let Some(Some(spent)) = spent {
-        update["cost"] = json!({"amount": spent.amount, "currency": spent.currency});
     }
 }

@@ -4,30 +4,31 @@
 //! them, the replay of a session already open here.
 
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol::RequestCancellationHandle;
-use agent_client_protocol::v1::schema;
+use agent_client_protocol::v1::schema::{McpServer, SessionConfigOption, SessionId};
 use dsh_protocol::method;
 use dsh_protocol::{
-    Cost, EventData, McpServerSpec, SessionEventsParams, SessionMcpServersParams, SessionParams,
-    SessionSubscribeParams,
+    EventData, McpServerSpec, SessionEventsParams, SessionEventsResult, SessionMcpServersParams,
+    SessionParams, SessionSubscribeParams, SessionUsageResult,
 };
-use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::forward::priced;
 use super::{AcpError, Connection, Front, lock};
 use crate::backlog::send_update;
-use crate::convert::{checked_cwd, server_specs};
-use crate::error::rpc_error;
-use crate::translate::{META_USAGE, Translator};
+use crate::convert::{model_selector, server_specs, workspace};
+use crate::error::{rpc_error, stopped_reading};
+use crate::translate::Translator;
+
 /// How long a finished prompt waits for its turn's last events to be forwarded.
 pub(super) const FLUSH_DEADLINE: Duration = Duration::from_secs(30);
 
 /// An open session: the fold of its subscription.
 pub(super) struct Open {
+    /// The fold, priced with the session's step costs.
     pub(super) translator: Translator,
     pub(super) progress: watch::Sender<Progress>,
     /// Approvals already turned into permission requests.
@@ -42,15 +43,9 @@ pub(super) struct Open {
     /// echoed to the client that sent it (ACP's `user_message_chunk` is for `session/load`'s
     /// replay and for other clients' prompts).
     pub(super) prompted: Vec<String>,
-    /// Each finished step's cost at the configured prices (`None`: no price for its model), as
-    /// `session/usage` last said.
-    pub(super) costs: HashMap<u64, Option<Cost>>,
-    /// The session's cost up to the last forwarded step: `None` before any step, `Some(None)`
-    /// once a step had no price (or the currencies differ).
-    pub(super) spent: Option<Option<Cost>>,
 }
 
-/// How far the router has forwarded a session's events.
+/// How far the forwarding task has forwarded a session's events.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Progress {
     pub(super) next_seq: u64,
@@ -58,37 +53,28 @@ pub(super) struct Progress {
 }
 
 impl Front {
-    /// The session's configuration options for ACP's selectors: its model (category `model`),
-    /// the one its next request uses — dsh pins a session's model when it is created, so the
-    /// selector offers that one.
-    pub(super) async fn config_options(&self, session_id: &str) -> Result<Value, AcpError> {
-        let params = SessionParams { session_id: session_id.to_owned() };
-        let usage = self.client.call::<method::SessionUsage>(params).await.map_err(rpc_error)?;
-        Ok(json!([{
-            "id": "model",
-            "name": "Model",
-            "description": "The model this session is pinned to (start dsh acp with --model, or fork, for another)",
-            "category": "model",
-            "type": "select",
-            "currentValue": usage.model,
-            "options": [{
-                "value": usage.model,
-                "name": usage.model,
-                "description": format!("provider profile {}", usage.profile),
-            }],
-        }]))
+    /// The session's configuration options for ACP's selectors: its model, the one its next
+    /// request uses.
+    pub(super) async fn config_options(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<SessionConfigOption>, AcpError> {
+        let usage = self.usage(session_id).await?;
+        Ok(model_selector(&usage.model, &usage.profile))
     }
 
-    /// `session/load` (`replay`: the whole conversation first) and `session/resume`.
+    /// `session/load` (`replay`: the whole conversation first) and `session/resume`: the
+    /// session's configuration options once it is open here.
     pub(super) async fn attach(
         self: &Arc<Self>,
-        session_id: String,
-        cwd: &std::path::Path,
-        mcp_servers: &[schema::McpServer],
+        session_id: &SessionId,
+        cwd: &Path,
+        mcp_servers: &[McpServer],
         replay: bool,
         connection: &Connection,
-    ) -> Result<Value, AcpError> {
-        checked_cwd(cwd)?;
+    ) -> Result<Vec<SessionConfigOption>, AcpError> {
+        let session_id = session_id.to_string();
+        workspace(cwd)?;
         // The session's own servers, as the editor gives them now (the same ones: nothing
         // changes, the next request is byte-identical; fewer: a logged tools delta).
         let servers = server_specs(mcp_servers)?;
@@ -103,7 +89,7 @@ impl Front {
             // fold of its own.
             self.replay(&session_id, connection).await?;
         }
-        Ok(json!({"configOptions": self.config_options(&session_id).await?}))
+        self.config_options(&session_id).await
     }
 
     /// Gives the session its own MCP servers (`session/mcpServers`), replacing the ones it had.
@@ -118,18 +104,14 @@ impl Front {
     }
 
     /// Opens `session_id` in this front: subscribes to its log — from the start when
-    /// `replay`, which the router forwards as the replayed conversation — and returns once the
-    /// events that were logged before are forwarded.
+    /// `replay`, which the forwarding task forwards as the replayed conversation — and returns
+    /// once the events that were logged before are forwarded.
     pub(super) async fn open(
         self: &Arc<Self>,
         session_id: &str,
         replay: bool,
     ) -> Result<(), AcpError> {
-        let usage = self
-            .client
-            .call::<method::SessionUsage>(SessionParams { session_id: session_id.to_owned() })
-            .await
-            .map_err(rpc_error)?;
+        let usage = self.usage(session_id).await?;
         let first = self.events(session_id, 0, 1).await?;
         let length = first.length;
         let workspace = first
@@ -147,28 +129,21 @@ impl Front {
             if sessions.contains_key(session_id) {
                 return Ok(());
             }
-            let translator = Translator::new(workspace, usage.context_window);
-            let costs = usage
-                .rows
-                .iter()
-                .filter(|entry| entry.row.usage.is_some())
-                .map(|entry| (entry.row.step, entry.row.cost.clone()));
+            let mut translator = Translator::new(workspace, usage.context_window);
+            let finished = translator.price_steps(usage.rows);
             // Without the replay, the steps before are counted all the same.
-            let finished = usage.rows.iter().any(|entry| entry.row.usage.is_some());
-            let spent = (!replay && finished).then(|| usage.cost.clone());
-            sessions.insert(
-                session_id.to_owned(),
-                Open {
-                    translator,
-                    progress,
-                    asked: HashSet::new(),
-                    asking: HashMap::new(),
-                    replay_end: length,
-                    prompted: Vec::new(),
-                    costs: costs.collect(),
-                    spent,
-                },
-            );
+            if !replay && finished {
+                translator.spent_before(usage.cost);
+            }
+            let open = Open {
+                translator,
+                progress,
+                asked: HashSet::new(),
+                asking: HashMap::new(),
+                replay_end: length,
+                prompted: Vec::new(),
+            };
+            sessions.insert(session_id.to_owned(), open);
         }
         let params =
             SessionSubscribeParams { session_id: session_id.to_owned(), from_seq: Some(from) };
@@ -183,34 +158,19 @@ impl Front {
 
     /// The conversation of a session already open here, replayed from its log.
     async fn replay(&self, session_id: &str, connection: &Connection) -> Result<(), AcpError> {
-        let workspace;
-        let window;
-        {
+        let mut translator = {
             let sessions = lock(&self.sessions);
             let Some(open) = sessions.get(session_id) else { return Ok(()) };
-            workspace = open.translator.workspace().to_owned();
-            window = open.translator.window();
-        }
-        let mut translator = Translator::new(workspace, window);
-        let params = SessionParams { session_id: session_id.to_owned() };
-        let usage = self.client.call::<method::SessionUsage>(params).await.map_err(rpc_error)?;
-        let costs: HashMap<u64, Option<Cost>> =
-            usage.rows.into_iter().map(|entry| (entry.row.step, entry.row.cost)).collect();
-        let mut spent = None;
+            Translator::new(open.translator.workspace().to_owned(), open.translator.window())
+        };
+        translator.price_steps(self.usage(session_id).await?.rows);
         let mut from = 0;
         loop {
             let page = self.events(session_id, from, 1000).await?;
             for delivered in &page.events {
-                {
-                    let event = &delivered.event;
-                    for mut update in translator.updates(event) {
-                        if let Some(step) = update["_meta"][META_USAGE]["step"].as_u64() {
-                            priced(&mut update, step, &costs, &mut spent);
-                        }
-                        if send_update(connection, &self.backlog, session_id, update).await.is_err()
-                        {
-                            return Err(AcpError::new(-32603, "the client stopped reading"));
-                        }
+                for update in translator.updates(&delivered.event) {
+                    if send_update(connection, &self.backlog, session_id, update).await.is_err() {
+                        return Err(stopped_reading());
                     }
                 }
             }
@@ -226,8 +186,14 @@ impl Front {
         session_id: &str,
         from_seq: u64,
         limit: u64,
-    ) -> Result<dsh_protocol::SessionEventsResult, AcpError> {
+    ) -> Result<SessionEventsResult, AcpError> {
         let params = SessionEventsParams { session_id: session_id.to_owned(), from_seq, limit };
         self.client.call::<method::SessionEvents>(params).await.map_err(rpc_error)
+    }
+
+    /// `session/usage`: the session's model, context window and per-step costs.
+    pub(super) async fn usage(&self, session_id: &str) -> Result<SessionUsageResult, AcpError> {
+        let params = SessionParams { session_id: session_id.to_owned() };
+        self.client.call::<method::SessionUsage>(params).await.map_err(rpc_error)
     }
 }
