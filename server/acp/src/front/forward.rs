@@ -1,7 +1,7 @@
 //! The forwarding task: reads the daemon connection's notifications in order, folds each open
-//! session's events into `session/update`s (marking them forwarded: what a prompt's answer and
-//! an open wait for) and sends them; asks the editor's permission for each pending approval,
-//! and withdraws a permission request once its approval is settled elsewhere.
+//! session's events into `session/update`s and sends them, then marks them forwarded (what a
+//! prompt's answer and an open wait for); asks the editor's permission for each pending
+//! approval, and withdraws a permission request once its approval is settled elsewhere.
 
 use std::sync::Arc;
 
@@ -54,6 +54,7 @@ impl Front {
                     return;
                 }
             }
+            self.forwarded(&session_id, &event);
             for (request, fields) in ask {
                 let front = Arc::clone(self);
                 let connection = connection.clone();
@@ -65,10 +66,10 @@ impl Front {
         }
     }
 
-    /// Folds `event` of `session_id` and marks it forwarded: `None` when the session is not
-    /// open here or the event was forwarded already. A `user/message` of this front's own
-    /// prompt makes no update (its client has it); approvals are asked once the replay is
-    /// through; a permission request whose approval is no longer pending is withdrawn.
+    /// Folds `event` of `session_id`: `None` when the session is not open here or the event
+    /// was forwarded already. A `user/message` of this front's own prompt makes no update (its
+    /// client has it); approvals are asked once the replay is through; a permission request
+    /// whose approval is no longer pending is withdrawn.
     fn fold(&self, session_id: &str, event: &Event) -> Option<Folded> {
         let mut sessions = lock(&self.sessions);
         let open = sessions.get_mut(session_id)?;
@@ -100,9 +101,15 @@ impl Front {
             }
             keep
         });
-        let ended_turn = open.translator.last_ended.map(|(turn, _)| turn);
-        open.progress.send_replace(Progress { next_seq: event.seq + 1, ended_turn });
         Some(Folded { updates, ask })
+    }
+
+    /// Marks `event` and its updates forwarded, and the turn that ended with it.
+    fn forwarded(&self, session_id: &str, event: &Event) {
+        if let Some(open) = lock(&self.sessions).get(session_id) {
+            let ended_turn = open.translator.last_ended.map(|(turn, _)| turn);
+            open.progress.send_replace(Progress { next_seq: event.seq + 1, ended_turn });
+        }
     }
 
     /// Whether step `step` of a session open here has no cost yet.
