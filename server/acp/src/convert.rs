@@ -63,51 +63,10 @@ pub(crate) fn workspace(cwd: &Path) -> Result<String, AcpError> {
 /// to the same name are refused, naming both.
 pub(crate) fn server_specs(servers: &[McpServer]) -> Result<Vec<McpServerSpec>, AcpError> {
     let mut specs: Vec<McpServerSpec> = Vec::new();
-    let mut given: HashMap<String, String> = HashMap::new();
+    let mut given: HashMap<String, &str> = HashMap::new();
     for server in servers {
-        let (original, spec) = match server {
-            McpServer::Stdio(stdio) => (
-                &stdio.name,
-                McpServerSpec {
-                    name: server_name(&stdio.name)?,
-                    command: Some(stdio.command.display().to_string()),
-                    args: stdio.args.clone(),
-                    env: stdio.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect(),
-                    cwd: None,
-                    url: None,
-                    headers: Default::default(),
-                },
-            ),
-            McpServer::Http(http) => (
-                &http.name,
-                McpServerSpec {
-                    name: server_name(&http.name)?,
-                    command: None,
-                    args: Vec::new(),
-                    env: Default::default(),
-                    cwd: None,
-                    url: Some(http.url.clone()),
-                    headers: http
-                        .headers
-                        .iter()
-                        .map(|h| (h.name.clone(), h.value.clone()))
-                        .collect(),
-                },
-            ),
-            McpServer::Sse(sse) => {
-                return Err(invalid_params(format!(
-                    "MCP server `{}`: the SSE transport is not supported (MCP deprecated it); \
-                     use its streamable-HTTP endpoint (`\"type\": \"http\"`) or run it over stdio",
-                    sse.name
-                )));
-            }
-            _ => {
-                return Err(invalid_params(
-                    "an MCP server of a transport dsh does not know: use stdio or http".to_owned(),
-                ));
-            }
-        };
-        if let Some(first) = given.insert(spec.name.clone(), original.clone()) {
+        let (original, spec) = server_spec(server)?;
+        if let Some(first) = given.insert(spec.name.clone(), original) {
             return Err(invalid_params(format!(
                 "MCP servers `{first}` and `{original}` both become `{}` in dsh (server names are \
                  letters, digits and `-`): rename one",
@@ -117,6 +76,44 @@ pub(crate) fn server_specs(servers: &[McpServer]) -> Result<Vec<McpServerSpec>, 
         specs.push(spec);
     }
     Ok(specs)
+}
+
+/// One of the editor's MCP servers as dsh's, with its ACP name.
+fn server_spec(server: &McpServer) -> Result<(&str, McpServerSpec), AcpError> {
+    match server {
+        McpServer::Stdio(stdio) => Ok((
+            &stdio.name,
+            McpServerSpec {
+                name: server_name(&stdio.name)?,
+                command: Some(stdio.command.display().to_string()),
+                args: stdio.args.clone(),
+                env: stdio.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect(),
+                cwd: None,
+                url: None,
+                headers: Default::default(),
+            },
+        )),
+        McpServer::Http(http) => Ok((
+            &http.name,
+            McpServerSpec {
+                name: server_name(&http.name)?,
+                command: None,
+                args: Vec::new(),
+                env: Default::default(),
+                cwd: None,
+                url: Some(http.url.clone()),
+                headers: http.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
+            },
+        )),
+        McpServer::Sse(sse) => Err(invalid_params(format!(
+            "MCP server `{}`: the SSE transport is not supported (MCP deprecated it); use its \
+             streamable-HTTP endpoint (`\"type\": \"http\"`) or run it over stdio",
+            sse.name
+        ))),
+        _ => {
+            Err(invalid_params("an MCP server of a transport dsh does not know: use stdio or http"))
+        }
+    }
 }
 
 /// An ACP server name as dsh's (1 to 32 ASCII letters, digits or `-`, so its tools can be

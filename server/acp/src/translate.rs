@@ -106,28 +106,7 @@ impl Translator {
                 let chunk = text_chunk(&message.text).meta(ext::steering_message_meta());
                 vec![SessionUpdate::UserMessageChunk(chunk)]
             }
-            EventData::AssistantChunk(chunk_event) => match &chunk_event.delta {
-                // An empty piece (a role frame's) shows nothing.
-                ChunkDelta::Text { text } | ChunkDelta::Reasoning { text } if text.is_empty() => {
-                    vec![]
-                }
-                ChunkDelta::Text { text } => {
-                    vec![SessionUpdate::AgentMessageChunk(text_chunk(text))]
-                }
-                ChunkDelta::Reasoning { text } => {
-                    vec![SessionUpdate::AgentThoughtChunk(text_chunk(text))]
-                }
-                ChunkDelta::ToolCall { id, name, .. } => {
-                    let call = ToolCall::new(id.clone(), name.clone())
-                        .kind(tool_kind(name))
-                        .status(ToolCallStatus::Pending);
-                    vec![SessionUpdate::ToolCall(call)]
-                }
-                // Opaque to people: a signature or encrypted reasoning shows nothing.
-                ChunkDelta::ToolArgs { .. }
-                | ChunkDelta::ReasoningSignature { .. }
-                | ChunkDelta::RedactedReasoning { .. } => vec![],
-            },
+            EventData::AssistantChunk(chunk) => chunk_update(&chunk.delta).into_iter().collect(),
             EventData::AssistantMessage(turn) => {
                 let mut updates = Vec::new();
                 for call in &turn.message.tool_calls {
@@ -149,27 +128,8 @@ impl Translator {
                 ))]
             }
             EventData::ToolResult(result) => {
-                let mut content = Vec::new();
-                if let Some((name, input)) = self.calls.remove(&result.call_id)
-                    && !result.is_error
-                    && let Some(diff) = self.diff(&name, &input)
-                {
-                    content.push(ToolCallContent::Diff(diff));
-                }
-                content.push(ToolCallContent::from(result.content.clone()));
-                let status = if result.is_error {
-                    ToolCallStatus::Failed
-                } else {
-                    ToolCallStatus::Completed
-                };
-                let fields = ToolCallUpdateFields::new()
-                    .status(status)
-                    .content(content)
-                    .raw_output(json!({"content": result.content, "isError": result.is_error}));
-                vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    result.call_id.clone(),
-                    fields,
-                ))]
+                let update = self.result_update(&result.call_id, &result.content, result.is_error);
+                vec![SessionUpdate::ToolCallUpdate(update)]
             }
             EventData::StepEnd(end) => {
                 self.last_finish_reason = Some(end.finish_reason.clone());
@@ -185,6 +145,25 @@ impl Translator {
             }
             _ => vec![],
         }
+    }
+
+    /// The `tool_call_update` of a call's result: its status, an edit's diff (its call's
+    /// fields are dropped here) and the result text.
+    fn result_update(&mut self, call_id: &str, text: &str, is_error: bool) -> ToolCallUpdate {
+        let mut content = Vec::new();
+        if let Some((name, input)) = self.calls.remove(call_id)
+            && !is_error
+            && let Some(diff) = self.diff(&name, &input)
+        {
+            content.push(ToolCallContent::Diff(diff));
+        }
+        content.push(ToolCallContent::from(text));
+        let status = if is_error { ToolCallStatus::Failed } else { ToolCallStatus::Completed };
+        let fields = ToolCallUpdateFields::new()
+            .status(status)
+            .content(content)
+            .raw_output(json!({"content": text, "isError": is_error}));
+        ToolCallUpdate::new(call_id.to_owned(), fields)
     }
 
     /// What ACP says of tool call `call_id` besides its id, for a permission request's
@@ -260,6 +239,26 @@ impl Translator {
             "write_file" => Some(Diff::new(path, text("content")?)),
             _ => None,
         }
+    }
+}
+
+/// What a streamed piece shows: text and thoughts as they come, a tool call as it starts.
+fn chunk_update(delta: &ChunkDelta) -> Option<SessionUpdate> {
+    match delta {
+        // An empty piece (a role frame's) shows nothing.
+        ChunkDelta::Text { text } | ChunkDelta::Reasoning { text } if text.is_empty() => None,
+        ChunkDelta::Text { text } => Some(SessionUpdate::AgentMessageChunk(text_chunk(text))),
+        ChunkDelta::Reasoning { text } => Some(SessionUpdate::AgentThoughtChunk(text_chunk(text))),
+        ChunkDelta::ToolCall { id, name, .. } => {
+            let call = ToolCall::new(id.clone(), name.clone())
+                .kind(tool_kind(name))
+                .status(ToolCallStatus::Pending);
+            Some(SessionUpdate::ToolCall(call))
+        }
+        // Opaque to people: a signature or encrypted reasoning shows nothing.
+        ChunkDelta::ToolArgs { .. }
+        | ChunkDelta::ReasoningSignature { .. }
+        | ChunkDelta::RedactedReasoning { .. } => None,
     }
 }
 
