@@ -6,18 +6,23 @@
 //! It holds no session state of its own: what it keeps per session (the [`translate`] fold,
 //! the subscription) is rebuilt from the log whenever a session is opened, so closing the
 //! front (stdin's end) ends the front, never a turn. It does not run the agent, touch a log or
-//! a provider, or take MCP servers from the editor (a `session/new` with MCP servers is
-//! refused: dsh's come from its configuration). ACP framing, dispatch and the message types are
-//! the `agent-client-protocol` SDK's; stdout carries ACP only, logs go to stderr.
+//! a provider, or start MCP servers: the editor's become the session's own through the daemon
+//! (`session/mcpServers`). ACP framing, dispatch and the message types — requests, responses,
+//! updates, error codes — are the `agent-client-protocol` SDK's; stdout carries ACP only, logs
+//! go to stderr.
 //!
 //! `--provider` and `--model` (from [`FrontOptions`]) pin the sessions `session/new` creates,
 //! whose model the answer's `configOptions` shows; flags the running daemon cannot honour fail
 //! `initialize`. A prompt is never echoed to the connection that sent it.
 //!
-//! Extensions (documented in `protocol/acp.md`): `_session/steering` (the shape the Claude Code
-//! and Codex adapters use), `_dsh/fork`, `_dsh/request`, and the per-step usage under
-//! `_meta["dsh/usage"]` of each `usage_update`.
+//! Extensions (documented in `protocol/acp.md`, built in `ext.rs` only): `_session/steering`
+//! (the shape the Claude Code and Codex adapters use), `_dsh/fork`, `_dsh/request`, and the
+//! per-step usage under `_meta["dsh/usage"]` of each `usage_update`.
 
+mod backlog;
+mod convert;
+mod error;
+mod ext;
 mod front;
 pub mod translate;
 

@@ -1,15 +1,25 @@
-//! Log events → ACP `session/update` payloads: one fold per session, used alike for the live
-//! stream and for `session/load`'s replay (both are the same subscription from a seq), so a
-//! replayed conversation is the live one again.
+//! Log events → ACP `session/update`s: one fold per session, used alike for the live stream
+//! and for `session/load`'s replay (both are the same subscription from a seq), so a replayed
+//! conversation is the live one again.
 //!
-//! Pure: no I/O. The payloads are JSON in ACP's v1 shapes; the caller turns each into the SDK's
-//! `SessionNotification` type.
+//! Pure: no I/O. The updates are the SDK's typed `SessionUpdate`s; dsh's own data in them (a
+//! step's usage and cost, a steering message's mark) is `_meta` built by `ext.rs`. A step's
+//! cost is an input (`session/usage`'s per-step costs, given with [`Translator::price_steps`]), so the
+//! fold also keeps the session's cumulative cost that each `usage_update` carries.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use dsh_protocol::{ApprovalRequest, ChunkDelta, Event, EventData, StopReason, Usage};
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, Cost as AcpCost, Diff, SessionUpdate, ToolCall, ToolCallContent,
+    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
+};
+use dsh_protocol::{
+    ApprovalRequest, ChunkDelta, Cost, Event, EventData, StopReason, Usage, UsageEntry,
+};
 use serde_json::{Value, json};
+
+use crate::ext;
 
 /// What the fold knows about a session's log so far.
 #[derive(Debug, Default)]
@@ -29,10 +39,13 @@ pub struct Translator {
     calls: HashMap<String, (String, Value)>,
     /// Approvals asked and not yet decided, by approval id.
     pub pending_approvals: HashMap<String, ApprovalRequest>,
+    /// Each finished step's cost at the configured prices (`None`: no price for its model), as
+    /// `session/usage` said.
+    costs: HashMap<u64, Option<Cost>>,
+    /// The session's cost up to the last step folded: `None` before any step, `Some(None)`
+    /// once a step had no price (or the currencies differ).
+    spent: Option<Option<Cost>>,
 }
-
-/// The extension namespace of dsh's `_meta` keys and methods.
-pub const META_USAGE: &str = "dsh/usage";
 
 impl Translator {
     /// A fold for a session in `workspace` whose model has `window` tokens of context.
@@ -50,8 +63,31 @@ impl Translator {
         self.window
     }
 
+    /// The costs of the finished steps among `rows` (`session/usage`'s), for their
+    /// `usage_update`s; whether there was any. A step that has not finished has no usage, nor
+    /// its final cost, yet.
+    pub fn price_steps(&mut self, rows: Vec<UsageEntry>) -> bool {
+        let mut finished = false;
+        for entry in rows.into_iter().filter(|entry| entry.row.usage.is_some()) {
+            self.costs.insert(entry.row.step, entry.row.cost);
+            finished = true;
+        }
+        finished
+    }
+
+    /// Whether step `step`'s cost was given.
+    pub fn is_priced(&self, step: u64) -> bool {
+        self.costs.contains_key(&step)
+    }
+
+    /// The cost of the steps before the first event this fold sees (a subscription from the
+    /// log's end), which the first `usage_update`'s cumulative cost starts from.
+    pub fn spent_before(&mut self, spent: Option<Cost>) {
+        self.spent = Some(spent);
+    }
+
     /// The updates `event` makes, in order.
-    pub fn updates(&mut self, event: &Event) -> Vec<Value> {
+    pub fn updates(&mut self, event: &Event) -> Vec<SessionUpdate> {
         match &event.data {
             EventData::TurnStart(start) => {
                 self.running_turn = Some(start.turn);
@@ -63,76 +99,41 @@ impl Translator {
                 self.pending_approvals.clear();
                 vec![]
             }
-            EventData::UserMessage(message) => vec![chunk("user_message_chunk", &message.text)],
-            EventData::SteeringMessage(message) => {
-                let mut update = chunk("user_message_chunk", &message.text);
-                update["_meta"] = json!({"dsh/steering": true});
-                vec![update]
+            EventData::UserMessage(message) => {
+                vec![SessionUpdate::UserMessageChunk(text_chunk(&message.text))]
             }
-            EventData::AssistantChunk(chunk_event) => match &chunk_event.delta {
-                // An empty piece (a role frame's) shows nothing.
-                ChunkDelta::Text { text } | ChunkDelta::Reasoning { text } if text.is_empty() => {
-                    vec![]
-                }
-                ChunkDelta::Text { text } => vec![chunk("agent_message_chunk", text)],
-                ChunkDelta::Reasoning { text } => vec![chunk("agent_thought_chunk", text)],
-                ChunkDelta::ToolCall { id, name, .. } => {
-                    vec![json!({
-                        "sessionUpdate": "tool_call",
-                        "toolCallId": id,
-                        "title": name,
-                        "kind": tool_kind(name),
-                        "status": "pending",
-                    })]
-                }
-                // Opaque to people: a signature or encrypted reasoning shows nothing.
-                ChunkDelta::ToolArgs { .. }
-                | ChunkDelta::ReasoningSignature { .. }
-                | ChunkDelta::RedactedReasoning { .. } => vec![],
-            },
+            EventData::SteeringMessage(message) => {
+                let chunk = text_chunk(&message.text).meta(ext::steering_message_meta());
+                vec![SessionUpdate::UserMessageChunk(chunk)]
+            }
+            EventData::AssistantChunk(chunk) => chunk_update(&chunk.delta).into_iter().collect(),
             EventData::AssistantMessage(turn) => {
                 let mut updates = Vec::new();
                 for call in &turn.message.tool_calls {
                     let input: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-                    let mut update =
-                        json!({"sessionUpdate": "tool_call_update", "toolCallId": call.id});
-                    if let (Some(update), Value::Object(fields)) =
-                        (update.as_object_mut(), self.call_fields(&call.name, &input))
-                    {
-                        update.extend(fields);
-                    }
+                    let fields = self.call_fields(&call.name, &input);
                     self.calls.insert(call.id.clone(), (call.name.clone(), input));
-                    updates.push(update);
+                    updates.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        call.id.clone(),
+                        fields,
+                    )));
                 }
                 updates
             }
-            EventData::ToolCall(started) => vec![json!({
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": started.call_id,
-                "status": "in_progress",
-            })],
+            EventData::ToolCall(started) => {
+                let fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+                vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    started.call_id.clone(),
+                    fields,
+                ))]
+            }
             EventData::ToolResult(result) => {
-                let mut content = Vec::new();
-                if let Some((name, input)) = self.calls.remove(&result.call_id)
-                    && !result.is_error
-                    && let Some(diff) = self.diff(&name, &input)
-                {
-                    content.push(diff);
-                }
-                content.push(
-                    json!({"type": "content", "content": {"type": "text", "text": result.content}}),
-                );
-                vec![json!({
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": result.call_id,
-                    "status": if result.is_error { "failed" } else { "completed" },
-                    "content": content,
-                    "rawOutput": {"content": result.content, "isError": result.is_error},
-                })]
+                let update = self.result_update(&result.call_id, &result.content, result.is_error);
+                vec![SessionUpdate::ToolCallUpdate(update)]
             }
             EventData::StepEnd(end) => {
                 self.last_finish_reason = Some(end.finish_reason.clone());
-                vec![self.usage_update(end.step, &end.usage)]
+                vec![SessionUpdate::UsageUpdate(self.usage_update(end.step, &end.usage))]
             }
             EventData::ApprovalRequest(request) => {
                 self.pending_approvals.insert(request.approval_id.clone(), request.clone());
@@ -146,51 +147,65 @@ impl Translator {
         }
     }
 
+    /// The `tool_call_update` of a call's result: its status, an edit's diff (its call's
+    /// fields are dropped here) and the result text.
+    fn result_update(&mut self, call_id: &str, text: &str, is_error: bool) -> ToolCallUpdate {
+        let mut content = Vec::new();
+        if let Some((name, input)) = self.calls.remove(call_id)
+            && !is_error
+            && let Some(diff) = self.diff(&name, &input)
+        {
+            content.push(ToolCallContent::Diff(diff));
+        }
+        content.push(ToolCallContent::from(text));
+        let status = if is_error { ToolCallStatus::Failed } else { ToolCallStatus::Completed };
+        let fields = ToolCallUpdateFields::new()
+            .status(status)
+            .content(content)
+            .raw_output(json!({"content": text, "isError": is_error}));
+        ToolCallUpdate::new(call_id.to_owned(), fields)
+    }
+
     /// What ACP says of tool call `call_id` besides its id, for a permission request's
     /// `toolCall` (as its `tool_call_update` after `assistant/message` said it): `kind`,
     /// `title`, `rawInput`, `locations`, and an edit's `diff` as `content`. Only `kind`
     /// (`other`) for a call the fold has not seen.
-    pub fn tool_call_fields(&self, call_id: &str, tool: &str) -> Value {
+    pub fn tool_call_fields(&self, call_id: &str, tool: &str) -> ToolCallUpdateFields {
         match self.calls.get(call_id) {
             Some((name, input)) => self.call_fields(name, input),
-            None => json!({"kind": tool_kind(tool)}),
+            None => ToolCallUpdateFields::new().kind(tool_kind(tool)),
         }
     }
 
     /// What a call shows, the same in its `tool_call_update` and its permission request:
     /// `kind`, `title`, `rawInput`, an edit's `diff` as `content`, the file as `locations`.
-    fn call_fields(&self, name: &str, input: &Value) -> Value {
-        let mut fields = json!({
-            "title": self.title(name, input),
-            "kind": tool_kind(name),
-            "rawInput": input,
-        });
-        if let Some(diff) = self.diff(name, input) {
-            fields["content"] = json!([diff]);
-        }
-        if let Some(path) = self.path_of(input) {
-            fields["locations"] = json!([{"path": path}]);
-        }
-        fields
+    fn call_fields(&self, name: &str, input: &Value) -> ToolCallUpdateFields {
+        let diff = self.diff(name, input).map(|diff| vec![ToolCallContent::Diff(diff)]);
+        let locations = self.path_of(input).map(|path| vec![ToolCallLocation::new(path)]);
+        ToolCallUpdateFields::new()
+            .title(self.title(name, input))
+            .kind(tool_kind(name))
+            .raw_input(input.clone())
+            .content(diff)
+            .locations(locations)
     }
 
-    /// `usage_update` closing step `step`: the context the step used against the window, and
-    /// the step's own usage with ACP's unstable `Usage` names under `_meta`.
-    fn usage_update(&self, step: u64, usage: &Usage) -> Value {
-        json!({
-            "sessionUpdate": "usage_update",
-            "used": usage.prompt_tokens + usage.completion_tokens,
-            "size": self.window,
-            "_meta": {META_USAGE: {
-                "step": step,
-                "inputTokens": usage.prompt_tokens,
-                "outputTokens": usage.completion_tokens,
-                "cachedReadTokens": usage.cache_hit_tokens,
-                "cachedWriteTokens": usage.cache_miss_tokens,
-                "thoughtTokens": usage.reasoning_tokens,
-                "totalTokens": usage.prompt_tokens + usage.completion_tokens,
-            }},
-        })
+    /// `usage_update` closing step `step`: the context the step used against the window, the
+    /// session's cost so far, and the step's own usage and cost under `_meta`.
+    fn usage_update(&mut self, step: u64, usage: &Usage) -> UsageUpdate {
+        let cost = self.costs.get(&step).cloned().flatten();
+        self.spent = Some(match (self.spent.take(), &cost) {
+            (None, Some(cost)) => Some(cost.clone()),
+            (Some(Some(sum)), Some(cost)) => sum.plus(cost),
+            _ => None,
+        });
+        let spent = match &self.spent {
+            Some(Some(spent)) => Some(AcpCost::new(spent.amount, spent.currency.clone())),
+            _ => None,
+        };
+        UsageUpdate::new(usage.prompt_tokens + usage.completion_tokens, self.window)
+            .cost(spent)
+            .meta(ext::step_usage_meta(step, usage, cost.as_ref()))
     }
 
     /// A title people read: the tool and what it works on.
@@ -205,51 +220,60 @@ impl Translator {
     }
 
     /// The absolute path a file tool works on.
-    fn path_of(&self, input: &Value) -> Option<String> {
-        let path = input.get("path")?.as_str()?;
-        let path = Path::new(path);
+    fn path_of(&self, input: &Value) -> Option<PathBuf> {
+        let path = Path::new(input.get("path")?.as_str()?);
         Some(if path.is_absolute() {
-            path.display().to_string()
+            path.to_owned()
         } else {
-            Path::new(&self.workspace).join(path).display().to_string()
+            Path::new(&self.workspace).join(path)
         })
     }
 
     /// The `diff` content item of an edit (the replaced and the new text) or of a write (the
     /// whole new text; the log does not hold what the file had before).
-    fn diff(&self, name: &str, input: &Value) -> Option<Value> {
+    fn diff(&self, name: &str, input: &Value) -> Option<Diff> {
         let path = self.path_of(input)?;
         let text = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_owned);
         match name {
-            "edit_file" => Some(json!({
-                "type": "diff",
-                "path": path,
-                "oldText": text("old_string")?,
-                "newText": text("new_string")?,
-            })),
-            "write_file" => Some(json!({
-                "type": "diff",
-                "path": path,
-                "oldText": null,
-                "newText": text("content")?,
-            })),
+            "edit_file" => Some(Diff::new(path, text("new_string")?).old_text(text("old_string")?)),
+            "write_file" => Some(Diff::new(path, text("content")?)),
             _ => None,
         }
     }
 }
 
-fn chunk(kind: &str, text: &str) -> Value {
-    json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+/// What a streamed piece shows: text and thoughts as they come, a tool call as it starts.
+fn chunk_update(delta: &ChunkDelta) -> Option<SessionUpdate> {
+    match delta {
+        // An empty piece (a role frame's) shows nothing.
+        ChunkDelta::Text { text } | ChunkDelta::Reasoning { text } if text.is_empty() => None,
+        ChunkDelta::Text { text } => Some(SessionUpdate::AgentMessageChunk(text_chunk(text))),
+        ChunkDelta::Reasoning { text } => Some(SessionUpdate::AgentThoughtChunk(text_chunk(text))),
+        ChunkDelta::ToolCall { id, name, .. } => {
+            let call = ToolCall::new(id.clone(), name.clone())
+                .kind(tool_kind(name))
+                .status(ToolCallStatus::Pending);
+            Some(SessionUpdate::ToolCall(call))
+        }
+        // Opaque to people: a signature or encrypted reasoning shows nothing.
+        ChunkDelta::ToolArgs { .. }
+        | ChunkDelta::ReasoningSignature { .. }
+        | ChunkDelta::RedactedReasoning { .. } => None,
+    }
+}
+
+fn text_chunk(text: &str) -> ContentChunk {
+    ContentChunk::new(ContentBlock::from(text))
 }
 
 /// ACP's tool kind for each built-in tool.
-pub fn tool_kind(name: &str) -> &'static str {
+pub fn tool_kind(name: &str) -> ToolKind {
     match name {
-        "read_file" | "list_dir" => "read",
-        "edit_file" | "write_file" => "edit",
-        "grep" | "glob" => "search",
-        "run_command" => "execute",
-        _ => "other",
+        "read_file" | "list_dir" => ToolKind::Read,
+        "edit_file" | "write_file" => ToolKind::Edit,
+        "grep" | "glob" => ToolKind::Search,
+        "run_command" => ToolKind::Execute,
+        _ => ToolKind::Other,
     }
 }
 

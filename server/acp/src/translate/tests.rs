@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use expect_test::expect;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -13,7 +14,7 @@ fn render(log: &str) -> String {
     for (index, line) in log.lines().enumerate() {
         let event = dsh_protocol::decode_event(line, index + 1).unwrap();
         for update in translator.updates(&event) {
-            out.push_str(&format!("{} {update}\n", event.seq));
+            out.push_str(&format!("{} {}\n", event.seq, serde_json::to_string(&update).unwrap()));
         }
     }
     out
@@ -48,14 +49,14 @@ fn a_turn_becomes_acp_updates_in_log_order() {
         2 {"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"Fix the typo"}}
         5 {"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"Edit it."}}
         6 {"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"On it."}}
-        7 {"sessionUpdate":"tool_call","toolCallId":"call_1","title":"edit_file","kind":"edit","status":"pending"}
-        9 {"sessionUpdate":"tool_call_update","toolCallId":"call_1","title":"edit_file: src/a.rs","kind":"edit","rawInput":{"path":"src/a.rs","old_string":"teh","new_string":"the"},"content":[{"type":"diff","path":"/work/demo/src/a.rs","oldText":"teh","newText":"the"}],"locations":[{"path":"/work/demo/src/a.rs"}]}
+        7 {"sessionUpdate":"tool_call","toolCallId":"call_1","title":"edit_file","kind":"edit"}
+        9 {"sessionUpdate":"tool_call_update","toolCallId":"call_1","kind":"edit","title":"edit_file: src/a.rs","content":[{"type":"diff","path":"/work/demo/src/a.rs","oldText":"teh","newText":"the"}],"locations":[{"path":"/work/demo/src/a.rs"}],"rawInput":{"path":"src/a.rs","old_string":"teh","new_string":"the"}}
         11 {"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"and the comment too"},"_meta":{"dsh/steering":true}}
         13 {"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"in_progress"}
         14 {"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"completed","content":[{"type":"diff","path":"/work/demo/src/a.rs","oldText":"teh","newText":"the"},{"type":"content","content":{"type":"text","text":"edited src/a.rs"}}],"rawOutput":{"content":"edited src/a.rs","isError":false}}
         15 {"sessionUpdate":"usage_update","used":320,"size":131072,"_meta":{"dsh/usage":{"step":1,"inputTokens":300,"outputTokens":20,"cachedReadTokens":256,"cachedWriteTokens":44,"thoughtTokens":3,"totalTokens":320}}}
-        17 {"sessionUpdate":"tool_call","toolCallId":"call_2","title":"run_command","kind":"execute","status":"pending"}
-        18 {"sessionUpdate":"tool_call_update","toolCallId":"call_2","title":"run_command: cargo test…","kind":"execute","rawInput":{"command":"cargo test\nmore"}}
+        17 {"sessionUpdate":"tool_call","toolCallId":"call_2","title":"run_command","kind":"execute"}
+        18 {"sessionUpdate":"tool_call_update","toolCallId":"call_2","kind":"execute","title":"run_command: cargo test…","rawInput":{"command":"cargo test\nmore"}}
         19 {"sessionUpdate":"tool_call_update","toolCallId":"call_2","status":"failed","content":[{"type":"content","content":{"type":"text","text":"denied by the user"}}],"rawOutput":{"content":"denied by the user","isError":true}}
         20 {"sessionUpdate":"usage_update","used":348,"size":131072,"_meta":{"dsh/usage":{"step":2,"inputTokens":340,"outputTokens":8,"cachedReadTokens":320,"cachedWriteTokens":20,"thoughtTokens":0,"totalTokens":348}}}
     "#]]
@@ -96,7 +97,8 @@ fn tool_kinds_follow_what_each_tool_does() {
     .iter()
     .map(|name| tool_kind(name))
     .collect();
-    assert_eq!(kinds, ["read", "read", "edit", "edit", "search", "search", "execute", "other"]);
+    use ToolKind::*;
+    assert_eq!(kinds, [Read, Read, Edit, Edit, Search, Search, Execute, Other]);
 }
 
 #[test]
@@ -106,9 +108,89 @@ fn a_permission_request_describes_its_call_as_the_tool_call_updates_do() {
         translator.updates(&dsh_protocol::decode_event(line, index + 1).unwrap());
     }
     let asked = &translator.pending_approvals["a1"];
-    expect![[r#"{"title":"edit_file: src/a.rs","kind":"edit","rawInput":{"path":"src/a.rs","old_string":"teh","new_string":"the"},"content":[{"type":"diff","path":"/work/demo/src/a.rs","oldText":"teh","newText":"the"}],"locations":[{"path":"/work/demo/src/a.rs"}]}"#]]
-    .assert_eq(&translator.tool_call_fields(&asked.call_id, &asked.tool).to_string());
+    expect![[r#"{"kind":"edit","title":"edit_file: src/a.rs","content":[{"type":"diff","path":"/work/demo/src/a.rs","oldText":"teh","newText":"the"}],"locations":[{"path":"/work/demo/src/a.rs"}],"rawInput":{"path":"src/a.rs","old_string":"teh","new_string":"the"}}"#]]
+    .assert_eq(&serde_json::to_string(&translator.tool_call_fields(&asked.call_id, &asked.tool)).unwrap());
     // A call the fold never saw (an approval replayed without its message) still has a kind.
-    expect![[r#"{"kind":"execute"}"#]]
-        .assert_eq(&translator.tool_call_fields("call_9", "run_command").to_string());
+    expect![[r#"{"kind":"execute"}"#]].assert_eq(
+        &serde_json::to_string(&translator.tool_call_fields("call_9", "run_command")).unwrap(),
+    );
+}
+
+/// A cost of `amount` USD, of which the cache saved 0.5.
+fn usd(amount: f64) -> Cost {
+    Cost { amount, saved: 0.5, currency: "USD".to_owned() }
+}
+
+/// `session/usage` rows: `(step, finished, cost in USD)`.
+fn rows(steps: &[(u64, bool, Option<f64>)]) -> Vec<UsageEntry> {
+    let usage = json!({"promptTokens": 1, "cacheHitTokens": 0, "cacheMissTokens": 1,
+                       "completionTokens": 1, "reasoningTokens": 0});
+    steps
+        .iter()
+        .map(|(step, finished, amount)| {
+            let row = json!({"step": step, "turn": 1, "seq": 0, "hitPercent": 0.0,
+                             "dropped": false, "causes": [], "explanation": "",
+                             "usage": finished.then(|| usage.clone()), "cost": amount.map(usd)});
+            serde_json::from_value(row).unwrap()
+        })
+        .collect()
+}
+
+/// The `cost` and `_meta["dsh/usage"].cost` of each `usage_update` of `LOG` folded by
+/// `translator`.
+fn costs(mut translator: Translator) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (index, line) in LOG.lines().enumerate() {
+        for update in translator.updates(&dsh_protocol::decode_event(line, index + 1).unwrap()) {
+            if let SessionUpdate::UsageUpdate(usage) = update {
+                let step = &usage.meta.as_ref().unwrap()["dsh/usage"];
+                out.push(json!({"session": usage.cost, "step": step.get("cost")}));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn usage_updates_carry_the_step_cost_and_the_session_cost_so_far() {
+    let session = |amount: f64| json!({"amount": amount, "currency": "USD"});
+    let step = |amount: f64| json!(usd(amount));
+    let priced = |steps: &[(u64, bool, Option<f64>)], before: Option<Option<f64>>| {
+        let mut translator = Translator::new("/w".to_owned(), 10);
+        translator.price_steps(rows(steps));
+        if let Some(before) = before {
+            translator.spent_before(before.map(usd));
+        }
+        costs(translator)
+    };
+    let cases = [
+        (
+            "both steps priced: the session's cost adds up",
+            priced(&[(1, true, Some(0.25)), (2, true, Some(0.5))], None),
+            json!([{"session": session(0.25), "step": step(0.25)}, {"session": session(0.75), "step": step(0.5)}]),
+        ),
+        (
+            "a step without a price: the session's cost is unknown from there on",
+            priced(&[(1, true, None), (2, true, Some(0.5))], None),
+            json!([{"session": null, "step": null}, {"session": null, "step": step(0.5)}]),
+        ),
+        (
+            "an unfinished step's cost is not taken",
+            priced(&[(1, false, Some(0.25)), (2, true, Some(0.5))], None),
+            json!([{"session": null, "step": null}, {"session": null, "step": step(0.5)}]),
+        ),
+        (
+            "a subscription from the log's end starts from what was spent before",
+            priced(&[(1, true, Some(0.25)), (2, true, Some(0.5))], Some(Some(1.0))),
+            json!([{"session": session(1.25), "step": step(0.25)}, {"session": session(1.75), "step": step(0.5)}]),
+        ),
+        (
+            "no prices at all",
+            priced(&[], None),
+            json!([{"session": null, "step": null}, {"session": null, "step": null}]),
+        ),
+    ];
+    for (name, got, expected) in cases {
+        assert_eq!(Value::Array(got), expected, "{name}");
+    }
 }

@@ -1,0 +1,171 @@
+//! The handlers of the ACP methods that are more than opening a session: `session/new`,
+//! `session/set_config_option`, `session/list`, `session/prompt` and the extensions
+//! (`_session/steering`, `_dsh/fork`, `_dsh/request`). Each calls the daemon and answers with
+//! the SDK's typed response (or `ext.rs`'s, for an extension), built by `convert.rs`.
+
+use std::sync::Arc;
+
+use agent_client_protocol::v1::schema::{
+    ListSessionsRequest, ListSessionsResponse, NewSessionRequest, NewSessionResponse,
+    PromptRequest, PromptResponse, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+};
+use dsh_protocol::{
+    SessionCreateParams, SessionForkParams, SessionInjectParams, SessionListParams,
+    SessionPromptParams, SessionRequestParams, SessionRequestResult, code, method,
+};
+
+use super::open::FLUSH_DEADLINE;
+use super::{AcpError, Front, lock};
+use crate::convert::{
+    model_choice, model_selector, prompt_response, prompt_text, server_specs, session_page,
+    workspace,
+};
+use crate::error::{create_refused, not_open, rpc_error};
+use crate::ext::{ForkRequest, ForkResponse, SteeringRequest, SteeringResponse};
+
+impl Front {
+    /// `session/new`: creates the session with `dsh acp`'s profile and model and the editor's
+    /// MCP servers, and opens it here before the answer.
+    pub(super) async fn new_session(
+        self: &Arc<Self>,
+        request: NewSessionRequest,
+    ) -> Result<NewSessionResponse, AcpError> {
+        let workspace = workspace(&request.cwd)?;
+        // Checked before anything is created: a server dsh cannot take fails the request.
+        let servers = server_specs(&request.mcp_servers)?;
+        // The daemon checks the servers before it creates the session: a refused list leaves
+        // nothing behind.
+        let asked = &self.options.session;
+        let params = SessionCreateParams {
+            workspace,
+            model: None,
+            config: Some(asked.clone()),
+            mcp_servers: Some(servers),
+        };
+        let created = self
+            .client
+            .call::<method::SessionCreate>(params)
+            .await
+            .map_err(|error| create_refused(error, asked))?;
+        self.open(&created.session_id, true).await?;
+        // The session exists now: a selector that cannot be shown is left out, not an error
+        // that would tell the editor no session was made.
+        let options = match self.config_options(&created.session_id).await {
+            Ok(options) => Some(options),
+            Err(error) => {
+                tracing::warn!(session = %created.session_id, "no model selector: {}", error.message);
+                None
+            }
+        };
+        Ok(NewSessionResponse::new(created.session_id).config_options(options))
+    }
+
+    /// `session/set_config_option`: the model a session is pinned to is the one value its
+    /// selector takes; any other is refused, saying how to get it.
+    pub(super) async fn set_config_option(
+        &self,
+        request: SetSessionConfigOptionRequest,
+    ) -> Result<SetSessionConfigOptionResponse, AcpError> {
+        let session_id = request.session_id.to_string();
+        if !lock(&self.sessions).contains_key(&session_id) {
+            return Err(not_open(&session_id));
+        }
+        let usage = self.usage(&session_id).await?;
+        model_choice(&request, &usage.model)?;
+        Ok(SetSessionConfigOptionResponse::new(model_selector(&usage.model, &usage.profile)))
+    }
+
+    /// `session/list`: the sessions of `cwd` (of every workspace without one), a page at a time.
+    pub(super) async fn list_sessions(
+        &self,
+        request: ListSessionsRequest,
+    ) -> Result<ListSessionsResponse, AcpError> {
+        let workspace = request.cwd.as_deref().map(workspace).transpose()?;
+        let listed = self.client.call::<method::SessionList>(SessionListParams { workspace }).await;
+        let sessions = match listed {
+            Ok(listed) => listed.sessions,
+            // A directory that is no workspace (gone, never existed) has no sessions.
+            Err(error) if error.code() == Some(code::INVALID_WORKSPACE) => Vec::new(),
+            Err(error) => return Err(rpc_error(error)),
+        };
+        session_page(sessions, request.cursor.as_deref())
+    }
+
+    /// `session/prompt`: runs a turn and answers once every update of it has left.
+    pub(super) async fn prompt(&self, request: PromptRequest) -> Result<PromptResponse, AcpError> {
+        let session_id = request.session_id.to_string();
+        let text = prompt_text(&request.prompt)?;
+        let mut watcher = match lock(&self.sessions).get_mut(&session_id) {
+            Some(open) => {
+                open.prompted.push(text.clone());
+                open.progress.subscribe()
+            }
+            None => return Err(not_open(&session_id)),
+        };
+        let params = SessionPromptParams {
+            session_id: session_id.clone(),
+            text: text.clone(),
+            when_busy: None,
+        };
+        let result = match self.client.call::<method::SessionPrompt>(params).await {
+            Ok(result) => result,
+            Err(error) => {
+                // Refused (busy, say): no `user/message` of it will come.
+                if let Some(open) = lock(&self.sessions).get_mut(&session_id)
+                    && let Some(at) = open.prompted.iter().position(|sent| *sent == text)
+                {
+                    open.prompted.remove(at);
+                }
+                return Err(rpc_error(error));
+            }
+        };
+        // Every update of the turn leaves before the answer: wait for its turn/end to pass.
+        let turn = result.turn;
+        let flushed = watcher.wait_for(|progress| progress.ended_turn.is_some_and(|t| t >= turn));
+        let _ = tokio::time::timeout(FLUSH_DEADLINE, flushed).await;
+        let finish = lock(&self.sessions)
+            .get(&session_id)
+            .and_then(|open| open.translator.last_finish_reason.clone());
+        prompt_response(result, finish.as_deref())
+    }
+
+    /// `_session/steering`: the text joins the running turn's next request; without a running
+    /// turn nothing is logged and the client is told to prompt.
+    pub(super) async fn steer(
+        &self,
+        request: SteeringRequest,
+    ) -> Result<SteeringResponse, AcpError> {
+        let text = prompt_text(&request.prompt)?;
+        let running = match lock(&self.sessions).get(&request.session_id) {
+            Some(open) => open.translator.running_turn.is_some(),
+            None => return Err(not_open(&request.session_id)),
+        };
+        if !running {
+            return Ok(SteeringResponse::no_running_turn());
+        }
+        let params = SessionInjectParams { session_id: request.session_id, text };
+        let injected =
+            self.client.call::<method::SessionInject>(params).await.map_err(rpc_error)?;
+        Ok(SteeringResponse::injected(injected.seq))
+    }
+
+    /// `_dsh/fork`: a new session holding the log before the step (the whole log without one).
+    pub(super) async fn fork(&self, request: ForkRequest) -> Result<ForkResponse, AcpError> {
+        let params = SessionForkParams {
+            session_id: request.session_id,
+            at_seq: None,
+            at_step: request.step,
+            config: None,
+        };
+        let forked = self.client.call::<method::SessionFork>(params).await.map_err(rpc_error)?;
+        Ok(ForkResponse { session_id: forked.session_id })
+    }
+
+    /// `_dsh/request`: what the model saw at a step, the daemon's answer as it is.
+    pub(super) async fn what_the_model_saw(
+        &self,
+        request: SessionRequestParams,
+    ) -> Result<SessionRequestResult, AcpError> {
+        self.client.call::<method::SessionRequest>(request).await.map_err(rpc_error)
+    }
+}
