@@ -190,6 +190,7 @@ fn declarations() -> Vec<String> {
         SandboxStatus::decl(&config),
         DaemonNotice::decl(&config),
         WorkspaceChanged::decl(&config),
+        WorkspaceTurnStarted::decl(&config),
         ProfileStatus::decl(&config),
         ModelStatus::decl(&config),
         PriceUsed::decl(&config),

@@ -45,6 +45,8 @@ pub const DAEMON_SUBSCRIBE: &str = "daemon/subscribe";
 pub const DAEMON_NOTICE: &str = "daemon/notice";
 /// The notification a daemon subscription delivers when a watched file changes.
 pub const WORKSPACE_CHANGED: &str = "workspace/changed";
+/// The notification a daemon subscription delivers when a turn starts.
+pub const WORKSPACE_TURN_STARTED: &str = "workspace/turnStarted";
 /// End a daemon subscription.
 pub const DAEMON_UNSUBSCRIBE: &str = "daemon/unsubscribe";
 /// Which agent step wrote each line of a workspace file.

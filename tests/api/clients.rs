@@ -1,5 +1,6 @@
 //! Several clients on one session: shared subscriptions, steering and cancelling a turn another
-//! client started, a busy session, and catching up after a disconnect.
+//! client started, a busy session, catching up after a disconnect, and hearing of each turn as
+//! it starts (`workspace/turnStarted`).
 //!
 //! Turns are held open deterministically by a write tool waiting for approval (the default
 //! policy asks), or by a mock reply delayed far beyond the test.
@@ -487,6 +488,52 @@ async fn concurrent_first_calls_load_a_session_once() {
     for call in calls {
         let answer = call.await.unwrap();
         assert_eq!(answer.unwrap(), json!({"cancelled": false}));
+    }
+    served.shutdown().await;
+}
+
+/// The `workspace/turnStarted` notifications a connection received so far: (session, fromSeq).
+fn turn_starts(other: &[Value]) -> Vec<(String, u64)> {
+    let started = other.iter().filter(|m| m["method"] == "workspace/turnStarted");
+    started
+        .map(|m| {
+            let result = &m["params"]["result"];
+            (result["sessionId"].as_str().unwrap().to_owned(), result["fromSeq"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// A daemon subscriber hears of each turn as it starts — another client's, and a queued one
+/// when it leaves the queue — and subscribing from its `fromSeq` delivers the whole turn.
+#[tokio::test(flavor = "multi_thread")]
+async fn daemon_subscribers_hear_of_each_turn_as_it_starts_and_where_its_events_begin() {
+    let env = Env::new().await;
+    let served = env.serve(&[]).await;
+    let (watcher, prompter) = (env.client().await, env.client().await);
+    watcher.ok("daemon/subscribe", json!({})).await;
+    let session = new_session(&env, &prompter).await;
+    env.script(json!([{"content": "first", "delay_ms": 1000}, {"content": "second"}])).await;
+    let first = spawn_prompt(&prompter, json!({"sessionId": session, "text": "one"}));
+    watcher
+        .wait_until("the first turn's start", |inbox| turn_starts(&inbox.other).len() == 1)
+        .await;
+    let queued = json!({"sessionId": session, "text": "two", "whenBusy": "queue"});
+    let second = spawn_prompt(&prompter, queued);
+    for answer in [first.await.unwrap(), second.await.unwrap()] {
+        assert_eq!(answer["result"]["stopReason"], "completed", "{answer}");
+    }
+    watcher
+        .wait_until("the second turn's start", |inbox| turn_starts(&inbox.other).len() == 2)
+        .await;
+    let notice = watcher.other().into_iter().find(|m| m["method"] == "workspace/turnStarted");
+    let workspace = env.workspace.canonicalize().unwrap();
+    assert_eq!(notice.unwrap()["params"]["result"]["workspace"], workspace.to_str().unwrap());
+    for (turn, (started, from_seq)) in (1..).zip(turn_starts(&watcher.other())) {
+        assert_eq!(started, session);
+        let subscription = watcher.subscribe(&session, Some(from_seq)).await;
+        let events = watcher.wait_turn_end(&subscription, turn).await;
+        assert_eq!(events[0]["type"], "turn/start", "{:?}", kinds(&events));
+        assert_eq!(events[0]["data"]["turn"], turn);
     }
     served.shutdown().await;
 }

@@ -8,7 +8,8 @@
 //!
 //! - `methods`: every method over the socket, `dsh stdio` and `dsh stdio --in-process`.
 //! - `clients`: shared subscriptions, steering and cancelling from other clients (and the CLI),
-//!   busy and queued prompts, catch-up with `fromSeq`, overload answers.
+//!   busy and queued prompts, catch-up with `fromSeq`, overload answers, turns announced to
+//!   daemon subscribers.
 //! - `lifecycle`: SIGKILL and restart, SIGTERM, approval timeout, a panicking turn, idle exit.
 //! - `bad_input`: malformed and impossible requests on a live daemon.
 //! - `provenance`: `workspace/provenance` — which step wrote each line, across sessions.

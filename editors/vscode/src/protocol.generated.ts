@@ -793,6 +793,21 @@ workspace: string,
  */
 files: Array<FileChange>, };
 
+export type WorkspaceTurnStarted = { 
+/**
+ * The workspace root.
+ */
+workspace: string, 
+/**
+ * The session.
+ */
+sessionId: string, 
+/**
+ * The log's length as the turn starts: its events (`turn/start` first) come at or
+ * after this seq.
+ */
+fromSeq: number, };
+
 export type ProfileStatus = { 
 /**
  * Its name.

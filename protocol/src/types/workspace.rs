@@ -21,6 +21,21 @@ api_type! {
 }
 
 api_type! {
+    /// A `workspace/turnStarted`: a turn of a session of the workspace starts, whoever asked
+    /// for it. Nothing of the turn is logged yet: `session/subscribe` from `fromSeq` delivers
+    /// all of it, its `turn/end` included.
+    pub struct WorkspaceTurnStarted {
+        /// The workspace root.
+        pub workspace: String,
+        /// The session.
+        pub session_id: String,
+        /// The log's length as the turn starts: its events (`turn/start` first) come at or
+        /// after this seq.
+        pub from_seq: u64,
+    }
+}
+
+api_type! {
     /// `workspace/provenance` params.
     pub struct WorkspaceProvenanceParams {
         /// The workspace (absolute).

@@ -19,7 +19,7 @@ use dsh_agent::prompt::INSTRUCTION_FILES;
 use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
 use dsh_agent::{Agent, AgentConfig, CallOverrides, Endpoint, Endpoints, TurnOutcome, spawn_owner};
 use dsh_config::Config;
-use dsh_protocol::{SessionCompactResult, SessionConfig};
+use dsh_protocol::{SessionCompactResult, SessionConfig, WorkspaceTurnStarted};
 use dsh_sandbox::Sandbox;
 use dsh_session::{Event, EventData, LlmCallConfig, SeenFiles, SessionPin};
 use dsh_store::{DshHome, LiveLog, SessionId, SyncPolicy, fork_log, now_ms, read_log};
@@ -73,6 +73,8 @@ pub struct Daemon {
     conditions: Mutex<std::collections::BTreeMap<&'static str, String>>,
     /// The files the loaded sessions depend on, watched for `workspace/changed`.
     pub(crate) watch: Arc<FileWatch>,
+    /// Turns as they start, for `workspace/turnStarted`.
+    pub(crate) turns: tokio::sync::broadcast::Sender<WorkspaceTurnStarted>,
     /// The provenance folds of the logs `workspace/provenance` read.
     pub(crate) provenance: crate::provenance::Cache,
     /// The MCP tool servers of the loaded sessions' workspaces.
@@ -146,6 +148,7 @@ impl Daemon {
             warnings: Mutex::new(Vec::new()),
             conditions: Mutex::default(),
             watch: FileWatch::start(),
+            turns: tokio::sync::broadcast::channel(64).0,
             unloading: Mutex::default(),
             loaded_since_check: std::sync::atomic::AtomicBool::new(false),
             provenance: crate::provenance::Cache::default(),
@@ -354,6 +357,7 @@ impl Daemon {
         self.watch_workspace(&root).await;
         let cancel = self.shutdown.child_token();
         let running = RunningTurn::start(&live, cancel.clone());
+        self.announce_turn(&live, &root).await;
         let (done, outcome) = oneshot::channel();
         let task_live = Arc::clone(&live);
         let daemon = Arc::clone(self);
@@ -503,6 +507,16 @@ impl Daemon {
         warnings.extend(lock(&self.conditions).values().cloned());
         warnings.extend(self.watch.degraded());
         warnings
+    }
+
+    /// Tells daemon subscribers that a turn of `live` starts (`workspace/turnStarted`). The turn
+    /// holds the loop slot and has logged nothing yet, so its events begin at the log's length.
+    async fn announce_turn(&self, live: &LiveSession, root: &Path) {
+        let Ok(from_seq) = live.handle.query(|s| s.next_seq()).await else { return };
+        let workspace = root.display().to_string();
+        let started = WorkspaceTurnStarted { workspace, session_id: live.id.clone(), from_seq };
+        // No subscriber is no error.
+        let _ = self.turns.send(started);
     }
 
     /// A task that tells the file watch what `live`'s agent reads and writes, as it is logged.

@@ -132,12 +132,13 @@ pub(super) fn own_servers(
         .map_err(ApiError::invalid_params)
 }
 
-/// `daemon/subscribe`: the daemon's notices and `workspace/changed`, from now on, until
-/// unsubscribed (a subscriber that falls behind by more than the channel holds misses the
-/// oldest; notices are repeated in `daemon/status` while they hold).
+/// `daemon/subscribe`: the daemon's notices, `workspace/changed` and `workspace/turnStarted`,
+/// from now on, until unsubscribed (a subscriber that falls behind by more than the channel
+/// holds misses the oldest; notices are repeated in `daemon/status` while they hold).
 pub async fn daemon_subscribe(pending: PendingSubscriptionSink, daemon: Arc<Daemon>) {
     let mut notices = daemon.settings().subscribe();
     let mut changes = daemon.watch.subscribe();
+    let mut turns = daemon.turns.subscribe();
     let Ok(sink) = pending.accept().await else { return };
     let id = sink.subscription_id();
     loop {
@@ -153,6 +154,11 @@ pub async fn daemon_subscribe(pending: PendingSubscriptionSink, daemon: Arc<Daem
             },
             changed = changes.recv() => match changed {
                 Ok(changed) => SubscriptionMessage::new(method::WORKSPACE_CHANGED, id.clone(), &changed),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            turn = turns.recv() => match turn {
+                Ok(turn) => SubscriptionMessage::new(method::WORKSPACE_TURN_STARTED, id.clone(), &turn),
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => return,
             },
