@@ -11,12 +11,24 @@
 //! workspace reports through `$/progress` and ends with `window/showMessage`.
 //!
 //! It holds no session state: attribution is asked of the daemon (and re-asked when a log or
-//! the text changes); closing the front ends nothing but the front. It does not edit
-//! documents, run the agent or read logs itself. LSP framing and dispatch are
-//! `tower-lsp-server`'s; stdout carries LSP only, logs go to stderr. Documented in
-//! `docs/lsp.md`.
+//! the text changes); closing the front ends nothing but the front. It listens rather than
+//! polls: turns are heard of through the daemon's notifications, so an idle front asks the
+//! daemon nothing. It does not edit documents, run the agent or read logs itself. LSP framing
+//! and dispatch are `tower-lsp-server`'s; stdout carries LSP only, logs go to stderr.
+//! Documented in `docs/lsp.md`.
+//!
+//! Modules: `server` (the LSP surface and the shared state), `provenance` (documents, hovers,
+//! code lenses), `commands`, `saw` (what the model saw, as a file), `follow` (a followed
+//! turn's progress, approvals and end), `listen` (the daemon's notifications), `text` (what
+//! people read).
 
-mod front;
+mod commands;
+mod follow;
+mod listen;
+mod provenance;
+mod saw;
+mod server;
 pub mod text;
 
-pub use front::{COMMANDS, serve};
+pub use commands::COMMANDS;
+pub use server::serve;
