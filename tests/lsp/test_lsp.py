@@ -310,8 +310,8 @@ async def test_an_unknown_command_is_an_error(client):
 
 
 async def test_a_turn_started_elsewhere_reports_progress_and_refreshes_the_lenses(client):
-    # Another client (the CLI) runs a turn in the session; its first step is slow enough for
-    # the front's watcher to see it running. It rewrites app.py with the text the editor has:
+    # Another client (the CLI) runs a turn in the session; the front hears of it from the daemon
+    # (`workspace/turnStarted`) and follows it. It rewrites app.py with the text the editor has:
     # every line is now that step's, so the lenses shown change and are refreshed.
     await client.text_document_code_lens_async(types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=URI)))
     refreshes, tokens, ends = client.refreshes, len(client.progress_reports), len(turn_ends(client))
