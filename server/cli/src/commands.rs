@@ -429,7 +429,8 @@ pub async fn acp(settings: &Settings) -> anyhow::Result<ExitCode> {
 /// Closing stdin (or the editor's `exit`) ends the front; the daemon and its turns go on.
 pub async fn lsp(settings: &Settings) -> anyhow::Result<ExitCode> {
     let (client, inbox) = connect(settings).await?;
-    dsh_lsp::serve(client, inbox, tokio::io::stdin(), tokio::io::stdout()).await?;
+    let session = settings.session_config(None);
+    dsh_lsp::serve(client, inbox, session, tokio::io::stdin(), tokio::io::stdout()).await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -122,7 +122,7 @@ impl State {
                 let params = SessionCreateParams {
                     workspace: workspace.display().to_string(),
                     model: None,
-                    config: None,
+                    config: Some(self.session.clone()),
                     mcp_servers: None,
                 };
                 self.dsh

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use dsh_daemon::{Client, ClientError, Unsolicited};
-use dsh_protocol::NoParams;
 use dsh_protocol::method;
+use dsh_protocol::{NoParams, SessionConfig};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Notify, mpsc};
 use tower_lsp_server::jsonrpc::{Error as RpcError, ErrorCode, Result as RpcResult};
@@ -27,10 +27,12 @@ use crate::follow::Followed;
 use crate::provenance::{self, Doc};
 
 /// Serves LSP on `input`/`output` for the daemon behind `dsh` until the editor exits (or
-/// closes `input`). `inbox` is what the daemon connection delivers besides answers.
+/// closes `input`). `inbox` is what the daemon connection delivers besides answers; `session`
+/// pins the sessions `dsh.prompt` creates (`--provider`, `--model`, `--base-url`).
 pub async fn serve(
     dsh: Arc<Client>,
     inbox: mpsc::UnboundedReceiver<Unsolicited>,
+    session: SessionConfig,
     input: impl AsyncRead + Unpin,
     output: impl AsyncWrite,
 ) -> anyhow::Result<()> {
@@ -41,6 +43,7 @@ pub async fn serve(
             lsp,
             dsh,
             home,
+            session,
             inner: Mutex::default(),
             follows: tokio::sync::Mutex::default(),
             stale: Notify::new(),
@@ -61,6 +64,9 @@ pub(crate) struct State {
     pub(crate) dsh: Arc<Client>,
     /// The daemon's state directory ("what the model saw" files go under it).
     pub(crate) home: PathBuf,
+    /// The profile, model and base URL of the sessions `dsh.prompt` creates (absent: the
+    /// workspace's configured ones).
+    pub(crate) session: SessionConfig,
     pub(crate) inner: Mutex<Inner>,
     /// Serializes starting to follow a session (a subscription each).
     pub(crate) follows: tokio::sync::Mutex<()>,

@@ -23,7 +23,11 @@ pub fn hover(range: &ProvenanceRange, links: bool) -> String {
         }
     }
     let model = match (&range.profile, &range.model) {
-        (Some(profile), Some(model)) => format!("{profile}/{model}"),
+        // An ad-hoc profile, `NAME@URL` (a client's `--base-url`): the profile, then the URL.
+        (Some(profile), Some(model)) => match profile.split_once('@') {
+            Some((name, url)) if url.starts_with("http") => format!("{name}/{model} at {url}"),
+            _ => format!("{profile}/{model}"),
+        },
         (None, Some(model)) => model.clone(),
         _ => "unknown".to_owned(),
     };

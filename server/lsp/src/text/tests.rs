@@ -86,3 +86,16 @@ fn turn_ends_say_why() {
         "dsh: turn 3 of s ended (error): provider: 500"
     );
 }
+
+/// A session pinned to an ad-hoc profile (a client's `--base-url`) names the profile and model,
+/// then where the requests went.
+#[test]
+fn a_hover_names_the_url_of_an_ad_hoc_profile_after_the_model() {
+    let ad_hoc =
+        ProvenanceRange { profile: Some("deepseek@http://127.0.0.1:8000".to_owned()), ..range() };
+    let text = hover(&ad_hoc, false);
+    assert!(
+        text.contains("- model: deepseek/deepseek-v4-flash at http://127.0.0.1:8000\n"),
+        "{text}"
+    );
+}
