@@ -143,32 +143,36 @@ pub async fn daemon_subscribe(pending: PendingSubscriptionSink, daemon: Arc<Daem
     let id = sink.subscription_id();
     loop {
         // Cancel-safety: `recv` and `closed` are cancel-safe.
-        let message = tokio::select! {
-            notice = notices.recv() => match notice {
-                Ok(notice) => {
-                    let notice = DaemonNotice { kind: notice.kind.to_owned(), message: notice.message };
-                    SubscriptionMessage::new(method::DAEMON_NOTICE, id.clone(), &notice)
-                }
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
-            changed = changes.recv() => match changed {
-                Ok(changed) => SubscriptionMessage::new(method::WORKSPACE_CHANGED, id.clone(), &changed),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
-            turn = turns.recv() => match turn {
-                Ok(turn) => SubscriptionMessage::new(method::WORKSPACE_TURN_STARTED, id.clone(), &turn),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
+        let received = tokio::select! {
+            notice = notices.recv() => as_message(
+                notice.map(|n| DaemonNotice { kind: n.kind.to_owned(), message: n.message }),
+                method::DAEMON_NOTICE,
+                &id,
+            ),
+            changed = changes.recv() => as_message(changed, method::WORKSPACE_CHANGED, &id),
+            turn = turns.recv() => as_message(turn, method::WORKSPACE_TURN_STARTED, &id),
             () = sink.closed() => return,
         };
-        let Ok(message) = message else { return };
+        let message = match received {
+            // A subscriber that fell behind a channel misses what it lagged over.
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return,
+            Ok(Err(_)) => return,
+            Ok(Ok(message)) => message,
+        };
         if sink.send(message).await.is_err() {
             return;
         }
     }
+}
+
+/// One broadcast's next item as a daemon subscription's notification `method`.
+fn as_message<T: serde::Serialize>(
+    received: Result<T, broadcast::error::RecvError>,
+    method: &'static str,
+    id: &jsonrpsee::types::SubscriptionId<'static>,
+) -> Result<Result<SubscriptionMessage, serde_json::Error>, broadcast::error::RecvError> {
+    received.map(|item| SubscriptionMessage::new(method, id.clone(), &item))
 }
 
 /// The sandbox's status in the API's terms.
