@@ -313,3 +313,25 @@ fn the_provider_formats_never_import_each_other() {
     }
     assert!(found.is_empty(), "{found:#?}");
 }
+
+#[test]
+fn the_daemon_fronts_import_one_way_serve_then_network_then_websocket() {
+    // `serve.rs` starts the network front; `network.rs` hands upgrades to `network/websocket.rs`;
+    // what more than one of them needs (the overload message, the transport) lives below them
+    // (`daemon.rs`, `connection.rs`). A name back up the chain would be a cycle.
+    let source = workspace_root().join("server/daemon/src");
+    let rules = [
+        ("network.rs", &["crate::serve"][..]),
+        ("network/websocket.rs", &["crate::serve", "crate::network", "super::"][..]),
+    ];
+    let mut found = Vec::new();
+    for (file, forbidden) in rules {
+        let text = std::fs::read_to_string(source.join(file)).unwrap();
+        for name in forbidden {
+            if text.contains(name) {
+                found.push(format!("server/daemon/src/{file} names `{name}`"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}

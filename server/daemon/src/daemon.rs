@@ -89,6 +89,13 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Why a connection past the cap ([`Daemon::admit`]) is refused, on every front.
+pub(crate) fn overloaded_message(max: usize) -> String {
+    format!(
+        "overloaded, retry later: the daemon serves at most {max} connections at once (dsh serve --max-connections)"
+    )
+}
+
 /// One connected client, counted in `Daemon::clients` until dropped (see [`Daemon::admit`]).
 pub(crate) struct ClientSlot(Arc<Daemon>);
 

@@ -22,7 +22,7 @@ use anyhow::{Context as _, bail};
 use dsh_protocol::code::SHUTTING_DOWN;
 use jsonrpsee::MethodResponse;
 use jsonrpsee::core::middleware::{Batch, Notification, Request, RpcServiceBuilder, RpcServiceT};
-use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse, ServerHandle};
+use jsonrpsee::server::{HttpRequest, HttpResponse, ServerHandle};
 use jsonrpsee::types::ErrorObject;
 use tower::{Layer, Service};
 
@@ -31,6 +31,7 @@ use crate::connection::{LargePlaces, is_large, on_blocking_pool};
 mod websocket;
 
 pub use websocket::WebSockets;
+use websocket::refuse;
 
 /// Reads (or creates) the bearer token; refuses a token file others can read.
 pub fn load_token(home: &Path) -> anyhow::Result<String> {
@@ -199,14 +200,6 @@ struct Auth<S> {
 /// Compares without an early exit, so timing does not tell how much of a guess was right.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// An HTTP refusal with a plain-text reason.
-fn refuse(status: u16, message: impl Into<String>) -> HttpResponse {
-    let mut response = HttpResponse::new(HttpBody::from(message.into()));
-    *response.status_mut() =
-        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::FORBIDDEN);
-    response
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

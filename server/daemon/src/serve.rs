@@ -124,18 +124,11 @@ impl Exhaustion {
     }
 }
 
-/// Why a connection past the cap is refused.
-pub(crate) fn overloaded_message(max: usize) -> String {
-    format!(
-        "overloaded, retry later: the daemon serves at most {max} connections at once (dsh serve --max-connections)"
-    )
-}
-
 /// Answers a connection past the cap with one error line, then closes it. The write is
 /// bounded in time: a peer that does not read is simply closed.
 fn refuse_connection(stream: tokio::net::UnixStream, max: usize) {
     use tokio::io::AsyncWriteExt as _;
-    let message = overloaded_message(max);
+    let message = crate::daemon::overloaded_message(max);
     let line = dsh_protocol::jsonrpc::Response::error(
         dsh_protocol::jsonrpc::Id::Null,
         dsh_protocol::jsonrpc::ErrorObject::new(dsh_protocol::code::OVERLOADED, message),

@@ -34,10 +34,9 @@ use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::refuse;
 use crate::connection::{LargePlaces, LineSink, MAX_LINE_BYTES, serve_line_sink};
 use crate::daemon::Daemon;
-use crate::serve::overloaded_message;
+use crate::daemon::overloaded_message;
 
 pub(super) use soketto::handshake::http::is_upgrade_request;
 
@@ -221,3 +220,12 @@ async fn write_overlong_line(lines: &mut DuplexStream) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+/// An HTTP refusal with a plain-text reason (an upgrade refused here, a request refused by the
+/// network front's check of token and Origin).
+pub(super) fn refuse(status: u16, message: impl Into<String>) -> HttpResponse {
+    let mut response = HttpResponse::new(HttpBody::from(message.into()));
+    *response.status_mut() =
+        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::FORBIDDEN);
+    response
+}
