@@ -260,6 +260,11 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
       assert(section.includes(`<b>${cost.text}</b> cost`), `step ${row.step}: cost ${cost.text} not in the transcript`);
     }
     const totalText = formatMoney(total, usage.prices[0].price.currency);
+    // The session runs on the default profile at the mock's URL (`dsh.baseUrl`), pinned: the
+    // ad-hoc profile `deepseek@URL`, named so wherever a profile is shown.
+    const baseUrl = String(vscode.workspace.getConfiguration("dsh").get("baseUrl") ?? "").replace(/\/+$/, "");
+    const profile = usage.prices[0].profile;
+    assert(profile === `deepseek@${baseUrl}`, `the session's profile ${profile}, want deepseek@${baseUrl}`);
     assert(page.slice(0, page.indexOf("</header>")).includes(`<b>${totalText}</b> cost`), `the session's cost ${totalText} is not in the transcript's header`);
     // The tree: session → turn → step, each step's usage and cost as its description; the
     // session's total cost and its profile/model on the session.
@@ -267,7 +272,7 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
     const root = roots.find((n) => n.kind === "session" && n.summary.sessionId === id);
     assert(root, "the session is not in the tree");
     const rootText = String(api.tree.getTreeItem(root).description);
-    assert(rootText.includes(` · ${totalText}`) && rootText.includes("deepseek/deepseek-v4-flash"), `tree session: ${rootText} lacks ${totalText}`);
+    assert(rootText.includes(` · ${totalText}`) && rootText.includes(`${profile}/deepseek-v4-flash`), `tree session: ${rootText} lacks ${totalText} or ${profile}/deepseek-v4-flash`);
     const turns = await api.tree.getChildren(root);
     assert(turns.length === 2, `${turns.length} turns in the tree`);
     let seen = 0;
@@ -290,7 +295,7 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
     for (const row of usage.rows) {
       assert(doc.split("\n").some((l) => l.startsWith(`| ${row.turn} | ${row.step} |`) && l.includes(`| ${costOf(row).text} |`)), `usage table step ${row.step}`);
     }
-    assert(doc.includes(`cost ${totalText} · the cache saved `) && doc.includes("prices of deepseek/deepseek-v4-flash per million tokens"), doc);
+    assert(doc.includes(`cost ${totalText} · the cache saved `) && doc.includes(`prices of ${profile}/deepseek-v4-flash per million tokens`), doc);
     results.expect = { sessionId: id, usage, statusText: st };
     return `${usage.rows.length} steps, ${totalText}; status bar: ${st}`;
   });
