@@ -243,3 +243,33 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// `daemon/keys`: a key the daemon lacks is taken, one it has is kept; a bad name is refused
+/// naming the name; no value reaches an answer, an error or the daemon's log.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_hands_the_keys_a_daemon_lacks_and_no_value_is_ever_shown() {
+    let env = Env::new().await;
+    let served = env.serve(&[]).await;
+    let conn = env.client().await;
+    let answer = conn
+        .ok(
+            "daemon/keys",
+            json!({"keys": {"DEEPSEEK_API_KEY": "sk-other-value", "DSH_TEST_KEY_ZQ": "zq-secret-value"}}),
+        )
+        .await;
+    assert_eq!(answer, json!({"taken": ["DSH_TEST_KEY_ZQ"], "kept": ["DEEPSEEK_API_KEY"]}));
+    // Handed again: now it has it.
+    let answer =
+        conn.ok("daemon/keys", json!({"keys": {"DSH_TEST_KEY_ZQ": "zq-other-secret"}})).await;
+    assert_eq!(answer, json!({"taken": [], "kept": ["DSH_TEST_KEY_ZQ"]}));
+    let message =
+        conn.err("daemon/keys", json!({"keys": {"1BAD NAME": "zq-bad-secret"}}), -32602).await;
+    assert!(message.contains("1BAD NAME") && !message.contains("zq-bad-secret"), "{message}");
+    let message = conn.err("daemon/keys", json!({"keys": {"DSH_EMPTY_ZQ": "  "}}), -32602).await;
+    assert!(message.contains("DSH_EMPTY_ZQ"), "{message}");
+    served.shutdown().await;
+    let log = env.daemon_log();
+    for secret in ["sk-other-value", "zq-secret-value", "zq-other-secret", "zq-bad-secret"] {
+        assert!(!log.contains(secret), "the daemon's log shows a key: {log}");
+    }
+}
