@@ -174,7 +174,7 @@ async def test_inject_steers_the_running_turn_and_lands_in_the_next_step_as_join
 ) -> None:
     # Step 1 is slow to answer: the steering arrives while its request is in flight. After the
     # steering, the last user message is the steering text, so it carries the token too.
-    world.mock.script(*replies("tok-steer", {**tool("list_dir", path="."), "delay_ms": 1500}, {"content": "Tabs it is."}))
+    world.mock.script(*replies("tok-steer", {**tool("list_dir", path="."), "delay_ms": 3000}, {"content": "Tabs it is."}))
     session = await client.create(world.ws)
     async with client.events(session) as events:
         prompt = asyncio.create_task(client.prompt(session, "tidy up tok-steer"))
