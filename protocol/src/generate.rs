@@ -57,6 +57,13 @@ pub fn json_schema() -> String {
         methods.insert(name.to_owned(), Value::Object(entry));
     }
     let notification = log::canonical_json(generator.subschema_for::<SessionEvent>().to_value());
+    // What a `daemon/subscribe` subscription delivers, by notification method.
+    let daemon_notifications = [
+        (method::DAEMON_NOTICE, generator.subschema_for::<DaemonNotice>()),
+        (method::WORKSPACE_CHANGED, generator.subschema_for::<WorkspaceChanged>()),
+        (method::WORKSPACE_TURN_STARTED, generator.subschema_for::<WorkspaceTurnStarted>()),
+    ]
+    .map(|(name, schema)| (name, log::canonical_json(schema.to_value())));
     let mut definitions: Map<String, Value> = generator
         .take_definitions(true)
         .into_iter()
@@ -68,7 +75,7 @@ pub fn json_schema() -> String {
         "title": "dsh JSON-RPC API",
         "protocolVersion": PROTOCOL_VERSION,
         "methods": methods,
-        "notifications": { method::SESSION_EVENT: { "params": { "subscription": "subscription id", "result": notification } } },
+        "notifications": notifications(notification, daemon_notifications),
         "errorCodes": error_codes(),
         "$defs": definitions,
     });
@@ -77,6 +84,18 @@ pub fn json_schema() -> String {
     let mut text = serde_json::to_string_pretty(&log::canonical_json(document)).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// The notifications: `session/event` of a session subscription, and what `daemon/subscribe`
+/// delivers; each `{params: {subscription, result}}`.
+fn notifications(session_event: Value, daemon: [(&str, Value); 3]) -> Value {
+    let entry = |result: Value| json!({ "params": { "subscription": "subscription id", "result": result } });
+    let mut out = Map::new();
+    out.insert(method::SESSION_EVENT.to_owned(), entry(session_event));
+    for (name, result) in daemon {
+        out.insert(name.to_owned(), entry(result));
+    }
+    Value::Object(out)
 }
 
 fn error_codes() -> Value {
@@ -92,6 +111,8 @@ fn error_codes() -> Value {
         "unsupportedProtocol": code::UNSUPPORTED_PROTOCOL,
         "shuttingDown": code::SHUTTING_DOWN,
         "store": code::STORE,
+        "config": code::CONFIG,
+        "workspaceNotConfirmed": code::WORKSPACE_NOT_CONFIRMED,
     }))
 }
 

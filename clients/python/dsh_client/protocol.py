@@ -30,6 +30,7 @@ class Methods:
 
     APPROVAL_RESPOND: Final = "approval/respond"
     DAEMON_KEYS: Final = "daemon/keys"
+    DAEMON_NOTICE: Final = "daemon/notice"
     DAEMON_SHUTDOWN: Final = "daemon/shutdown"
     DAEMON_STATUS: Final = "daemon/status"
     DAEMON_SUBSCRIBE: Final = "daemon/subscribe"
@@ -50,13 +51,16 @@ class Methods:
     SESSION_SUBSCRIBE: Final = "session/subscribe"
     SESSION_UNSUBSCRIBE: Final = "session/unsubscribe"
     SESSION_USAGE: Final = "session/usage"
+    WORKSPACE_CHANGED: Final = "workspace/changed"
     WORKSPACE_PROVENANCE: Final = "workspace/provenance"
+    WORKSPACE_TURN_STARTED: Final = "workspace/turnStarted"
 
 
 class ErrorCodes:
     """The application error codes (`RpcError.code`)."""
 
     APPROVAL_NOT_FOUND: Final = 1008
+    CONFIG: Final = 1012
     INVALID_WORKSPACE: Final = 1005
     OUT_OF_RANGE: Final = 1003
     OVERLOADED: Final = 1004
@@ -67,6 +71,7 @@ class ErrorCodes:
     SHUTTING_DOWN: Final = 1010
     STORE: Final = 1011
     UNSUPPORTED_PROTOCOL: Final = 1009
+    WORKSPACE_NOT_CONFIRMED: Final = 1013
 
 
 EVENT_KINDS: Final = (
@@ -270,6 +275,29 @@ class DaemonKeysResult(_w.WireObject):
 
     def to_json(self) -> dict[str, Any]:
         return {"taken": self.taken, "kept": self.kept}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonNotice(_w.WireObject):
+    """A `daemon/notice`: something the user should know now."""
+
+    kind: str
+    """`configError`: a configuration file was edited into one that cannot be used (the
+    last good version stays in use).
+    """
+    message: str
+    """For people: the file, the line and what is wrong."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> DaemonNotice:
+        o = _w.obj(value, "DaemonNotice")
+        return cls(
+            kind=_w.required(o, "kind", _w.string, "DaemonNotice"),
+            message=_w.required(o, "message", _w.string, "DaemonNotice"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2104,6 +2132,31 @@ class WireBody(_w.WireObject):
 
 
 @dataclass(frozen=True, kw_only=True)
+class WorkspaceChanged(_w.WireObject):
+    """A `workspace/changed`: files a loaded session of the workspace depends on changed on disk
+    (its instruction files, its configuration file, files an agent read or wrote) — not by an
+    agent's own write. What the model is told is logged separately, as a note in the next
+    request.
+    """
+
+    workspace: str
+    """The workspace root."""
+    files: list[FileChange]
+    """The files, relative to the root, with what happened to each."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> WorkspaceChanged:
+        o = _w.obj(value, "WorkspaceChanged")
+        return cls(
+            workspace=_w.required(o, "workspace", _w.string, "WorkspaceChanged"),
+            files=_w.required(o, "files", lambda value: _w.array(value, FileChange.from_json), "WorkspaceChanged"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workspace": self.workspace, "files": _w.encode(self.files)}
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkspaceProvenanceParams(_w.WireObject):
     """`workspace/provenance` params."""
 
@@ -2169,6 +2222,35 @@ class WorkspaceProvenanceResult(_w.WireObject):
         if self.skipped is not None:
             out["skipped"] = self.skipped
         return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceTurnStarted(_w.WireObject):
+    """A `workspace/turnStarted`: a turn of a session of the workspace starts, whoever asked
+    for it. Nothing of the turn is logged yet: `session/subscribe` from `fromSeq` delivers
+    all of it, its `turn/end` included.
+    """
+
+    workspace: str
+    """The workspace root."""
+    session_id: str
+    """The session."""
+    from_seq: int
+    """The log's length as the turn starts: its events (`turn/start` first) come at or
+    after this seq.
+    """
+
+    @classmethod
+    def from_json(cls, value: Any) -> WorkspaceTurnStarted:
+        o = _w.obj(value, "WorkspaceTurnStarted")
+        return cls(
+            workspace=_w.required(o, "workspace", _w.string, "WorkspaceTurnStarted"),
+            session_id=_w.required(o, "sessionId", _w.string, "WorkspaceTurnStarted"),
+            from_seq=_w.required(o, "fromSeq", _w.integer, "WorkspaceTurnStarted"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workspace": self.workspace, "sessionId": self.session_id, "fromSeq": self.from_seq}
 
 
 # The log vocabulary (the payloads of the events' `data`).

@@ -35,6 +35,7 @@ export const Methods = {
 
 export const ErrorCodes = {
   "approvalNotFound": 1008,
+  "config": 1012,
   "invalidWorkspace": 1005,
   "outOfRange": 1003,
   "overloaded": 1004,
@@ -44,7 +45,8 @@ export const ErrorCodes = {
   "sessionUnavailable": 1006,
   "shuttingDown": 1010,
   "store": 1011,
-  "unsupportedProtocol": 1009
+  "unsupportedProtocol": 1009,
+  "workspaceNotConfirmed": 1013
 } as const;
 
 export type ClientInfo = { 

@@ -37,6 +37,7 @@ M.methods = {
 --- Application error codes.
 M.error_codes = {
   approvalNotFound = 1008,
+  config = 1012,
   invalidWorkspace = 1005,
   outOfRange = 1003,
   overloaded = 1004,
@@ -47,6 +48,7 @@ M.error_codes = {
   shuttingDown = 1010,
   store = 1011,
   unsupportedProtocol = 1009,
+  workspaceNotConfirmed = 1013,
 }
 
 --- Every log event kind and the name of its payload type, in log-vocabulary order.
