@@ -225,6 +225,8 @@ fn declarations() -> Vec<String> {
         log::SessionMeta::decl(&config),
         log::TurnStart::decl(&config),
         log::TurnEnd::decl(&config),
+        log::LimitKind::decl(&config),
+        log::TurnLimit::decl(&config),
         log::UserMessage::decl(&config),
         log::SteeringMessage::decl(&config),
         log::ContextMessage::decl(&config),

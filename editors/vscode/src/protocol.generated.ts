@@ -1072,7 +1072,7 @@ reasoningTokens: number,
  */
 cacheWriteTokens?: number, };
 
-export type StopReason = "completed" | "cancelled" | "error" | "maxSteps";
+export type StopReason = "completed" | "cancelled" | "error" | "maxSteps" | "limit";
 
 export type ForkOrigin = { 
 /**
@@ -1493,6 +1493,23 @@ reason: StopReason,
  */
 error?: string, };
 
+export type LimitKind = "maxSteps" | "maxTokens" | "maxCost" | "timeout";
+
+export type TurnLimit = { 
+/**
+ * Which budget.
+ */
+limit: LimitKind, 
+/**
+ * The budget, as given: steps, tokens, USD or seconds.
+ */
+value: number, 
+/**
+ * What the turn had spent when it stopped, in the same unit: a step ends whole, so
+ * tokens and cost may pass the budget by the last step's.
+ */
+spent: number, };
+
 export type UserMessage = { 
 /**
  * The prompt text.
@@ -1889,6 +1906,7 @@ export type LogEvent =
   | { type: "session/meta"; data: SessionMeta }
   | { type: "turn/start"; data: TurnStart }
   | { type: "turn/end"; data: TurnEnd }
+  | { type: "turn/limit"; data: TurnLimit }
   | { type: "user/message"; data: UserMessage }
   | { type: "steering/message"; data: SteeringMessage }
   | { type: "context/message"; data: ContextMessage }

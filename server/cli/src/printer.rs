@@ -12,7 +12,7 @@ use dsh_protocol::UsageEntry;
 use dsh_session::{ChunkDelta, Event, EventData};
 use tokio::sync::mpsc;
 
-use crate::text::usage_line;
+use crate::text::{limit_text, usage_line};
 
 const SPINNER: &[char] = &['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
@@ -188,6 +188,10 @@ where
                 "{}",
                 state.dim(&format!("waiting for MCP server(s) {} {what}", servers.join(", ")))
             );
+        }
+        EventData::TurnLimit(limit) => {
+            state.end_line();
+            println!("⊘ {}", limit_text(limit));
         }
         EventData::StepError(failure) => {
             state.end_line();

@@ -54,6 +54,7 @@ M.event_kinds = {
   { kind = "session/meta", payload = "SessionMeta" },
   { kind = "turn/start", payload = "TurnStart" },
   { kind = "turn/end", payload = "TurnEnd" },
+  { kind = "turn/limit", payload = "TurnLimit" },
   { kind = "user/message", payload = "UserMessage" },
   { kind = "steering/message", payload = "SteeringMessage" },
   { kind = "context/message", payload = "ContextMessage" },
@@ -392,7 +393,7 @@ M.event_kinds = {
 ---@field seq integer The event's seq in the log.
 ---@field sessionId string The session.
 ---@field time integer Unix ms.
----@field type "session/meta"|"turn/start"|"turn/end"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace" The event kind.
+---@field type "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace" The event kind.
 
 --- `session/events` params.
 ---@class dsh.SessionEventsParams
@@ -701,6 +702,9 @@ M.event_kinds = {
 ---@field name string Its path relative to the workspace root (`AGENTS.md`).
 ---@field text string Its text.
 
+--- A budget of one turn (`session/prompt`'s `limits`).
+---@alias dsh.LimitKind "maxSteps"|"maxTokens"|"maxCost"|"timeout"
+
 --- Model and sampling scalars: the per-conversation call config.
 ---@class dsh.LlmCallConfig
 ---@field maxTokens integer Output limit; always sent.
@@ -784,7 +788,7 @@ M.event_kinds = {
 ---@field turn integer The turn this step belongs to.
 
 --- Why a turn ended.
----@alias dsh.StopReason "completed"|"cancelled"|"error"|"maxSteps"
+---@alias dsh.StopReason "completed"|"cancelled"|"error"|"maxSteps"|"limit"
 
 --- A compaction summary, seen by the model as a user message.
 ---@class dsh.SurfaceNode.summary
@@ -859,6 +863,12 @@ M.event_kinds = {
 ---@field reason dsh.StopReason Why.
 ---@field turn integer The turn that ends.
 
+--- `turn/limit`: a budget of the turn was reached, and the turn stops — between steps, never in the middle of one; a timeout cancels the turn as `session/cancel` does (the step or tool it interrupts is logged cancelled). Followed by the turn's `turn/end` with reason `limit`. Not model-visible.
+---@class dsh.TurnLimit
+---@field limit dsh.LimitKind Which budget.
+---@field spent number What the turn had spent when it stopped, in the same unit: a step ends whole, so tokens and cost may pass the budget by the last step's.
+---@field value number The budget, as given: steps, tokens, USD or seconds.
+
 --- `turn/start`.
 ---@class dsh.TurnStart
 ---@field turn integer 1-based turn number.
@@ -886,7 +896,7 @@ M.event_kinds = {
 ---@field thinkingBudget? integer Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None` derives it from `max_tokens` (docs/providers.md).
 ---@field thinkingObject? boolean OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
 
----@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"
+---@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"
 
 -- One class per event kind: the `session/event` envelope with its typed payload.
 
@@ -901,6 +911,10 @@ M.event_kinds = {
 ---@class dsh.Event.turn_end: dsh.SessionEvent
 ---@field type "turn/end"
 ---@field data dsh.TurnEnd
+
+---@class dsh.Event.turn_limit: dsh.SessionEvent
+---@field type "turn/limit"
+---@field data dsh.TurnLimit
 
 ---@class dsh.Event.user_message: dsh.SessionEvent
 ---@field type "user/message"

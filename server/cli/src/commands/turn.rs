@@ -163,6 +163,7 @@ pub async fn stream_turn(
                 StopReason::Completed | StopReason::MaxSteps => ExitCode::SUCCESS,
                 StopReason::Cancelled => ExitCode::from(130),
                 StopReason::Error => ExitCode::FAILURE,
+                StopReason::Limit => ExitCode::from(3),
             })
         }
         Err(error) => {
