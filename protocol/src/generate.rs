@@ -162,6 +162,7 @@ fn declarations() -> Vec<String> {
         SessionSubscribeParams::decl(&config),
         SessionEvent::decl(&config),
         WhenBusy::decl(&config),
+        TurnLimits::decl(&config),
         SessionPromptParams::decl(&config),
         SessionPromptResult::decl(&config),
         SessionInjectParams::decl(&config),

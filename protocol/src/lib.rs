@@ -34,8 +34,8 @@ pub use event::SessionEvent;
 /// event as delivered decodes with [`decode_event`] like a log line.
 pub use dsh_session::{ApprovalRequest, ChunkDelta, Event, EventData, decode_event};
 pub use dsh_session::{
-    Cost, EpochHeader, ForkOrigin, Message, PrefixCause, Price, ProviderKind, RequestSent,
-    StopReason, Usage, UsageRow,
+    Cost, EpochHeader, ForkOrigin, LimitKind, Message, PrefixCause, Price, ProviderKind,
+    RequestSent, StopReason, TurnLimit, Usage, UsageRow,
 };
 
 /// The protocol version this build speaks; `initialize` refuses another.

@@ -252,6 +252,27 @@ export type SessionEvent = { sessionId: string; seq: number; time: number; joine
 
 export type WhenBusy = "reject" | "queue";
 
+export type TurnLimits = { 
+/**
+ * Steps the turn may run (at least 1).
+ */
+maxSteps?: number, 
+/**
+ * Tokens the turn may spend: its finished steps' prompt and output tokens, summed (at
+ * least 1).
+ */
+maxTokens?: number, 
+/**
+ * What the turn's finished steps may cost, in USD, at the prices `session/usage` uses
+ * (more than 0). A model without a price in USD is refused (`config`): its cost would
+ * be unknown.
+ */
+maxCost?: number, 
+/**
+ * Seconds the turn may run, from its start (more than 0).
+ */
+timeoutSecs?: number, };
+
 export type SessionPromptParams = { 
 /**
  * The session.
@@ -264,7 +285,11 @@ text: string,
 /**
  * Default `reject`.
  */
-whenBusy?: WhenBusy, };
+whenBusy?: WhenBusy, 
+/**
+ * Budgets of this turn (default: none; the session's own `maxSteps` still holds).
+ */
+limits?: TurnLimits, };
 
 export type SessionPromptResult = { 
 /**
@@ -286,7 +311,12 @@ usage: Usage,
 /**
  * The error, when it ended with one.
  */
-error?: string, };
+error?: string, 
+/**
+ * The budget that stopped the turn (as its `turn/limit` event), when `stopReason` is
+ * `limit`.
+ */
+limit?: TurnLimit, };
 
 export type SessionInjectParams = { 
 /**

@@ -451,6 +451,7 @@ M.event_kinds = {
 
 --- `session/prompt` params.
 ---@class dsh.SessionPromptParams
+---@field limits? dsh.TurnLimits Budgets of this turn (default: none; the session's own `maxSteps` still holds).
 ---@field sessionId string The session.
 ---@field text string The prompt.
 ---@field whenBusy? dsh.WhenBusy Default `reject`.
@@ -458,6 +459,7 @@ M.event_kinds = {
 --- `session/prompt` result, sent when the turn ends.
 ---@class dsh.SessionPromptResult
 ---@field error? string The error, when it ended with one.
+---@field limit? dsh.TurnLimit The budget that stopped the turn (as its `turn/limit` event), when `stopReason` is `limit`.
 ---@field steps integer Steps run.
 ---@field stopReason dsh.StopReason Why it ended.
 ---@field turn integer The turn number.
@@ -513,6 +515,13 @@ M.event_kinds = {
 ---@field profile string The provider profile the session's next request uses: its last request's, else the one it was pinned to at creation (`session/meta.pin`), else the configured default.
 ---@field rows dsh.UsageEntry[] One row per step; a row's `cost` is at the prices of the profile and model it ran on, as configured now.
 ---@field totals dsh.Usage Sums over finished steps.
+
+--- Budgets of one turn (`session/prompt`'s `limits`); each is optional and must be positive. Steps, tokens and cost are checked between steps (a step and its tools always finish); the timeout cancels the turn as `session/cancel` does. A budget reached logs `turn/limit` and ends the turn with `stopReason` `limit`.
+---@class dsh.TurnLimits
+---@field maxCost? number What the turn's finished steps may cost, in USD, at the prices `session/usage` uses (more than 0). A model without a price in USD is refused (`config`): its cost would be unknown.
+---@field maxSteps? integer Steps the turn may run (at least 1).
+---@field maxTokens? integer Tokens the turn may spend: its finished steps' prompt and output tokens, summed (at least 1).
+---@field timeoutSecs? number Seconds the turn may run, from its start (more than 0).
 
 --- One row of `session/usage`.
 ---@class dsh.UsageEntry

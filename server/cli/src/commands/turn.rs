@@ -114,6 +114,7 @@ pub async fn stream_turn(
         session_id: session_id.clone(),
         text,
         when_busy: Some(WhenBusy::Reject),
+        limits: None,
     };
     let mut turn =
         tokio::spawn(async move { prompt_client.call::<method::SessionPrompt>(params).await });
