@@ -78,6 +78,28 @@ pub fn json_schema() -> String {
     text
 }
 
+/// The JSON Schema of one line of `dsh prompt --json` ([`script::PromptLine`]), with the
+/// definitions it refers to.
+pub fn prompt_json_schema() -> String {
+    let mut generator = SchemaGenerator::default();
+    let line = generator.root_schema_for::<script::PromptLine>().to_value();
+    let mut document = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "dsh prompt --json: one line",
+        "schemaVersion": script::SCHEMA_VERSION,
+    });
+    if let (Value::Object(document), Value::Object(line)) = (&mut document, line) {
+        for (key, value) in line {
+            if key != "$schema" && key != "title" {
+                document.insert(key, value);
+            }
+        }
+    }
+    let mut text = serde_json::to_string_pretty(&log::canonical_json(document)).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 fn error_codes() -> Value {
     log::canonical_json(json!({
         "sessionNotFound": code::SESSION_NOT_FOUND,
@@ -596,6 +618,12 @@ mod tests {
     #[test]
     fn the_committed_json_schema_is_fresh() {
         check(root().join("protocol/schema/dsh-protocol.schema.json"), super::json_schema());
+    }
+
+    #[test]
+    fn the_committed_prompt_line_schema_is_fresh() {
+        let path = root().join("protocol/schema/dsh-prompt-json.schema.json");
+        check(path, super::prompt_json_schema());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! These are the API's own types: the log vocabulary (`dsh-session`) appears in them only where
 //! the API hands out log content as is (events, headers, messages, usage). A JSON Schema
 //! (`protocol/schema/`) and TypeScript declarations (`editors/vscode/src/protocol.generated.ts`)
-//! are generated from this crate ([`generate`]); a test fails when the committed files are
+//! are generated from this crate ([`generate`]), and so is the schema of the lines `dsh prompt
+//! --json` writes ([`script`]); a test fails when the committed files are
 //! stale. This crate holds no logic: no transport, no session state.
 #![warn(missing_docs)]
 
@@ -26,6 +27,7 @@ mod event;
 pub mod generate;
 pub mod jsonrpc;
 pub mod method;
+pub mod script;
 mod types;
 
 pub use event::SessionEvent;
