@@ -13,10 +13,11 @@ use arbitrary::Arbitrary;
 use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantMessage,
     AssistantTurn, ChunkDelta, CompactStart, CompactSummary, ContextMessage, EpochHeader, Event,
-    EventData, FORMAT_VERSION, HeaderDelta, LlmCallConfig, LlmRetry, RequestHeader, RequestSent,
-    SessionMeta, SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart, StopReason,
-    SurfaceNode, SurfaceReplace, SystemDelta, ToolCall, ToolCallStarted, ToolProgress, ToolResult,
-    ToolSchema, ToolsDelta, TurnEnd, TurnStart, Usage, UserMessage, decode_log, encode_event,
+    EventData, FORMAT_VERSION, HeaderDelta, LimitKind, LlmCallConfig, LlmRetry, McpWait,
+    McpWaitReason, RequestHeader, RequestSent, SessionMeta, SnapshotReason, SteeringMessage,
+    StepEnd, StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace, SystemDelta, ToolCall,
+    ToolCallStarted, ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit,
+    TurnStart, Usage, UserMessage, decode_log, encode_event,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -95,6 +96,7 @@ fn lines(texts: &[Text]) -> Option<String> {
 enum Op {
     TurnStart(Small),
     TurnEnd(Small, u8, Option<Text>),
+    TurnLimit(u8, u16, u16),
     User(Text),
     Steering(Text),
     Context(Text, bool),
@@ -129,6 +131,7 @@ enum Op {
     StepEnd(Small, [u16; 3]),
     StepError(Small, bool),
     Retry(Small),
+    McpWait(Vec<Name>, bool),
     ApprovalRequest(Name, Name),
     ApprovalDecision(Name, u8),
     CompactStart(u16),
@@ -153,14 +156,36 @@ impl Op {
                     StopReason::Cancelled,
                     StopReason::Error,
                     StopReason::MaxSteps,
-                ][usize::from(reason % 4)],
+                    StopReason::Limit,
+                ][usize::from(reason % 5)],
                 error: error.map(Text::s),
+            }),
+            Op::TurnLimit(kind, value, spent) => EventData::TurnLimit(TurnLimit {
+                limit: [
+                    LimitKind::MaxSteps,
+                    LimitKind::MaxTokens,
+                    LimitKind::MaxCost,
+                    LimitKind::Timeout,
+                ][usize::from(kind % 4)],
+                // Whole numbers for steps and tokens, fractions for money and seconds.
+                value: if kind % 4 < 2 {
+                    u64::from(value).into()
+                } else {
+                    serde_json::Number::from_f64(f64::from(value) / 1000.0).unwrap()
+                },
+                spent: if kind % 4 < 2 {
+                    u64::from(spent).into()
+                } else {
+                    serde_json::Number::from_f64(f64::from(spent) / 1000.0).unwrap()
+                },
             }),
             Op::User(text) => EventData::UserMessage(UserMessage { text: text.s() }),
             Op::Steering(text) => EventData::SteeringMessage(SteeringMessage { text: text.s() }),
             Op::Context(text, date) => EventData::ContextMessage(ContextMessage {
                 text: text.s(),
                 source: date.then(|| "date".to_owned()),
+                instructions: None,
+                files: None,
             }),
             Op::StepStart { step, turn } => {
                 EventData::StepStart(StepStart { step: step.n(), turn: turn.n() })
@@ -223,6 +248,7 @@ impl Op {
                     message: AssistantMessage {
                         content: content.s(),
                         reasoning_content: reasoning.map(Text::s),
+                        blocks: Vec::new(),
                         tool_calls: calls
                             .iter()
                             .map(|&(id, name, arguments)| ToolCall {
@@ -238,6 +264,7 @@ impl Op {
                 step: step.n(),
                 call_id: id.call_id(),
                 name: name.s(),
+                unconfined: id.0 % 5 == 0,
             }),
             Op::ToolProgress(id, text) => {
                 EventData::ToolProgress(ToolProgress { call_id: id.call_id(), text: text.s() })
@@ -247,6 +274,7 @@ impl Op {
                 name: name.s(),
                 content: content.s(),
                 is_error,
+                seen: None,
             }),
             Op::StepEnd(step, [hit, miss, out]) => EventData::StepEnd(StepEnd {
                 step: step.n(),
@@ -257,6 +285,7 @@ impl Op {
                     cache_miss_tokens: u64::from(miss),
                     completion_tokens: u64::from(out),
                     reasoning_tokens: u64::from(out / 2),
+                    cache_write_tokens: u64::from(miss / 3),
                 },
             }),
             Op::StepError(step, cancelled) => EventData::StepError(StepError {
@@ -270,11 +299,16 @@ impl Op {
                 delay_ms: 10,
                 error: "retry".to_owned(),
             }),
+            Op::McpWait(ref servers, changed) => EventData::McpWait(McpWait {
+                servers: servers.iter().map(|name| name.s()).collect(),
+                reason: if changed { McpWaitReason::ToolsChanged } else { McpWaitReason::Starting },
+            }),
             Op::ApprovalRequest(id, name) => EventData::ApprovalRequest(ApprovalRequest {
                 approval_id: format!("approval_{}", id.0 % 4),
                 call_id: id.call_id(),
                 tool: name.s(),
                 summary: "run it".to_owned(),
+                sandbox: (id.0 % 2 == 0).then(|| "workspace-write".to_owned()),
             }),
             Op::ApprovalDecision(id, verdict) => EventData::ApprovalDecision(ApprovalDecision {
                 approval_id: format!("approval_{}", id.0 % 4),
@@ -283,7 +317,8 @@ impl Op {
                     ApprovalVerdict::Deny,
                     ApprovalVerdict::AllowAlways,
                     ApprovalVerdict::Timeout,
-                ][usize::from(verdict % 4)],
+                    ApprovalVerdict::AllowUnconfined,
+                ][usize::from(verdict % 5)],
             }),
             Op::CompactStart(tokens) => EventData::CompactStart(CompactStart {
                 reason: "manual".to_owned(),
@@ -311,6 +346,7 @@ impl Op {
                             name: call.s(),
                             content: content.s(),
                             is_error: false,
+                            seen: None,
                         })
                     },
                 })

@@ -98,6 +98,28 @@ fn notifications(session_event: Value, daemon: [(&str, Value); 3]) -> Value {
     Value::Object(out)
 }
 
+/// The JSON Schema of one line of `dsh prompt --json` ([`script::PromptLine`]), with the
+/// definitions it refers to.
+pub fn prompt_json_schema() -> String {
+    let mut generator = SchemaGenerator::default();
+    let line = generator.root_schema_for::<script::PromptLine>().to_value();
+    let mut document = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "dsh prompt --json: one line",
+        "schemaVersion": script::SCHEMA_VERSION,
+    });
+    if let (Value::Object(document), Value::Object(line)) = (&mut document, line) {
+        for (key, value) in line {
+            if key != "$schema" && key != "title" {
+                document.insert(key, value);
+            }
+        }
+    }
+    let mut text = serde_json::to_string_pretty(&log::canonical_json(document)).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 fn error_codes() -> Value {
     log::canonical_json(json!({
         "sessionNotFound": code::SESSION_NOT_FOUND,
@@ -184,6 +206,7 @@ fn declarations() -> Vec<String> {
         SessionSubscribeParams::decl(&config),
         SessionEvent::decl(&config),
         WhenBusy::decl(&config),
+        TurnLimits::decl(&config),
         SessionPromptParams::decl(&config),
         SessionPromptResult::decl(&config),
         SessionInjectParams::decl(&config),
@@ -247,6 +270,8 @@ fn declarations() -> Vec<String> {
         log::SessionMeta::decl(&config),
         log::TurnStart::decl(&config),
         log::TurnEnd::decl(&config),
+        log::LimitKind::decl(&config),
+        log::TurnLimit::decl(&config),
         log::UserMessage::decl(&config),
         log::SteeringMessage::decl(&config),
         log::ContextMessage::decl(&config),
@@ -1261,6 +1286,12 @@ mod tests {
     #[test]
     fn the_committed_json_schema_is_fresh() {
         check(root().join("protocol/schema/dsh-protocol.schema.json"), super::json_schema());
+    }
+
+    #[test]
+    fn the_committed_prompt_line_schema_is_fresh() {
+        let path = root().join("protocol/schema/dsh-prompt-json.schema.json");
+        check(path, super::prompt_json_schema());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! These are the API's own types: the log vocabulary (`dsh-session`) appears in them only where
 //! the API hands out log content as is (events, headers, messages, usage). A JSON Schema
 //! (`protocol/schema/`) and TypeScript declarations (`editors/vscode/src/protocol.generated.ts`)
-//! are generated from this crate ([`generate`]); a test fails when the committed files are
+//! are generated from this crate ([`generate`]), and so is the schema of the lines `dsh prompt
+//! --json` writes ([`script`]); a test fails when the committed files are
 //! stale. This crate holds no logic: no transport, no session state.
 #![warn(missing_docs)]
 
@@ -26,6 +27,7 @@ mod event;
 pub mod generate;
 pub mod jsonrpc;
 pub mod method;
+pub mod script;
 mod types;
 
 pub use event::SessionEvent;
@@ -34,8 +36,8 @@ pub use event::SessionEvent;
 /// event as delivered decodes with [`decode_event`] like a log line.
 pub use dsh_session::{ApprovalRequest, ChunkDelta, Event, EventData, decode_event};
 pub use dsh_session::{
-    Cost, EpochHeader, ForkOrigin, Message, PrefixCause, Price, ProviderKind, RequestSent,
-    StopReason, Usage, UsageRow,
+    Cost, EpochHeader, ForkOrigin, LimitKind, Message, PrefixCause, Price, ProviderKind,
+    RequestSent, StopReason, TurnLimit, Usage, UsageRow,
 };
 
 /// The protocol version this build speaks; `initialize` refuses another.

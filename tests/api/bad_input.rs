@@ -111,6 +111,21 @@ async fn bad_input_gets_its_documented_error_and_touches_no_log() {
         conn.err(method, params, INVALID_PARAMS).await;
         alive().await;
     }
+    // A budget that is not positive is refused, the budget named.
+    for (limits, expected) in [
+        (json!({"maxSteps": 0}), "limits.maxSteps must be at least 1, not 0"),
+        (json!({"maxTokens": -5}), "limits.maxTokens must be at least 1, not -5"),
+        (json!({"maxCost": 0}), "limits.maxCost must be more than 0, not 0"),
+        (json!({"maxCost": -0.25}), "limits.maxCost must be more than 0, not -0.25"),
+        (json!({"timeoutSecs": -1}), "limits.timeoutSecs must be more than 0, not -1"),
+        (json!({"timeoutSecs": 1e300}), "limits.timeoutSecs is too large"),
+        (json!({"maxSteps": "one"}), "invalid params for session/prompt"),
+    ] {
+        let params = json!({"sessionId": session, "text": "x", "limits": limits});
+        let message = conn.err("session/prompt", params, INVALID_PARAMS).await;
+        assert!(message.contains(expected), "{limits}: {message}");
+        alive().await;
+    }
     let message = conn
         .err(
             "mcp/list",

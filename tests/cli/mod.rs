@@ -18,4 +18,5 @@ mod llama;
 mod mcp;
 mod resume;
 mod sandbox;
+mod scripting;
 mod wire;

@@ -55,6 +55,7 @@ from .protocol import (
     SessionParams,
     SessionPromptParams,
     SessionPromptResult,
+    TurnLimits,
     SessionRequestParams,
     SessionRequestResult,
     SessionSubscribeParams,
@@ -348,11 +349,13 @@ class Client(Api):
         text: str,
         *,
         when_busy: WhenBusy | None = None,
+        limits: TurnLimits | None = None,
         on_approval: ApprovalCallback | None = None,
         on_event: EventCallback | None = None,
     ) -> SessionPromptResult:
         """Runs a turn and returns its result when it ends (``stop_reason``: ``completed``,
-        ``cancelled``, ``error``, ``maxSteps``).
+        ``cancelled``, ``error``, ``maxSteps``, ``limit`` — a budget of `limits` was reached,
+        named by the result's ``limit``).
 
         `on_approval` answers each ``approval/request`` of the turn (its decision is sent with
         ``approval/respond``; when it raises, the call is denied and the exception raised once
@@ -360,7 +363,7 @@ class Client(Api):
         daemon's timeout. `on_event` is called with each event logged from the call on, in order,
         up to the turn's ``turn/end`` (with `when_busy="queue"`, which waits for a running turn
         instead of failing with ``SESSION_BUSY``, the running turn's events come first)."""
-        params = SessionPromptParams(session_id=session_id, text=text, when_busy=when_busy)
+        params = SessionPromptParams(session_id=session_id, text=text, when_busy=when_busy, limits=limits)
         if on_approval is None and on_event is None:
             return await self.session_prompt(params)
         # From the log's current end: whatever the turn logs (its approval requests first of

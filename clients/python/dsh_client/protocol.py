@@ -78,6 +78,7 @@ EVENT_KINDS: Final = (
     "session/meta",
     "turn/start",
     "turn/end",
+    "turn/limit",
     "user/message",
     "steering/message",
     "context/message",
@@ -1748,6 +1749,8 @@ class SessionPromptParams(_w.WireObject):
     """The session."""
     text: str
     """The prompt."""
+    limits: TurnLimits | None = None
+    """Budgets of this turn (default: none; the session's own `maxSteps` still holds)."""
     when_busy: WhenBusy | None = None
     """Default `reject`."""
 
@@ -1757,11 +1760,14 @@ class SessionPromptParams(_w.WireObject):
         return cls(
             session_id=_w.required(o, "sessionId", _w.string, "SessionPromptParams"),
             text=_w.required(o, "text", _w.string, "SessionPromptParams"),
+            limits=_w.optional(o, "limits", TurnLimits.from_json, "SessionPromptParams"),
             when_busy=_w.optional(o, "whenBusy", _decode_when_busy, "SessionPromptParams"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"sessionId": self.session_id, "text": self.text}
+        if self.limits is not None:
+            out["limits"] = _w.encode(self.limits)
         if self.when_busy is not None:
             out["whenBusy"] = _w.encode(self.when_busy)
         return out
@@ -1781,6 +1787,10 @@ class SessionPromptResult(_w.WireObject):
     """Usage summed over the turn."""
     error: str | None = None
     """The error, when it ended with one."""
+    limit: TurnLimit | None = None
+    """The budget that stopped the turn (as its `turn/limit` event), when `stopReason` is
+    `limit`.
+    """
 
     @classmethod
     def from_json(cls, value: Any) -> SessionPromptResult:
@@ -1791,12 +1801,15 @@ class SessionPromptResult(_w.WireObject):
             steps=_w.required(o, "steps", _w.integer, "SessionPromptResult"),
             usage=_w.required(o, "usage", Usage.from_json, "SessionPromptResult"),
             error=_w.optional(o, "error", _w.string, "SessionPromptResult"),
+            limit=_w.optional(o, "limit", TurnLimit.from_json, "SessionPromptResult"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"turn": self.turn, "stopReason": _w.encode(self.stop_reason), "steps": self.steps, "usage": _w.encode(self.usage)}
         if self.error is not None:
             out["error"] = self.error
+        if self.limit is not None:
+            out["limit"] = _w.encode(self.limit)
         return out
 
 
@@ -2028,6 +2041,51 @@ class SessionUsageResult(_w.WireObject):
             out["cost"] = _w.encode(self.cost)
         if self.prices != []:
             out["prices"] = _w.encode(self.prices)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnLimits(_w.WireObject):
+    """Budgets of one turn (`session/prompt`'s `limits`); each is optional and must be
+    positive. Steps, tokens and cost are checked between steps (a step and its tools always
+    finish); the timeout cancels the turn as `session/cancel` does. A budget reached logs
+    `turn/limit` and ends the turn with `stopReason` `limit`.
+    """
+
+    max_cost: float | None = None
+    """What the turn's finished steps may cost, in USD, at the prices `session/usage` uses
+    (more than 0). A model without a price in USD is refused (`config`): its cost would
+    be unknown.
+    """
+    max_steps: int | None = None
+    """Steps the turn may run (at least 1)."""
+    max_tokens: int | None = None
+    """Tokens the turn may spend: its finished steps' prompt and output tokens, summed (at
+    least 1).
+    """
+    timeout_secs: float | None = None
+    """Seconds the turn may run, from its start (more than 0)."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> TurnLimits:
+        o = _w.obj(value, "TurnLimits")
+        return cls(
+            max_cost=_w.optional(o, "maxCost", _w.number, "TurnLimits"),
+            max_steps=_w.optional(o, "maxSteps", _w.integer, "TurnLimits"),
+            max_tokens=_w.optional(o, "maxTokens", _w.integer, "TurnLimits"),
+            timeout_secs=_w.optional(o, "timeoutSecs", _w.number, "TurnLimits"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.max_cost is not None:
+            out["maxCost"] = self.max_cost
+        if self.max_steps is not None:
+            out["maxSteps"] = self.max_steps
+        if self.max_tokens is not None:
+            out["maxTokens"] = self.max_tokens
+        if self.timeout_secs is not None:
+            out["timeoutSecs"] = self.timeout_secs
         return out
 
 
@@ -2930,6 +2988,20 @@ class InstructionFile(_w.WireObject):
         return {"name": self.name, "text": self.text}
 
 
+LimitKind: TypeAlias = Literal["maxSteps", "maxTokens", "maxCost", "timeout"]
+"""A budget of one turn (`session/prompt`'s `limits`).
+
+- ``maxSteps``: Steps run by the turn.
+- ``maxTokens``: Tokens of the turn: every finished step's prompt and output tokens, summed.
+- ``maxCost``: What the turn's finished steps cost, in USD, at the configured prices (as `session/usage` prices them).
+- ``timeout``: Seconds since the turn started.
+"""
+
+
+def _decode_limit_kind(value: Any) -> LimitKind:
+    return cast(LimitKind, _w.string(value))
+
+
 @dataclass(frozen=True, kw_only=True)
 class LlmCallConfig(_w.WireObject):
     """Model and sampling scalars: the per-conversation call config."""
@@ -3301,13 +3373,14 @@ class StepStart(_w.WireObject):
         return {"step": self.step, "turn": self.turn}
 
 
-StopReason: TypeAlias = Literal["completed", "cancelled", "error", "maxSteps"]
+StopReason: TypeAlias = Literal["completed", "cancelled", "error", "maxSteps", "limit"]
 """Why a turn ended.
 
 - ``completed``: The model stopped on its own.
 - ``cancelled``: A client cancelled, the daemon shut down, or a fork cut the turn.
 - ``error``: A step failed.
-- ``maxSteps``: The step limit was hit.
+- ``maxSteps``: The session's step limit (`maxSteps` of its configuration) was hit.
+- ``limit``: A budget the prompt set (`limits` of `session/prompt`) was reached: the `turn/limit` before the `turn/end` names it.
 """
 
 
@@ -3637,6 +3710,36 @@ class TurnEnd(_w.WireObject):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TurnLimit(_w.WireObject):
+    """`turn/limit`: a budget of the turn was reached, and the turn stops — between steps, never in
+    the middle of one; a timeout cancels the turn as `session/cancel` does (the step or tool it
+    interrupts is logged cancelled). Followed by the turn's `turn/end` with reason `limit`. Not
+    model-visible.
+    """
+
+    limit: LimitKind
+    """Which budget."""
+    value: float
+    """The budget, as given: steps, tokens, USD or seconds."""
+    spent: float
+    """What the turn had spent when it stopped, in the same unit: a step ends whole, so
+    tokens and cost may pass the budget by the last step's.
+    """
+
+    @classmethod
+    def from_json(cls, value: Any) -> TurnLimit:
+        o = _w.obj(value, "TurnLimit")
+        return cls(
+            limit=_w.required(o, "limit", _decode_limit_kind, "TurnLimit"),
+            value=_w.required(o, "value", _w.number, "TurnLimit"),
+            spent=_w.required(o, "spent", _w.number, "TurnLimit"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"limit": _w.encode(self.limit), "value": self.value, "spent": self.spent}
+
+
+@dataclass(frozen=True, kw_only=True)
 class TurnStart(_w.WireObject):
     """`turn/start`."""
 
@@ -3851,6 +3954,23 @@ class TurnEndEvent(BaseEvent):
         o = _w.obj(value, "TurnEndEvent")
         envelope = _w.fields_of(BaseEvent.from_json(o))
         return cls(**envelope, data=_w.required(o, "data", TurnEnd.from_json, "TurnEndEvent"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "type": self.type, "data": _w.encode(self.data)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnLimitEvent(BaseEvent):
+    """A `turn/limit` event: ``data`` is a :class:`TurnLimit`."""
+
+    type: Literal["turn/limit"] = "turn/limit"
+    data: TurnLimit
+
+    @classmethod
+    def from_json(cls, value: Any) -> TurnLimitEvent:
+        o = _w.obj(value, "TurnLimitEvent")
+        envelope = _w.fields_of(BaseEvent.from_json(o))
+        return cls(**envelope, data=_w.required(o, "data", TurnLimit.from_json, "TurnLimitEvent"))
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "type": self.type, "data": _w.encode(self.data)}
@@ -4237,6 +4357,7 @@ SessionEvent: TypeAlias = Union[
     SessionMetaEvent,
     TurnStartEvent,
     TurnEndEvent,
+    TurnLimitEvent,
     UserMessageEvent,
     SteeringMessageEvent,
     ContextMessageEvent,
@@ -4266,6 +4387,7 @@ EVENT_CLASSES: Final[dict[str, Callable[[Any], SessionEvent]]] = {
     "session/meta": SessionMetaEvent.from_json,
     "turn/start": TurnStartEvent.from_json,
     "turn/end": TurnEndEvent.from_json,
+    "turn/limit": TurnLimitEvent.from_json,
     "user/message": UserMessageEvent.from_json,
     "steering/message": SteeringMessageEvent.from_json,
     "context/message": ContextMessageEvent.from_json,

@@ -1,10 +1,10 @@
-"""A CI step: run a prompt on the checkout with a step budget, and fail the build when the budget
-runs out before the agent is done (or the turn fails). Every step's request is audited too.
+"""A CI step: run a prompt on the checkout with budgets, and fail the build when one runs out
+before the agent is done (or the turn fails). Every step's request is audited too.
 
-    python ci_budget.py --max-steps 30 "make the failing test pass"
+    python ci_budget.py --max-steps 30 --max-cost 0.50 "make the failing test pass"
 
-The budget is `maxSteps` of the session's config: the turn stops after that many model requests
-with the stop reason `maxSteps`.
+The budgets are the prompt's `limits`: the turn stops between steps once one is reached, with
+the stop reason `limit` (`result.limit` says which, as the log's `turn/limit` event does).
 """
 
 import argparse
@@ -13,7 +13,7 @@ import os
 import sys
 
 import dsh_client
-from dsh_client.protocol import ApprovalChoice, ApprovalRequestEvent, SessionConfig
+from dsh_client.protocol import ApprovalChoice, ApprovalRequestEvent, TurnLimits
 
 
 def approve(event: ApprovalRequestEvent) -> ApprovalChoice:
@@ -21,10 +21,11 @@ def approve(event: ApprovalRequestEvent) -> ApprovalChoice:
     return "allow"
 
 
-async def main(prompt: str, max_steps: int) -> int:
+async def main(prompt: str, max_steps: int, max_cost: float | None) -> int:
     async with dsh_client.connect(base_url=os.environ.get("DEEPSEEK_BASE_URL")) as client:
-        session = await client.create(os.getcwd(), config=SessionConfig(max_steps=max_steps))
-        result = await client.prompt(session, prompt, on_approval=approve)
+        session = await client.create(os.getcwd())
+        limits = TurnLimits(max_steps=max_steps, max_cost=max_cost)
+        result = await client.prompt(session, prompt, on_approval=approve, limits=limits)
         usage = await client.usage(session)
         audit = await client.audit(session)
     cost = f"{usage.cost.amount:.4f} {usage.cost.currency}" if usage.cost else "unknown"
@@ -32,8 +33,9 @@ async def main(prompt: str, max_steps: int) -> int:
     if not audit.ok:
         print(f"::error::the audit of {session} failed: {audit.mismatches + audit.errors}")
         return 1
-    if result.stop_reason == "maxSteps":
-        print(f"::error::the step budget ({max_steps}) ran out before the agent was done")
+    if result.stop_reason == "limit" and result.limit is not None:
+        reached = result.limit
+        print(f"::error::the {reached.limit} budget ({reached.value:g}) ran out before the agent was done")
         return 1
     if result.stop_reason != "completed":
         print(f"::error::the turn ended with {result.stop_reason}: {result.error or ''}")
@@ -45,5 +47,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("prompt")
     parser.add_argument("--max-steps", type=int, default=30)
+    parser.add_argument("--max-cost", type=float, default=None, help="USD")
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.prompt, args.max_steps)))
+    sys.exit(asyncio.run(main(args.prompt, args.max_steps, args.max_cost)))

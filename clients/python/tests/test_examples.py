@@ -51,8 +51,8 @@ async def test_the_ci_budget_fails_the_build_when_the_step_budget_runs_out(clien
     prompt = "fix it [[fake:tool list_dir {}]]"
     over = run(world, "ci_budget.py", "--max-steps", "1", prompt)
     assert over.returncode == 1, over.stderr
-    assert re.search(r"session \S+: maxSteps after 1 steps, cost 0\.\d{4} USD", over.stdout), over.stdout
-    assert "::error::the step budget (1) ran out before the agent was done" in over.stdout
+    assert re.search(r"session \S+: limit after 1 steps, cost 0\.\d{4} USD", over.stdout), over.stdout
+    assert "::error::the maxSteps budget (1) ran out before the agent was done" in over.stdout
 
     within = run(world, "ci_budget.py", "--max-steps", "5", prompt)
     assert within.returncode == 0, within.stdout + within.stderr

@@ -179,6 +179,31 @@ test("transcript: a command approved unconfined is marked; a confined one is not
   vim.api.nvim_buf_delete(t.buf, { force = true })
 end)
 
+test("transcript: a budget reached is one line before the turn's end, in the CLI's words", function()
+  H.eq("step budget reached: 1 of 1 steps", transcript.limit_text({ limit = "maxSteps", value = 1, spent = 1 }))
+  H.eq("token budget reached: 12,345 of 10,000 tokens", transcript.limit_text({ limit = "maxTokens", value = 10000, spent = 12345 }))
+  H.eq("cost budget reached: $0.001234 of $0.001", transcript.limit_text({ limit = "maxCost", value = 0.001, spent = 0.001234 }))
+  H.eq("timeout reached: 2.0 s of 2 s", transcript.limit_text({ limit = "timeout", value = 2, spent = 2.003 }))
+  H.eq("newBudget reached: 3 of 2", transcript.limit_text({ limit = "newBudget", value = 2, spent = 3 }))
+  local t = transcript.get_or_create("unit-limit")
+  local list = {
+    { "session/meta", { formatVersion = 0, sessionId = "unit-limit", workspace = "/tmp/ws" } },
+    { "turn/start", { turn = 1 } },
+    { "step/start", { step = 1, turn = 1 } },
+    { "step/end", { step = 1, finishReason = "tool_calls", usage = { promptTokens = 10, cacheHitTokens = 0, cacheMissTokens = 10, completionTokens = 2, reasoningTokens = 0 } } },
+    { "turn/limit", { limit = "maxSteps", value = 1, spent = 1 } },
+    { "turn/end", { turn = 1, reason = "limit" } },
+  }
+  for i, e in ipairs(list) do
+    t:on_event({ sessionId = "unit-limit", seq = i - 1, time = 0, type = e[1], data = e[2] })
+  end
+  local text = buf_text(t.buf)
+  H.contains(text, "⊘ step budget reached: 1 of 1 steps")
+  H.contains(text, "━━ turn 1 limit")
+  H.eq(false, t.running)
+  vim.api.nvim_buf_delete(t.buf, { force = true })
+end)
+
 test("transcript: renders streamed text, folded reasoning, tool calls, approvals, steering", function()
   local t = transcript.get_or_create("unit-1")
   for _, ev in ipairs(events("unit-1")) do

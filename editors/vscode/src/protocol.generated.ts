@@ -254,6 +254,27 @@ export type SessionEvent = { sessionId: string; seq: number; time: number; joine
 
 export type WhenBusy = "reject" | "queue";
 
+export type TurnLimits = { 
+/**
+ * Steps the turn may run (at least 1).
+ */
+maxSteps?: number, 
+/**
+ * Tokens the turn may spend: its finished steps' prompt and output tokens, summed (at
+ * least 1).
+ */
+maxTokens?: number, 
+/**
+ * What the turn's finished steps may cost, in USD, at the prices `session/usage` uses
+ * (more than 0). A model without a price in USD is refused (`config`): its cost would
+ * be unknown.
+ */
+maxCost?: number, 
+/**
+ * Seconds the turn may run, from its start (more than 0).
+ */
+timeoutSecs?: number, };
+
 export type SessionPromptParams = { 
 /**
  * The session.
@@ -266,7 +287,11 @@ text: string,
 /**
  * Default `reject`.
  */
-whenBusy?: WhenBusy, };
+whenBusy?: WhenBusy, 
+/**
+ * Budgets of this turn (default: none; the session's own `maxSteps` still holds).
+ */
+limits?: TurnLimits, };
 
 export type SessionPromptResult = { 
 /**
@@ -288,7 +313,12 @@ usage: Usage,
 /**
  * The error, when it ended with one.
  */
-error?: string, };
+error?: string, 
+/**
+ * The budget that stopped the turn (as its `turn/limit` event), when `stopReason` is
+ * `limit`.
+ */
+limit?: TurnLimit, };
 
 export type SessionInjectParams = { 
 /**
@@ -1074,7 +1104,7 @@ reasoningTokens: number,
  */
 cacheWriteTokens?: number, };
 
-export type StopReason = "completed" | "cancelled" | "error" | "maxSteps";
+export type StopReason = "completed" | "cancelled" | "error" | "maxSteps" | "limit";
 
 export type ForkOrigin = { 
 /**
@@ -1495,6 +1525,23 @@ reason: StopReason,
  */
 error?: string, };
 
+export type LimitKind = "maxSteps" | "maxTokens" | "maxCost" | "timeout";
+
+export type TurnLimit = { 
+/**
+ * Which budget.
+ */
+limit: LimitKind, 
+/**
+ * The budget, as given: steps, tokens, USD or seconds.
+ */
+value: number, 
+/**
+ * What the turn had spent when it stopped, in the same unit: a step ends whole, so
+ * tokens and cost may pass the budget by the last step's.
+ */
+spent: number, };
+
 export type UserMessage = { 
 /**
  * The prompt text.
@@ -1891,6 +1938,7 @@ export type LogEvent =
   | { type: "session/meta"; data: SessionMeta }
   | { type: "turn/start"; data: TurnStart }
   | { type: "turn/end"; data: TurnEnd }
+  | { type: "turn/limit"; data: TurnLimit }
   | { type: "user/message"; data: UserMessage }
   | { type: "steering/message"; data: SteeringMessage }
   | { type: "context/message"; data: ContextMessage }

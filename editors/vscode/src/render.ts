@@ -5,6 +5,7 @@
 import { mcpLabel, mcpTool, mcpWaitText } from "./mcp";
 import type { Entry, StepView, ToolCallView, Transcript } from "./transcript";
 import { dropExplanation, formatMoney, formatTokens, hitClass, hitPercent, usageParts } from "./usage";
+import type { TurnLimit } from "./protocol.generated";
 
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
@@ -70,7 +71,7 @@ function renderEntry(t: Transcript, e: Entry): string {
       return `<div class="compact" data-seq="${e.seq}">⇣ compaction (${escapeHtml(e.reason)}, ${formatTokens(e.tokensBefore)} prompt tokens before)${replaced}${summary}</div>`;
     }
     case "turnEnd": {
-      const cls = e.reason === "completed" ? "ok" : e.reason === "cancelled" ? "cancelled" : "error";
+      const cls = e.reason === "completed" ? "ok" : e.reason === "cancelled" ? "cancelled" : e.reason === "limit" ? "limit" : "error";
       const err = e.error ? `: ${escapeHtml(e.error)}` : "";
       return `<div class="turn-end ${cls}" data-seq="${e.seq}">Turn ${e.turn} ${escapeHtml(e.reason)}${err}</div>`;
     }
@@ -78,8 +79,30 @@ function renderEntry(t: Transcript, e: Entry): string {
       return `<div class="approval-entry">${renderApproval(e.approval, true)}</div>`;
     case "mcpWait":
       return `<div class="notice mcp-wait" data-seq="${e.seq}" data-mcp-wait="${escapeHtml(e.wait.reason)}">${escapeHtml(mcpWaitText(e.wait))} <span class="seq">seq ${e.seq}</span></div>`;
+    case "limit":
+      return `<div class="notice limit" data-seq="${e.seq}" data-limit="${escapeHtml(e.limit.limit)}">⊘ ${escapeHtml(limitText(e.limit))} <span class="seq">seq ${e.seq}</span></div>`;
     case "notice":
       return `<div class="notice" data-seq="${e.seq}">${escapeHtml(e.text)}</div>`;
+  }
+}
+
+/**
+ * The one line a `turn/limit` reads as, the words `dsh prompt` prints: "step budget reached: 2
+ * of 2 steps", "cost budget reached: $0.0012 of $0.001", "timeout reached: 30.0 s of 30 s".
+ */
+export function limitText(l: TurnLimit): string {
+  switch (l.limit) {
+    case "maxSteps":
+      return `step budget reached: ${l.spent} of ${l.value} steps`;
+    case "maxTokens":
+      return `token budget reached: ${formatTokens(l.spent)} of ${formatTokens(l.value)} tokens`;
+    case "maxCost":
+      return `cost budget reached: ${formatMoney(l.spent, "USD")} of ${formatMoney(l.value, "USD")}`;
+    case "timeout":
+      return `timeout reached: ${l.spent.toFixed(1)} s of ${l.value} s`;
+    default:
+      // A budget newer than these types: named as it came.
+      return `${String(l.limit)} reached: ${l.spent} of ${l.value}`;
   }
 }
 

@@ -16,6 +16,7 @@ import type {
   SessionMeta,
   SessionUsageResult,
   StopReason,
+  TurnLimit,
   Usage,
   UsageEntry,
 } from "./protocol.generated";
@@ -91,6 +92,8 @@ export type Entry =
   | { kind: "step"; step: StepView }
   | { kind: "compact"; seq: number; reason: string; tokensBefore: number; summary?: string; replaced?: { start: number; end: number; seq: number } }
   | { kind: "turnEnd"; seq: number; turn: number; reason: StopReason; error?: string }
+  /** A budget of the turn was reached (`turn/limit`): the turn stops. */
+  | { kind: "limit"; seq: number; limit: TurnLimit }
   | { kind: "approval"; approval: ApprovalView }
   /** A step waited for MCP servers to start or re-list their tools (`mcp/wait`). */
   | { kind: "mcpWait"; seq: number; wait: McpWait }
@@ -462,6 +465,10 @@ export class Transcript {
         }
         return { kind: "structure" };
       }
+      case "turn/limit":
+        // Logged between steps, right before the turn's end (reason `limit`).
+        this.entries.push({ kind: "limit", seq: e.seq, limit: e.data });
+        return { kind: "structure" };
       case "compact/start": {
         const c = e.data;
         this.entries.push({ kind: "compact", seq: e.seq, reason: c.reason, tokensBefore: c.tokensBefore });

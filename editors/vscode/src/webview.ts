@@ -79,7 +79,8 @@ details.result.error summary { color: var(--hit-low); }
 .step-error { color: var(--hit-low); margin-top: 4px; }
 .retry { font-size: .85em; color: var(--hit-mid); }
 .turn-end { font-size: .85em; margin: 6px 0 4px; opacity: .75; }
-.turn-end.cancelled, .turn-end.error { color: var(--hit-low); opacity: 1; }
+.turn-end.cancelled, .turn-end.error, .turn-end.limit { color: var(--hit-low); opacity: 1; }
+.notice.limit { color: var(--hit-low); }
 .notice.mcp-wait { opacity: .8; font-style: italic; }
 .compact, .notice { font-size: .88em; margin: 8px 0; padding: 4px 10px; border-left: 3px solid var(--hit-cold); }
 .empty { opacity: .6; margin-top: 30px; }

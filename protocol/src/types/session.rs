@@ -174,6 +174,39 @@ pub enum WhenBusy {
 }
 
 api_type! {
+    /// Budgets of one turn (`session/prompt`'s `limits`); each is optional and must be
+    /// positive. Steps, tokens and cost are checked between steps (a step and its tools always
+    /// finish); the timeout cancels the turn as `session/cancel` does. A budget reached logs
+    /// `turn/limit` and ends the turn with `stopReason` `limit`.
+    #[derive(Default)]
+    pub struct TurnLimits {
+        /// Steps the turn may run (at least 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        #[schemars(range(min = 1))]
+        pub max_steps: Option<i64>,
+        /// Tokens the turn may spend: its finished steps' prompt and output tokens, summed (at
+        /// least 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        #[schemars(range(min = 1))]
+        pub max_tokens: Option<i64>,
+        /// What the turn's finished steps may cost, in USD, at the prices `session/usage` uses
+        /// (more than 0). A model without a price in USD is refused (`config`): its cost would
+        /// be unknown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        #[schemars(extend("exclusiveMinimum" = 0))]
+        pub max_cost: Option<f64>,
+        /// Seconds the turn may run, from its start (more than 0).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        #[schemars(extend("exclusiveMinimum" = 0))]
+        pub timeout_secs: Option<f64>,
+    }
+}
+
+api_type! {
     /// `session/prompt` params.
     pub struct SessionPromptParams {
         /// The session.
@@ -184,6 +217,10 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub when_busy: Option<WhenBusy>,
+        /// Budgets of this turn (default: none; the session's own `maxSteps` still holds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub limits: Option<TurnLimits>,
     }
 }
 
@@ -202,6 +239,11 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub error: Option<String>,
+        /// The budget that stopped the turn (as its `turn/limit` event), when `stopReason` is
+        /// `limit`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub limit: Option<TurnLimit>,
     }
 }
 

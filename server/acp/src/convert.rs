@@ -262,7 +262,8 @@ pub(crate) fn prompt_response(
             _ => AcpStopReason::EndTurn,
         },
         StopReason::Cancelled => AcpStopReason::Cancelled,
-        StopReason::MaxSteps => AcpStopReason::MaxTurnRequests,
+        // A budget of the turn (its steps, tokens, cost or time) ran out.
+        StopReason::MaxSteps | StopReason::Limit => AcpStopReason::MaxTurnRequests,
         StopReason::Error => return Err(turn_failed(result.turn, result.error)),
     };
     let meta = ext::turn_meta(result.turn, result.steps, &result.usage);

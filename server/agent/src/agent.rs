@@ -9,8 +9,9 @@
 //! verified delta, or nothing) → build the request, append `request/sent` with the wire body's
 //! sha256, check the reconstruction invariant → dispatch → log chunks, the assembled
 //! `assistant/message`, run the tool calls (with approvals) and log their results → `step/end`
-//! with usage. Repeat until the model stops, `max_steps` is hit, or the turn is cancelled; the
-//! turn closes with `turn/end` and its reason. A failed or cancelled step never leaves a half
+//! with usage. Repeat until the model stops, `max_steps` is hit, a budget of the turn
+//! ([`TurnLimits`], checked between steps; a timeout cancels) is reached, or the turn is
+//! cancelled; the turn closes with `turn/end` and its reason. A failed or cancelled step never leaves a half
 //! message on the surface: the message is appended only once the stream finished.
 //!
 //! The only in-process state of a loop instance that the log does not hold is one boolean:
@@ -23,7 +24,7 @@
 //! This file is the turn and the step; beside it: `config.rs` ([`AgentConfig`],
 //! [`CallOverrides`]), `tool_calls.rs` (the schemas a step offers, and each call decided, asked,
 //! logged and run), `instructions.rs` (the system prompt under the instruction policy),
-//! `recovery.rs` (closing what a crash left open).
+//! `recovery.rs` (closing what a crash left open), `limits.rs` (the turn's budgets).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,8 +38,8 @@ use dsh_provider::{
 use dsh_session::{
     AssistantChunk, AssistantTurn, ContextMessage, EpochHeader, EventData, GenerateRequest,
     HeaderPlan, InstructionFold, LlmCallConfig, LlmRetry, RequestHeader, RequestSent, Session,
-    StepEnd, StepError, StopReason, SurfaceMark, ToolCall, TurnEnd, TurnStart, Usage, UserMessage,
-    plan_header_event, reconstruct_session_step,
+    StepEnd, StepError, StopReason, SurfaceMark, ToolCall, TurnEnd, TurnLimit, TurnStart, Usage,
+    UserMessage, plan_header_event, reconstruct_session_step,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -55,10 +56,13 @@ use crate::tools::{Toolbox, Workspace};
 
 mod config;
 mod instructions;
+mod limits;
 mod recovery;
 mod tool_calls;
 
 pub use config::{AgentConfig, CallOverrides};
+pub use limits::TurnLimits;
+use limits::{Spent, TurnTimer};
 pub use recovery::{INTERRUPTED, close_interrupted, close_open_turn};
 
 /// What a request hook sees.
@@ -89,6 +93,8 @@ pub struct TurnOutcome {
     pub usage: Usage,
     /// The error, when the turn ended with one.
     pub error: Option<String>,
+    /// The budget that stopped the turn (its `turn/limit`), when one did.
+    pub limit: Option<TurnLimit>,
     /// Where each step's time went.
     pub timings: Vec<StepTiming>,
 }
@@ -151,6 +157,9 @@ pub struct Agent {
     external: Option<Arc<dyn ExternalTools>>,
     /// The external tools of the current step's header: what a call is dispatched to.
     external_tools: Vec<ExternalTool>,
+    /// The running turn's cost budget, if any: a step whose model has no price in USD is not
+    /// run under one.
+    max_cost: Option<f64>,
 }
 
 enum StepOutcome {
@@ -197,6 +206,7 @@ impl Agent {
             memory: Some(Memory::default()),
             external: None,
             external_tools: Vec::new(),
+            max_cost: None,
         }
     }
 
@@ -221,15 +231,34 @@ impl Agent {
         self.clock = clock;
     }
 
-    /// Runs one turn for `prompt` to its end. Provider failures and cancellation end the turn
-    /// with a logged reason and are reported in the outcome; `Err` means the log itself could not
-    /// be written (or the invariant broke), and the session should be considered failed.
+    /// Runs one turn for `prompt` to its end, without budgets ([`Agent::run_turn_within`]).
     pub async fn run_turn(
         &mut self,
         session: &SessionHandle,
         prompt: &str,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, AgentError> {
+        self.run_turn_within(session, prompt, cancel, &TurnLimits::default()).await
+    }
+
+    /// Runs one turn for `prompt` to its end, within `limits`. Provider failures, cancellation
+    /// and a budget reached end the turn with a logged reason and are reported in the outcome;
+    /// `Err` means the log itself could not be written (or the invariant broke), and the session
+    /// should be considered failed.
+    pub async fn run_turn_within(
+        &mut self,
+        session: &SessionHandle,
+        prompt: &str,
+        cancel: &CancellationToken,
+        limits: &TurnLimits,
+    ) -> Result<TurnOutcome, AgentError> {
+        let started = Instant::now();
+        // The timeout cancels the turn as `session/cancel` does, through a token of its own:
+        // the turn's token cancelled while the caller's is not means the timer fired.
+        let outer = cancel;
+        let cancel = &outer.child_token();
+        let _timer = limits.timeout.map(|timeout| TurnTimer::start(timeout, cancel.clone()));
+        self.max_cost = limits.max_cost;
         close_interrupted(session).await?;
         self.turn_floor = None;
         self.turn_external.clear();
@@ -262,25 +291,40 @@ impl Agent {
             steps: 0,
             usage: Usage::default(),
             error: None,
+            limit: None,
             timings: Vec::new(),
         };
+        let mut usd = 0.0;
         loop {
+            // Between steps: a budget reached stops the turn here, never inside a step.
+            let spent = Spent { steps: outcome.steps, usage: outcome.usage, usd };
+            if let Some(limit) = limits.reached(&spent) {
+                session.append(EventData::TurnLimit(limit.clone())).await?;
+                outcome.stop_reason = StopReason::Limit;
+                outcome.limit = Some(limit);
+                break;
+            }
+            if cancel.is_cancelled() {
+                outcome.stop_reason = StopReason::Cancelled;
+                break;
+            }
             if outcome.steps >= u64::from(self.config.max_steps) {
                 outcome.stop_reason = StopReason::MaxSteps;
                 break;
             }
             outcome.steps += 1;
-            let started = Instant::now();
+            let step_started = Instant::now();
             let mut provider = Duration::ZERO;
-            let step_outcome =
-                self.run_step(session, turn, cancel, &mut outcome.usage, &mut provider).await;
+            let step_outcome = self
+                .run_step(session, turn, cancel, &mut outcome.usage, &mut usd, &mut provider)
+                .await;
             if let Ok(StepOutcome::CancelledBeforeStart) = step_outcome {
                 outcome.steps -= 1;
                 outcome.stop_reason = StopReason::Cancelled;
                 break;
             }
             let step = session.query(|s| s.last_step()).await?;
-            outcome.timings.push(StepTiming { step, total: started.elapsed(), provider });
+            outcome.timings.push(StepTiming { step, total: step_started.elapsed(), provider });
             match step_outcome {
                 Ok(StepOutcome::Continue | StepOutcome::CancelledBeforeStart) => {}
                 Ok(StepOutcome::Stopped { boundary }) => {
@@ -311,6 +355,16 @@ impl Agent {
                 }
             }
         }
+        // A cancellation the caller did not ask for is the timeout's: logged as a cancellation
+        // (the step or tools it cut say so), and named as the budget it is.
+        if outcome.stop_reason == StopReason::Cancelled
+            && !outer.is_cancelled()
+            && let Some(limit) = limits.timed_out(started.elapsed())
+        {
+            session.append(EventData::TurnLimit(limit.clone())).await?;
+            outcome.stop_reason = StopReason::Limit;
+            outcome.limit = Some(limit);
+        }
         let end = TurnEnd { turn, reason: outcome.stop_reason, error: outcome.error.clone() };
         session.append(EventData::TurnEnd(end)).await?;
         Ok(outcome)
@@ -322,6 +376,7 @@ impl Agent {
         turn: u64,
         cancel: &CancellationToken,
         usage_sum: &mut Usage,
+        usd_sum: &mut f64,
         provider_time: &mut Duration,
     ) -> Result<StepOutcome, AgentError> {
         // 1. Where the request goes: the pinned profile's endpoint, as configured now. A
@@ -332,6 +387,18 @@ impl Agent {
             Ok(endpoint) => endpoint,
             Err(error) => return Ok(StepOutcome::End(StopReason::Error, Some(error))),
         };
+        // Under a cost budget, a step whose cost would be unknown is not run (the daemon
+        // refuses such a prompt up front; the configuration may have changed since).
+        let usd_price = endpoint.price.as_ref().filter(|price| price.currency == "USD");
+        if self.max_cost.is_some() && usd_price.is_none() {
+            let error = format!(
+                "the turn has a cost budget, but model {} of {} has no price in USD: its cost \
+                 is unknown",
+                pinned.model, endpoint.label
+            );
+            return Ok(StepOutcome::End(StopReason::Error, Some(error)));
+        }
+        let usd_price = usd_price.cloned();
 
         // 2. Pre-step hook: context pressure trims tool results or compacts the surface, by
         //    appending events, before the snapshot (compact.rs).
@@ -473,6 +540,9 @@ impl Agent {
         *provider_time = dispatched.elapsed();
         let (finish_reason, usage) = finish;
         *usage_sum = usage_sum.add(&usage);
+        if let Some(price) = &usd_price {
+            *usd_sum += price.cost(&usage).amount;
+        }
         let message = assembler.finish();
         if message.content.trim().is_empty() && message.tool_calls.is_empty() {
             // An empty (or whitespace-only) assistant message would be rejected by the provider

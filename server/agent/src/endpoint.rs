@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use dsh_provider::DeepSeek;
-use dsh_session::{LlmCallConfig, WireFormat};
+use dsh_session::{LlmCallConfig, Price, WireFormat};
 
 use crate::approval::ApprovalPolicy;
 use crate::compact::ContextConfig;
@@ -33,6 +33,9 @@ pub struct Endpoint {
     pub instruction_files: Option<Vec<String>>,
     /// What an edit of an instruction file does; `None` keeps the loop's own policy.
     pub instruction_policy: Option<InstructionPolicy>,
+    /// The model's prices, as configured now (`None`: no price known): what a step costs, as
+    /// `session/usage` prices it, when the turn has a cost budget.
+    pub price: Option<Price>,
     /// How errors name the endpoint: the profile and the URL (never a key).
     pub label: String,
 }
@@ -56,6 +59,7 @@ impl Endpoints for DeepSeek {
             user_approvals: None,
             instruction_files: None,
             instruction_policy: None,
+            price: None,
             label: self.url().to_owned(),
         })
     }

@@ -1,7 +1,7 @@
 //! The dsh agent loop: steps, tools, approvals, context pressure, and the reconstruction
 //! invariant.
 //!
-//! [`Agent::run_turn`] runs one turn against a live session held by its owner task
+//! [`Agent::run_turn`] (or [`Agent::run_turn_within`] its budgets, [`TurnLimits`]) runs one turn against a live session held by its owner task
 //! ([`spawn_owner`], [`SessionHandle`]): every request it sends is built from the log — a message
 //! snapshot taken atomically with `step/start`, and the folded header — and, when invariants are
 //! on, checked against a fresh rebuild of the log before dispatch.
@@ -23,7 +23,7 @@ pub mod tools;
 
 pub use agent::{
     Agent, AgentConfig, CallOverrides, Clock, HookContext, INTERRUPTED, RequestHook, StepTiming,
-    TurnOutcome, close_interrupted, close_open_turn,
+    TurnLimits, TurnOutcome, close_interrupted, close_open_turn,
 };
 pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now};
 pub use endpoint::{Endpoint, Endpoints, SharedEndpoints};

@@ -128,8 +128,12 @@ async fn run() {
                 for turn in 0..turns {
                     let tag = format!("T{index}x{slot}x{turn}Z");
                     let text = format!("go [[fake:say {tag} {words}]]");
-                    let params =
-                        SessionPromptParams { session_id: session.clone(), text, when_busy: None };
+                    let params = SessionPromptParams {
+                        session_id: session.clone(),
+                        text,
+                        when_busy: None,
+                        limits: None,
+                    };
                     let answer = client.call::<method::SessionPrompt>(params).await;
                     outcomes.push(answer);
                 }

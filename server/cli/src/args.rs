@@ -67,7 +67,8 @@ pub struct Global {
 pub enum Command {
     /// Run a scripted coding session against a built-in mock provider: no key, no network.
     Demo(DemoArgs),
-    /// Run one turn: send TEXT to the agent and stream its work.
+    /// Run one turn: send TEXT to the agent and stream its work (`--json`: as JSON lines).
+    #[command(after_help = PROMPT_EXIT_STATUSES)]
     Prompt(PromptArgs),
     /// Steer a session: TEXT joins its next model request (also while a turn runs).
     Inject(TextArgs),
@@ -153,12 +154,69 @@ pub struct PromptArgs {
     /// Approve every tool call of this turn without asking.
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// Steps per turn before it stops (new sessions).
-    #[arg(long)]
-    pub max_steps: Option<u32>,
+    /// Stop the turn once it ran N steps (checked between steps).
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub max_steps: Option<i64>,
+    /// Stop the turn once its steps' prompt and output tokens add up to N (checked between
+    /// steps: the last step may pass it).
+    #[arg(long, value_name = "N", value_parser = at_least_one, allow_negative_numbers = true)]
+    pub max_tokens: Option<i64>,
+    /// Stop the turn once its steps cost USD dollars at the configured prices (checked between
+    /// steps); refused for a model without a price.
+    #[arg(long, value_name = "USD", value_parser = more_than_zero, allow_negative_numbers = true)]
+    pub max_cost: Option<f64>,
+    /// Cancel the turn after SECS seconds, as `dsh cancel` does.
+    #[arg(long, value_name = "SECS", value_parser = more_than_zero, allow_negative_numbers = true)]
+    pub timeout: Option<f64>,
     /// The prompt.
     #[arg(required = true, value_name = "TEXT")]
     pub text: Vec<String>,
+}
+
+impl PromptArgs {
+    /// The turn's budgets, when any is given.
+    pub fn limits(&self) -> Option<dsh_protocol::TurnLimits> {
+        let limits = dsh_protocol::TurnLimits {
+            max_steps: self.max_steps,
+            max_tokens: self.max_tokens,
+            max_cost: self.max_cost,
+            timeout_secs: self.timeout,
+        };
+        (limits != dsh_protocol::TurnLimits::default()).then_some(limits)
+    }
+}
+
+/// `dsh prompt --help`'s last words: the exit statuses (docs/scripting.md).
+const PROMPT_EXIT_STATUSES: &str = "\
+Exit status:
+  0    the turn completed
+  1    the turn failed, or the prompt could not run (refused, the daemon went away)
+  2    the command line is wrong (a budget that is not positive, say)
+  3    a budget was reached (--max-steps, --max-tokens, --max-cost, --timeout), or the
+       session's own step limit
+  4    reserved: the output does not match the schema asked for
+  130  the turn was cancelled (Ctrl-C, `dsh cancel`, the daemon stopping)
+
+With --json, stdout is JSON lines only, each with `schemaVersion` and `type`: the turn's
+events, each step's usage and cost, and a last `turn/end` (or `error`) line. See
+docs/scripting.md.";
+
+/// A whole number of at least 1 (a step or token budget).
+fn at_least_one(text: &str) -> Result<i64, String> {
+    let number: i64 = text.parse().map_err(|_| format!("`{text}` is not a whole number"))?;
+    if number < 1 {
+        return Err(format!("must be at least 1, not {number}"));
+    }
+    Ok(number)
+}
+
+/// A finite number above 0 (a cost or time budget).
+fn more_than_zero(text: &str) -> Result<f64, String> {
+    let number: f64 = text.parse().map_err(|_| format!("`{text}` is not a number"))?;
+    if !(number > 0.0 && number.is_finite()) {
+        return Err(format!("must be more than 0, not {text}"));
+    }
+    Ok(number)
 }
 
 /// A session and a text.

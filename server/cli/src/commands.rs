@@ -19,7 +19,7 @@ use dsh_protocol::{
     SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams, SessionParams,
     SessionPromptParams, SessionRequestParams, SessionSubscribeParams, UsageEntry, WhenBusy,
 };
-use dsh_session::{Event, EventData, StopReason};
+use dsh_session::{EventData, StopReason};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -96,7 +96,7 @@ pub async fn fork(
     // `--provider` / `--model` move the fork to another profile or model.
     let config =
         (settings.provider.is_some() || settings.model.is_some() || settings.base_url.is_some())
-            .then(|| settings.session_config(None));
+            .then(|| settings.session_config());
     let params = SessionForkParams { session_id: session_id.to_owned(), at_seq, at_step, config };
     call_and_print::<method::SessionFork>(settings, params, |result| {
         format!("forked {session_id} into {}\n", result.session_id)
@@ -418,7 +418,7 @@ pub async fn acp(settings: &Settings) -> anyhow::Result<ExitCode> {
     // The editor shows what `initialize` answers, rarely our stderr: a daemon that cannot
     // honour the flags is said there.
     let options = dsh_acp::FrontOptions {
-        session: settings.session_config(None),
+        session: settings.session_config(),
         refusal: refusal(&client, settings).await?,
     };
     dsh_acp::serve(client, inbox, options, tokio::io::stdin(), tokio::io::stdout()).await?;
@@ -429,7 +429,7 @@ pub async fn acp(settings: &Settings) -> anyhow::Result<ExitCode> {
 /// Closing stdin (or the editor's `exit`) ends the front; the daemon and its turns go on.
 pub async fn lsp(settings: &Settings) -> anyhow::Result<ExitCode> {
     let (client, inbox) = connect(settings).await?;
-    let session = settings.session_config(None);
+    let session = settings.session_config();
     dsh_lsp::serve(client, inbox, session, tokio::io::stdin(), tokio::io::stdout()).await?;
     Ok(ExitCode::SUCCESS)
 }

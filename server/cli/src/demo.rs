@@ -18,7 +18,7 @@ use dsh_protocol::{SessionCreateParams, SessionParams, SessionRequestParams};
 use dsh_session::PrefixCause;
 use serde_json::json;
 
-use crate::commands::{PrivateDaemon, stream_turn};
+use crate::commands::{PrivateDaemon, TurnRequest, stream_turn};
 use crate::text;
 
 const GREET: &str = "#!/bin/sh\necho \"Helo, $1!\"\n";
@@ -104,14 +104,14 @@ pub async fn run_demo(
     println!("(tool calls are approved automatically in the demo)\n");
 
     println!("▶ {TURN_ONE}");
-    stream_turn(&client, &mut private.inbox, &id, TURN_ONE.to_owned(), true).await?;
+    stream_turn(&client, &mut private.inbox, &id, demo_turn(TURN_ONE)).await?;
     println!(
         "\n(the demo appends a line to AGENTS.md: it joins the next request as a logged note, so \
          the cached prefix holds — the `rewrite` policy would rewrite the system prompt instead)\n"
     );
     std::fs::write(workspace.join("AGENTS.md"), format!("{AGENTS}{AGENTS_EDIT}"))?;
     println!("▶ {TURN_TWO}");
-    stream_turn(&client, &mut private.inbox, &id, TURN_TWO.to_owned(), true).await?;
+    stream_turn(&client, &mut private.inbox, &id, demo_turn(TURN_TWO)).await?;
 
     let session = || SessionParams { session_id: id.clone() };
     let usage = client.call::<method::SessionUsage>(session()).await?;
@@ -176,4 +176,9 @@ pub async fn run_demo(
     }
     let ok = audit.ok && identical == recorded.len() && !recorded.is_empty();
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// A turn of the demo: its tool calls approved, no budget, printed as text.
+fn demo_turn(text: &str) -> TurnRequest {
+    TurnRequest { text: text.to_owned(), yes: true, limits: None, json: false }
 }

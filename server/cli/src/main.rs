@@ -14,6 +14,7 @@ mod commands;
 mod config_command;
 mod demo;
 mod doctor;
+mod lines;
 mod printer;
 mod settings;
 mod text;
@@ -199,11 +200,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Demo(args) => demo::run_demo(args.keep, &settings).await,
         Command::Prompt(args) => {
+            let limits = args.limits();
             let options = commands::PromptOptions {
                 workspace: workspace_dir(args.workspace.as_deref())?,
                 session: args.session,
                 yes: args.yes,
-                max_steps: args.max_steps,
+                limits,
                 text: args.text.join(" "),
             };
             commands::prompt(&settings, options).await

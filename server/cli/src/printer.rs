@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use std::future::Future;
 
-use dsh_protocol::UsageEntry;
+use dsh_protocol::{SessionEvent, UsageEntry};
 use dsh_session::{ChunkDelta, Event, EventData};
 use tokio::sync::mpsc;
 
-use crate::text::usage_line;
+use crate::text::{limit_text, usage_line};
 
 const SPINNER: &[char] = &['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
@@ -52,7 +52,7 @@ impl State {
 
 /// Prints the events of one turn — from the first `turn/start` received to its `turn/end` —
 /// as they arrive. `usage` looks up a finished step's usage entry (with the cause of a drop).
-pub async fn print_turn<U, F>(mut events: mpsc::Receiver<Event>, usage: U)
+pub async fn print_turn<U, F>(mut events: mpsc::Receiver<SessionEvent>, usage: U)
 where
     U: Fn(u64) -> F,
     F: Future<Output = Option<UsageEntry>>,
@@ -65,9 +65,9 @@ where
         // `tick()` is cancel-safe.
         tokio::select! {
             received = events.recv() => match received {
-                Some(event) => {
+                Some(delivered) => {
                     state.clear_spinner();
-                    if print_event(&event, &mut state, &usage).await {
+                    if print_event(&delivered.event, &mut state, &usage).await {
                         return;
                     }
                 }
@@ -188,6 +188,10 @@ where
                 "{}",
                 state.dim(&format!("waiting for MCP server(s) {} {what}", servers.join(", ")))
             );
+        }
+        EventData::TurnLimit(limit) => {
+            state.end_line();
+            println!("⊘ {}", limit_text(limit));
         }
         EventData::StepError(failure) => {
             state.end_line();

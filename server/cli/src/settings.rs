@@ -75,12 +75,11 @@ impl Settings {
     }
 
     /// The session options these settings ask for: the profile, model and base URL, when given.
-    pub fn session_config(&self, max_steps: Option<u32>) -> dsh_protocol::SessionConfig {
+    pub fn session_config(&self) -> dsh_protocol::SessionConfig {
         dsh_protocol::SessionConfig {
             profile: self.provider.as_ref().map(|p| p.value.clone()),
             base_url: self.base_url.as_ref().map(|url| url.value.clone()),
             model: self.model.as_ref().map(|m| m.value.clone()),
-            max_steps,
             ..dsh_protocol::SessionConfig::default()
         }
     }

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use dsh_protocol::{SessionAuditResult, SessionUsageResult, UsageEntry};
+use dsh_session::{LimitKind, TurnLimit};
 
 /// A usage table as text: one line per step, then the totals, the cost and the prices used.
 pub fn usage_table(result: &SessionUsageResult) -> String {
@@ -85,6 +86,42 @@ pub fn money(amount: f64, currency: &str) -> String {
     if currency == "USD" { format!("${digits}") } else { format!("{digits} {currency}") }
 }
 
+/// A count with thousands separators: `12,345`.
+fn thousands(count: u64) -> String {
+    let digits = count.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// The one line a `turn/limit` reads as (the editors' transcripts say the same): "step budget
+/// reached: 2 of 2 steps", "token budget reached: 12,345 of 10,000 tokens", "cost budget
+/// reached: $0.0012 of $0.001", "timeout reached: 30.0 s of 30 s".
+pub fn limit_text(limit: &TurnLimit) -> String {
+    let (value, spent) = (&limit.value, &limit.spent);
+    let float = |number: &serde_json::Number| number.as_f64().unwrap_or(0.0);
+    let count = |number: &serde_json::Number| float(number).max(0.0).round() as u64;
+    match limit.limit {
+        LimitKind::MaxSteps => format!("step budget reached: {spent} of {value} steps"),
+        LimitKind::MaxTokens => format!(
+            "token budget reached: {} of {} tokens",
+            thousands(count(spent)),
+            thousands(count(value))
+        ),
+        LimitKind::MaxCost => format!(
+            "cost budget reached: {} of {}",
+            money(float(spent), "USD"),
+            money(float(value), "USD")
+        ),
+        LimitKind::Timeout => format!("timeout reached: {:.1} s of {value} s", float(spent)),
+    }
+}
+
 /// One row of the usage table, with the daemon's words for the cause of a drop.
 pub fn usage_line(entry: &UsageEntry) -> String {
     let row = &entry.row;
@@ -140,7 +177,7 @@ mod tests {
     use dsh_session::{Cost, Price, Usage, UsageRow};
     use expect_test::expect;
 
-    use super::{money, usage_table};
+    use super::{limit_text, money, usage_table};
 
     fn row(step: u64, prompt: u64, hit: u64, out: u64, price: &Price) -> UsageEntry {
         row_writing(step, prompt, hit, 0, out, price)
@@ -265,5 +302,29 @@ mod tests {
             cost $0.010935 · the cache saved $0.003675 (the same tokens at the cache-miss price: $0.01461)
             prices of claude/claude-sonnet-4-5 per million tokens: cache hit $0.30, cache miss $3.00, cache write $3.75, output $15.00
         "#]].assert_eq(&usage_table(&result));
+    }
+    #[test]
+    fn a_budget_reached_reads_as_the_editors_say_it() {
+        use dsh_session::{LimitKind, TurnLimit};
+        let limit = |limit, value: serde_json::Number, spent: serde_json::Number| {
+            limit_text(&TurnLimit { limit, value, spent })
+        };
+        let float = |x: f64| serde_json::Number::from_f64(x).unwrap();
+        assert_eq!(
+            limit(LimitKind::MaxSteps, 1.into(), 1.into()),
+            "step budget reached: 1 of 1 steps"
+        );
+        assert_eq!(
+            limit(LimitKind::MaxTokens, 10_000.into(), 12_345.into()),
+            "token budget reached: 12,345 of 10,000 tokens"
+        );
+        assert_eq!(
+            limit(LimitKind::MaxCost, float(0.001), float(0.001234)),
+            "cost budget reached: $0.001234 of $0.001"
+        );
+        assert_eq!(
+            limit(LimitKind::Timeout, 2.into(), float(2.003)),
+            "timeout reached: 2.0 s of 2 s"
+        );
     }
 }

@@ -17,7 +17,9 @@ use std::time::Instant;
 use dsh_agent::approval::ApprovalPolicy;
 use dsh_agent::prompt::INSTRUCTION_FILES;
 use dsh_agent::tools::{ToolConfig, Toolbox, Workspace};
-use dsh_agent::{Agent, AgentConfig, CallOverrides, Endpoint, Endpoints, TurnOutcome, spawn_owner};
+use dsh_agent::{
+    Agent, AgentConfig, CallOverrides, Endpoint, Endpoints, TurnLimits, TurnOutcome, spawn_owner,
+};
 use dsh_config::Config;
 use dsh_protocol::{SessionCompactResult, SessionConfig, WorkspaceTurnStarted};
 use dsh_sandbox::Sandbox;
@@ -30,7 +32,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::error::{ApiError, ApiResult};
 use crate::live::{LiveSession, QueueSlot, RunningTurn};
-use crate::settings::Settings;
+use crate::settings::{LEGACY_PROFILE, Settings};
 use crate::startup::{DEFAULT_MODEL, DaemonConfig};
 use crate::watch::{FileWatch, Interest};
 
@@ -337,19 +339,32 @@ impl Daemon {
         Ok(())
     }
 
-    /// Runs a turn of `live` for `text`, waiting behind a running turn when `queue` is set.
-    /// Resolves when the turn ends.
+    /// Runs a turn of `live` for `text` within `limits`, waiting behind a running turn when
+    /// `queue` is set. Resolves when the turn ends.
     pub async fn prompt(
         self: &Arc<Self>,
         live: Arc<LiveSession>,
         text: String,
         queue: bool,
+        limits: TurnLimits,
     ) -> ApiResult<TurnOutcome> {
         self.check_usable(&live)?;
         // Resolve the endpoint now so a missing key or profile is reported before anything is
         // logged.
         let call = self.pinned_call(&live).await?;
-        live.endpoints.endpoint(&call).map_err(ApiError::provider)?;
+        let endpoint = live.endpoints.endpoint(&call).map_err(ApiError::provider)?;
+        // A cost budget needs the price of what the turn runs on, in the budget's currency.
+        if limits.max_cost.is_some()
+            && endpoint.price.as_ref().is_none_or(|price| price.currency != "USD")
+        {
+            return Err(ApiError::config(format!(
+                "limits.maxCost: model {} of profile {} has no price in USD in the \
+                 configuration, so the turn's cost would be unknown (give the model a `price` \
+                 in your configuration file, docs/config.md)",
+                call.model,
+                call.profile.as_deref().unwrap_or(LEGACY_PROFILE)
+            )));
+        }
         let endpoints: dsh_agent::SharedEndpoints = live.endpoints.clone();
         let slot = if queue {
             let _queued = QueueSlot::take(&live)?;
@@ -396,7 +411,7 @@ impl Daemon {
                 if std::env::var("DSH_DEBUG_PANIC_ON_PROMPT").is_ok_and(|trigger| trigger == text) {
                     panic!("DSH_DEBUG_PANIC_ON_PROMPT matched the prompt");
                 }
-                agent.run_turn(&live.handle, &text, &cancel).await
+                agent.run_turn_within(&live.handle, &text, &cancel, &limits).await
             };
             let result = match AssertUnwindSafe(turn).catch_unwind().await {
                 Ok(result) => result.map_err(|error| {

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
 use dsh_protocol::method;
 use dsh_protocol::{
@@ -17,7 +18,8 @@ use dsh_protocol::{
     SessionEventsResult, SessionForkParams, SessionIdResult, SessionInjectParams,
     SessionInjectResult, SessionListParams, SessionListResult, SessionMcpServersParams,
     SessionMcpServersResult, SessionParams, SessionPromptParams, SessionPromptResult,
-    SessionRequestParams, SessionRequestResult, SessionSummary, SessionUsageResult, WhenBusy,
+    SessionRequestParams, SessionRequestResult, SessionSummary, SessionUsageResult, TurnLimits,
+    WhenBusy,
 };
 use dsh_session::{
     ApprovalVerdict, EVENT_KINDS, Event, EventData, ReconstructError, SteeringMessage, StepRequest,
@@ -148,15 +150,47 @@ pub async fn session_prompt(
     if params.text.trim().is_empty() {
         return Err(ApiError::invalid_params("prompt text is empty"));
     }
+    let limits = turn_limits(params.limits.unwrap_or_default())?;
     let live = load(&daemon, &params.session_id).await?;
     let queue = params.when_busy.unwrap_or_default() == WhenBusy::Queue;
-    let outcome = daemon.prompt(live, params.text, queue).await?;
+    let outcome = daemon.prompt(live, params.text, queue, limits).await?;
     Ok(SessionPromptResult {
         turn: outcome.turn,
         stop_reason: outcome.stop_reason,
         steps: outcome.steps,
         usage: outcome.usage,
         error: outcome.error,
+        limit: outcome.limit,
+    })
+}
+
+/// The loop's budgets from `session/prompt`'s `limits`: each must be positive (a finite
+/// number of seconds for the timeout), else the prompt is refused before anything runs.
+fn turn_limits(limits: TurnLimits) -> ApiResult<dsh_agent::TurnLimits> {
+    let count = |name: &str, value: Option<i64>| match value {
+        Some(count) if count < 1 => {
+            Err(ApiError::invalid_params(format!("limits.{name} must be at least 1, not {count}")))
+        }
+        value => Ok(value.map(i64::unsigned_abs)),
+    };
+    let amount = |name: &str, value: Option<f64>| match value {
+        Some(amount) if !(amount > 0.0 && amount.is_finite()) => Err(ApiError::invalid_params(
+            format!("limits.{name} must be more than 0, not {amount}"),
+        )),
+        value => Ok(value),
+    };
+    let timeout = amount("timeoutSecs", limits.timeout_secs)?
+        .map(|secs| {
+            Duration::try_from_secs_f64(secs).map_err(|_| {
+                ApiError::invalid_params(format!("limits.timeoutSecs is too large: {secs}"))
+            })
+        })
+        .transpose()?;
+    Ok(dsh_agent::TurnLimits {
+        max_steps: count("maxSteps", limits.max_steps)?,
+        max_tokens: count("maxTokens", limits.max_tokens)?,
+        max_cost: amount("maxCost", limits.max_cost)?,
+        timeout,
     })
 }
 

@@ -505,6 +505,8 @@ impl Settings {
                 "rewrite" => InstructionPolicy::Rewrite,
                 _ => InstructionPolicy::Append,
             }),
+            // As the usage view prices a step (`views::price_of`).
+            price: profile.price(&call.model).cloned(),
         })
     }
 

@@ -141,6 +141,7 @@ impl State {
                 session_id: id.clone(),
                 text,
                 when_busy: Some(WhenBusy::Queue),
+                limits: None,
             };
             if let Err(failure) = state.dsh.call::<method::SessionPrompt>(params).await {
                 state.lsp.show_message(MessageType::ERROR, format!("dsh: {failure}")).await;

@@ -5,7 +5,8 @@
 //! numbers count up by one; header events sit inside a step, before its first response event;
 //! every delta applies to the folded header and every step has a header before `request/sent`;
 //! every tool call of a step is answered by a `tool/result` before the step closes; every
-//! `surface/replace` names nodes that are on the surface. Compaction is bracketed: a
+//! `surface/replace` names nodes that are on the surface; a `turn/limit` sits inside a turn,
+//! between its steps. Compaction is bracketed: a
 //! `compact/summary` answers an open `compact/start`, and a summary `surface/replace` follows
 //! its `compact/summary`; a `compact/start` followed by nothing of the kind is an abandoned
 //! attempt (its summarize call failed or was cancelled), which is well-formed. A trimmed tool
@@ -138,6 +139,16 @@ impl Checker {
             }
             EventData::UserMessage(_) if self.open_turn.is_none() => {
                 self.error(seq, "user/message outside a turn")
+            }
+            // A budget stops a turn between its steps.
+            EventData::TurnLimit(_) if self.open_turn.is_none() => {
+                self.error(seq, "turn/limit outside a turn")
+            }
+            EventData::TurnLimit(_) => {
+                if let Some(step) = &self.open_step {
+                    let step = step.step;
+                    self.error(seq, format!("turn/limit while step {step} is open"));
+                }
             }
             EventData::StepStart(start) => {
                 if self.open_turn != Some(start.turn) {

@@ -104,6 +104,8 @@ event_kinds! {
     TurnStart(TurnStart) = "turn/start",
     /// `turn/end`: a turn closes, with its stop reason.
     TurnEnd(TurnEnd) = "turn/end",
+    /// `turn/limit`: a budget of the turn was reached; the turn stops (not model-visible).
+    TurnLimit(TurnLimit) = "turn/limit",
     /// `user/message`: the prompt that opened a turn (surface).
     UserMessage(UserMessage) = "user/message",
     /// `steering/message`: text injected by a client; joins the next request (surface).

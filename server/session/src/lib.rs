@@ -34,10 +34,10 @@ pub use event::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChangeKind,
     ChunkDelta, CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind,
     EVENT_KINDS, EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, FileChange, FileSeen,
-    ForkOrigin, InstructionFile, LlmRetry, McpWait, McpWaitReason, RequestHeader, RequestSent,
-    SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart,
-    StopReason, SurfaceNode, SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult, TurnEnd,
-    TurnStart, Usage, UserMessage, decode_event, decode_log, encode_event,
+    ForkOrigin, InstructionFile, LimitKind, LlmRetry, McpWait, McpWaitReason, RequestHeader,
+    RequestSent, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd, StepError,
+    StepStart, StopReason, SurfaceNode, SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult,
+    TurnEnd, TurnLimit, TurnStart, Usage, UserMessage, decode_event, decode_log, encode_event,
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,

@@ -212,6 +212,11 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
         (1u64..9, proptest::option::of(text())).prop_map(|(turn, error)| EventData::TurnEnd(
             TurnEnd { turn, reason: StopReason::MaxSteps, error }
         )),
+        (0u64..9, 0.0f64..2.0).prop_map(|(steps, cost)| EventData::TurnLimit(TurnLimit {
+            limit: if steps % 2 == 0 { LimitKind::MaxSteps } else { LimitKind::MaxCost },
+            value: steps.into(),
+            spent: serde_json::Number::from_f64(cost).unwrap(),
+        })),
         text().prop_map(|t| user(&t)),
         text().prop_map(|text| EventData::SteeringMessage(SteeringMessage { text })),
         (text(), proptest::option::of(text())).prop_map(|(text, source)| {
@@ -706,6 +711,41 @@ fn checks_find_gaps_nesting_and_open_turns() {
     );
     let nested = log(vec![meta(), EventData::StepStart(StepStart { step: 1, turn: 1 })]);
     assert!(check_log(&nested).iter().any(|d| d.message.contains("not open")));
+}
+
+#[test]
+fn a_turn_limit_stands_between_steps_inside_its_turn() {
+    let limit = || {
+        EventData::TurnLimit(TurnLimit {
+            limit: LimitKind::MaxSteps,
+            value: 1u64.into(),
+            spent: 1u64.into(),
+        })
+    };
+    let reindex = |mut events: Vec<Event>| {
+        for (i, e) in events.iter_mut().enumerate() {
+            e.seq = i as u64;
+        }
+        events
+    };
+    // After step 1's end, before the turn's end: well-formed.
+    let mut events = tool_turn();
+    events.truncate(9);
+    events.push(event(0, limit()));
+    events.push(event(
+        0,
+        EventData::TurnEnd(TurnEnd { turn: 1, reason: StopReason::Limit, error: None }),
+    ));
+    assert_eq!(check_log(&reindex(events)), vec![]);
+    // Inside a step, or after the turn ended: errors.
+    let mut inside = tool_turn();
+    inside.insert(6, event(0, limit()));
+    let found = check_log(&reindex(inside));
+    assert!(found.iter().any(|d| d.message == "turn/limit while step 1 is open"), "{found:?}");
+    let mut after = tool_turn();
+    after.push(event(0, limit()));
+    let found = check_log(&reindex(after));
+    assert!(found.iter().any(|d| d.message == "turn/limit outside a turn"), "{found:?}");
 }
 
 #[test]

@@ -60,6 +60,7 @@ pub fn is_boundary(data: &EventData) -> bool {
         | EventData::ApprovalRequest(_)
         | EventData::LlmRetry(_)
         | EventData::McpWait(_)
+        | EventData::TurnLimit(_)
         | EventData::CompactStart(_) => false,
     }
 }

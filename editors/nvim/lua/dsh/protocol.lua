@@ -56,6 +56,7 @@ M.event_kinds = {
   { kind = "session/meta", payload = "SessionMeta" },
   { kind = "turn/start", payload = "TurnStart" },
   { kind = "turn/end", payload = "TurnEnd" },
+  { kind = "turn/limit", payload = "TurnLimit" },
   { kind = "user/message", payload = "UserMessage" },
   { kind = "steering/message", payload = "SteeringMessage" },
   { kind = "context/message", payload = "ContextMessage" },
@@ -394,7 +395,7 @@ M.event_kinds = {
 ---@field seq integer The event's seq in the log.
 ---@field sessionId string The session.
 ---@field time integer Unix ms.
----@field type "session/meta"|"turn/start"|"turn/end"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace" The event kind.
+---@field type "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace" The event kind.
 
 --- `session/events` params.
 ---@class dsh.SessionEventsParams
@@ -452,6 +453,7 @@ M.event_kinds = {
 
 --- `session/prompt` params.
 ---@class dsh.SessionPromptParams
+---@field limits? dsh.TurnLimits Budgets of this turn (default: none; the session's own `maxSteps` still holds).
 ---@field sessionId string The session.
 ---@field text string The prompt.
 ---@field whenBusy? dsh.WhenBusy Default `reject`.
@@ -459,6 +461,7 @@ M.event_kinds = {
 --- `session/prompt` result, sent when the turn ends.
 ---@class dsh.SessionPromptResult
 ---@field error? string The error, when it ended with one.
+---@field limit? dsh.TurnLimit The budget that stopped the turn (as its `turn/limit` event), when `stopReason` is `limit`.
 ---@field steps integer Steps run.
 ---@field stopReason dsh.StopReason Why it ended.
 ---@field turn integer The turn number.
@@ -514,6 +517,13 @@ M.event_kinds = {
 ---@field profile string The provider profile the session's next request uses: its last request's, else the one it was pinned to at creation (`session/meta.pin`), else the configured default.
 ---@field rows dsh.UsageEntry[] One row per step; a row's `cost` is at the prices of the profile and model it ran on, as configured now.
 ---@field totals dsh.Usage Sums over finished steps.
+
+--- Budgets of one turn (`session/prompt`'s `limits`); each is optional and must be positive. Steps, tokens and cost are checked between steps (a step and its tools always finish); the timeout cancels the turn as `session/cancel` does. A budget reached logs `turn/limit` and ends the turn with `stopReason` `limit`.
+---@class dsh.TurnLimits
+---@field maxCost? number What the turn's finished steps may cost, in USD, at the prices `session/usage` uses (more than 0). A model without a price in USD is refused (`config`): its cost would be unknown.
+---@field maxSteps? integer Steps the turn may run (at least 1).
+---@field maxTokens? integer Tokens the turn may spend: its finished steps' prompt and output tokens, summed (at least 1).
+---@field timeoutSecs? number Seconds the turn may run, from its start (more than 0).
 
 --- One row of `session/usage`.
 ---@class dsh.UsageEntry
@@ -703,6 +713,9 @@ M.event_kinds = {
 ---@field name string Its path relative to the workspace root (`AGENTS.md`).
 ---@field text string Its text.
 
+--- A budget of one turn (`session/prompt`'s `limits`).
+---@alias dsh.LimitKind "maxSteps"|"maxTokens"|"maxCost"|"timeout"
+
 --- Model and sampling scalars: the per-conversation call config.
 ---@class dsh.LlmCallConfig
 ---@field maxTokens integer Output limit; always sent.
@@ -786,7 +799,7 @@ M.event_kinds = {
 ---@field turn integer The turn this step belongs to.
 
 --- Why a turn ended.
----@alias dsh.StopReason "completed"|"cancelled"|"error"|"maxSteps"
+---@alias dsh.StopReason "completed"|"cancelled"|"error"|"maxSteps"|"limit"
 
 --- A compaction summary, seen by the model as a user message.
 ---@class dsh.SurfaceNode.summary
@@ -861,6 +874,12 @@ M.event_kinds = {
 ---@field reason dsh.StopReason Why.
 ---@field turn integer The turn that ends.
 
+--- `turn/limit`: a budget of the turn was reached, and the turn stops — between steps, never in the middle of one; a timeout cancels the turn as `session/cancel` does (the step or tool it interrupts is logged cancelled). Followed by the turn's `turn/end` with reason `limit`. Not model-visible.
+---@class dsh.TurnLimit
+---@field limit dsh.LimitKind Which budget.
+---@field spent number What the turn had spent when it stopped, in the same unit: a step ends whole, so tokens and cost may pass the budget by the last step's.
+---@field value number The budget, as given: steps, tokens, USD or seconds.
+
 --- `turn/start`.
 ---@class dsh.TurnStart
 ---@field turn integer 1-based turn number.
@@ -888,7 +907,7 @@ M.event_kinds = {
 ---@field thinkingBudget? integer Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None` derives it from `max_tokens` (docs/providers.md).
 ---@field thinkingObject? boolean OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
 
----@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"
+---@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"
 
 -- One class per event kind: the `session/event` envelope with its typed payload.
 
@@ -903,6 +922,10 @@ M.event_kinds = {
 ---@class dsh.Event.turn_end: dsh.SessionEvent
 ---@field type "turn/end"
 ---@field data dsh.TurnEnd
+
+---@class dsh.Event.turn_limit: dsh.SessionEvent
+---@field type "turn/limit"
+---@field data dsh.TurnLimit
 
 ---@class dsh.Event.user_message: dsh.SessionEvent
 ---@field type "user/message"

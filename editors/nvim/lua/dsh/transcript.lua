@@ -122,6 +122,7 @@ M.note_headline = words.note_headline
 M.mcp_tool = words.mcp_tool
 M.tool_label = words.tool_label
 M.mcp_wait_text = words.mcp_wait_text
+M.limit_text = words.limit_text
 
 --- Create (or find) the transcript for a session. Does not subscribe.
 ---@param session_id string
@@ -628,6 +629,12 @@ handlers["turn/end"] = function(self, data)
   self:append({ text }, hl)
   self:schedule_usage_refresh()
   self:_changed()
+end
+
+---@param data dsh.TurnLimit
+handlers["turn/limit"] = function(self, data)
+  -- Logged between steps, right before the turn's end (reason `limit`).
+  self:append({ "  ⊘ " .. M.limit_text(data) }, "DshError")
 end
 
 ---@param data dsh.CompactStart

@@ -1,5 +1,6 @@
 --- The one-line texts the transcript shows for what is not a message: a workspace note's
---- headline, an MCP tool's label, a step's wait for MCP servers. Pure: no buffer, no `vim.api`.
+--- headline, an MCP tool's label, a step's wait for MCP servers, a budget reached. Pure: no
+--- buffer, no `vim.api`.
 
 local M = {}
 
@@ -77,6 +78,37 @@ function M.mcp_wait_text(data)
     return ("waiting for %s to list %s changed tools"):format(who, many and "their" or "its")
   end
   return ("waiting for %s%s"):format(who, reason ~= "" and (" (" .. reason:gsub("%s", " ") .. ")") or "")
+end
+
+--- A number as the log gave it: `2`, not `2.0`.
+---@param n number
+---@return string
+local function num(n)
+  if n == math.floor(n) and math.abs(n) < 1e15 then
+    return ("%d"):format(n)
+  end
+  return tostring(n)
+end
+
+--- The one line the transcript shows for a `turn/limit` event (a budget of the turn was reached;
+--- the turn stops), the words `dsh prompt` prints: "step budget reached: 2 of 2 steps", "cost
+--- budget reached: $0.0012 of $0.001", "timeout reached: 30.0 s of 30 s". A budget newer than
+--- this plugin is named as it came.
+---@param data dsh.TurnLimit
+---@return string
+function M.limit_text(data)
+  local usage = require("dsh.usage")
+  local spent, value = tonumber(data.spent) or 0, tonumber(data.value) or 0
+  if data.limit == "maxSteps" then
+    return ("step budget reached: %s of %s steps"):format(num(spent), num(value))
+  elseif data.limit == "maxTokens" then
+    return ("token budget reached: %s of %s tokens"):format(usage.thousands(spent), usage.thousands(value))
+  elseif data.limit == "maxCost" then
+    return ("cost budget reached: %s of %s"):format(usage.money(spent, "USD"), usage.money(value, "USD"))
+  elseif data.limit == "timeout" then
+    return ("timeout reached: %.1f s of %s s"):format(spent, num(value))
+  end
+  return ("%s reached: %s of %s"):format(tostring(data.limit):gsub("%s", " "), num(spent), num(value))
 end
 
 --- `text`'s lines, each after `prefix` (the first after `first_prefix`), at most `max` of them

@@ -106,6 +106,7 @@ impl Front {
             session_id: session_id.clone(),
             text: text.clone(),
             when_busy: None,
+            limits: None,
         };
         let result = match self.client.call::<method::SessionPrompt>(params).await {
             Ok(result) => result,

@@ -4,5 +4,6 @@
 mod compaction;
 mod date;
 mod instructions;
+mod limits;
 mod steering;
 mod support;

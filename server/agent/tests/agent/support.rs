@@ -40,6 +40,13 @@ impl Fixture {
         Fixture { mock, home, workspace, session, provider, _temp: temp }
     }
 
+    /// Another new session in the fixture's workspace (its requests render as the first
+    /// session's do: the workspace's path is part of the system prompt).
+    pub fn another_session(&self) -> SessionHandle {
+        let workspace = self.home.workspace(&self.workspace).unwrap();
+        spawn_owner(workspace.create_new_session(SyncPolicy::Never).unwrap())
+    }
+
     /// A fixture with the default mock.
     pub async fn new() -> Fixture {
         Fixture::with_mock(MockConfig::default()).await

@@ -1,13 +1,38 @@
 //! `dsh prompt`: a turn run and printed as it streams — its events from the subscription, the
-//! approvals it asks for answered on the terminal, Ctrl-C cancelling it.
+//! approvals it asks for answered on the terminal, Ctrl-C cancelling it — as text, or with
+//! `--json` as JSON lines (`lines.rs`, docs/scripting.md); and the command's exit statuses.
 
 use super::*;
 
-/// The log event a connection's unsolicited message carries, if it is a `session/event`.
-pub fn unsolicited_event(message: &Unsolicited) -> Option<Event> {
+use dsh_daemon::client::ClientError;
+use dsh_protocol::script::{ErrorLine, PromptLine, TurnEndLine};
+use dsh_protocol::{Cost, SessionEvent, TurnLimits};
+
+use crate::lines::{print_lines, write_line};
+
+/// The exit statuses of `dsh prompt`, part of the scripting contract (docs/scripting.md; `dsh
+/// prompt --help` lists them). 2 is clap's, for a command line it refuses.
+pub mod exit {
+    /// The model finished the turn.
+    pub const COMPLETED: u8 = 0;
+    /// The turn failed, or the prompt could not run (refused, the daemon went away).
+    pub const FAILED: u8 = 1;
+    /// A budget of the turn (`--max-steps`, `--max-tokens`, `--max-cost`, `--timeout`) or the
+    /// session's own step cap was reached.
+    pub const LIMIT: u8 = 3;
+    /// Reserved: the turn's output does not match the schema asked for (`--output-schema`).
+    #[expect(dead_code, reason = "reserved for `--output-schema`, which does not exist yet")]
+    pub const OUTPUT_INVALID: u8 = 4;
+    /// The turn was cancelled (Ctrl-C, `dsh cancel`, the daemon stopping), as a shell reports
+    /// an interrupted command.
+    pub const CANCELLED: u8 = 130;
+}
+
+/// The API's event a connection's unsolicited message carries, if it is a `session/event`.
+fn unsolicited_session_event(message: &Unsolicited) -> Option<SessionEvent> {
     let Unsolicited::Notification(notification) = message else { return None };
     let (_, delivered) = event_of(notification)?;
-    Some(delivered.event)
+    Some(delivered)
 }
 
 /// Options of `dsh prompt`.
@@ -18,14 +43,47 @@ pub struct PromptOptions {
     pub session: Option<String>,
     /// Approve every tool call.
     pub yes: bool,
-    /// Steps per turn (new sessions).
-    pub max_steps: Option<u32>,
+    /// The turn's budgets.
+    pub limits: Option<TurnLimits>,
     /// The prompt.
     pub text: String,
 }
 
-/// `dsh prompt`: runs one turn through the daemon and streams it.
+/// One turn to run: what to say, how to answer approvals, its budgets, and how to print it.
+pub struct TurnRequest {
+    /// The prompt.
+    pub text: String,
+    /// Approve every tool call.
+    pub yes: bool,
+    /// The turn's budgets (`session/prompt`'s `limits`).
+    pub limits: Option<TurnLimits>,
+    /// JSON lines on stdout instead of text.
+    pub json: bool,
+}
+
+/// `dsh prompt`: runs one turn through the daemon and streams it. With `--json`, whatever
+/// keeps the turn from running is an `error` line too (and said on stderr).
 pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Result<ExitCode> {
+    match prompt_in_session(settings, options).await {
+        Err(error) if settings.json => {
+            eprintln!("dsh: {error:#}");
+            let code = error.downcast_ref::<ClientError>().and_then(ClientError::code);
+            let line = ErrorLine {
+                message: format!("{error:#}"),
+                session_id: None,
+                code: code.map(i64::from),
+            };
+            write_line(&PromptLine::Error(line));
+            Ok(ExitCode::from(exit::FAILED))
+        }
+        outcome => outcome,
+    }
+}
+
+async fn prompt_in_session(
+    settings: &Settings,
+    options: PromptOptions,
+) -> anyhow::Result<ExitCode> {
     let (client, mut inbox) = connect(settings).await?;
     let session_id = match &options.session {
         Some(id) => {
@@ -53,11 +111,10 @@ pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Resu
                 .workspace
                 .canonicalize()
                 .with_context(|| format!("workspace {}", options.workspace.display()))?;
-            let config = settings.session_config(options.max_steps);
             let params = SessionCreateParams {
                 workspace: workspace.display().to_string(),
                 model: None,
-                config: Some(config),
+                config: Some(settings.session_config()),
                 mcp_servers: None,
             };
             client.call::<method::SessionCreate>(params).await?.session_id
@@ -70,19 +127,26 @@ pub async fn prompt(settings: &Settings, options: PromptOptions) -> anyhow::Resu
             eprintln!("dsh: command sandbox: {warning}");
         }
     }
-    stream_turn(&client, &mut inbox, &session_id, options.text, options.yes).await
+    let request = TurnRequest {
+        text: options.text,
+        yes: options.yes,
+        limits: options.limits,
+        json: settings.json,
+    };
+    stream_turn(&client, &mut inbox, &session_id, request).await
 }
 
-/// Runs one turn of `session_id` for `text` and prints it as it streams: subscribes from the
-/// log's end, prompts, answers approvals (all of them with `yes`, else on the terminal),
-/// cancels on Ctrl-C, and returns once the turn's last event is printed.
+/// Runs one turn of `session_id` and prints it as it streams: subscribes from the log's end,
+/// prompts, answers approvals (all of them with `yes`, else on the terminal), cancels on
+/// Ctrl-C, and returns once the turn's last event is printed — with `json`, after the last
+/// line (`turn/end`, or `error` when the prompt failed).
 pub async fn stream_turn(
     client: &Arc<Client>,
     inbox: &mut Inbox,
     session_id: &str,
-    text: String,
-    yes: bool,
+    request: TurnRequest,
 ) -> anyhow::Result<ExitCode> {
+    let TurnRequest { text, yes, limits, json } = request;
     let session_id = session_id.to_owned();
     let page = client
         .call::<method::SessionEvents>(SessionEventsParams {
@@ -107,13 +171,18 @@ pub async fn stream_turn(
             let session_id = usage_session.clone();
             async move { usage_entry(&client, &session_id, step).await }
         };
-        print_turn(received, usage).await;
+        if json {
+            print_lines(received, usage).await;
+        } else {
+            print_turn(received, usage).await;
+        }
     });
     let prompt_client = Arc::clone(client);
     let params = SessionPromptParams {
         session_id: session_id.clone(),
         text,
         when_busy: Some(WhenBusy::Reject),
+        limits,
     };
     let mut turn =
         tokio::spawn(async move { prompt_client.call::<method::SessionPrompt>(params).await });
@@ -127,20 +196,25 @@ pub async fn stream_turn(
         tokio::select! {
             message = inbox.recv() => {
                 let Some(message) = message else { continue };
-                let Some(event) = unsolicited_event(&message) else { continue };
-                if let EventData::ApprovalRequest(request) = &event.data {
+                let Some(delivered) = unsolicited_session_event(&message) else { continue };
+                if let EventData::ApprovalRequest(request) = &delivered.event.data {
                     let client = Arc::clone(client);
                     let session_id = session_id.clone();
                     let request = request.clone();
                     tokio::spawn(async move { answer_approval(&client, &session_id, request, yes).await });
                 }
-                let _ = events.send(event).await;
+                let _ = events.send(delivered).await;
             }
             joined = &mut turn => break joined.context("the prompt task failed")?,
             _ = interrupt.recv() => {
                 interrupts += 1;
                 if interrupts > 1 {
-                    return Ok(ExitCode::from(130));
+                    if json {
+                        let message = "interrupted: the turn goes on in the daemon".to_owned();
+                        let line = ErrorLine { message, session_id: Some(session_id), code: None };
+                        write_line(&PromptLine::Error(line));
+                    }
+                    return Ok(ExitCode::from(exit::CANCELLED));
                 }
                 eprintln!("\ncancelling the turn (Ctrl-C again to quit)…");
                 let params = SessionParams { session_id: session_id.clone() };
@@ -159,17 +233,42 @@ pub async fn stream_turn(
                 // where a script piping stdout still sees it.
                 eprintln!("dsh: the turn failed: {error}");
             }
-            Ok(match result.stop_reason {
-                StopReason::Completed | StopReason::MaxSteps => ExitCode::SUCCESS,
-                StopReason::Cancelled => ExitCode::from(130),
-                StopReason::Error => ExitCode::FAILURE,
-            })
+            let code = match result.stop_reason {
+                StopReason::Completed => exit::COMPLETED,
+                StopReason::Cancelled => exit::CANCELLED,
+                StopReason::Error => exit::FAILED,
+                StopReason::Limit | StopReason::MaxSteps => exit::LIMIT,
+            };
+            if json {
+                let cost = turn_cost(client, &session_id, result.turn).await;
+                write_line(&PromptLine::TurnEnd(TurnEndLine { session_id, result, cost }));
+            }
+            Ok(ExitCode::from(code))
         }
         Err(error) => {
             eprintln!("dsh: {error:#}");
-            Ok(ExitCode::FAILURE)
+            if json {
+                let code = error.code().map(i64::from);
+                let message = format!("{error:#}");
+                let line = ErrorLine { message, session_id: Some(session_id), code };
+                write_line(&PromptLine::Error(line));
+            }
+            Ok(ExitCode::from(exit::FAILED))
         }
     }
+}
+
+/// What turn `turn`'s finished steps cost, summed from `session/usage`: `None` when one has no
+/// price (or currencies differ), none finished, or the daemon cannot say.
+async fn turn_cost(client: &Client, session_id: &str, turn: u64) -> Option<Cost> {
+    let params = SessionParams { session_id: session_id.to_owned() };
+    let usage = client.call::<method::SessionUsage>(params).await.ok()?;
+    let mut finished = usage.rows.iter().filter(|entry| entry.row.turn == turn);
+    let mut total = finished.find(|entry| entry.row.usage.is_some())?.row.cost.clone()?;
+    for entry in finished.filter(|entry| entry.row.usage.is_some()) {
+        total = total.plus(entry.row.cost.as_ref()?)?;
+    }
+    Some(total)
 }
 
 /// The turn's last events may arrive after its answer: feeds the printer until it has printed
@@ -178,7 +277,7 @@ pub async fn stream_turn(
 async fn finish_printing(
     mut printer: tokio::task::JoinHandle<()>,
     inbox: &mut Inbox,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<SessionEvent>,
     started: bool,
 ) {
     if started {
@@ -189,8 +288,8 @@ async fn finish_printing(
                 _ = &mut printer => return,
                 message = inbox.recv() => match message {
                     Some(message) => {
-                        if let Some(event) = unsolicited_event(&message) {
-                            let _ = events.send(event).await;
+                        if let Some(delivered) = unsolicited_session_event(&message) {
+                            let _ = events.send(delivered).await;
                         }
                     }
                     None => break,

@@ -88,8 +88,11 @@ pub enum StopReason {
     Cancelled,
     /// A step failed.
     Error,
-    /// The step limit was hit.
+    /// The session's step limit (`maxSteps` of its configuration) was hit.
     MaxSteps,
+    /// A budget the prompt set (`limits` of `session/prompt`) was reached: the `turn/limit`
+    /// before the `turn/end` names it.
+    Limit,
 }
 
 impl StopReason {
@@ -100,6 +103,7 @@ impl StopReason {
             Self::Cancelled => "cancelled",
             Self::Error => "error",
             Self::MaxSteps => "maxSteps",
+            Self::Limit => "limit",
         }
     }
 }
@@ -115,6 +119,53 @@ pub struct TurnEnd {
     /// A human-readable error, when `reason` is `error` or `cancelled` says more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A budget of one turn (`session/prompt`'s `limits`).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LimitKind {
+    /// Steps run by the turn.
+    MaxSteps,
+    /// Tokens of the turn: every finished step's prompt and output tokens, summed.
+    MaxTokens,
+    /// What the turn's finished steps cost, in USD, at the configured prices (as
+    /// `session/usage` prices them).
+    MaxCost,
+    /// Seconds since the turn started.
+    Timeout,
+}
+
+impl LimitKind {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MaxSteps => "maxSteps",
+            Self::MaxTokens => "maxTokens",
+            Self::MaxCost => "maxCost",
+            Self::Timeout => "timeout",
+        }
+    }
+}
+
+/// `turn/limit`: a budget of the turn was reached, and the turn stops — between steps, never in
+/// the middle of one; a timeout cancels the turn as `session/cancel` does (the step or tool it
+/// interrupts is logged cancelled). Followed by the turn's `turn/end` with reason `limit`. Not
+/// model-visible.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnLimit {
+    /// Which budget.
+    pub limit: LimitKind,
+    /// The budget, as given: steps, tokens, USD or seconds.
+    #[cfg_attr(feature = "schema", ts(type = "number"))]
+    pub value: serde_json::Number,
+    /// What the turn had spent when it stopped, in the same unit: a step ends whole, so
+    /// tokens and cost may pass the budget by the last step's.
+    #[cfg_attr(feature = "schema", ts(type = "number"))]
+    pub spent: serde_json::Number,
 }
 
 /// `user/message`.
