@@ -54,8 +54,10 @@ impl Serialize for SessionEvent {
 
 impl<'de> Deserialize<'de> for SessionEvent {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Fields a newer daemon adds beside the envelope are skipped (additions are compatible);
+        // the payload itself gets the log's checks.
         #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        #[serde(rename_all = "camelCase")]
         struct WireIn {
             session_id: String,
             seq: u64,

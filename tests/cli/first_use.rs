@@ -143,3 +143,30 @@ async fn the_readme_flow_needs_no_restart_a_base_url_and_a_key_go_with_the_comma
         "{message}"
     );
 }
+
+/// `dsh --base-url URL fork S` moves the fork to URL and nothing else: its profile and model
+/// stay the parent's; `DEEPSEEK_BASE_URL` in the environment moves no fork.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_moved_to_another_url_keeps_its_parents_profile_and_model() {
+    let env = Env::new().await;
+    let mock = env.mock.base_url();
+    let created = env.dsh_ok(&["--model", "deepseek-v4-pro", "prompt", "hi"]).await;
+    let parent = crate::support::session_id_of(&created);
+    let pin = |session: &str| env.log_values(session)[0]["data"]["pin"].clone();
+    let other = "http://127.0.0.1:9/v1";
+    let forked = run(env.command_plain(&env.key, &["--base-url", other, "fork", &parent])).await;
+    assert!(forked.status.success(), "{}", describe(&forked));
+    let fork = stdout(&forked).trim().rsplit(' ').next().unwrap().to_owned();
+    assert_eq!(pin(&fork)["profile"], format!("deepseek@{other}"), "{}", pin(&fork));
+    assert_eq!(pin(&fork)["model"], "deepseek-v4-pro", "{}", pin(&fork));
+    assert_eq!(pin(&fork)["maxTokens"], pin(&parent)["maxTokens"]);
+    assert_eq!(pin(&fork)["thinking"], pin(&parent)["thinking"]);
+    // From the environment, the URL moves nothing: the fork keeps the parent's pin whole.
+    let mut command = env.command_plain(&env.key, &["fork", &parent]);
+    command.env("DEEPSEEK_BASE_URL", other);
+    let forked = run(command).await;
+    assert!(forked.status.success(), "{}", describe(&forked));
+    let fork = stdout(&forked).trim().rsplit(' ').next().unwrap().to_owned();
+    assert_eq!(pin(&fork), pin(&parent));
+    assert_eq!(pin(&parent)["profile"], format!("deepseek@{}", mock.trim_end_matches('/')));
+}

@@ -485,3 +485,40 @@ async fn a_client_killed_mid_turn_leaves_the_turn_running_in_the_daemon() {
     );
     env.assert_audit_ok(&session).await;
 }
+
+/// A log a crash cut inside a step carries that turn open: the daemon closes it
+/// (`close_interrupted`) before the next turn starts. `--json` prints the new turn only — its
+/// `turn/start` first, one `turn/end` last — not the closing of the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_after_a_crash_mid_turn_prints_only_the_new_turn() {
+    let env = env_with_files(MockConfig::default()).await;
+    env.script(three_steps()).await;
+    let output = prompt(&env, &[], "Read a.txt, then write c.txt.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let session = session_id_of(&output);
+    env.dsh_ok(&["shutdown"]).await;
+    // As a crash would leave it: the log ends right after step 2's `step/start`.
+    let events = env.events(&session);
+    let cut = events
+        .iter()
+        .find(|e| matches!(&e.data, EventData::StepStart(s) if s.step == 2))
+        .map(|e| e.seq as usize + 1)
+        .unwrap();
+    let path = env.log_path(&session);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let kept: String = text.lines().take(cut).map(|line| format!("{line}\n")).collect();
+    std::fs::write(&path, kept).unwrap();
+    env.script(json!([{"content": "Fine."}])).await;
+    let output = env.dsh(&["prompt", "--json", "--yes", "--session", &session, "Go on."]).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let lines = valid_lines(&stdout(&output));
+    let kinds = types(&lines);
+    assert_eq!(kinds.first(), Some(&"turn/start"), "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|kind| **kind == "turn/end").count(), 1, "{kinds:?}");
+    assert_eq!(lines.last().unwrap()["turn"], 2, "{kinds:?}");
+    // The old turn was closed in the log all the same.
+    let ends =
+        env.events(&session).iter().filter(|e| matches!(e.data, EventData::TurnEnd(_))).count();
+    assert_eq!(ends, 2);
+    env.assert_audit_ok(&session).await;
+}

@@ -2,7 +2,7 @@
 // restarted on request, and clear about why it cannot start.
 
 import * as vscode from "vscode";
-import { DshClient, DshStartError, describeError, type DshOptions } from "./daemon";
+import { DshClient, DshStartError, describeError, stdioArgs, type DshOptions } from "./daemon";
 
 export function settings(): { path: string; home: string; baseUrl: string; model: string; inProcess: boolean } {
   const c = vscode.workspace.getConfiguration("dsh");
@@ -74,7 +74,9 @@ export class Connection implements vscode.Disposable {
         }
       },
     };
-    this.output.appendLine(`starting ${s.path} ${[...(s.home ? ["--home", s.home] : []), ...(s.baseUrl ? ["--base-url", s.baseUrl] : []), "stdio", ...(s.inProcess ? ["--in-process"] : [])].join(" ")}`);
+    // The arguments it really gets, the base URL left out (it may hold what a log should not).
+    const args = stdioArgs(options).map((a, i, all) => (all[i - 1] === "--base-url" ? "(base URL)" : a));
+    this.output.appendLine(`starting ${s.path} ${args.join(" ")}`);
     try {
       const client = await DshClient.start(options);
       this.lastError = undefined;

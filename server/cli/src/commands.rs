@@ -93,10 +93,19 @@ pub async fn fork(
     at_seq: Option<u64>,
     at_step: Option<u64>,
 ) -> anyhow::Result<ExitCode> {
-    // `--provider` / `--model` move the fork to another profile or model.
-    let config =
-        (settings.provider.is_some() || settings.model.is_some() || settings.base_url.is_some())
-            .then(|| settings.session_config());
+    // `--provider` / `--model` move the fork to another profile or model, `--base-url` (the
+    // flag, not `DEEPSEEK_BASE_URL` from the environment) to another URL.
+    let url_flag = settings
+        .base_url
+        .as_ref()
+        .is_some_and(|url| matches!(url.source, dsh_config::Source::Flag(_)));
+    let config = (settings.provider.is_some() || settings.model.is_some() || url_flag).then(|| {
+        let mut config = settings.session_config();
+        if !url_flag {
+            config.base_url = None;
+        }
+        config
+    });
     let params = SessionForkParams { session_id: session_id.to_owned(), at_seq, at_step, config };
     call_and_print::<method::SessionFork>(settings, params, |result| {
         format!("forked {session_id} into {}\n", result.session_id)
@@ -387,10 +396,10 @@ pub async fn stdio_bridge(settings: &Settings) -> anyhow::Result<ExitCode> {
     if let Some(url) = &settings.base_url {
         // The bridge copies bytes: it cannot give the client's sessions a base URL.
         eprintln!(
-            "dsh stdio: the base URL {} ({}) is not used: through a shared daemon a client passes \
+            "dsh stdio: the base URL of {} is not used: through a shared daemon a client passes \
              it with each session (`config.baseUrl` of session/create); `--in-process` makes it \
              the private daemon's default",
-            url.value, url.source
+            url.source
         );
     }
     let stream = connect_or_start(settings.home.root(), &spawn_options(settings)).await?;

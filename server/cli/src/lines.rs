@@ -37,6 +37,9 @@ where
                 turn = Some(start.turn);
                 None
             }
+            // Before this turn's `turn/start`: what closes an earlier turn a crash or a fork
+            // left open (`close_interrupted`) is not this turn's.
+            _ if turn.is_none() => continue,
             EventData::TurnEnd(end) if Some(end.turn) == turn => return,
             EventData::StepEnd(end) => Some(end.step),
             _ => None,

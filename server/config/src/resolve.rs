@@ -173,6 +173,18 @@ fn check_ad_hoc_url(url: &str) -> Result<(), ConfigError> {
              put such a URL in a provider profile of your configuration file",
         ));
     }
+    // The profile's key goes with every request: in clear text only to this machine.
+    let name = host.rsplit_once(':').map_or(host, |(name, port)| {
+        if port.chars().all(|c| c.is_ascii_digit()) { name } else { host }
+    });
+    let loopback = name == "localhost" || name.starts_with("127.") || name == "[::1]";
+    if url.starts_with("http://") && !loopback {
+        return Err(refuse(
+            "is plain http:// to another machine: the profile's key would cross the network in \
+             clear text; use https://, or name the URL in a provider profile of your \
+             configuration file",
+        ));
+    }
     Ok(())
 }
 

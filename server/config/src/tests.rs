@@ -137,9 +137,12 @@ fn an_ad_hoc_profile_is_a_configured_one_at_another_url_named_for_it() {
         (&base.kind, &base.key, &base.models)
     );
     // Of another profile; an ad-hoc name given again resolves on its configured profile.
+    for loopback in ["http://localhost:8000", "http://127.0.0.1", "http://[::1]:9/v1"] {
+        config.ad_hoc_profile(None, loopback).unwrap();
+    }
     let local = config.ad_hoc_profile(Some("local"), "https://example.com/v1").unwrap();
     assert_eq!(local, "local@https://example.com/v1");
-    assert_eq!(config.ad_hoc_profile(Some(&local), "http://h:1").unwrap(), "local@http://h:1");
+    assert_eq!(config.ad_hoc_profile(Some(&local), "https://h:1").unwrap(), "local@https://h:1");
     let (picked, _) = config.pick(Some(&local), None).unwrap();
     assert_eq!(picked.base_url.value, "https://example.com/v1");
     // What could carry a secret, or is no URL, or names no configured profile, is refused
@@ -149,8 +152,10 @@ fn an_ad_hoc_profile_is_a_configured_one_at_another_url_named_for_it() {
         (None, "http://h:1/?token=pw", "user, a query or a fragment"),
         (None, "http://h:1/#pw", "user, a query or a fragment"),
         (None, "ftp://h", "not an http"),
+        (None, "http://example.com:8000/v1", "plain http:// to another machine"),
+        (None, "http://10.0.0.2", "plain http:// to another machine"),
         (None, "http://", "not an http"),
-        (Some("nope"), "http://h:1", "no provider profile `nope`"),
+        (Some("nope"), "https://h:1", "no provider profile `nope`"),
     ] {
         let error = config.ad_hoc_profile(profile, url).unwrap_err().to_string();
         assert!(error.contains(why), "{url}: {error}");

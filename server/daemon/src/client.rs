@@ -263,14 +263,20 @@ pub fn event_of(notification: &Notification) -> Option<(serde_json::Value, Sessi
         return None;
     }
     let params = subscription_of(notification)?;
-    let event = serde_json::from_str(params.result.get()).ok()?;
-    Some((params.subscription, event))
+    match serde_json::from_str(params.result.get()) {
+        Ok(event) => Some((params.subscription, event)),
+        Err(error) => {
+            // A kind or payload this build does not know (a newer daemon): said, not hidden.
+            tracing::warn!(%error, "a session/event this client cannot read was skipped");
+            None
+        }
+    }
 }
 
 /// How to start a daemon when none runs.
 #[derive(Clone, Debug, Default)]
 pub struct SpawnOptions {
-    /// Flags passed before `serve` (`--provider`, `--model`, `--base-url`, the sandbox's).
+    /// Flags passed before `serve` (the sandbox's: a profile, model or base URL is a session's).
     pub global_args: Vec<String>,
     /// The variables that may hold provider keys ([`crate::startup::key_variables`]): removed
     /// from the daemon's environment and handed over on a pipe.

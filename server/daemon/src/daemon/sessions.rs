@@ -116,11 +116,19 @@ impl Daemon {
         let moves = config.profile.is_some() || config.model.is_some() || config.base_url.is_some();
         let asked = if moves {
             let mut config = config.clone();
-            if config.base_url.is_some() && config.profile.is_none() {
-                // A fork moved to another URL keeps its parent's profile otherwise.
+            let url_only = config.profile.is_none() && config.model.is_none();
+            if config.base_url.is_some() && url_only {
+                // A fork moved to another URL only keeps its parent's profile and model, and the
+                // options it did not ask to change.
                 config.profile = parent_pin.profile.clone();
+                config.model = parent_pin.model.clone();
             }
-            self.pinned_overrides(&workspace, &config, false)?
+            let mut asked = self.pinned_overrides(&workspace, &config, false)?;
+            if config.base_url.is_some() && url_only {
+                asked.max_tokens = config.max_tokens;
+                asked.thinking = config.thinking;
+            }
+            asked
         } else {
             overrides(config)
         };
