@@ -65,6 +65,7 @@ impl Inner {
 
     /// Forgets every document's attribution (a log of the workspace says more now).
     pub(crate) fn forget_attribution(&mut self) {
+        self.generation += 1;
         for doc in self.docs.values_mut() {
             doc.ranges = None;
         }
@@ -78,10 +79,12 @@ impl Inner {
             .collect()
     }
 
-    /// Keeps `ranges` as the attribution of `uri` if its text is still `text`.
-    fn keep(&mut self, uri: &str, text: &str, ranges: &Arc<Vec<ProvenanceRange>>) {
+    /// Keeps `ranges` as the attribution of `uri` if its text is still `text` and nothing made
+    /// every attribution stale since it was asked (`generation`, read when it was).
+    fn keep(&mut self, uri: &str, text: &str, generation: u64, ranges: &Arc<Vec<ProvenanceRange>>) {
         if let Some(doc) = self.docs.get_mut(uri)
             && doc.text == text
+            && self.generation == generation
         {
             doc.ranges = Some(Arc::clone(ranges));
         }
@@ -130,6 +133,7 @@ impl State {
     /// to none.
     pub(crate) fn change_folders(&self, added: Vec<PathBuf>, removed: &[PathBuf]) {
         let mut inner = lock(&self.inner);
+        inner.generation += 1;
         inner.folders.retain(|folder| !removed.contains(folder));
         inner.folders.extend(added);
         let docs: Vec<(String, String)> =
@@ -153,17 +157,18 @@ impl State {
 
     /// The attribution of an open document, asked of the daemon when the text changed since.
     pub(crate) async fn ranges(&self, uri: &Uri) -> Option<Arc<Vec<ProvenanceRange>>> {
-        let (target, text) = {
+        let (target, text, generation) = {
             let mut inner = lock(&self.inner);
+            let generation = inner.generation;
             let doc = inner.docs.get_mut(uri.as_str())?;
             doc.shown = true;
             if let Some(ranges) = &doc.ranges {
                 return Some(Arc::clone(ranges));
             }
-            (doc.target.clone()?, doc.text.clone())
+            (doc.target.clone()?, doc.text.clone(), generation)
         };
         let ranges = Arc::new(self.ask(&target, &text).await?);
-        lock(&self.inner).keep(uri.as_str(), &text, &ranges);
+        lock(&self.inner).keep(uri.as_str(), &text, generation, &ranges);
         Some(ranges)
     }
 
@@ -213,10 +218,13 @@ impl State {
                     () = tokio::time::sleep(SETTLE) => break,
                 }
             }
-            let unanswered = lock(&self.inner).unanswered();
+            let (unanswered, generation) = {
+                let inner = lock(&self.inner);
+                (inner.unanswered(), inner.generation)
+            };
             for (uri, target, text) in unanswered {
                 if let Some(ranges) = self.ask(&target, &text).await {
-                    lock(&self.inner).keep(&uri, &text, &Arc::new(ranges));
+                    lock(&self.inner).keep(&uri, &text, generation, &Arc::new(ranges));
                 }
             }
             if lock(&self.inner).outdated_lenses() {

@@ -85,6 +85,9 @@ pub(crate) struct Inner {
     pub(crate) reported: HashSet<String>,
     pub(crate) capabilities: Capabilities,
     pub(crate) progress_tokens: u64,
+    /// Bumped whenever every attribution is forgotten (a log or the folders changed): an
+    /// answer asked for before is not kept, though its document's text is the same.
+    pub(crate) generation: u64,
 }
 
 #[derive(Clone, Copy, Default)]

@@ -82,9 +82,10 @@ fn only_shown_documents_without_an_attribution_are_asked_again() {
 fn an_answer_about_an_older_text_is_not_kept() {
     let mut inner = inner(&["/nowhere/ws"]);
     inner.docs.insert("a".to_owned(), doc("new\n", None, true));
-    inner.keep("a", "old\n", &Arc::new(vec![range(0, 1, 1)]));
+    let generation = inner.generation;
+    inner.keep("a", "old\n", generation, &Arc::new(vec![range(0, 1, 1)]));
     assert!(inner.docs["a"].ranges.is_none());
-    inner.keep("a", "new\n", &Arc::new(vec![range(0, 1, 1)]));
+    inner.keep("a", "new\n", generation, &Arc::new(vec![range(0, 1, 1)]));
     assert!(inner.docs["a"].ranges.is_some());
 }
 
@@ -123,4 +124,22 @@ fn a_hover_covers_the_lines_of_its_range_and_a_lens_sits_on_its_first() {
         .collect();
     let saw = |step: u64| Some(vec![json!({"sessionId": "20261130-172312-cyzpba", "step": step})]);
     assert_eq!(marks, [(0, "dsh.saw".to_owned(), saw(1)), (3, "dsh.saw".to_owned(), saw(2))]);
+}
+
+#[test]
+fn an_answer_asked_before_a_log_changed_is_not_kept() {
+    let mut inner = inner(&["/nowhere/ws"]);
+    inner.docs.insert("a".to_owned(), doc("fn a() {}\n", None, true));
+    let answer = Arc::new(vec![range(0, 1, 1)]);
+    // Asked, then a log of the workspace changed while the daemon answered: dropped, and the
+    // document is one to ask again.
+    let asked = inner.generation;
+    inner.forget_attribution();
+    inner.keep("a", "fn a() {}\n", asked, &answer);
+    assert!(inner.docs["a"].ranges.is_none());
+    assert_eq!(inner.unanswered().len(), 1, "it is asked again");
+    // Asked after the change: kept.
+    let asked = inner.generation;
+    inner.keep("a", "fn a() {}\n", asked, &answer);
+    assert!(inner.docs["a"].ranges.is_some());
 }
