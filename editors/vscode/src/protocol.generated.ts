@@ -113,7 +113,8 @@ profile?: string,
  * Where this session's requests go instead of the profile's `base_url` (a client's
  * `--base-url`): the session is pinned to the ad-hoc profile `PROFILE@URL`, logged
  * like any profile (a plain `http(s)://host[:port][/path]`: no user, query or
- * fragment). On a fork, `PROFILE` is the parent's unless `profile` names another.
+ * fragment; `http://` only to this machine). On a fork, `PROFILE` is the parent's
+ * unless `profile` names another, and the model and options stay the parent's.
  */
 baseUrl?: string, 
 /**

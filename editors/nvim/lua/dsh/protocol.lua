@@ -372,7 +372,7 @@ M.event_kinds = {
 
 --- Call options for a session (`session/create`, `session/fork`): explicit options beat the logged header on the session's first request.
 ---@class dsh.SessionConfig
----@field baseUrl? string Where this session's requests go instead of the profile's `base_url` (a client's `--base-url`): the session is pinned to the ad-hoc profile `PROFILE@URL`, logged like any profile (a plain `http(s)://host[:port][/path]`: no user, query or fragment). On a fork, `PROFILE` is the parent's unless `profile` names another.
+---@field baseUrl? string Where this session's requests go instead of the profile's `base_url` (a client's `--base-url`): the session is pinned to the ad-hoc profile `PROFILE@URL`, logged like any profile (a plain `http(s)://host[:port][/path]`: no user, query or fragment; `http://` only to this machine). On a fork, `PROFILE` is the parent's unless `profile` names another, and the model and options stay the parent's.
 ---@field maxSteps? integer Steps per turn.
 ---@field maxTokens? integer Output limit.
 ---@field model? string Model id.
