@@ -418,7 +418,15 @@ async fn a_killed_daemons_temporary_directories_are_removed_at_the_next_start() 
     crate::support::wait_gone(pid).await;
     assert!(!leftovers().is_empty(), "nothing was left behind to clean");
     let served = env.serve(&[]).await;
-    assert!(leftovers().is_empty(), "{:?}", leftovers());
+    // The next daemon removes them as it starts, before it listens; a moment's grace for a
+    // loaded machine, then what is left (and whether its daemon runs) is the failure.
+    let started = std::time::Instant::now();
+    while !leftovers().is_empty() && started.elapsed() < std::time::Duration::from_secs(5) {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let left = leftovers();
+    let alive = crate::support::process_alive(pid);
+    assert!(left.is_empty(), "{left:?} (daemon {pid} alive: {alive})\n{}", env.daemon_log());
     served.shutdown().await;
 }
 
