@@ -416,6 +416,14 @@ async fn a_killed_daemons_temporary_directories_are_removed_at_the_next_start() 
     let killed = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
     assert!(killed.unwrap().success());
     crate::support::wait_gone(pid).await;
+    // Its leader is a zombie as soon as it dies, while its other threads may still be exiting
+    // with the listening socket and the instance lock open: gone is when the socket no longer
+    // answers (a daemon started before that would find it "running" and not start).
+    let started = std::time::Instant::now();
+    while tokio::net::UnixStream::connect(env.socket()).await.is_ok() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the socket still answers");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert!(!leftovers().is_empty(), "nothing was left behind to clean");
     let served = env.serve(&[]).await;
     // The next daemon removes them as it starts, before it listens; a moment's grace for a
