@@ -223,10 +223,16 @@ pub async fn lock_instance(home: &Path) -> anyhow::Result<InstanceLock> {
         match file.try_lock() {
             Ok(()) => break,
             Err(std::fs::TryLockError::WouldBlock) => {
-                let running =
+                // A daemon killed a moment ago can still hold the lock and answer on its socket
+                // while its threads exit (its leader already a zombie): not running.
+                let pid = std::fs::read_to_string(&path).unwrap_or_default();
+                let holder_alive =
+                    pid.trim().parse::<u32>().map_or(true, dsh_sandbox::process_alive);
+                let answers =
                     tokio::net::UnixStream::connect(DshHome::new(home).socket()).await.is_ok();
-                if running || started.elapsed() > TURN_DEADLINE + Duration::from_secs(5) {
-                    let pid = std::fs::read_to_string(&path).unwrap_or_default();
+                if (answers && holder_alive)
+                    || started.elapsed() > TURN_DEADLINE + Duration::from_secs(5)
+                {
                     bail!(
                         "another dsh daemon is running for {} (pid {})",
                         home.display(),
