@@ -37,6 +37,22 @@ pub async fn session_subscribe(
     prime_view(&daemon, &live);
     let id = sink.subscription_id();
     loop {
+        // Where steering landed, for every `step/start` of the batch: one fold over the log in
+        // the owner task (a catch-up from seq 0 holds a long session's steps at once).
+        let starts: Vec<u64> = stored
+            .iter()
+            .filter(|event| matches!(event.data, EventData::StepStart(_)))
+            .map(|event| event.seq)
+            .collect();
+        let mut joined = if starts.is_empty() {
+            Vec::new()
+        } else {
+            let fold = move |s: &dsh_session::Session| {
+                starts.iter().map(|&seq| (seq, dsh_session::joined_at(s.events(), seq))).collect()
+            };
+            live.handle.query(fold).await.unwrap_or_default()
+        }
+        .into_iter();
         for event in stored.drain(..) {
             if event.seq < next {
                 continue;
@@ -44,10 +60,12 @@ pub async fn session_subscribe(
             next = event.seq + 1;
             let mut delivered = SessionEvent::new(live.id.as_str(), event);
             if matches!(delivered.event.data, EventData::StepStart(_)) {
-                // Where steering landed: a fold over the log, in the owner task.
                 let seq = delivered.event.seq;
-                let joined = live.handle.query(move |s| dsh_session::joined_at(s.events(), seq));
-                delivered.joined = joined.await.unwrap_or_default();
+                delivered.joined = joined
+                    .by_ref()
+                    .find(|(start, _)| *start == seq)
+                    .map(|(_, seqs)| seqs)
+                    .unwrap_or_default();
             }
             let message = SubscriptionMessage::new(method::SESSION_EVENT, id.clone(), &delivered);
             let Ok(message) = message else { return };
