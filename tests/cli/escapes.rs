@@ -398,12 +398,19 @@ async fn a_fork_bomb_a_memory_hog_and_a_disk_filler_end_with_a_clear_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_daemons_temporary_directories_are_removed_at_the_next_start() {
     let env = Env::new().await;
-    let served = env.serve(&[]).await;
+    // The daemons get a temporary directory of their own: a daemon of a test running beside
+    // this one cleans every dead daemon's leftovers in the shared one, these included.
+    let tmp = env.root.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let private_tmp = |command: &mut tokio::process::Command| {
+        command.env("TMPDIR", &tmp);
+    };
+    let served = env.serve_with(&[], private_tmp).await;
     let (_, output) = env.prompt_new("hi").await;
     assert!(output.status.success(), "{}", describe(&output));
     let pid = served.pid();
     let leftovers = || -> Vec<PathBuf> {
-        std::fs::read_dir(std::env::temp_dir())
+        std::fs::read_dir(&tmp)
             .unwrap()
             .flatten()
             .map(|entry| entry.path())
@@ -425,7 +432,7 @@ async fn a_killed_daemons_temporary_directories_are_removed_at_the_next_start() 
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(!leftovers().is_empty(), "nothing was left behind to clean");
-    let served = env.serve(&[]).await;
+    let served = env.serve_with(&[], private_tmp).await;
     // The next daemon removes them as it starts, before it listens; a moment's grace for a
     // loaded machine, then what is left (and whether its daemon runs) is the failure.
     let started = std::time::Instant::now();
