@@ -76,6 +76,7 @@ impl Config {
             reasoning_effort: self.effort.map(Text::s),
             temperature: self.temperature.map(|t| f64::from(t) / 100.0),
             top_p: None,
+            response_format: None,
         }
     }
 }
