@@ -34,4 +34,7 @@ pub mod views;
 mod watch;
 
 pub use client::{Client, ClientError, Unsolicited};
+/// A prompt's output schema, checked as `session/prompt` checks it: a client (`dsh prompt
+/// --output-schema`) refuses a bad one before it creates a session.
+pub use dsh_agent::OutputSchema;
 pub use startup::DaemonConfig;
