@@ -19,4 +19,5 @@ mod mcp;
 mod resume;
 mod sandbox;
 mod scripting;
+mod structured;
 mod wire;
