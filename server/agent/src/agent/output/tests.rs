@@ -1,4 +1,5 @@
 //! The output schema: what is refused, how an answer is read and checked.
+#![allow(clippy::unwrap_used)]
 
 use serde_json::json;
 
