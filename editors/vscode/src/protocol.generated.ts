@@ -1216,6 +1216,8 @@ thinkingBudget?: number,
  */
 adaptiveThinking: boolean, };
 
+export type ResponseFormat = { "type": "jsonObject" };
+
 export type LlmCallConfig = { 
 /**
  * Provider model id, passed through unchanged.
