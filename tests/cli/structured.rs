@@ -256,3 +256,22 @@ async fn an_output_schema_that_is_not_a_json_schema_is_refused_before_anything_i
     assert_eq!(result["output"], json!({"name": "Ada", "age": 36}), "{result}");
     env.assert_audit_ok(&session).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_text_transcript_shows_the_correction_between_the_answers() {
+    let env = Env::with_mock(MockConfig::default()).await;
+    let schema = schema_file(&env, "person.json", &person_schema().to_string());
+    env.script(json!([
+        answer(r#"{"name": "Ada", "age": 36.5}"#),
+        answer(r#"{"name": "Ada", "age": 36}"#)
+    ]))
+    .await;
+    let output = prompt(&env, &["--output-schema", &schema], "Who?").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let text = stdout(&output);
+    let first = text.find("36.5").unwrap();
+    let correction = text.find("↻ the answer does not match the output schema").unwrap();
+    let problem = text.find("/age: 36.5 is not of type \"integer\"").unwrap();
+    let second = text.rfind("\"age\": 36}").unwrap();
+    assert!(first < correction && correction < problem && problem < second, "{text}");
+}
