@@ -7,7 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod admission;
+pub mod events;
 pub mod folds;
+pub mod log_events;
 pub mod log_line;
 pub mod log_load;
 pub mod mock_request;
