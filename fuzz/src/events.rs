@@ -166,7 +166,7 @@ pub fn build(data: &[u8]) -> Vec<Event> {
         let kind = input.pick(EVENT_KINDS);
         // A second `session/meta` makes the log ill-formed, which skips the laws that need a
         // well-formed one: draw it a quarter as often.
-        if kind == "session/meta" && input.byte() % 4 != 0 {
+        if kind == "session/meta" && !input.byte().is_multiple_of(4) {
             continue;
         }
         let seq = events.len() as u64;
@@ -344,7 +344,7 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
             step: input.small(),
             call_id: input.call_id(),
             name: input.tool(),
-            unconfined: input.byte() % 5 == 0,
+            unconfined: input.byte().is_multiple_of(5),
         }),
         "tool/progress" => {
             EventData::ToolProgress(ToolProgress { call_id: input.call_id(), text: input.text() })
