@@ -99,8 +99,10 @@ for name in "${targets[@]}"; do
     grep -E '^(stat::number_of_executed_units|stat::new_units_added)' "$fuzz_dir/$name.log" \
       | tr '\n' ' ' && echo
   else
-    echo "FAILED: fuzz target $name (log: $fuzz_dir/$name.log); its last lines:"
-    tail -n 40 "$fuzz_dir/$name.log"
+    echo "FAILED: fuzz target $name (log: $fuzz_dir/$name.log)"
+    grep -m 1 -A 2 -E 'panicked at|^error|ERROR: libFuzzer' "$fuzz_dir/$name.log" || true
+    echo "its last lines:"
+    tail -n 25 "$fuzz_dir/$name.log"
     for input in "$artifacts"*; do
       [[ -f "$input" ]] || continue
       echo "failing input $input (base64):"
