@@ -59,8 +59,12 @@ pub fn check(data: &[u8]) {
     }
 }
 
-/// What the daemon would be asked is what dsh accepts.
+/// What the daemon would be asked is what dsh accepts (nothing, for a frame the front ignores:
+/// a notification other than `session/cancel` has no id and asks nothing, whatever its method).
 fn asked_well_formed(frame: &Value, asked: &Value) {
+    if asked.is_null() {
+        return;
+    }
     let method = frame.get("method").and_then(Value::as_str);
     let cwd = frame.pointer("/params/cwd").and_then(Value::as_str);
     match method {
