@@ -534,6 +534,25 @@ profile: string,
  */
 model: string, };
 
+export type SessionPlanResult = { 
+/**
+ * The steps in order, each with its status; empty when the model never set a plan or
+ * cleared it.
+ */
+plan: Array<PlanEntry>, 
+/**
+ * Why the plan is what it is, when the model said.
+ */
+explanation?: string, 
+/**
+ * The seq of the `plan/update` that set it; absent when there is none.
+ */
+seq?: number, 
+/**
+ * The `update_plan` call that set it; absent when there is none.
+ */
+callId?: string, };
+
 export type SessionEventsParams = { 
 /**
  * The session.
@@ -1788,6 +1807,32 @@ isError?: boolean,
  */
 seen?: Array<FileSeen>, };
 
+export type PlanStatus = "pending" | "in_progress" | "completed";
+
+export type PlanEntry = { 
+/**
+ * What the step is, in the model's words (one line, not empty).
+ */
+step: string, 
+/**
+ * Where it stands.
+ */
+status: PlanStatus, };
+
+export type PlanUpdate = { 
+/**
+ * The `update_plan` call that set it.
+ */
+callId: string, 
+/**
+ * Why the plan is what it is, when the model said.
+ */
+explanation?: string, 
+/**
+ * The entries in order; empty when the model cleared its plan.
+ */
+plan: Array<PlanEntry>, };
+
 export type StepEnd = { 
 /**
  * The step that ends.
@@ -1952,6 +1997,7 @@ export type LogEvent =
   | { type: "tool/call"; data: ToolCallStarted }
   | { type: "tool/progress"; data: ToolProgress }
   | { type: "tool/result"; data: ToolResult }
+  | { type: "plan/update"; data: PlanUpdate }
   | { type: "step/end"; data: StepEnd }
   | { type: "step/error"; data: StepError }
   | { type: "llm/retry"; data: LlmRetry }
