@@ -18,6 +18,7 @@ export const Methods = {
   SessionFork: "session/fork",
   SessionRequest: "session/request",
   SessionUsage: "session/usage",
+  SessionPlan: "session/plan",
   SessionEvents: "session/events",
   SessionCompact: "session/compact",
   SessionAudit: "session/audit",

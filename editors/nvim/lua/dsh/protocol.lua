@@ -26,6 +26,7 @@ M.methods = {
   SessionInject = "session/inject",
   SessionList = "session/list",
   SessionMcpServers = "session/mcpServers",
+  SessionPlan = "session/plan",
   SessionPrompt = "session/prompt",
   SessionRequest = "session/request",
   SessionSubscribe = "session/subscribe",
