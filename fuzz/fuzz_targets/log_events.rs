@@ -14,15 +14,15 @@ use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantMessage,
     AssistantTurn, ChunkDelta, CompactStart, CompactSummary, ContextMessage, EpochHeader, Event,
     EventData, FORMAT_VERSION, HeaderDelta, LimitKind, LlmCallConfig, LlmRetry, McpWait,
-    McpWaitReason, RequestHeader, RequestSent, SessionMeta, SnapshotReason, SteeringMessage,
-    StepEnd, StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace, SystemDelta, ToolCall,
-    ToolCallStarted, ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit,
-    TurnStart, Usage, UserMessage, decode_log, encode_event,
+    McpWaitReason, PlanEntry, PlanStatus, PlanUpdate, RequestHeader, RequestSent, SessionMeta,
+    SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode,
+    SurfaceReplace, SystemDelta, ToolCall, ToolCallStarted, ToolProgress, ToolResult, ToolSchema,
+    ToolsDelta, TurnEnd, TurnLimit, TurnStart, Usage, UserMessage, decode_log, encode_event,
 };
 use libfuzzer_sys::fuzz_target;
 
 const TEXTS: &[&str] = &["", "a", "b\nc", "line one\nline two\n", "ü✓", "{\"x\":1}", " "];
-const TOOLS: &[&str] = &["read", "write", "run", "list"];
+const TOOLS: &[&str] = &["read", "write", "run", "list", "update_plan"];
 const MODELS: &[&str] = &["m1", "m2"];
 
 /// A small number: steps, turns, indexes.
@@ -128,6 +128,7 @@ enum Op {
     ToolCall(Small, Name, Name),
     ToolProgress(Name, Text),
     ToolResult(Name, Name, Text, bool),
+    PlanUpdate(Name, Option<Text>, Vec<(Text, u8)>),
     StepEnd(Small, [u16; 3]),
     StepError(Small, bool),
     Retry(Small),
@@ -275,6 +276,21 @@ impl Op {
                 content: content.s(),
                 is_error,
                 seen: None,
+            }),
+            Op::PlanUpdate(id, explanation, ref steps) => EventData::PlanUpdate(PlanUpdate {
+                call_id: id.call_id(),
+                explanation: explanation.map(Text::s),
+                plan: steps
+                    .iter()
+                    .map(|&(step, status)| PlanEntry {
+                        step: step.s(),
+                        status: [
+                            PlanStatus::Pending,
+                            PlanStatus::InProgress,
+                            PlanStatus::Completed,
+                        ][usize::from(status % 3)],
+                    })
+                    .collect(),
             }),
             Op::StepEnd(step, [hit, miss, out]) => EventData::StepEnd(StepEnd {
                 step: step.n(),
