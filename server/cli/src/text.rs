@@ -326,7 +326,7 @@ mod tests {
     }
     #[test]
     fn a_budget_reached_reads_as_the_editors_say_it() {
-        use dsh_session::{LimitKind, PlanStatus, PlanUpdate, TurnLimit};
+        use dsh_session::{LimitKind, TurnLimit};
         let limit = |limit, value: serde_json::Number, spent: serde_json::Number| {
             limit_text(&TurnLimit { limit, value, spent })
         };

@@ -1,4 +1,5 @@
 //! The rules of plans, the current plan's fold, and `check_log`'s rules for `plan/update`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::*;
 
