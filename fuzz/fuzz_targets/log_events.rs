@@ -14,10 +14,11 @@ use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantMessage,
     AssistantTurn, ChunkDelta, CompactStart, CompactSummary, ContextMessage, EpochHeader, Event,
     EventData, FORMAT_VERSION, HeaderDelta, LimitKind, LlmCallConfig, LlmRetry, McpWait,
-    McpWaitReason, PlanEntry, PlanStatus, PlanUpdate, RequestHeader, RequestSent, SessionMeta,
-    SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode,
-    SurfaceReplace, SystemDelta, ToolCall, ToolCallStarted, ToolProgress, ToolResult, ToolSchema,
-    ToolsDelta, TurnEnd, TurnLimit, TurnStart, Usage, UserMessage, decode_log, encode_event,
+    McpWaitReason, PlanEntry, PlanStatus, PlanUpdate, RequestHeader, RequestSent, ResponseFormat,
+    SessionMeta, SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart, StopReason,
+    SurfaceNode, SurfaceReplace, SystemDelta, ToolCall, ToolCallStarted, ToolProgress, ToolResult,
+    ToolSchema, ToolsDelta, TurnEnd, TurnLimit, TurnStart, Usage, UserMessage, decode_log,
+    encode_event,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -63,6 +64,7 @@ struct Config {
     thinking: bool,
     effort: Option<Text>,
     temperature: Option<u8>,
+    json_mode: bool,
 }
 
 impl Config {
@@ -76,6 +78,7 @@ impl Config {
             reasoning_effort: self.effort.map(Text::s),
             temperature: self.temperature.map(|t| f64::from(t) / 100.0),
             top_p: None,
+            response_format: self.json_mode.then_some(ResponseFormat::JsonObject),
         }
     }
 }
@@ -158,7 +161,8 @@ impl Op {
                     StopReason::Error,
                     StopReason::MaxSteps,
                     StopReason::Limit,
-                ][usize::from(reason % 5)],
+                    StopReason::OutputInvalid,
+                ][usize::from(reason % 6)],
                 error: error.map(Text::s),
             }),
             Op::TurnLimit(kind, value, spent) => EventData::TurnLimit(TurnLimit {

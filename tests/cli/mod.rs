@@ -20,4 +20,5 @@ mod plan;
 mod resume;
 mod sandbox;
 mod scripting;
+mod structured;
 mod wire;

@@ -37,6 +37,7 @@ fn turn(result_is_error: bool, after_result: Vec<EventData>) -> Vec<Event> {
         reasoning_effort: None,
         temperature: None,
         top_p: None,
+        response_format: None,
     };
     let header = EpochHeader::new(config, None, vec![]);
     let mut data = vec![
