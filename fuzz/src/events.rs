@@ -15,17 +15,18 @@ use dsh_session::{
     AssistantTurn, ChangeKind, ChunkDelta, CompactStart, CompactSummary, ContentBlock,
     ContextMessage, EVENT_KINDS, EpochHeader, Event, EventData, FORMAT_VERSION, FileChange,
     FileSeen, ForkOrigin, HeaderDelta, InstructionFile, LimitKind, LlmCallConfig, LlmRetry,
-    McpWait, McpWaitReason, RequestHeader, RequestSent, ResponseFormat, SessionMeta, SessionPin,
-    SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode,
-    SurfaceReplace, SystemDelta, ToolCall, ToolCallStarted, ToolProgress, ToolResult, ToolSchema,
-    ToolsDelta, TurnEnd, TurnLimit, TurnStart, Usage, UserMessage,
+    McpWait, McpWaitReason, PlanEntry, PlanStatus, PlanUpdate, RequestHeader, RequestSent,
+    ResponseFormat, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd, StepError,
+    StepStart, StopReason, SurfaceNode, SurfaceReplace, SystemDelta, ToolCall, ToolCallStarted,
+    ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit, TurnStart, Usage,
+    UserMessage,
 };
 
 /// The most events after `session/meta` in one log.
 pub const MAX_EVENTS: usize = 64;
 
 const TEXTS: &[&str] = &["", "a", "b\nc", "line one\nline two\n", "ü✓", "{\"x\":1}", " "];
-const TOOLS: &[&str] = &["read", "write", "run", "list"];
+const TOOLS: &[&str] = &["read", "write", "run", "list", "update_plan"];
 const MODELS: &[&str] = &["m1", "m2"];
 const PATHS: &[&str] = &["a.rs", "src/b.rs", "AGENTS.md"];
 
@@ -352,6 +353,18 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
             EventData::ToolProgress(ToolProgress { call_id: input.call_id(), text: input.text() })
         }
         "tool/result" => EventData::ToolResult(input.tool_result()),
+        "plan/update" => EventData::PlanUpdate(PlanUpdate {
+            call_id: input.call_id(),
+            explanation: input.some_text(),
+            plan: input.list(6, |input| PlanEntry {
+                step: input.text(),
+                status: input.pick(&[
+                    PlanStatus::Pending,
+                    PlanStatus::InProgress,
+                    PlanStatus::Completed,
+                ]),
+            }),
+        }),
         "step/end" => {
             let (hit, miss, out) = (input.u16(), input.u16(), input.u16());
             EventData::StepEnd(StepEnd {

@@ -39,6 +39,7 @@ pub use dsh_session::{
     Cost, EpochHeader, ForkOrigin, LimitKind, Message, PrefixCause, Price, ProviderKind,
     RequestSent, StopReason, TurnLimit, Usage, UsageRow,
 };
+pub use dsh_session::{CurrentPlan, PlanEntry, PlanStatus, PlanUpdate, UPDATE_PLAN_TOOL};
 
 /// The protocol version this build speaks; `initialize` refuses another.
 pub const PROTOCOL_VERSION: u32 = 1;

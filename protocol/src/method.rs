@@ -25,6 +25,8 @@ pub const SESSION_FORK: &str = "session/fork";
 pub const SESSION_REQUEST: &str = "session/request";
 /// Per-step usage.
 pub const SESSION_USAGE: &str = "session/usage";
+/// The session's current plan (the model's `update_plan`).
+pub const SESSION_PLAN: &str = "session/plan";
 /// A page of raw events.
 pub const SESSION_EVENTS: &str = "session/events";
 /// Compact a session now.
@@ -74,6 +76,7 @@ pub const ALL: &[&str] = &[
     SESSION_FORK,
     SESSION_REQUEST,
     SESSION_USAGE,
+    SESSION_PLAN,
     SESSION_EVENTS,
     SESSION_COMPACT,
     SESSION_AUDIT,
@@ -184,6 +187,8 @@ methods! {
     SessionRequest = SESSION_REQUEST (SessionRequestParams) -> SessionRequestResult, large;
     /// `session/usage`.
     SessionUsage = SESSION_USAGE (SessionParams) -> SessionUsageResult;
+    /// `session/plan`.
+    SessionPlan = SESSION_PLAN (SessionParams) -> SessionPlanResult;
     /// `session/events`.
     SessionEvents = SESSION_EVENTS (SessionEventsParams) -> SessionEventsResult;
     /// `session/compact`.

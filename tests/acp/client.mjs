@@ -7,8 +7,9 @@
 //
 // Scenarios: new → prompt with a tool call needing permission (allowed) → streamed thoughts and
 // text → end_turn; cancel mid-stream → cancelled; steering mid-turn joins the next request;
-// list; what the model saw equals the mock's recorded body; fork at a step; load after the
-// front exited replays the live updates.
+// list; what the model saw equals the mock's recorded body; fork at a step; update_plan twice
+// around a refused call is two `plan` updates; load after the front exited replays the live
+// updates, the plans with them.
 import { spawn } from "node:child_process";
 import { appendFileSync, readFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
@@ -194,6 +195,25 @@ let forkId;
     assert.notEqual(forkId, sessionId);
     passed.push("fork");
 
+    // Plans: two valid update_plan calls around a refused one (two steps in progress).
+    const planCall = (plan) => ({ content: "", tool_calls: [{ name: "update_plan", arguments: { plan } }] });
+    await script([
+      planCall([{ step: "Read", status: "in_progress" }, { step: "Write", status: "pending" }]),
+      planCall([{ step: "Read", status: "in_progress" }, { step: "Write", status: "in_progress" }]),
+      planCall([{ step: "Read", status: "completed" }, { step: "Write", status: "in_progress" }]),
+      { content: "Planned." },
+    ]);
+    const planned = await agent.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: "plan" }] });
+    assert.equal(planned.stopReason, "end_turn");
+    const plans = mine.filter((u) => u.sessionUpdate === "plan");
+    assert.deepEqual(
+      plans.map((p) => p.entries.map((e) => `${e.content}:${e.status}:${e.priority}`)),
+      [["Read:in_progress:medium", "Write:pending:medium"], ["Read:completed:medium", "Write:in_progress:medium"]],
+    );
+    const failed = mine.filter((u) => u.sessionUpdate === "tool_call_update" && u.status === "failed");
+    assert.ok(failed.some((u) => u.rawOutput.content.includes("at most one step may be in_progress")));
+    passed.push("plan updates live");
+
     await expectError(agent.request("_dsh/unknown", {}), -32601);
     passed.push("unknown extension method");
   });
@@ -212,9 +232,10 @@ let forkId;
     const prompts = updates[sessionId].filter(isPrompt);
     assert.ok(textOf(prompts, "user_message_chunk").startsWith(`write js.txt\n[@README](file://${workspace}/README)`));
     assert.deepEqual(updates[sessionId].filter((u) => !isPrompt(u)), live[sessionId]);
+    assert.equal(updates[sessionId].filter((u) => u.sessionUpdate === "plan").length, 2);
     await agent.request(methods.agent.session.load, { sessionId: forkId, cwd: workspace, mcpServers: [] });
     assert.ok(textOf(updates[forkId], "user_message_chunk").startsWith("write js.txt"));
-    passed.push("load replays live");
+    passed.push("load replays live (plans too)");
   });
   child.stdin.end();
   await new Promise((resolve) => child.on("exit", resolve));

@@ -348,6 +348,33 @@ async def scenarios(env, recorders):
     check(fork_id in [s.session_id for s in listed.sessions], listed)
     PASSED.append("fork")
 
+    # Plans: update_plan twice (the second with a step completed) between a call refused for
+    # two steps in progress; each valid call is one `plan` update with every entry, the refused
+    # one a failed tool call the model reads. The plan asks no permission.
+    asked = len(client.permissions)
+    plan_call = lambda plan, **more: {"content": "", "tool_calls": [{"name": "update_plan", "arguments": {"plan": plan, **more}}]}
+    env.mock.script(
+        [
+            plan_call([{"step": "Look", "status": "in_progress"}, {"step": "Answer", "status": "pending"}], explanation="Two steps."),
+            plan_call([{"step": "Look", "status": "in_progress"}, {"step": "Answer", "status": "in_progress"}]),
+            plan_call([{"step": "Look", "status": "completed"}, {"step": "Answer", "status": "in_progress"}]),
+            {"content": "Planned and done."},
+        ]
+    )
+    result = await conn.prompt(session_id=sid, prompt=[text_block("plan it")])
+    check(result.stop_reason == "end_turn", result)
+    check(len(client.permissions) == asked, client.permissions[asked:])
+    plans = [u for u in client.updates[sid] if u["sessionUpdate"] == "plan"]
+    entries = [[(e["content"], e["status"]) for e in p["entries"]] for p in plans]
+    check(entries == [[("Look", "in_progress"), ("Answer", "pending")], [("Look", "completed"), ("Answer", "in_progress")]], entries)
+    check(plans[0]["_meta"]["dsh/plan"]["explanation"] == "Two steps." and "explanation" not in plans[1]["_meta"]["dsh/plan"], plans)
+    plan_calls = [u for u in client.updates[sid] if u["sessionUpdate"] == "tool_call" and u["title"] == "update_plan"]
+    check(len(plan_calls) == 3 and all(u["kind"] == "think" for u in plan_calls), plan_calls)
+    refused = [u for u in client.updates[sid] if u["sessionUpdate"] == "tool_call_update" and u["toolCallId"] == plan_calls[1]["toolCallId"] and u.get("status") == "failed"]
+    check(refused and "at most one step may be in_progress" in refused[0]["rawOutput"]["content"], refused)
+    check("at most one step may be in_progress" in env.mock.requests()[-2]["body"], "the model saw the refusal")
+    PASSED.append("plan updates live")
+
     live = list(client.updates[sid])
     await close(proc, conn)
 
@@ -364,6 +391,7 @@ async def scenarios(env, recorders):
     rest = [u for u in replayed if u not in prompts]
     check(kinds(rest) == kinds(live), f"{len(rest)} replayed vs {len(live)} live updates")
     check(rest == live, "replayed updates equal the live ones, prompts aside")
+    check([u for u in replayed if u["sessionUpdate"] == "plan"] == plans, "the plan updates replay on load")
     # The fork replays its parent's conversation up to the fork point.
     await conn.load_session(cwd=env.ws, session_id=fork_id, mcp_servers=[])
     fork_updates = client.updates[fork_id]
@@ -373,7 +401,7 @@ async def scenarios(env, recorders):
     env.mock.script([{"content": "Back again."}])
     result = await conn.prompt(session_id=sid, prompt=[text_block("again")])
     check(result.stop_reason == "end_turn", result)
-    PASSED.append("load replays live; fork loads")
+    PASSED.append("load replays live (plans too); fork loads")
 
     # Closing stdin ends the front, never the turn: a turn started by a closed front finishes.
     env.mock.script([{"content": "Finished without the front.", "delay_ms": 1000}])

@@ -96,8 +96,16 @@ fn results(env: &Env, session: &str) -> Vec<(String, String, bool)> {
         .collect()
 }
 
-const BUILT_IN: [&str; 7] =
-    ["edit_file", "glob", "grep", "list_dir", "read_file", "run_command", "write_file"];
+const BUILT_IN: [&str; 8] = [
+    "edit_file",
+    "glob",
+    "grep",
+    "list_dir",
+    "read_file",
+    "run_command",
+    "update_plan",
+    "write_file",
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_tools_join_the_request_sorted_and_namespaced_and_calls_are_logged() {

@@ -16,6 +16,7 @@ mod first_use;
 mod header;
 mod llama;
 mod mcp;
+mod plan;
 mod resume;
 mod sandbox;
 mod scripting;

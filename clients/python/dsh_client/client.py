@@ -59,6 +59,7 @@ from .protocol import (
     SessionRequestResult,
     SessionSubscribeParams,
     SessionSummary,
+    SessionPlanResult,
     SessionUsageResult,
     TurnEndEvent,
     TurnLimits,
@@ -446,6 +447,11 @@ class Client(Api):
     async def usage(self, session_id: str) -> SessionUsageResult:
         """Per-step usage, cache hits and why they dropped, and costs at the configured prices."""
         return await self.session_usage(SessionParams(session_id=session_id))
+
+    async def plan(self, session_id: str) -> SessionPlanResult:
+        """The session's current plan: what the model's last valid `update_plan` call set (the
+        last `plan/update` event), each step with its status; `plan` is empty when it set none."""
+        return await self.session_plan(SessionParams(session_id=session_id))
 
     async def audit(self, session_id: str) -> SessionAuditResult:
         """Rebuilds every step's request from the log and compares it with what was sent."""

@@ -46,6 +46,7 @@ class Methods:
     SESSION_INJECT: Final = "session/inject"
     SESSION_LIST: Final = "session/list"
     SESSION_MCP_SERVERS: Final = "session/mcpServers"
+    SESSION_PLAN: Final = "session/plan"
     SESSION_PROMPT: Final = "session/prompt"
     SESSION_REQUEST: Final = "session/request"
     SESSION_SUBSCRIBE: Final = "session/subscribe"
@@ -91,6 +92,7 @@ EVENT_KINDS: Final = (
     "tool/call",
     "tool/progress",
     "tool/result",
+    "plan/update",
     "step/end",
     "step/error",
     "llm/retry",
@@ -1743,6 +1745,44 @@ class SessionParams(_w.WireObject):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SessionPlanResult(_w.WireObject):
+    """`session/plan` result: the session's current plan, the last `plan/update` of its log
+    (the model's latest valid `update_plan` call). A fork starts with its parent's.
+    """
+
+    plan: list[PlanEntry]
+    """The steps in order, each with its status; empty when the model never set a plan or
+    cleared it.
+    """
+    call_id: str | None = None
+    """The `update_plan` call that set it; absent when there is none."""
+    explanation: str | None = None
+    """Why the plan is what it is, when the model said."""
+    seq: int | None = None
+    """The seq of the `plan/update` that set it; absent when there is none."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> SessionPlanResult:
+        o = _w.obj(value, "SessionPlanResult")
+        return cls(
+            plan=_w.required(o, "plan", lambda value: _w.array(value, PlanEntry.from_json), "SessionPlanResult"),
+            call_id=_w.optional(o, "callId", _w.string, "SessionPlanResult"),
+            explanation=_w.optional(o, "explanation", _w.string, "SessionPlanResult"),
+            seq=_w.optional(o, "seq", _w.integer, "SessionPlanResult"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"plan": _w.encode(self.plan)}
+        if self.call_id is not None:
+            out["callId"] = self.call_id
+        if self.explanation is not None:
+            out["explanation"] = self.explanation
+        if self.seq is not None:
+            out["seq"] = self.seq
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
 class SessionPromptParams(_w.WireObject):
     """`session/prompt` params."""
 
@@ -3153,6 +3193,70 @@ def _decode_mcp_wait_reason(value: Any) -> McpWaitReason:
     return cast(McpWaitReason, _w.string(value))
 
 
+@dataclass(frozen=True, kw_only=True)
+class PlanEntry(_w.WireObject):
+    """One entry of a plan."""
+
+    step: str
+    """What the step is, in the model's words (one line, not empty)."""
+    status: PlanStatus
+    """Where it stands."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> PlanEntry:
+        o = _w.obj(value, "PlanEntry")
+        return cls(
+            step=_w.required(o, "step", _w.string, "PlanEntry"),
+            status=_w.required(o, "status", _decode_plan_status, "PlanEntry"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "status": _w.encode(self.status)}
+
+
+PlanStatus: TypeAlias = Literal["pending", "in_progress", "completed"]
+"""Where one entry of a plan stands. Spelled as the tool's argument spells it (`in_progress`).
+
+- ``pending``: Not started.
+- ``in_progress``: Being worked on: at most one entry at a time.
+- ``completed``: Done.
+"""
+
+
+def _decode_plan_status(value: Any) -> PlanStatus:
+    return cast(PlanStatus, _w.string(value))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanUpdate(_w.WireObject):
+    """`plan/update`: the session's plan, replaced whole by the `update_plan` call `callId`, whose
+    successful `tool/result` it follows at once. Not model-visible: the model sees its own call
+    and the tool's short result.
+    """
+
+    call_id: str
+    """The `update_plan` call that set it."""
+    plan: list[PlanEntry]
+    """The entries in order; empty when the model cleared its plan."""
+    explanation: str | None = None
+    """Why the plan is what it is, when the model said."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> PlanUpdate:
+        o = _w.obj(value, "PlanUpdate")
+        return cls(
+            call_id=_w.required(o, "callId", _w.string, "PlanUpdate"),
+            plan=_w.required(o, "plan", lambda value: _w.array(value, PlanEntry.from_json), "PlanUpdate"),
+            explanation=_w.optional(o, "explanation", _w.string, "PlanUpdate"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"callId": self.call_id, "plan": _w.encode(self.plan)}
+        if self.explanation is not None:
+            out["explanation"] = self.explanation
+        return out
+
+
 ProviderKind: TypeAlias = Literal["deepseek", "openai-compatible", "anthropic"]
 """The kind of endpoint a provider profile speaks.
 
@@ -4247,6 +4351,23 @@ class ToolResultEvent(BaseEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PlanUpdateEvent(BaseEvent):
+    """A `plan/update` event: ``data`` is a :class:`PlanUpdate`."""
+
+    type: Literal["plan/update"] = "plan/update"
+    data: PlanUpdate
+
+    @classmethod
+    def from_json(cls, value: Any) -> PlanUpdateEvent:
+        o = _w.obj(value, "PlanUpdateEvent")
+        envelope = _w.fields_of(BaseEvent.from_json(o))
+        return cls(**envelope, data=_w.required(o, "data", PlanUpdate.from_json, "PlanUpdateEvent"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "type": self.type, "data": _w.encode(self.data)}
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepEndEvent(BaseEvent):
     """A `step/end` event: ``data`` is a :class:`StepEnd`."""
 
@@ -4436,6 +4557,7 @@ SessionEvent: TypeAlias = Union[
     ToolCallEvent,
     ToolProgressEvent,
     ToolResultEvent,
+    PlanUpdateEvent,
     StepEndEvent,
     StepErrorEvent,
     LlmRetryEvent,
@@ -4466,6 +4588,7 @@ EVENT_CLASSES: Final[dict[str, Callable[[Any], SessionEvent]]] = {
     "tool/call": ToolCallEvent.from_json,
     "tool/progress": ToolProgressEvent.from_json,
     "tool/result": ToolResultEvent.from_json,
+    "plan/update": PlanUpdateEvent.from_json,
     "step/end": StepEndEvent.from_json,
     "step/error": StepErrorEvent.from_json,
     "llm/retry": LlmRetryEvent.from_json,
@@ -4558,6 +4681,10 @@ class Api:
     async def session_mcp_servers(self, params: SessionMcpServersParams) -> SessionMcpServersResult:
         """`session/mcpServers`."""
         return await self._call("session/mcpServers", _w.encode(params), SessionMcpServersResult.from_json)
+
+    async def session_plan(self, params: SessionParams) -> SessionPlanResult:
+        """`session/plan`."""
+        return await self._call("session/plan", _w.encode(params), SessionPlanResult.from_json)
 
     async def session_prompt(self, params: SessionPromptParams) -> SessionPromptResult:
         """`session/prompt`."""

@@ -18,6 +18,7 @@ import pytest
 import dsh_client
 from dsh_client.protocol import (
     ApprovalChoice,
+    PlanUpdateEvent,
     ApprovalDecisionEvent,
     ApprovalRequestEvent,
     AssistantChunkEvent,
@@ -251,6 +252,30 @@ async def test_usage_has_a_row_per_step_with_its_cache_hits_and_cost(client: dsh
     assert usage.totals.prompt_tokens == sum(row.usage.prompt_tokens for row in usage.rows if row.usage is not None)
     assert [(p.profile, p.model) for p in usage.prices] == [(f"deepseek@{world.mock.url}", usage.model)]
     assert usage.context_window > 0
+
+
+async def test_plan_is_the_last_valid_update_plan_and_a_refused_one_is_a_tool_error(client: dsh_client.Client, world: World) -> None:
+    def plan(*steps: tuple[str, str]) -> dict[str, Any]:
+        return tool("update_plan", plan=[{"step": step, "status": status} for step, status in steps])
+
+    world.mock.script(
+        *replies(
+            "tok-plan",
+            plan(("Read", "in_progress"), ("Answer", "pending")),
+            plan(("Read", "in_progress"), ("Answer", "in_progress")),
+            plan(("Read", "completed"), ("Answer", "in_progress")),
+            {"content": "Planned."},
+        )
+    )
+    session = await client.create(world.ws)
+    assert (await client.plan(session)).plan == []
+    result = await client.prompt(session, "plan it tok-plan")
+    assert result.stop_reason == "completed"
+    current = await client.plan(session)
+    assert [(e.step, e.status) for e in current.plan] == [("Read", "completed"), ("Answer", "in_progress")]
+    updates = [e for e in await client.stored_events(session) if isinstance(e, PlanUpdateEvent)]
+    assert len(updates) == 2 and current.seq == updates[-1].seq and current.call_id == updates[-1].data.call_id
+    assert (await client.audit(session)).ok
 
 
 async def test_request_is_what_the_model_saw_byte_for_byte(client: dsh_client.Client, world: World) -> None:

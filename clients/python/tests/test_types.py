@@ -48,10 +48,10 @@ def test_an_event_decodes_to_the_class_of_its_kind_and_back() -> None:
 
 
 def test_an_event_kind_this_client_does_not_know_is_kept_with_its_seq() -> None:
-    raw = {"sessionId": "s", "seq": 9, "time": 1, "type": "plan/update", "data": {"items": [1]}}
+    raw = {"sessionId": "s", "seq": 9, "time": 1, "type": "future/kind", "data": {"items": [1]}}
     event = decode_session_event(raw)
     assert isinstance(event, UnknownEvent)
-    assert (event.seq, event.type, event.data) == (9, "plan/update", {"items": [1]})
+    assert (event.seq, event.type, event.data) == (9, "future/kind", {"items": [1]})
     assert event.to_json() == raw
 
 

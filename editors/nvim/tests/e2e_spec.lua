@@ -792,6 +792,62 @@ test("e2e: MCP — a turn calling fx__echo and fx__fail through the fixture serv
   H.eq({ "fx__echo ✓", "fx__fail ✗", "read_file ✓" }, names)
 end)
 
+--- The plan's virtual lines under a transcript's header, as text.
+local function plan_virt(t)
+  local lines = {}
+  for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(t.buf, transcript.plan_ns, 0, -1, { details = true })) do
+    for _, chunks in ipairs(mark[4].virt_lines or {}) do
+      local line = {}
+      for _, chunk in ipairs(chunks) do
+        table.insert(line, chunk[1])
+      end
+      table.insert(lines, table.concat(line))
+    end
+  end
+  return lines
+end
+
+test("e2e: plan — update_plan twice around a refused call: the header shows the last plan, :Dsh plan says it", function()
+  setup()
+  local created = call(methods.SessionCreate, { workspace = E.ws, config = { baseUrl = E.url } })
+  vim.cmd("Dsh open " .. created.sessionId)
+  local t = wait_current(function(c)
+    return c.session_id == created.sessionId
+  end, "the plan session's transcript")
+  wait_text(t, "workspace ")
+  H.eq({}, plan_virt(t), "no plan before the model sets one")
+  local function plan_call(plan, explanation)
+    return { content = "", tool_calls = { { name = "update_plan", arguments = { plan = plan, explanation = explanation } } } }
+  end
+  script({
+    plan_call({ { step = "Look", status = "in_progress" }, { step = "Answer", status = "pending" } }, "Two steps."),
+    plan_call({ { step = "Look", status = "in_progress" }, { step = "Answer", status = "in_progress" } }),
+    plan_call({ { step = "Look", status = "completed" }, { step = "Answer", status = "in_progress" } }),
+    { content = "Planned." },
+  })
+  vim.cmd("Dsh prompt plan it")
+  wait_text(t, "━━ turn 1 completed", 30000)
+  H.eq({ "plan (1 of 2 completed)", "  [x] Look", "  [>] Answer" }, plan_virt(t))
+  -- The plan sits under the header: the turn's lines start where they did.
+  local marks = vim.api.nvim_buf_get_extmarks(t.buf, transcript.plan_ns, 0, -1, {})
+  H.eq(t.header_line, marks[1][2])
+  -- The refused call is an error the model read.
+  H.contains(text_of(t), "at most one step may be in_progress")
+  -- :Dsh plan asks the daemon (session/plan).
+  local said = {}
+  local notify = vim.notify
+  vim.notify = function(msg)
+    table.insert(said, msg)
+  end
+  vim.cmd("Dsh plan")
+  local ok, err = pcall(H.wait_for, function()
+    return #said > 0
+  end, 10000, ":Dsh plan's answer")
+  vim.notify = notify
+  assert(ok, err)
+  H.eq("plan (1 of 2 completed)\n  [x] Look\n  [>] Answer", said[1])
+end)
+
 test("e2e: teardown (daemon shutdown, mock stopped)", function()
   if not E.ready then
     return

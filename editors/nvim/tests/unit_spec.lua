@@ -204,6 +204,41 @@ test("transcript: a budget reached is one line before the turn's end, in the CLI
   vim.api.nvim_buf_delete(t.buf, { force = true })
 end)
 
+test("transcript: a plan shows under the header, each update replacing it, in the CLI's marks", function()
+  H.eq({ "plan cleared" }, transcript.plan_lines({ plan = {} }))
+  H.eq(
+    { "plan (1 of 4 completed): Found it.", "  [x] Read", "  [>] Fix", "  [ ] Test", "  [later] New" },
+    transcript.plan_lines({ explanation = "Found it.", plan = {
+      { step = "Read", status = "completed" }, { step = "Fix", status = "in_progress" },
+      { step = "Test", status = "pending" }, { step = "New", status = "later" } } })
+  )
+  local t = transcript.get_or_create("unit-plan")
+  local list = {
+    { "session/meta", { formatVersion = 0, sessionId = "unit-plan", workspace = "/tmp/ws" } },
+    { "turn/start", { turn = 1 } },
+    { "plan/update", { callId = "p1", plan = { { step = "A", status = "in_progress" } } } },
+    { "plan/update", { callId = "p2", plan = { { step = "A", status = "completed" }, { step = "B", status = "in_progress" } } } },
+  }
+  local lines_before
+  for i, e in ipairs(list) do
+    if i == 3 then
+      lines_before = vim.api.nvim_buf_line_count(t.buf)
+    end
+    t:on_event({ sessionId = "unit-plan", seq = i - 1, time = 0, type = e[1], data = e[2] })
+  end
+  H.eq(lines_before, vim.api.nvim_buf_line_count(t.buf), "a plan adds no buffer line")
+  H.eq(3, t.plan.seq)
+  local marks = vim.api.nvim_buf_get_extmarks(t.buf, transcript.plan_ns, 0, -1, { details = true })
+  H.eq(1, #marks, "one plan shown")
+  H.eq(t.header_line, marks[1][2])
+  local shown = {}
+  for _, chunks in ipairs(marks[1][4].virt_lines) do
+    table.insert(shown, chunks[1][1])
+  end
+  H.eq({ "plan (1 of 2 completed)", "  [x] A", "  [>] B" }, shown)
+  vim.api.nvim_buf_delete(t.buf, { force = true })
+end)
+
 test("transcript: renders streamed text, folded reasoning, tool calls, approvals, steering", function()
   local t = transcript.get_or_create("unit-1")
   for _, ev in ipairs(events("unit-1")) do

@@ -186,6 +186,9 @@ async function main() {
   if (state.expect) {
     await checkPage(page, state.expect);
   }
+  if (state.expectPlan) {
+    await checkPlan(page, state.expectPlan);
+  }
 
   const shot = args.screenshot ? path.resolve(args.screenshot) : path.join(run, "screenshot.png");
   await arrangeForScreenshot(page);
@@ -243,6 +246,24 @@ async function checkPage(page, expect) {
   const status = page.locator(".statusbar-item", { hasText: "dsh" }).first();
   const statusText = (await status.count()) ? (await status.innerText()).trim() : "";
   check("the status bar shows the step and the session totals", statusText.includes("Σ prompt") && statusText.includes("step"), statusText);
+}
+
+/** The current plan, pinned in the transcript's header above the turns: its headline and one
+ * line per step with its status. */
+async function checkPlan(page, headline) {
+  const frame = await findFrame(page, "#main header [data-plan]", 20_000);
+  if (!frame) {
+    check("the page shows the plan pinned in the transcript's header", false, "no [data-plan] in the header");
+    return;
+  }
+  const plan = frame.locator("#main header [data-plan]").first();
+  const text = (await plan.innerText()).replace(/\s+/g, " ").trim();
+  const statuses = await plan.locator("[data-status]").evaluateAll((els) => els.map((e) => e.getAttribute("data-status")));
+  check(
+    "the page shows the plan pinned in the transcript's header, each step with its status",
+    text.includes(headline) && JSON.stringify(statuses) === JSON.stringify(["completed", "in_progress"]),
+    `${text}; ${JSON.stringify(statuses)}`,
+  );
 }
 
 /** The AGENTS.md edit between the turns: one line in the page, naming the step it joined; the

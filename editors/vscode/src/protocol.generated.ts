@@ -18,6 +18,7 @@ export const Methods = {
   SessionFork: "session/fork",
   SessionRequest: "session/request",
   SessionUsage: "session/usage",
+  SessionPlan: "session/plan",
   SessionEvents: "session/events",
   SessionCompact: "session/compact",
   SessionAudit: "session/audit",
@@ -552,6 +553,25 @@ profile: string,
  * The model the session's next request uses (as `profile`).
  */
 model: string, };
+
+export type SessionPlanResult = { 
+/**
+ * The steps in order, each with its status; empty when the model never set a plan or
+ * cleared it.
+ */
+plan: Array<PlanEntry>, 
+/**
+ * Why the plan is what it is, when the model said.
+ */
+explanation?: string, 
+/**
+ * The seq of the `plan/update` that set it; absent when there is none.
+ */
+seq?: number, 
+/**
+ * The `update_plan` call that set it; absent when there is none.
+ */
+callId?: string, };
 
 export type SessionEventsParams = { 
 /**
@@ -1814,6 +1834,32 @@ isError?: boolean,
  */
 seen?: Array<FileSeen>, };
 
+export type PlanStatus = "pending" | "in_progress" | "completed";
+
+export type PlanEntry = { 
+/**
+ * What the step is, in the model's words (one line, not empty).
+ */
+step: string, 
+/**
+ * Where it stands.
+ */
+status: PlanStatus, };
+
+export type PlanUpdate = { 
+/**
+ * The `update_plan` call that set it.
+ */
+callId: string, 
+/**
+ * Why the plan is what it is, when the model said.
+ */
+explanation?: string, 
+/**
+ * The entries in order; empty when the model cleared its plan.
+ */
+plan: Array<PlanEntry>, };
+
 export type StepEnd = { 
 /**
  * The step that ends.
@@ -1978,6 +2024,7 @@ export type LogEvent =
   | { type: "tool/call"; data: ToolCallStarted }
   | { type: "tool/progress"; data: ToolProgress }
   | { type: "tool/result"; data: ToolResult }
+  | { type: "plan/update"; data: PlanUpdate }
   | { type: "step/end"; data: StepEnd }
   | { type: "step/error"; data: StepError }
   | { type: "llm/retry"; data: LlmRetry }

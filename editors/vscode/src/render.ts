@@ -5,7 +5,7 @@
 import { mcpLabel, mcpTool, mcpWaitText } from "./mcp";
 import type { Entry, StepView, ToolCallView, Transcript } from "./transcript";
 import { dropExplanation, formatMoney, formatTokens, hitClass, hitPercent, usageParts } from "./usage";
-import type { TurnLimit } from "./protocol.generated";
+import type { PlanStatus, PlanUpdate, TurnLimit } from "./protocol.generated";
 
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
@@ -44,7 +44,43 @@ function renderHeader(t: Transcript): string {
     `<div class="totals usage ${hitClass(totals.promptTokens ? totals : undefined)}" data-totals>` +
     `Σ ${usageBadgeInner(totals, hitPercent(totals), cost)}</div>` +
     money +
+    renderPlan(t.plan) +
     `</header>`
+  );
+}
+
+/** Each status's mark and words (`dsh prompt` prints `[x]`, `[>]`, `[ ]`). */
+const PLAN_MARKS: Record<PlanStatus, { mark: string; words: string }> = {
+  completed: { mark: "✓", words: "completed" },
+  in_progress: { mark: "▶", words: "in progress" },
+  pending: { mark: "○", words: "pending" },
+};
+
+/** The count line of a plan, as `dsh prompt` says it: "1 of 3 completed". */
+export function planSummary(update: PlanUpdate): string {
+  const done = update.plan.filter((e) => e.status === "completed").length;
+  return update.plan.length === 0 ? "cleared" : `${done} of ${update.plan.length} completed`;
+}
+
+/** The current plan, pinned in the header above the transcript: its count, the model's
+ * explanation, and each step with its status. Nothing before the model sets a plan. */
+export function renderPlan(plan: { seq: number; update: PlanUpdate } | undefined): string {
+  if (!plan) {
+    return "";
+  }
+  const { update, seq } = plan;
+  const why = update.explanation ? ` <span class="plan-why">${escapeHtml(update.explanation)}</span>` : "";
+  const steps = update.plan
+    .map((e) => {
+      // A status newer than these types shows as it came.
+      const known = PLAN_MARKS[e.status] ?? { mark: "?", words: String(e.status) };
+      return `<li class="plan-step ${escapeHtml(e.status)}" data-status="${escapeHtml(e.status)}" title="${escapeHtml(known.words)}"><span class="mark">${known.mark}</span> ${escapeHtml(e.step)}</li>`;
+    })
+    .join("");
+  return (
+    `<div class="plan" data-plan data-seq="${seq}"><div class="plan-head"><b>Plan</b> · ${escapeHtml(planSummary(update))}${why} <span class="seq">seq ${seq}</span></div>` +
+    (steps ? `<ol class="plan-steps">${steps}</ol>` : "") +
+    `</div>`
   );
 }
 

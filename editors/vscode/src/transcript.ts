@@ -10,6 +10,7 @@ import type {
   Cost,
   ForkOrigin,
   LlmRetry,
+  PlanUpdate,
   PriceUsed,
   RequestSent,
   SessionEvent,
@@ -140,6 +141,8 @@ export class Transcript {
   cost?: Cost;
   /** The prices that cost was computed from, one per profile and model the session ran on. */
   prices: PriceUsed[] = [];
+  /** The current plan: the last `plan/update` (each replaces the plan whole), and its seq. */
+  plan?: { seq: number; update: PlanUpdate };
   private readonly calls = new Map<string, { step: StepView; call: ToolCallView }>();
   private readonly approvals = new Map<string, ApprovalView>();
   /** Steering and notes not yet joined to a request, by seq. */
@@ -498,6 +501,10 @@ export class Transcript {
         }
         return { kind: "structure" };
       }
+      case "plan/update":
+        // The model's update_plan replaced its plan: pinned in the header, not an entry.
+        this.plan = { seq: e.seq, update: e.data };
+        return { kind: "structure" };
       case "mcp/wait":
         // Logged before the step whose tools it waited for: the step/start after it ends it.
         this.entries.push({ kind: "mcpWait", seq: e.seq, wait: e.data });

@@ -12,6 +12,14 @@ header .title { font-size: 1.25em; font-weight: 600; }
 header .meta { opacity: .75; font-size: .9em; margin: 2px 0 6px; }
 header .running { color: var(--hit-cold); margin-left: 6px; }
 header .fork { margin-left: 6px; }
+header .plan { margin-top: 8px; font-size: .92em; }
+header .plan .plan-why { opacity: .8; font-style: italic; }
+header .plan-steps { margin: 4px 0 0; padding-left: 22px; max-height: 30vh; overflow-y: auto; }
+header .plan-step .mark { display: inline-block; width: 1.2em; }
+header .plan-step.completed { opacity: .65; }
+header .plan-step.completed .mark { color: var(--hit-high); }
+header .plan-step.in_progress { font-weight: 600; }
+header .plan-step.in_progress .mark { color: var(--hit-cold); }
 .turn-start { margin: 18px 0 6px; font-weight: 600; opacity: .8; text-transform: uppercase; letter-spacing: .06em; font-size: .8em;
   display: flex; align-items: center; gap: 8px; }
 .turn-start::after { content: ""; flex: 1; border-top: 1px solid var(--vscode-panel-border, #444); }

@@ -537,3 +537,42 @@ api_type! {
         pub notes: Vec<String>,
     }
 }
+
+api_type! {
+    /// `session/plan` result: the session's current plan, the last `plan/update` of its log
+    /// (the model's latest valid `update_plan` call). A fork starts with its parent's.
+    pub struct SessionPlanResult {
+        /// The steps in order, each with its status; empty when the model never set a plan or
+        /// cleared it.
+        pub plan: Vec<PlanEntry>,
+        /// Why the plan is what it is, when the model said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub explanation: Option<String>,
+        /// The seq of the `plan/update` that set it; absent when there is none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub seq: Option<u64>,
+        /// The `update_plan` call that set it; absent when there is none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub call_id: Option<String>,
+    }
+}
+
+impl SessionPlanResult {
+    /// The answer for a log whose current plan is `current`.
+    pub fn from_current(current: Option<CurrentPlan>) -> SessionPlanResult {
+        match current {
+            Some(CurrentPlan { seq, update }) => SessionPlanResult {
+                plan: update.plan,
+                explanation: update.explanation,
+                seq: Some(seq),
+                call_id: Some(update.call_id),
+            },
+            None => {
+                SessionPlanResult { plan: Vec::new(), explanation: None, seq: None, call_id: None }
+            }
+        }
+    }
+}

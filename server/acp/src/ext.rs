@@ -1,7 +1,8 @@
 //! dsh's extensions of ACP, built here and nowhere else: the extension methods
 //! (`_session/steering`, in the shape of the Claude Code and Codex adapters; `_dsh/fork`;
 //! `_dsh/request`) with their params and answers, the `_meta` entries under dsh's keys
-//! (`dsh/usage`, `dsh/steering`, `dsh/turn`, `dsh/seq`, `dsh/approvalId`, `dsh/sandbox`), and
+//! (`dsh/usage`, `dsh/steering`, `dsh/turn`, `dsh/seq`, `dsh/approvalId`, `dsh/sandbox`,
+//! `dsh/plan`), and
 //! their advertisement in `initialize`. ACP's rules: custom data only inside `_meta`, custom
 //! methods start with `_`; standard clients ignore both.
 
@@ -28,6 +29,8 @@ const SEQ: &str = "dsh/seq";
 const APPROVAL_ID: &str = "dsh/approvalId";
 /// The sandbox a command would run in, on its permission request.
 const SANDBOX: &str = "dsh/sandbox";
+/// The `update_plan` call that set a plan, its seq and the model's explanation, on the plan.
+const PLAN: &str = "dsh/plan";
 
 /// `_session/steering` params.
 #[derive(Debug, Deserialize)]
@@ -174,6 +177,16 @@ pub(crate) fn permission_meta(approval_id: &str, sandbox: Option<&str>) -> Meta 
 }
 
 /// `{key: value}`. The values here are plain data: serializing them cannot fail.
+/// What a `plan` update says beyond ACP's entries: the `update_plan` call that set it, its
+/// `plan/update`'s seq, and the model's explanation.
+pub(crate) fn plan_meta(seq: u64, call_id: &str, explanation: Option<&str>) -> Meta {
+    let mut plan = serde_json::json!({"seq": seq, "callId": call_id});
+    if let Some(explanation) = explanation {
+        plan["explanation"] = explanation.into();
+    }
+    meta(PLAN, plan)
+}
+
 fn meta(key: &str, value: impl Serialize) -> Meta {
     let mut meta = Meta::new();
     meta.insert(key.to_owned(), serde_json::to_value(value).unwrap_or_default());

@@ -11,11 +11,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Cost as AcpCost, Diff, SessionUpdate, ToolCall, ToolCallContent,
-    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
+    ContentBlock, ContentChunk, Cost as AcpCost, Diff, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
 };
 use dsh_protocol::{
-    ApprovalRequest, ChunkDelta, Cost, Event, EventData, StopReason, Usage, UsageEntry,
+    ApprovalRequest, ChunkDelta, Cost, Event, EventData, PlanStatus, PlanUpdate, StopReason, Usage,
+    UsageEntry,
 };
 use serde_json::{Value, json};
 
@@ -131,6 +133,7 @@ impl Translator {
                 let update = self.result_update(&result.call_id, &result.content, result.is_error);
                 vec![SessionUpdate::ToolCallUpdate(update)]
             }
+            EventData::PlanUpdate(update) => vec![SessionUpdate::Plan(plan(event.seq, update))],
             EventData::StepEnd(end) => {
                 self.last_finish_reason = Some(end.finish_reason.clone());
                 vec![SessionUpdate::UsageUpdate(self.usage_update(end.step, &end.usage))]
@@ -262,6 +265,24 @@ fn chunk_update(delta: &ChunkDelta) -> Option<SessionUpdate> {
     }
 }
 
+/// ACP's `plan` of a `plan/update`: the whole plan (a client replaces its plan with each), every
+/// entry of medium priority (the model gives none), dsh's call, seq and explanation in `_meta`.
+fn plan(seq: u64, update: &PlanUpdate) -> Plan {
+    let entries = update
+        .plan
+        .iter()
+        .map(|entry| {
+            let status = match entry.status {
+                PlanStatus::Pending => PlanEntryStatus::Pending,
+                PlanStatus::InProgress => PlanEntryStatus::InProgress,
+                PlanStatus::Completed => PlanEntryStatus::Completed,
+            };
+            PlanEntry::new(entry.step.clone(), PlanEntryPriority::Medium, status)
+        })
+        .collect();
+    Plan::new(entries).meta(ext::plan_meta(seq, &update.call_id, update.explanation.as_deref()))
+}
+
 fn text_chunk(text: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::from(text))
 }
@@ -273,6 +294,7 @@ pub fn tool_kind(name: &str) -> ToolKind {
         "edit_file" | "write_file" => ToolKind::Edit,
         "grep" | "glob" => ToolKind::Search,
         "run_command" => ToolKind::Execute,
+        dsh_protocol::UPDATE_PLAN_TOOL => ToolKind::Think,
         _ => ToolKind::Other,
     }
 }

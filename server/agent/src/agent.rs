@@ -628,8 +628,11 @@ impl Agent {
 
         // Tools, inside the step: every call is answered before step/end.
         for call in &calls {
-            let result = self.run_tool(session, step, call, cancel).await?;
+            let (result, plan) = self.run_tool(session, step, call, cancel).await?;
             session.append(EventData::ToolResult(result)).await?;
+            if let Some(plan) = plan {
+                session.append(EventData::PlanUpdate(plan)).await?;
+            }
         }
         session.append(EventData::StepEnd(StepEnd { step, finish_reason, usage })).await?;
 

@@ -12,7 +12,7 @@ use dsh_protocol::{SessionEvent, UsageEntry};
 use dsh_session::{ChunkDelta, Event, EventData};
 use tokio::sync::mpsc;
 
-use crate::text::{limit_text, usage_line};
+use crate::text::{limit_text, plan_lines, usage_line};
 
 const SPINNER: &[char] = &['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
@@ -192,6 +192,12 @@ where
         EventData::TurnLimit(limit) => {
             state.end_line();
             println!("⊘ {}", limit_text(limit));
+        }
+        EventData::PlanUpdate(update) => {
+            state.end_line();
+            for line in plan_lines(update) {
+                println!("{}", clean(&line));
+            }
         }
         // The one correction of an answer that does not match the output schema: what is
         // wrong, as the model is told it.

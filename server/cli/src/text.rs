@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use dsh_protocol::{SessionAuditResult, SessionUsageResult, UsageEntry};
-use dsh_session::{LimitKind, TurnLimit};
+use dsh_session::{LimitKind, PlanStatus, PlanUpdate, TurnLimit};
 
 /// A usage table as text: one line per step, then the totals, the cost and the prices used.
 pub fn usage_table(result: &SessionUsageResult) -> String {
@@ -122,6 +122,27 @@ pub fn limit_text(limit: &TurnLimit) -> String {
     }
 }
 
+/// A plan as `dsh prompt` prints it (the editors show the same marks): a headline with the
+/// count of completed steps and the explanation, then one line per step, `[x]` completed, `[>]`
+/// in progress, `[ ]` pending.
+pub fn plan_lines(update: &PlanUpdate) -> Vec<String> {
+    if update.plan.is_empty() {
+        return vec!["plan cleared".to_owned()];
+    }
+    let because = update.explanation.as_deref().map(|text| format!(": {text}")).unwrap_or_default();
+    let mut lines =
+        vec![format!("plan ({} of {} completed){because}", update.completed(), update.plan.len())];
+    lines.extend(update.plan.iter().map(|entry| {
+        let mark = match entry.status {
+            PlanStatus::Completed => "[x]",
+            PlanStatus::InProgress => "[>]",
+            PlanStatus::Pending => "[ ]",
+        };
+        format!("  {mark} {}", entry.step)
+    }));
+    lines
+}
+
 /// One row of the usage table, with the daemon's words for the cause of a drop.
 pub fn usage_line(entry: &UsageEntry) -> String {
     let row = &entry.row;
@@ -177,7 +198,7 @@ mod tests {
     use dsh_session::{Cost, Price, Usage, UsageRow};
     use expect_test::expect;
 
-    use super::{limit_text, money, usage_table};
+    use super::{limit_text, money, plan_lines, usage_table};
 
     fn row(step: u64, prompt: u64, hit: u64, out: u64, price: &Price) -> UsageEntry {
         row_writing(step, prompt, hit, 0, out, price)
@@ -326,5 +347,26 @@ mod tests {
             limit(LimitKind::Timeout, 2.into(), float(2.003)),
             "timeout reached: 2.0 s of 2 s"
         );
+    }
+
+    #[test]
+    fn a_plan_prints_its_count_and_one_marked_line_per_step() {
+        use dsh_session::{PlanEntry, PlanStatus, PlanUpdate};
+        let entry = |step: &str, status| PlanEntry { step: step.to_owned(), status };
+        let update = PlanUpdate {
+            call_id: "c".to_owned(),
+            explanation: Some("Found the bug.".to_owned()),
+            plan: vec![
+                entry("Read", PlanStatus::Completed),
+                entry("Fix", PlanStatus::InProgress),
+                entry("Test", PlanStatus::Pending),
+            ],
+        };
+        assert_eq!(
+            plan_lines(&update),
+            ["plan (1 of 3 completed): Found the bug.", "  [x] Read", "  [>] Fix", "  [ ] Test"]
+        );
+        let cleared = PlanUpdate { explanation: None, plan: Vec::new(), ..update };
+        assert_eq!(plan_lines(&cleared), ["plan cleared"]);
     }
 }

@@ -39,6 +39,7 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     blocking::<method::SessionFork>(m, h::session_fork)?;
     spawned::<method::SessionRequest, _>(m, h::session_request)?;
     spawned::<method::SessionUsage, _>(m, h::session_usage)?;
+    spawned::<method::SessionPlan, _>(m, h::session_plan)?;
     spawned::<method::SessionEvents, _>(m, h::session_events)?;
     spawned::<method::SessionCompact, _>(m, h::session_compact)?;
     blocking::<method::SessionAudit>(m, h::session_audit)?;

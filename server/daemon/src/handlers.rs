@@ -17,9 +17,9 @@ use dsh_protocol::{
     SessionCompactResult, SessionCreateParams, SessionEvent, SessionEventsParams,
     SessionEventsResult, SessionForkParams, SessionIdResult, SessionInjectParams,
     SessionInjectResult, SessionListParams, SessionListResult, SessionMcpServersParams,
-    SessionMcpServersResult, SessionParams, SessionPromptParams, SessionPromptResult,
-    SessionRequestParams, SessionRequestResult, SessionSummary, SessionUsageResult, TurnLimits,
-    WhenBusy,
+    SessionMcpServersResult, SessionParams, SessionPlanResult, SessionPromptParams,
+    SessionPromptResult, SessionRequestParams, SessionRequestResult, SessionSummary,
+    SessionUsageResult, TurnLimits, WhenBusy,
 };
 use dsh_session::{
     ApprovalVerdict, EVENT_KINDS, Event, EventData, ReconstructError, SteeringMessage, StepRequest,
@@ -323,6 +323,15 @@ pub async fn session_usage(
     let config = workspace.and_then(|workspace| daemon.config_for(&workspace).ok());
     let next = views::next_model(config.as_deref(), call.as_ref(), pin.as_ref());
     Ok(views::usage_result(rows, config.as_deref(), next))
+}
+
+/// `session/plan`: the session's current plan, the last `plan/update` of its log.
+pub async fn session_plan(
+    daemon: Arc<Daemon>,
+    params: SessionParams,
+) -> ApiResult<SessionPlanResult> {
+    let current = with_events(&daemon, &params.session_id, dsh_session::current_plan).await?;
+    Ok(SessionPlanResult::from_current(current))
 }
 
 /// `session/events`: a page of the log's events, bounded in count and in bytes.

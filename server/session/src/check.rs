@@ -6,7 +6,8 @@
 //! every delta applies to the folded header and every step has a header before `request/sent`;
 //! every tool call of a step is answered by a `tool/result` before the step closes; every
 //! `surface/replace` names nodes that are on the surface; a `turn/limit` sits inside a turn,
-//! between its steps. Compaction is bracketed: a
+//! between its steps; a `plan/update` follows at once the successful `update_plan` result it
+//! names, and its plan obeys [`check_plan`]. Compaction is bracketed: a
 //! `compact/summary` answers an open `compact/start`, and a summary `surface/replace` follows
 //! its `compact/summary`; a `compact/start` followed by nothing of the kind is an abandoned
 //! attempt (its summarize call failed or was cancelled), which is well-formed. A trimmed tool
@@ -19,6 +20,7 @@ use crate::event::{
 };
 use crate::header::fold_header_event;
 use crate::message::Message;
+use crate::plan::{UPDATE_PLAN_TOOL, check_plan};
 use crate::reconstruct::is_response_event;
 use crate::surface::SurfaceFold;
 
@@ -76,6 +78,9 @@ struct Checker {
     last_step: u64,
     header: Option<crate::header::EpochHeader>,
     surface: SurfaceFold,
+    /// The call id of the event just checked when it was a successful `update_plan` result:
+    /// the one call a `plan/update` may name.
+    plan_result: Option<String>,
 }
 
 impl Checker {
@@ -203,6 +208,14 @@ impl Checker {
             data if is_response_event(data) => self.response(seq, event),
             _ => {}
         }
+        self.plan_result = match &event.data {
+            EventData::ToolResult(result)
+                if result.name == UPDATE_PLAN_TOOL && !result.is_error =>
+            {
+                Some(result.call_id.clone())
+            }
+            _ => None,
+        };
     }
 
     /// The compaction and trim rules of a `surface/replace` (the surface rules run in the fold).
@@ -268,6 +281,17 @@ impl Checker {
                         "tool/result answers call `{}`, which step {step_number} did not make or already answered",
                         result.call_id
                     )),
+                }
+            }
+            EventData::PlanUpdate(update) => {
+                if self.plan_result.as_deref() != Some(update.call_id.as_str()) {
+                    findings.push(format!(
+                        "plan/update names call `{}`, which is not the successful update_plan result just before it",
+                        update.call_id
+                    ));
+                }
+                if let Err(rule) = check_plan(update.explanation.as_deref(), &update.plan) {
+                    findings.push(format!("plan/update breaks a rule of plans: {rule}"));
                 }
             }
             EventData::StepEnd(_) | EventData::StepError(_) => {

@@ -13,6 +13,7 @@ pub use payload::*;
 use serde::ser::SerializeStruct;
 
 use crate::header::HeaderDelta;
+use crate::plan::PlanUpdate;
 
 /// The only session log format version this build reads and writes.
 pub const FORMAT_VERSION: u32 = 0;
@@ -130,6 +131,8 @@ event_kinds! {
     ToolProgress(ToolProgress) = "tool/progress",
     /// `tool/result`: the result the model sees, paired by `callId` (surface).
     ToolResult(ToolResult) = "tool/result",
+    /// `plan/update`: the plan an `update_plan` call set, after its result (not model-visible).
+    PlanUpdate(PlanUpdate) = "plan/update",
     /// `step/end`: finish reason and usage.
     StepEnd(StepEnd) = "step/end",
     /// `step/error`: the step failed or was cancelled; it left no message on the surface.

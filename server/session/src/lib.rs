@@ -20,6 +20,7 @@ mod instructions;
 mod joined;
 mod message;
 mod money;
+mod plan;
 mod provenance;
 mod reconstruct;
 mod seen;
@@ -51,6 +52,10 @@ pub use message::{
     derive_event_message,
 };
 pub use money::{Cost, Price};
+pub use plan::{
+    CurrentPlan, MAX_PLAN_ENTRIES, MAX_PLAN_EXPLANATION_CHARS, MAX_PLAN_STEP_CHARS, PlanEntry,
+    PlanStatus, PlanUpdate, UPDATE_PLAN_TOOL, check_plan, current_plan,
+};
 pub use provenance::{
     FileLines, Fit, Line as ProvenanceLine, Origin, Provenance, attribute, provenance,
 };

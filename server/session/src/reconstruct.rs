@@ -198,6 +198,7 @@ pub(crate) fn is_response_event(data: &EventData) -> bool {
             | EventData::ToolCall(_)
             | EventData::ToolProgress(_)
             | EventData::ToolResult(_)
+            | EventData::PlanUpdate(_)
             | EventData::ApprovalRequest(_)
             | EventData::ApprovalDecision(_)
             | EventData::StepEnd(_)

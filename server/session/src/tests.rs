@@ -281,6 +281,16 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
             is_error,
             seen: None
         })),
+        (text(), proptest::option::of(text()), any::<bool>()).prop_map(
+            |(step, explanation, done)| {
+                let status = if done { PlanStatus::Completed } else { PlanStatus::InProgress };
+                EventData::PlanUpdate(PlanUpdate {
+                    call_id: "c1".into(),
+                    explanation,
+                    plan: vec![PlanEntry { step, status }],
+                })
+            }
+        ),
         (text(), usage()).prop_map(|(finish_reason, usage)| EventData::StepEnd(StepEnd {
             step: 1,
             finish_reason,

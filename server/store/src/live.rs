@@ -45,6 +45,7 @@ pub fn is_boundary(data: &EventData) -> bool {
         | EventData::ContextMessage(_)
         | EventData::AssistantMessage(_)
         | EventData::ToolResult(_)
+        | EventData::PlanUpdate(_)
         | EventData::ApprovalDecision(_)
         | EventData::StepEnd(_)
         | EventData::StepError(_)

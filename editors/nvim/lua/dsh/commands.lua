@@ -3,6 +3,7 @@ local dsh = require("dsh")
 local protocol = require("dsh.protocol")
 local usage = require("dsh.usage")
 local view = require("dsh.view")
+local words = require("dsh.words")
 
 local methods = protocol.methods
 local M = {}
@@ -278,6 +279,25 @@ M.subcommands.usage = {
       end
       t:apply_usage(result)
       view.show_usage(t.session_id, result)
+    end)
+  end,
+}
+
+M.subcommands.plan = {
+  desc = "the session's current plan (session/plan): each step with its status",
+  run = function()
+    local t = need_session()
+    if not t then
+      return
+    end
+    dsh.request(methods.SessionPlan, { sessionId = t.session_id }, function(err, result)
+      if err or not result then
+        return
+      end
+      if result.seq == nil then
+        return dsh.notify("dsh: the model has set no plan in this session", vim.log.levels.INFO)
+      end
+      dsh.notify(table.concat(words.plan_lines(result), "\n"), vim.log.levels.INFO)
     end)
   end,
 }

@@ -26,6 +26,7 @@ M.methods = {
   SessionInject = "session/inject",
   SessionList = "session/list",
   SessionMcpServers = "session/mcpServers",
+  SessionPlan = "session/plan",
   SessionPrompt = "session/prompt",
   SessionRequest = "session/request",
   SessionSubscribe = "session/subscribe",
@@ -69,6 +70,7 @@ M.event_kinds = {
   { kind = "tool/call", payload = "ToolCallStarted" },
   { kind = "tool/progress", payload = "ToolProgress" },
   { kind = "tool/result", payload = "ToolResult" },
+  { kind = "plan/update", payload = "PlanUpdate" },
   { kind = "step/end", payload = "StepEnd" },
   { kind = "step/error", payload = "StepError" },
   { kind = "llm/retry", payload = "LlmRetry" },
@@ -395,7 +397,7 @@ M.event_kinds = {
 ---@field seq integer The event's seq in the log.
 ---@field sessionId string The session.
 ---@field time integer Unix ms.
----@field type "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace" The event kind.
+---@field type "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace" The event kind.
 
 --- `session/events` params.
 ---@class dsh.SessionEventsParams
@@ -450,6 +452,13 @@ M.event_kinds = {
 --- Params naming just a session (`session/cancel`, `session/usage`, `session/compact`).
 ---@class dsh.SessionParams
 ---@field sessionId string The session.
+
+--- `session/plan` result: the session's current plan, the last `plan/update` of its log (the model's latest valid `update_plan` call). A fork starts with its parent's.
+---@class dsh.SessionPlanResult
+---@field callId? string The `update_plan` call that set it; absent when there is none.
+---@field explanation? string Why the plan is what it is, when the model said.
+---@field plan dsh.PlanEntry[] The steps in order, each with its status; empty when the model never set a plan or cleared it.
+---@field seq? integer The seq of the `plan/update` that set it; absent when there is none.
 
 --- `session/prompt` params.
 ---@class dsh.SessionPromptParams
@@ -746,6 +755,20 @@ M.event_kinds = {
 --- Why a step waits for MCP servers.
 ---@alias dsh.McpWaitReason "starting"|"toolsChanged"
 
+--- One entry of a plan.
+---@class dsh.PlanEntry
+---@field status dsh.PlanStatus Where it stands.
+---@field step string What the step is, in the model's words (one line, not empty).
+
+--- Where one entry of a plan stands. Spelled as the tool's argument spells it (`in_progress`).
+---@alias dsh.PlanStatus "pending"|"in_progress"|"completed"
+
+--- `plan/update`: the session's plan, replaced whole by the `update_plan` call `callId`, whose successful `tool/result` it follows at once. Not model-visible: the model sees its own call and the tool's short result.
+---@class dsh.PlanUpdate
+---@field callId string The `update_plan` call that set it.
+---@field explanation? string Why the plan is what it is, when the model said.
+---@field plan dsh.PlanEntry[] The entries in order; empty when the model cleared its plan.
+
 --- The kind of endpoint a provider profile speaks.
 ---@alias dsh.ProviderKind "deepseek"|"openai-compatible"|"anthropic"
 
@@ -918,7 +941,7 @@ M.event_kinds = {
 ---@field thinkingBudget? integer Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None` derives it from `max_tokens` (docs/providers.md).
 ---@field thinkingObject? boolean OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
 
----@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"
+---@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"
 
 -- One class per event kind: the `session/event` envelope with its typed payload.
 
@@ -985,6 +1008,10 @@ M.event_kinds = {
 ---@class dsh.Event.tool_result: dsh.SessionEvent
 ---@field type "tool/result"
 ---@field data dsh.ToolResult
+
+---@class dsh.Event.plan_update: dsh.SessionEvent
+---@field type "plan/update"
+---@field data dsh.PlanUpdate
 
 ---@class dsh.Event.step_end: dsh.SessionEvent
 ---@field type "step/end"

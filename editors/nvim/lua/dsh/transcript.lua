@@ -2,7 +2,8 @@
 --- (assistant text, folded reasoning, tool calls with arguments and results — an MCP server's
 --- tools as `server › tool` —, approvals, steering, workspace notes with their text folded, waits
 --- for MCP servers, errors) and carries each step's usage as extmark
---- virtual text on the step's header line.
+--- virtual text on the step's header line. The current plan (the last `plan/update`) shows as
+--- virtual lines under the header, replaced as the model updates it.
 --- Rendering only appends; a step's annotation is refreshed from `session/usage` so its numbers
 --- and the cause of a cache drop are the daemon's.
 local usage = require("dsh.usage")
@@ -11,6 +12,7 @@ local words = require("dsh.words")
 local M = {}
 
 M.ns = vim.api.nvim_create_namespace("dsh_transcript")
+M.plan_ns = vim.api.nvim_create_namespace("dsh_plan")
 M.usage_ns = vim.api.nvim_create_namespace("dsh_usage")
 
 ---@type table<integer, dsh.Transcript> by buffer
@@ -49,6 +51,8 @@ M.by_session = {}
 ---@field approvals table<string, dsh.ApprovalRequest> pending approvals by id
 ---@field approval_lines table<string, integer>
 ---@field meta? dsh.SessionMeta
+---@field header_line? integer 0-based last line of the header (the plan shows under it)
+---@field plan? { seq: integer, update: dsh.PlanUpdate } the current plan: the last `plan/update`
 ---@field usage_pending? boolean a `session/usage` refresh is scheduled
 ---@field refresh_usage? fun(t: dsh.Transcript) set by the owner: fetch `session/usage`
 ---@field on_wipe? fun(t: dsh.Transcript) set by the owner: the buffer is going away
@@ -123,6 +127,7 @@ M.mcp_tool = words.mcp_tool
 M.tool_label = words.tool_label
 M.mcp_wait_text = words.mcp_wait_text
 M.limit_text = words.limit_text
+M.plan_lines = words.plan_lines
 
 --- Create (or find) the transcript for a session. Does not subscribe.
 ---@param session_id string
@@ -436,7 +441,28 @@ handlers["session/meta"] = function(self, data)
   if data.forkedFrom then
     table.insert(lines, ("forked from %s at seq %d"):format(data.forkedFrom.sessionId, data.forkedFrom.seq))
   end
-  self:append(lines, "DshTitle")
+  self.header_line = self:append(lines, "DshTitle") + #lines - 1
+  self:_show_plan()
+end
+
+--- Shows the current plan as virtual lines under the header (they move no buffer line, so the
+--- steps' lines stay where they are).
+function Transcript:_show_plan()
+  if not self.plan or not self.header_line or not vim.api.nvim_buf_is_valid(self.buf) then
+    return
+  end
+  local virt = {}
+  for i, line in ipairs(M.plan_lines(self.plan.update)) do
+    local hl = "DshDim"
+    if i == 1 then
+      hl = "DshTitle"
+    elseif line:find("^  %[>%]") then
+      hl = "DshTool"
+    end
+    table.insert(virt, { { line, hl } })
+  end
+  vim.api.nvim_buf_clear_namespace(self.buf, M.plan_ns, 0, -1)
+  vim.api.nvim_buf_set_extmark(self.buf, M.plan_ns, self.header_line, 0, { virt_lines = virt })
 end
 
 ---@param data dsh.TurnStart
@@ -628,6 +654,15 @@ handlers["turn/end"] = function(self, data)
   local hl = (data.reason == "error") and "DshError" or "DshTurn"
   self:append({ text }, hl)
   self:schedule_usage_refresh()
+  self:_changed()
+end
+
+---@param data dsh.PlanUpdate
+---@param ev dsh.SessionEvent
+handlers["plan/update"] = function(self, data, ev)
+  -- Each update replaces the plan: shown under the header, not appended.
+  self.plan = { seq = ev.seq, update = data }
+  self:_show_plan()
   self:_changed()
 end
 

@@ -1,6 +1,6 @@
 --- The one-line texts the transcript shows for what is not a message: a workspace note's
---- headline, an MCP tool's label, a step's wait for MCP servers, a budget reached. Pure: no
---- buffer, no `vim.api`.
+--- headline, an MCP tool's label, a step's wait for MCP servers, a budget reached, a plan. Pure:
+--- no buffer, no `vim.api`.
 
 local M = {}
 
@@ -109,6 +109,33 @@ function M.limit_text(data)
     return ("timeout reached: %.1f s of %s s"):format(spent, num(value))
   end
   return ("%s reached: %s of %s"):format(tostring(data.limit):gsub("%s", " "), num(spent), num(value))
+end
+
+local PLAN_MARKS = { completed = "[x]", in_progress = "[>]", pending = "[ ]" }
+
+--- A plan (`plan/update`, or `session/plan`'s answer) as `dsh prompt` prints it: a headline with
+--- the count of completed steps and the model's explanation, then one line per step, `[x]`
+--- completed, `[>]` in progress, `[ ]` pending (a status newer than this plugin as it came).
+---@param plan { plan: dsh.PlanEntry[], explanation?: string }
+---@return string[]
+function M.plan_lines(plan)
+  local entries = plan.plan or {}
+  if #entries == 0 then
+    return { "plan cleared" }
+  end
+  local done = 0
+  for _, e in ipairs(entries) do
+    if e.status == "completed" then
+      done = done + 1
+    end
+  end
+  local why = plan.explanation and (": " .. plan.explanation:gsub("%s", " ")) or ""
+  local lines = { ("plan (%d of %d completed)%s"):format(done, #entries, why) }
+  for _, e in ipairs(entries) do
+    local mark = PLAN_MARKS[e.status] or ("[" .. tostring(e.status) .. "]")
+    table.insert(lines, ("  %s %s"):format(mark, (tostring(e.step):gsub("%s", " "))))
+  end
+  return lines
 end
 
 --- `text`'s lines, each after `prefix` (the first after `first_prefix`), at most `max` of them

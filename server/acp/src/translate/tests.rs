@@ -194,3 +194,16 @@ fn usage_updates_carry_the_step_cost_and_the_session_cost_so_far() {
         assert_eq!(Value::Array(got), expected, "{name}");
     }
 }
+
+#[test]
+fn a_plan_update_is_an_acp_plan_with_every_entry() {
+    let log = r#"{"seq":0,"time":1,"type":"session/meta","data":{"formatVersion":0,"sessionId":"s","workspace":"/work/demo"}}
+{"seq":1,"time":2,"type":"plan/update","data":{"callId":"call_1","explanation":"Bug found.","plan":[{"step":"Read","status":"completed"},{"step":"Fix","status":"in_progress"},{"step":"Test","status":"pending"}]}}
+{"seq":2,"time":3,"type":"plan/update","data":{"callId":"call_2","plan":[]}}"#;
+    expect![[r#"
+        1 {"sessionUpdate":"plan","entries":[{"content":"Read","priority":"medium","status":"completed"},{"content":"Fix","priority":"medium","status":"in_progress"},{"content":"Test","priority":"medium","status":"pending"}],"_meta":{"dsh/plan":{"seq":1,"callId":"call_1","explanation":"Bug found."}}}
+        2 {"sessionUpdate":"plan","entries":[],"_meta":{"dsh/plan":{"seq":2,"callId":"call_2"}}}
+    "#]]
+    .assert_eq(&render(log));
+    assert_eq!(tool_kind("update_plan"), ToolKind::Think);
+}

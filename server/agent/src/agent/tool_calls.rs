@@ -2,11 +2,12 @@
 //! the wait for starting servers logged as `mcp/wait`) and each call the model made — decided by
 //! [`decide`] (run, ask, refuse), asked and logged (`approval/request`, `approval/decision`),
 //! then run with the turn's token (`tool/call`; confined unless approved unconfined), with what
-//! it leaves the agent knowing of the workspace's files. Every call is answered.
+//! it leaves the agent knowing of the workspace's files, or the plan it sets (`update_plan`,
+//! logged as `plan/update` after its result). Every call is answered.
 
 use dsh_session::{
-    ApprovalDecision, ApprovalRequest, ApprovalVerdict, EventData, ToolCall, ToolCallStarted,
-    ToolResult, ToolSchema,
+    ApprovalDecision, ApprovalRequest, ApprovalVerdict, EventData, PlanUpdate, ToolCall,
+    ToolCallStarted, ToolResult, ToolSchema,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -16,7 +17,7 @@ use crate::error::AgentError;
 use crate::external::ExternalTool;
 use crate::owner::SessionHandle;
 use crate::seen::Memory;
-use crate::tools::{Access, RunAs};
+use crate::tools::{Access, RunAs, plan};
 
 impl Agent {
     /// The tool schemas of the next request: the built-in tools in their order, then the
@@ -72,13 +73,15 @@ impl Agent {
         Ok(Some(schemas))
     }
 
+    /// Runs one call: its result, and the plan it sets when it is a valid `update_plan` call
+    /// (the caller logs it as `plan/update` right after the result).
     pub(super) async fn run_tool(
         &mut self,
         session: &SessionHandle,
         step: u64,
         call: &ToolCall,
         cancel: &CancellationToken,
-    ) -> Result<ToolResult, AgentError> {
+    ) -> Result<(ToolResult, Option<PlanUpdate>), AgentError> {
         let refuse = |content: String| ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -87,7 +90,7 @@ impl Agent {
             seen: None,
         };
         if cancel.is_cancelled() {
-            return Ok(refuse("not run: the turn was cancelled".to_owned()));
+            return Ok((refuse("not run: the turn was cancelled".to_owned()), None));
         }
         let access = self.toolbox.access(&call.name);
         let external = match access {
@@ -139,10 +142,13 @@ impl Agent {
         match decide(&facts, allowed_always) {
             Policy::Auto => {}
             Policy::Deny => {
-                return Ok(refuse(format!(
-                    "refused: the approval policy denies `{}` in this session",
-                    call.name
-                )));
+                return Ok((
+                    refuse(format!(
+                        "refused: the approval policy denies `{}` in this session",
+                        call.name
+                    )),
+                    None,
+                ));
             }
             Policy::Ask => {
                 let request = ApprovalRequest {
@@ -170,12 +176,12 @@ impl Agent {
                     ApprovalVerdict::Allow | ApprovalVerdict::AllowAlways => {}
                     ApprovalVerdict::AllowUnconfined => run_as = RunAs::Unconfined,
                     ApprovalVerdict::Deny => {
-                        return Ok(refuse("denied: the user did not approve this call".to_owned()));
+                        let denied = "denied: the user did not approve this call".to_owned();
+                        return Ok((refuse(denied), None));
                     }
                     ApprovalVerdict::Timeout => {
-                        return Ok(refuse(
-                            "denied: nobody answered the approval request in time".to_owned(),
-                        ));
+                        let late = "denied: nobody answered the approval request in time";
+                        return Ok((refuse(late.to_owned()), None));
                     }
                 }
             }
@@ -184,9 +190,10 @@ impl Agent {
         let started =
             ToolCallStarted { step, call_id: call.id.clone(), name: call.name.clone(), unconfined };
         session.append(EventData::ToolCall(started)).await?;
-        let output = match (&external, &self.external) {
-            (Some(_), Some(tools)) => tools.call(&call.name, &call.arguments, cancel).await,
-            _ => self.toolbox.call_as(&call.name, &call.arguments, cancel, run_as).await,
+        let (output, plan) = match (&external, &self.external) {
+            (Some(_), Some(tools)) => (tools.call(&call.name, &call.arguments, cancel).await, None),
+            _ if access == Some(Access::Plan) => plan::update(&call.id, &call.arguments),
+            _ => (self.toolbox.call_as(&call.name, &call.arguments, cancel, run_as).await, None),
         };
         // What the call leaves the agent knowing of the workspace's files: the file it read or
         // wrote, or what a command changed among those it knew.
@@ -200,13 +207,14 @@ impl Agent {
             None if is_command => self.with_memory(session, Memory::after_command).await?,
             None => Vec::new(),
         };
-        Ok(ToolResult {
+        let result = ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
             content: output.content,
             is_error: output.is_error,
             seen: (!seen.is_empty()).then_some(seen),
-        })
+        };
+        Ok((result, plan))
     }
 }
 

@@ -1,5 +1,5 @@
 //! Built-in tools the model calls: reading, listing, searching and editing files in the
-//! workspace, and running shell commands there.
+//! workspace, running shell commands there, and keeping a plan (`update_plan`).
 //!
 //! The loop sees one type, [`Toolbox`]: the tool schemas for the request header, the access
 //! class of each tool for the approval policy, a one-line description of a call for approval
@@ -17,6 +17,7 @@
 
 mod command;
 mod files;
+pub(crate) mod plan;
 mod schema;
 mod search;
 mod workspace;
@@ -42,6 +43,9 @@ pub enum Access {
     Write,
     /// Runs an arbitrary shell command.
     Command,
+    /// Changes only the session's plan (`update_plan`): no file, no command, so it runs without
+    /// asking unless a per-tool policy names it.
+    Plan,
 }
 
 /// The result of one tool call, as the model will see it.
@@ -145,17 +149,19 @@ enum Tool {
     ListDir,
     ReadFile,
     RunCommand,
+    UpdatePlan,
     WriteFile,
 }
 
 impl Tool {
-    const ALL: [Tool; 7] = [
+    const ALL: [Tool; 8] = [
         Tool::EditFile,
         Tool::Glob,
         Tool::Grep,
         Tool::ListDir,
         Tool::ReadFile,
         Tool::RunCommand,
+        Tool::UpdatePlan,
         Tool::WriteFile,
     ];
 
@@ -167,6 +173,7 @@ impl Tool {
             Tool::ListDir => "list_dir",
             Tool::ReadFile => "read_file",
             Tool::RunCommand => "run_command",
+            Tool::UpdatePlan => dsh_session::UPDATE_PLAN_TOOL,
             Tool::WriteFile => "write_file",
         }
     }
@@ -180,6 +187,7 @@ impl Tool {
             Tool::Glob | Tool::Grep | Tool::ListDir | Tool::ReadFile => Access::Read,
             Tool::EditFile | Tool::WriteFile => Access::Write,
             Tool::RunCommand => Access::Command,
+            Tool::UpdatePlan => Access::Plan,
         }
     }
 }
@@ -278,6 +286,11 @@ impl Toolbox {
         if cancel.is_cancelled() {
             return ToolOutput::error(format!("{name} was cancelled before it started"));
         }
+        if tool == Tool::UpdatePlan {
+            // The loop runs it through `plan::update` to log the plan it sets; here (a call
+            // outside a session) the output alone.
+            return plan::update("", arguments).0;
+        }
         if tool == Tool::RunCommand {
             let unconfined = run_as == RunAs::Unconfined;
             return command::run(&self.sandbox, &self.config, arguments, cancel, unconfined).await;
@@ -331,7 +344,9 @@ fn run_blocking(
             let result = parse(tool, arguments).and_then(|args| files::write_file(workspace, args));
             return ToolOutput::from_file_result(result);
         }
-        Tool::RunCommand => Err("run_command cannot run on the blocking pool".to_owned()),
+        Tool::RunCommand | Tool::UpdatePlan => {
+            Err(format!("{} does not run on the blocking pool", tool.name()))
+        }
     };
     ToolOutput::from_result(result)
 }

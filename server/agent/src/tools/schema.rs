@@ -121,6 +121,40 @@ pub(super) fn schema(tool: Tool) -> ToolSchema {
             }),
             &["command"],
         ),
+        Tool::UpdatePlan => (
+            "Keep your plan for the task up to date: its steps, in order, and where each \
+             stands. Each call replaces the whole plan. At most one step is `in_progress` at a \
+             time: when one is done, mark it `completed` and the next `in_progress`. The user \
+             sees the plan as you work. Worth it for a task of several steps; skip it for a \
+             simple one.",
+            json!({
+                "explanation": {
+                    "type": "string",
+                    "description": "Why the plan is what it is, or what changed. Optional."
+                },
+                "plan": {
+                    "type": "array",
+                    "maxItems": dsh_session::MAX_PLAN_ENTRIES,
+                    "description": "The steps, in order.",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "step": {
+                                "type": "string",
+                                "description": "What the step is, in one short line."
+                            },
+                            "status": {
+                                "type": "string",
+                                "enum": ["pending", "in_progress", "completed"]
+                            }
+                        },
+                        "required": ["step", "status"],
+                        "additionalProperties": false
+                    }
+                }
+            }),
+            &["plan"],
+        ),
         Tool::WriteFile => (
             "Write a file in the workspace, replacing its content if it exists. Missing parent \
              directories are created.",
@@ -188,6 +222,10 @@ pub(super) fn describe(tool: Tool, arguments: &str) -> String {
             format!("{name} {path_or_root} ({bytes} bytes)")
         }
         Tool::EditFile => format!("{name} {path_or_root}"),
+        Tool::UpdatePlan => {
+            let steps = args.get("plan").and_then(Value::as_array).map_or(0, Vec::len);
+            format!("{name} ({steps} steps)")
+        }
         // The whole command, never cut: a person approves exactly what will run.
         Tool::RunCommand => {
             let command = args.get("command").and_then(Value::as_str).unwrap_or_default();

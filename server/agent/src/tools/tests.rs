@@ -1029,3 +1029,44 @@ async fn an_ignore_file_that_is_a_fifo_or_a_device_stalls_no_search() {
     assert_eq!(ok(glob), "a/found.txt");
     assert!(started.elapsed() < Duration::from_secs(20));
 }
+
+// ---------------------------------------------------------------------------------------------
+// update_plan
+
+#[tokio::test]
+async fn update_plan_answers_briefly_and_refuses_what_breaks_the_rules() {
+    let fixture = fixture();
+    assert_eq!(fixture.toolbox.access("update_plan"), Some(Access::Plan));
+    let plan = json!({"plan": [
+        {"step": "Read the code", "status": "completed"},
+        {"step": "Fix it", "status": "in_progress"},
+        {"step": "Test", "status": "pending"}]});
+    let output = fixture.call("update_plan", plan.clone()).await;
+    assert_eq!(output, ToolOutput::success("Plan updated: 1 of 3 steps completed.".to_owned()));
+    assert_eq!(
+        fixture.toolbox.describe_call("update_plan", &plan.to_string()),
+        "update_plan (3 steps)"
+    );
+    let two = json!({"plan": [
+        {"step": "a", "status": "in_progress"}, {"step": "b", "status": "in_progress"}]});
+    let output = fixture.call("update_plan", two).await;
+    assert!(output.is_error);
+    assert_eq!(
+        output.content,
+        "update_plan refused: at most one step may be in_progress at a time, and steps 1, 2 \
+         are: mark the others pending or completed; the plan is unchanged"
+    );
+    let cases = [
+        (json!({"plan": [{"step": "", "status": "pending"}]}), "step 1 has no text"),
+        (json!({"plan": [{"step": "a", "status": "done"}]}), "unknown variant `done`"),
+        (json!({"plan": [{"step": "a", "status": "pending", "note": 1}]}), "unknown field `note`"),
+        (json!({"steps": []}), "unknown field `steps`"),
+        (json!({"plan": vec![json!({"step": "s", "status": "pending"}); 51]}), "at most 50 steps"),
+    ];
+    for (arguments, needle) in cases {
+        let output = fixture.call("update_plan", arguments.clone()).await;
+        assert!(output.is_error && output.content.contains(needle), "{arguments}: {output:?}");
+    }
+    let cleared = fixture.call("update_plan", json!({"plan": []})).await;
+    assert_eq!(cleared, ToolOutput::success("Plan cleared.".to_owned()));
+}

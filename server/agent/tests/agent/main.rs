@@ -5,5 +5,6 @@ mod compaction;
 mod date;
 mod instructions;
 mod limits;
+mod plan;
 mod steering;
 mod support;

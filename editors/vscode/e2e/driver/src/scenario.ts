@@ -33,6 +33,8 @@ export type Results = {
   expect?: { sessionId: string; usage: SessionUsageResult; statusText: string };
   /** Text of an error notification the harness must have seen. */
   expectToast?: string;
+  /** The plan's headline the transcript's header must show in the page. */
+  expectPlan?: string;
   phase?: string;
 };
 
@@ -364,6 +366,28 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
     await until(() => tr.entries.some((e) => e.kind === "compact" && e.replaced?.seq === r.seq), "the compaction events", 10_000);
     await until(() => /compaction \(manual/.test(html(id)), "the compaction in the transcript", 5000);
     return r.message;
+  });
+
+  await check("update_plan twice around a refused call: the last plan is pinned above the transcript", async () => {
+    const planCall = (plan: Array<{ step: string; status: string }>): ScriptStep => ({ content: "", tool_calls: [{ name: "update_plan", arguments: { plan } }] });
+    await script([
+      planCall([{ step: "Check the greeting", status: "in_progress" }, { step: "Say it is done", status: "pending" }]),
+      planCall([{ step: "Check the greeting", status: "in_progress" }, { step: "Say it is done", status: "in_progress" }]),
+      planCall([{ step: "Check the greeting", status: "completed" }, { step: "Say it is done", status: "in_progress" }]),
+      { reasoning: "Planned.", content: "The greeting is fixed." },
+    ]);
+    const r = await vscode.commands.executeCommand<SessionPromptResult>("dsh.prompt", { sessionId: id, text: "Plan the check." });
+    assert(r && r.stopReason === "completed", `prompt: ${JSON.stringify(r)}`);
+    await until(() => tr.plan?.update.plan[0]?.status === "completed", "the second plan in the transcript model", 10_000);
+    const header = () => html(id).slice(0, html(id).indexOf("</header>"));
+    await until(() => header().includes("1 of 2 completed") && header().includes(`data-status="in_progress"`), "the plan in the transcript's header", 5000);
+    assert(html(id).includes("at most one step may be in_progress"), "the refused call's error is not in the transcript");
+    results.expectPlan = "Plan · 1 of 2 completed";
+    // The page's figures the harness checks now include this turn's steps.
+    if (results.expect) {
+      results.expect = { ...results.expect, usage: await (await api.client()).usage(id) };
+    }
+    return `plan at seq ${tr.plan?.seq}`;
   });
 
   await check("after a daemon restart the sessions are listed and reopen with their full transcript", async () => {
