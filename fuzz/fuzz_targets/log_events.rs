@@ -19,6 +19,7 @@ use dsh_session::{
     ToolCallStarted, ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit,
     TurnStart, Usage, UserMessage, decode_log, encode_event,
 };
+use dsh_session::{CheckpointReason, TooLargeFile, WorkspaceCheckpoint, WorkspaceRewind};
 use libfuzzer_sys::fuzz_target;
 
 const TEXTS: &[&str] = &["", "a", "b\nc", "line one\nline two\n", "ü✓", "{\"x\":1}", " "];
@@ -142,6 +143,21 @@ enum Op {
         summary: bool,
         call: Name,
         content: Text,
+    },
+    Checkpoint {
+        step: Option<Small>,
+        reason: u8,
+        changed: Vec<Text>,
+        too_large: Option<(Text, u16)>,
+        incomplete: Option<Text>,
+    },
+    Rewind {
+        to_step: Option<Small>,
+        restored: Vec<Text>,
+        deleted: Vec<Text>,
+        forced: bool,
+        conversation: bool,
+        files: bool,
     },
 }
 
@@ -349,6 +365,38 @@ impl Op {
                             seen: None,
                         })
                     },
+                })
+            }
+            Op::Checkpoint { step, reason, ref changed, too_large, incomplete } => {
+                EventData::WorkspaceCheckpoint(WorkspaceCheckpoint {
+                    step: step.map(Small::n),
+                    reason: [
+                        CheckpointReason::Step,
+                        CheckpointReason::TurnEnd,
+                        CheckpointReason::Rewind,
+                    ][usize::from(reason % 3)],
+                    root: format!("{:064x}", seq),
+                    files: changed.len() as u64,
+                    changed: changed.iter().map(|text| text.s()).collect(),
+                    too_large: too_large
+                        .map(|(path, size)| TooLargeFile { path: path.s(), size: u64::from(size) })
+                        .into_iter()
+                        .collect(),
+                    incomplete: incomplete.map(Text::s),
+                })
+            }
+            Op::Rewind { to_step, ref restored, ref deleted, forced, conversation, files } => {
+                EventData::WorkspaceRewind(WorkspaceRewind {
+                    from_session: "parent".to_owned(),
+                    to_step: to_step.map(Small::n),
+                    checkpoint: format!("{:064x}", seq),
+                    before: files.then(|| format!("{:064x}", seq + 1)),
+                    restored: restored.iter().map(|text| text.s()).collect(),
+                    created: Vec::new(),
+                    deleted: deleted.iter().map(|text| text.s()).collect(),
+                    forced,
+                    conversation,
+                    files,
                 })
             }
         }
