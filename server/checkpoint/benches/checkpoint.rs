@@ -1,0 +1,3 @@
+//! Checkpoint benchmark: filled in with the implementation.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Integration tests of dsh-checkpoint: filled in with the implementation.
