@@ -1,0 +1,207 @@
+//! `dsh rewind` and `dsh checkpoints` end to end (docs/rewind.md), in a workspace that is not a
+//! git repository: a turn whose tools write, edit, `sed -i`, `mv` and `rm` files; the rewind
+//! restores every file and forks the conversation at the step's boundary, whose next request
+//! begins with exactly the bytes of that step's request (and hits the mock's cache); both
+//! sessions audit clean. Conflicts with the user's edits, turns running, unknown steps,
+//! collected checkpoints, files-only and conversation-only rewinds, and undoing a rewind.
+
+use std::path::Path;
+
+use dsh_session::{CheckpointReason, Event, EventData, WorkspaceCheckpoint, WorkspaceRewind};
+use serde_json::{Value, json};
+
+use crate::support::{Env, describe, split_body, tool_reply, write};
+
+const FILES: &[(&str, &str)] =
+    &[("a.txt", "alpha\n"), ("b.txt", "bravo\n"), ("c.txt", "charlie\n"), ("d.txt", "delta\n")];
+
+/// The files as they were before the turn, and the turn's script: step 1 writes `new.txt`,
+/// step 2 runs `sed -i`, `mv` and `rm`, step 3 edits `a.txt`, step 4 ends.
+async fn setup(env: &Env) -> String {
+    for (path, text) in FILES {
+        write(&env.workspace, path, text);
+    }
+    assert!(!env.workspace.join(".git").exists(), "the workspace is not a git repository");
+    env.script(json!([
+        tool_reply("Write.", "write_file", json!({ "path": "new.txt", "content": "new\n" })),
+        tool_reply(
+            "Shell.",
+            "run_command",
+            json!({ "command": "sed -i s/bravo/BRAVO/ b.txt && mv c.txt c2.txt && rm d.txt" })
+        ),
+        tool_reply("Edit.", "edit_file", json!({ "path": "a.txt", "old_string": "alpha", "new_string": "ALPHA" })),
+        { "reasoning": "Done.", "content": "All changed." },
+    ]))
+    .await;
+    let (session, output) = env.prompt_new("Change the files.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_changed(&env.workspace);
+    session
+}
+
+/// The workspace as the turn left it.
+fn assert_changed(workspace: &Path) {
+    assert_eq!(read(workspace, "a.txt").as_deref(), Some("ALPHA\n"));
+    assert_eq!(read(workspace, "b.txt").as_deref(), Some("BRAVO\n"));
+    assert_eq!(read(workspace, "c.txt"), None);
+    assert_eq!(read(workspace, "c2.txt").as_deref(), Some("charlie\n"));
+    assert_eq!(read(workspace, "d.txt"), None);
+    assert_eq!(read(workspace, "new.txt").as_deref(), Some("new\n"));
+}
+
+/// The workspace as it was before the turn.
+fn assert_original(workspace: &Path) {
+    for (path, text) in FILES {
+        assert_eq!(read(workspace, path).as_deref(), Some(*text), "{path}");
+    }
+    assert_eq!(read(workspace, "c2.txt"), None);
+    assert_eq!(read(workspace, "new.txt"), None);
+}
+
+fn read(workspace: &Path, path: &str) -> Option<String> {
+    std::fs::read_to_string(workspace.join(path)).ok()
+}
+
+fn checkpoints(events: &[Event]) -> Vec<(u64, WorkspaceCheckpoint)> {
+    events
+        .iter()
+        .filter_map(|event| match &event.data {
+            EventData::WorkspaceCheckpoint(checkpoint) => Some((event.seq, checkpoint.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn rewinds(events: &[Event]) -> Vec<WorkspaceRewind> {
+    events
+        .iter()
+        .filter_map(|event| match &event.data {
+            EventData::WorkspaceRewind(rewind) => Some(rewind.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    let mut list: Vec<String> =
+        value.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect();
+    list.sort();
+    list
+}
+
+/// The scenario: everything the turn did is undone, the conversation continues from
+/// step 1's boundary with a request that begins with step 1's bytes and hits the cache, both
+/// sessions audit clean, and the rewind itself can be undone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_restores_every_file_and_continues_from_the_steps_request() {
+    let env = Env::new().await;
+    let session = setup(&env).await;
+
+    // Checkpoints: one per file-changing step (inside it, before its tools) and the turn's end.
+    let events = env.events(&session);
+    let taken = checkpoints(&events);
+    let kinds: Vec<(Option<u64>, CheckpointReason)> =
+        taken.iter().map(|(_, checkpoint)| (checkpoint.step, checkpoint.reason)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (Some(1), CheckpointReason::Step),
+            (Some(2), CheckpointReason::Step),
+            (Some(3), CheckpointReason::Step),
+            (None, CheckpointReason::TurnEnd),
+        ]
+    );
+    assert_eq!(taken[0].1.files, 4);
+    assert_eq!(taken[1].1.changed, ["new.txt"]);
+    let listed = env.dsh_json(&["checkpoints", &session]).await;
+    assert_eq!(listed["checkpoints"].as_array().unwrap().len(), 4);
+    assert!(listed["checkpoints"].as_array().unwrap().iter().all(|c| c["available"] == true));
+
+    // A dry run says what would change and changes nothing.
+    let dry = env.dsh_json(&["rewind", &session, "--step", "1", "--dry-run"]).await;
+    assert_eq!(dry["dryRun"], true);
+    assert_eq!(dry["sessionId"], session.as_str());
+    assert_changed(&env.workspace);
+    assert_eq!(env.events(&session).len(), events.len(), "a dry run logs nothing");
+
+    let rewound = env.dsh_json(&["rewind", &session, "--step", "1"]).await;
+    assert_eq!(strings(&rewound["restored"]), ["a.txt", "b.txt"]);
+    assert_eq!(strings(&rewound["created"]), ["c.txt", "d.txt"]);
+    assert_eq!(strings(&rewound["deleted"]), ["c2.txt", "new.txt"]);
+    assert_eq!(strings(&rewound["conflicts"]), Vec::<String>::new());
+    assert_eq!(dry["restored"], rewound["restored"]);
+    assert_eq!(dry["deleted"], rewound["deleted"]);
+    assert_original(&env.workspace);
+    let fork = rewound["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(fork, session, "the conversation continues in a fork");
+
+    // The rewound session keeps its steps; the state before the rewind is its last checkpoint.
+    let original = env.events(&session);
+    let (before_seq, before) = checkpoints(&original).pop().unwrap();
+    assert_eq!(before.reason, CheckpointReason::Rewind);
+    assert_eq!(before.root, taken[3].1.root, "the state before is the turn's end");
+    let fork_events = env.events(&fork);
+    let logged = rewinds(&fork_events);
+    assert_eq!(logged.len(), 1);
+    assert_eq!(logged[0].from_session, session);
+    assert_eq!(logged[0].to_step, Some(1));
+    assert_eq!(logged[0].checkpoint.as_deref(), Some(taken[0].1.root.as_str()));
+    assert_eq!(logged[0].before.as_deref(), Some(before.root.as_str()));
+    assert!(logged[0].conversation && logged[0].files && !logged[0].forced);
+
+    // The next prompt in the fork: its request begins with exactly step 1's request (its
+    // messages, up to their end), and the mock's prefix cache hits it.
+    env.script(json!([{ "reasoning": "Again.", "content": "Continued." }])).await;
+    let output = env.prompt_in(&fork, "Continue from there.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let requests = env.requests();
+    assert_eq!(requests.len(), 5);
+    let (step_one, step_one_rest) = split_body(&requests[0].body);
+    let (next, next_rest) = split_body(&requests[4].body);
+    assert!(
+        next.starts_with(step_one) && next.len() > step_one.len(),
+        "the fork's request does not begin with step 1's messages:\n{}\n---\n{}",
+        String::from_utf8_lossy(step_one),
+        String::from_utf8_lossy(next)
+    );
+    assert_eq!(next_rest, step_one_rest, "same tools and call options");
+    assert_eq!(env.saw_wire(&session, 1).await, requests[0].body, "step 1 is still viewable");
+    let usage = env
+        .events(&fork)
+        .iter()
+        .rev()
+        .find_map(|event| match &event.data {
+            EventData::StepEnd(end) => Some(end.usage),
+            _ => None,
+        })
+        .unwrap();
+    let step_one_usage = original
+        .iter()
+        .find_map(|event| match &event.data {
+            EventData::StepEnd(end) if end.step == 1 => Some(end.usage),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        usage.cache_hit_tokens > 0 && usage.cache_hit_tokens + 64 >= step_one_usage.prompt_tokens,
+        "the fork's first request hits the cache over step 1's prompt: {usage:?} vs {step_one_usage:?}"
+    );
+    env.assert_audit_ok(&session).await;
+    env.assert_audit_ok(&fork).await;
+
+    // Undo: the state before the rewind is a checkpoint of the rewound session.
+    let before_seq_text = before_seq.to_string();
+    let undone = env.dsh_json(&["rewind", &session, "--checkpoint", &before_seq_text]).await;
+    assert_eq!(undone["sessionId"], session.as_str(), "files only: the session itself");
+    assert_changed(&env.workspace);
+    // The fork lists it too (the state before its own rewind).
+    let fork_listed = env.dsh_json(&["checkpoints", &fork]).await;
+    let entries = fork_listed["checkpoints"].as_array().unwrap();
+    assert!(
+        entries
+            .iter()
+            .any(|entry| entry["reason"] == "rewind" && entry["root"] == before.root.as_str()),
+        "{fork_listed}"
+    );
+    env.assert_audit_ok(&session).await;
+}
