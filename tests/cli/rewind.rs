@@ -205,3 +205,153 @@ async fn a_rewind_restores_every_file_and_continues_from_the_steps_request() {
     );
     env.assert_audit_ok(&session).await;
 }
+
+/// The user edits a file the turn changed: the rewind refuses and lists it (the API's error
+/// carries the list), touching nothing and logging nothing; `--force` overwrites it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_the_user_changed_refuses_the_rewind_until_forced() {
+    let env = Env::new().await;
+    let session = setup(&env).await;
+    write(&env.workspace, "a.txt", "the user's\n");
+    let length = env.events(&session).len();
+
+    let output = env.dsh(&["rewind", &session, "--step", "1"]).await;
+    assert!(!output.status.success(), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("a.txt") && stderr.contains("force"), "{stderr}");
+    let conn = env.client().await;
+    let answer = conn.request("session/rewind", json!({ "sessionId": session, "step": 1 })).await;
+    assert_eq!(answer["error"]["code"], 1015, "{answer}");
+    assert_eq!(answer["error"]["data"]["conflicts"], json!(["a.txt"]), "{answer}");
+    // Nothing touched, nothing logged.
+    assert_eq!(read(&env.workspace, "a.txt").as_deref(), Some("the user's\n"));
+    assert_eq!(read(&env.workspace, "new.txt").as_deref(), Some("new\n"));
+    assert_eq!(env.events(&session).len(), length);
+    // A dry run lists it as a conflict.
+    let dry = env.dsh_json(&["rewind", &session, "--step", "1", "--dry-run"]).await;
+    assert_eq!(dry["conflicts"], json!(["a.txt"]));
+
+    let forced = env.dsh_json(&["rewind", &session, "--step", "1", "--force"]).await;
+    assert_eq!(forced["conflicts"], json!(["a.txt"]));
+    assert_original(&env.workspace);
+    let fork = forced["sessionId"].as_str().unwrap();
+    assert!(rewinds(&env.events(fork))[0].forced);
+    // The user's edit is in the state before the rewind: undoing brings it back.
+    let (before_seq, _) = checkpoints(&env.events(&session)).pop().unwrap();
+    env.dsh_ok(&["rewind", &session, "--checkpoint", &before_seq.to_string()]).await;
+    assert_eq!(read(&env.workspace, "a.txt").as_deref(), Some("the user's\n"));
+    env.assert_audit_ok(&session).await;
+    env.assert_audit_ok(fork).await;
+}
+
+/// `--files` restores the files and the session itself continues: its next request carries
+/// the logged note of what changed under the agent. `--conversation` forks and touches no file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_only_continues_the_session_with_a_note_and_conversation_only_touches_no_file() {
+    let env = Env::new().await;
+    let session = setup(&env).await;
+
+    let conversation = env.dsh_json(&["rewind", &session, "--step", "2", "--conversation"]).await;
+    let fork = conversation["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(fork, session);
+    assert_eq!(conversation["restored"], json!([]));
+    assert_changed(&env.workspace);
+    let logged = rewinds(&env.events(&fork));
+    assert!(logged[0].conversation && !logged[0].files && logged[0].before.is_none());
+
+    let files = env.dsh_json(&["rewind", &session, "--step", "1", "--files"]).await;
+    assert_eq!(files["sessionId"], session.as_str());
+    assert_original(&env.workspace);
+    let logged = rewinds(&env.events(&session));
+    assert!(logged[0].files && !logged[0].conversation);
+
+    env.script(json!([{ "reasoning": "Look.", "content": "Noted." }])).await;
+    let output = env.prompt_in(&session, "What changed?").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let events = env.events(&session);
+    let rewind_seq = events
+        .iter()
+        .find(|event| matches!(event.data, EventData::WorkspaceRewind(_)))
+        .unwrap()
+        .seq;
+    let note = events
+        .iter()
+        .filter(|event| event.seq > rewind_seq)
+        .find_map(|event| match &event.data {
+            EventData::ContextMessage(note) if note.source.as_deref() == Some("workspace") => {
+                Some(note.clone())
+            }
+            _ => None,
+        })
+        .expect("a workspace note after the files-only rewind");
+    let noted: Vec<&str> = note.files.iter().flatten().map(|file| file.path.as_str()).collect();
+    assert!(noted.contains(&"a.txt") && noted.contains(&"new.txt"), "{noted:?}");
+    let request = env.requests().pop().unwrap();
+    let body = String::from_utf8_lossy(&request.body).into_owned();
+    assert!(body.contains("a.txt"), "the note is in the request");
+    env.assert_audit_ok(&session).await;
+    env.assert_audit_ok(&fork).await;
+}
+
+/// Refusals: a running turn (cancel first), a step the session does not have, and both
+/// `--step` and `--checkpoint` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_is_refused_while_a_turn_runs_and_for_an_unknown_step() {
+    let env = Env::new().await;
+    let session = setup(&env).await;
+
+    let output = env.dsh(&["rewind", &session, "--step", "9"]).await;
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no step 9"), "{}", describe(&output));
+    let conn = env.client().await;
+    conn.err("session/rewind", json!({ "sessionId": session, "step": 9 }), 1003).await;
+    conn.err("session/rewind", json!({ "sessionId": session, "step": 1, "checkpoint": 3 }), -32602)
+        .await;
+    conn.err("session/rewind", json!({ "sessionId": session, "checkpoint": 1 }), 1003).await;
+
+    env.script(json!([{ "reasoning": "Slow.", "content": "Late.", "delay_ms": 3000 }])).await;
+    let child = env.command(&["prompt", "--yes", "--session", &session, "Wait."]).spawn().unwrap();
+    env.wait_for_requests(5).await;
+    let output = env.dsh(&["rewind", &session, "--step", "1"]).await;
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cancel it first"), "{stderr}");
+    let output = crate::support::run_child(child).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_changed(&env.workspace);
+    env.assert_audit_ok(&session).await;
+}
+
+/// Over the budget, collection drops the oldest checkpoints (said in `daemon/status`); a rewind
+/// to one is refused naming the missing objects, and `dsh checkpoints` says it is collected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collected_checkpoint_is_refused_naming_its_objects() {
+    let env = Env::new().await;
+    std::fs::write(env.user_config(), "[checkpoints]\nbudget = 1\n").unwrap();
+    let session = setup(&env).await;
+    // A new daemon collects at start.
+    env.dsh_ok(&["shutdown"]).await;
+    let listed = env.dsh_json(&["checkpoints", &session]).await;
+    let available: Vec<bool> = listed["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["available"].as_bool().unwrap())
+        .collect();
+    assert_eq!(available, [false, false, false, true], "only the newest fits: {listed}");
+    let text = env.dsh_ok(&["checkpoints", &session]).await;
+    assert!(String::from_utf8_lossy(&text.stdout).contains("collected"));
+    let status = env.dsh_json(&["status"]).await;
+    let stores = status["checkpoints"].as_array().unwrap();
+    assert_eq!(stores.len(), 1, "{status}");
+    assert_eq!(stores[0]["budget"], 1);
+    assert_eq!(stores[0]["dropped"].as_array().unwrap().len(), 3, "{status}");
+
+    let conn = env.client().await;
+    let answer = conn.request("session/rewind", json!({ "sessionId": session, "step": 1 })).await;
+    assert_eq!(answer["error"]["code"], 1014, "{answer}");
+    let missing = answer["error"]["data"]["missingObjects"].as_array().unwrap();
+    assert!(!missing.is_empty());
+    assert!(answer["error"]["message"].as_str().unwrap().contains(missing[0].as_str().unwrap()));
+    assert_changed(&env.workspace);
+}
