@@ -346,6 +346,15 @@ async fn a_collected_checkpoint_is_refused_naming_its_objects() {
     assert_eq!(stores.len(), 1, "{status}");
     assert_eq!(stores[0]["budget"], 1);
     assert_eq!(stores[0]["dropped"].as_array().unwrap().len(), 3, "{status}");
+    let text = env.dsh_ok(&["status"]).await;
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.contains("3 checkpoint(s) dropped over the budget"), "{text}");
+    let doctor = env.dsh(&["doctor"]).await;
+    let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(
+        doctor.contains("warn  checkpoints: ") && doctor.contains("3 checkpoint(s) dropped"),
+        "{doctor}"
+    );
 
     let conn = env.client().await;
     let answer = conn.request("session/rewind", json!({ "sessionId": session, "step": 1 })).await;

@@ -317,6 +317,22 @@ pub async fn status(settings: &Settings) -> anyhow::Result<ExitCode> {
                 server.tools.len()
             );
         }
+        for store in &result.checkpoints {
+            let dropped = if store.dropped.is_empty() {
+                String::new()
+            } else {
+                format!(" · {} checkpoint(s) dropped over the budget", store.dropped.len())
+            };
+            println!(
+                "  checkpoints {} · {} of {}{dropped}",
+                store.workspace,
+                crate::doctor::bytes(store.bytes),
+                crate::doctor::bytes(store.budget)
+            );
+            if let Some(recovered) = &store.recovered {
+                println!("    {recovered}");
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
