@@ -52,7 +52,8 @@ impl Root {
     }
 
     /// Opens the parent directory of `path` (components joined by `/`), never following a
-    /// link; creates missing directories if `create`. `Ok(None)`: a parent is missing.
+    /// link; creates missing directories if `create`. `Ok(None)` (only without `create`): a
+    /// parent is missing, a file or a link.
     fn parent<'p>(&self, path: &'p [u8], create: bool) -> io::Result<Option<(OwnedFd, &'p [u8])>> {
         let mut components: Vec<&[u8]> = path.split(|&byte| byte == b'/').collect();
         let Some(name) = components.pop() else {
@@ -72,7 +73,9 @@ impl Root {
                     }
                     openat(&dir, component, flags, Mode::empty())
                 }
-                Err(Errno::ENOENT) => return Ok(None),
+                // Removing: a path reached only through a link, or below a file, is not in
+                // the workspace's tree of real directories; nothing to remove there.
+                Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) if !create => return Ok(None),
                 other => other,
             };
             dir = opened.map_err(|errno| error_at(errno, &path[..walked], "opening it"))?;
