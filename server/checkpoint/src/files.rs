@@ -26,6 +26,9 @@ use crate::checkpoint::path_of;
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// How the temporary files of a restore are named (recovery removes those a crash left).
+pub(crate) const TEMP_PREFIX: &[u8] = b".dsh-restore-";
+
 /// The workspace root, opened once.
 pub(crate) struct Root {
     fd: OwnedFd,
@@ -140,7 +143,8 @@ impl Root {
         };
         let writable = Writable::ensure(&parent)?;
         let temp = format!(
-            ".dsh-restore-{}-{}",
+            "{}{}-{}",
+            String::from_utf8_lossy(TEMP_PREFIX),
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         );

@@ -205,7 +205,10 @@ fn a_journal_left_by_a_crash_mid_restore_is_completed_by_recover() {
             other => panic!("unexpected action {other:?}"),
         }
     }
+    // The write in progress when it was killed left its temporary file.
+    fs::write(ws.join("dir/.dsh-restore-4242-7"), "half written").unwrap();
     let recovered = checkpointer.recover().unwrap().unwrap();
+    assert!(!ws.join("dir/.dsh-restore-4242-7").exists(), "the leftover is removed");
     let Recovered::Completed { target, paths } = recovered else { panic!("{recovered:?}") };
     assert_eq!(target, checkpoint.root);
     assert_eq!(paths.len(), 4, "every action replayed, the done ones again");
