@@ -6,8 +6,12 @@
 //! to one another only through `super::`, so that they compile in either place.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod acp_frame;
 pub mod admission;
+pub mod config;
+pub mod events;
 pub mod folds;
+pub mod log_events;
 pub mod log_line;
 pub mod log_load;
 pub mod mock_request;

@@ -282,6 +282,7 @@ fn declarations() -> Vec<String> {
         log::RequestSent::decl(&config),
         log::ProviderKind::decl(&config),
         log::WireFormat::decl(&config),
+        log::ResponseFormat::decl(&config),
         log::LlmCallConfig::decl(&config),
         log::Price::decl(&config),
         log::Cost::decl(&config),

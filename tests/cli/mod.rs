@@ -20,4 +20,5 @@ mod resume;
 mod rewind;
 mod sandbox;
 mod scripting;
+mod structured;
 mod wire;

@@ -31,7 +31,7 @@ fn validator() -> jsonschema::Validator {
 }
 
 /// Every line of `text`, parsed and validated against the schema; `text` is whole lines only.
-fn valid_lines(text: &str) -> Vec<Value> {
+pub(super) fn valid_lines(text: &str) -> Vec<Value> {
     let validator = validator();
     assert!(text.is_empty() || text.ends_with('\n'), "a line was cut: {text:?}");
     text.lines()
@@ -52,7 +52,7 @@ fn types(lines: &[Value]) -> Vec<&str> {
 }
 
 /// `dsh prompt --yes --workspace W EXTRA… TEXT` in a new session.
-async fn prompt(env: &Env, extra: &[&str], text: &str) -> Output {
+pub(super) async fn prompt(env: &Env, extra: &[&str], text: &str) -> Output {
     let workspace = env.workspace.to_str().unwrap().to_owned();
     let mut args = vec!["prompt", "--yes", "--workspace", &workspace];
     args.extend_from_slice(extra);

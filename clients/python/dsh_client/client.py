@@ -350,12 +350,18 @@ class Client(Api):
         *,
         when_busy: WhenBusy | None = None,
         limits: TurnLimits | None = None,
+        output_schema: Any | None = None,
         on_approval: ApprovalCallback | None = None,
         on_event: EventCallback | None = None,
     ) -> SessionPromptResult:
         """Runs a turn and returns its result when it ends (``stop_reason``: ``completed``,
         ``cancelled``, ``error``, ``maxSteps``, ``limit`` — a budget of `limits` was reached,
-        named by the result's ``limit``).
+        named by the result's ``limit`` —, ``outputInvalid``).
+
+        `output_schema` (a JSON Schema, as a JSON-compatible value) holds the final answer to
+        a shape: the result's ``output`` is the validated value; an answer still invalid after
+        the one correction ends the turn ``outputInvalid``, the problems in ``output_errors``.
+        A schema that is not valid is refused (``INVALID_PARAMS``) before anything is logged.
 
         `on_approval` answers each ``approval/request`` of the turn (its decision is sent with
         ``approval/respond``; when it raises, the call is denied and the exception raised once
@@ -363,7 +369,9 @@ class Client(Api):
         daemon's timeout. `on_event` is called with each event logged from the call on, in order,
         up to the turn's ``turn/end`` (with `when_busy="queue"`, which waits for a running turn
         instead of failing with ``SESSION_BUSY``, the running turn's events come first)."""
-        params = SessionPromptParams(session_id=session_id, text=text, when_busy=when_busy, limits=limits)
+        params = SessionPromptParams(
+            session_id=session_id, text=text, when_busy=when_busy, limits=limits, output_schema=output_schema
+        )
         if on_approval is None and on_event is None:
             return await self.session_prompt(params)
         # From the log's current end: whatever the turn logs (its approval requests first of

@@ -1978,6 +1978,14 @@ class SessionPromptParams(_w.WireObject):
     """The prompt."""
     limits: TurnLimits | None = None
     """Budgets of this turn (default: none; the session's own `maxSteps` still holds)."""
+    output_schema: Any | None = None
+    """A JSON Schema the turn's final answer must validate against (docs/scripting.md,
+    "Structured answers"): the model is told it in a logged note, asked once more with
+    the problems when its answer does not validate, and the turn ends `outputInvalid`
+    when the second answer does not either. The validated value is the result's
+    `output`. A value that is not a valid JSON Schema (or has a `$ref` outside itself,
+    or is over 64 KiB) is refused with invalid params before anything is logged.
+    """
     when_busy: WhenBusy | None = None
     """Default `reject`."""
 
@@ -1988,6 +1996,7 @@ class SessionPromptParams(_w.WireObject):
             session_id=_w.required(o, "sessionId", _w.string, "SessionPromptParams"),
             text=_w.required(o, "text", _w.string, "SessionPromptParams"),
             limits=_w.optional(o, "limits", TurnLimits.from_json, "SessionPromptParams"),
+            output_schema=_w.optional(o, "outputSchema", _w.any_value, "SessionPromptParams"),
             when_busy=_w.optional(o, "whenBusy", _decode_when_busy, "SessionPromptParams"),
         )
 
@@ -1995,6 +2004,8 @@ class SessionPromptParams(_w.WireObject):
         out: dict[str, Any] = {"sessionId": self.session_id, "text": self.text}
         if self.limits is not None:
             out["limits"] = _w.encode(self.limits)
+        if self.output_schema is not None:
+            out["outputSchema"] = self.output_schema
         if self.when_busy is not None:
             out["whenBusy"] = _w.encode(self.when_busy)
         return out
@@ -2018,6 +2029,14 @@ class SessionPromptResult(_w.WireObject):
     """The budget that stopped the turn (as its `turn/limit` event), when `stopReason` is
     `limit`.
     """
+    output: Any | None = None
+    """The final answer, validated against the prompt's `outputSchema`, when the turn had
+    one and completed.
+    """
+    output_errors: list[str] | None = None
+    """What is wrong with the last answer, when `stopReason` is `outputInvalid` (at most
+    ten problems, each cut to 300 characters, and a count of the rest).
+    """
 
     @classmethod
     def from_json(cls, value: Any) -> SessionPromptResult:
@@ -2029,6 +2048,8 @@ class SessionPromptResult(_w.WireObject):
             usage=_w.required(o, "usage", Usage.from_json, "SessionPromptResult"),
             error=_w.optional(o, "error", _w.string, "SessionPromptResult"),
             limit=_w.optional(o, "limit", TurnLimit.from_json, "SessionPromptResult"),
+            output=_w.optional(o, "output", _w.any_value, "SessionPromptResult"),
+            output_errors=_w.optional(o, "outputErrors", lambda value: _w.array(value, _w.string), "SessionPromptResult"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -2037,6 +2058,10 @@ class SessionPromptResult(_w.WireObject):
             out["error"] = self.error
         if self.limit is not None:
             out["limit"] = _w.encode(self.limit)
+        if self.output is not None:
+            out["output"] = self.output
+        if self.output_errors is not None:
+            out["outputErrors"] = self.output_errors
         return out
 
 
@@ -3379,6 +3404,10 @@ class LlmCallConfig(_w.WireObject):
     """
     reasoning_effort: str | None = None
     """Reasoning effort (`high`, `max`), when set."""
+    response_format: ResponseFormat | None = None
+    """The provider's native JSON mode, asked for while a turn must answer in JSON (a prompt
+    with an output schema), when the format has one.
+    """
     temperature: float | None = None
     """Sampling temperature, when set."""
     top_p: float | None = None
@@ -3397,6 +3426,7 @@ class LlmCallConfig(_w.WireObject):
             thinking=_w.required(o, "thinking", _w.boolean, "LlmCallConfig"),
             profile=_w.optional(o, "profile", _w.string, "LlmCallConfig"),
             reasoning_effort=_w.optional(o, "reasoningEffort", _w.string, "LlmCallConfig"),
+            response_format=_w.optional(o, "responseFormat", _decode_response_format, "LlmCallConfig"),
             temperature=_w.optional(o, "temperature", _w.number, "LlmCallConfig"),
             top_p=_w.optional(o, "topP", _w.number, "LlmCallConfig"),
             wire=_w.optional(o, "wire", WireFormat.from_json, "LlmCallConfig"),
@@ -3408,6 +3438,8 @@ class LlmCallConfig(_w.WireObject):
             out["profile"] = self.profile
         if self.reasoning_effort is not None:
             out["reasoningEffort"] = self.reasoning_effort
+        if self.response_format is not None:
+            out["responseFormat"] = _w.encode(self.response_format)
         if self.temperature is not None:
             out["temperature"] = self.temperature
         if self.top_p is not None:
@@ -3536,6 +3568,38 @@ class RequestSent(_w.WireObject):
 
     def to_json(self) -> dict[str, Any]:
         return {"adapter": self.adapter, "sha256": self.sha256, "bytes": self.bytes}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResponseFormatJsonObject(_w.WireObject):
+    """A JSON object (DeepSeek's JSON Output, `{"type":"json_object"}`); the prompt must say
+    `json` and give the shape.
+    """
+
+    type: Literal["jsonObject"] = "jsonObject"
+
+    @classmethod
+    def from_json(cls, value: Any) -> ResponseFormatJsonObject:
+        _w.obj(value, "ResponseFormatJsonObject")
+        return cls()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+
+ResponseFormat: TypeAlias = Union[
+    ResponseFormatJsonObject,
+    Unknown,
+]
+"""The shape the provider is asked to hold the model's answer to (its `response_format`)."""
+
+_RESPONSE_FORMAT_VARIANTS: Final[dict[str, Callable[[Any], ResponseFormat]]] = {
+    "jsonObject": ResponseFormatJsonObject.from_json,
+}
+
+
+def _decode_response_format(value: Any) -> ResponseFormat:
+    return _w.tagged(value, "ResponseFormat", "type", _RESPONSE_FORMAT_VARIANTS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3733,7 +3797,7 @@ class StepStart(_w.WireObject):
         return {"step": self.step, "turn": self.turn}
 
 
-StopReason: TypeAlias = Literal["completed", "cancelled", "error", "maxSteps", "limit"]
+StopReason: TypeAlias = Literal["completed", "cancelled", "error", "maxSteps", "limit", "outputInvalid"]
 """Why a turn ended.
 
 - ``completed``: The model stopped on its own.
@@ -3741,6 +3805,7 @@ StopReason: TypeAlias = Literal["completed", "cancelled", "error", "maxSteps", "
 - ``error``: A step failed.
 - ``maxSteps``: The session's step limit (`maxSteps` of its configuration) was hit.
 - ``limit``: A budget the prompt set (`limits` of `session/prompt`) was reached: the `turn/limit` before the `turn/end` names it.
+- ``outputInvalid``: The prompt asked for an answer matching a JSON Schema (`session/prompt`'s `outputSchema`), and the model's last answer, after one correction, did not: the `turn/end`'s `error` names what is wrong.
 """
 
 

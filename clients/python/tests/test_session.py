@@ -23,6 +23,7 @@ from dsh_client.protocol import (
     AssistantChunkEvent,
     AssistantMessageEvent,
     ChunkDeltaText,
+    ContextMessageEvent,
     ErrorCodes,
     MessageUser,
     PrefixCauseFirstRequest,
@@ -325,6 +326,43 @@ async def test_max_steps_in_config_stops_the_turn(client: dsh_client.Client, wor
     session = await client.create(world.ws, config=SessionConfig(max_steps=2))
     result = await client.prompt(session, "keep looking tok-steps")
     assert (result.stop_reason, result.steps) == ("maxSteps", 2)
+
+
+async def test_an_output_schema_gets_a_validated_answer_after_one_logged_correction(
+    client: dsh_client.Client, world: World
+) -> None:
+    # The token is in the schema, so in the note that tells the model the shape (the last user
+    # message of the first request), and in the answer the correction quotes.
+    schema = {
+        "type": "object",
+        "description": "tok-shape",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+    }
+    world.mock.script(
+        *replies("tok-shape", {"content": '{"name": "Ada", "age": "tok-shape"}'}, {"content": '{"name": "Ada", "age": 36}'})
+    )
+    session = await client.create(world.ws)
+    before = len(await client.stored_events(session))
+    with pytest.raises(dsh_client.RpcError) as refused:
+        await client.prompt(session, "who? tok-shape", output_schema={"type": "integr"})
+    assert refused.value.code == dsh_client.errors.INVALID_PARAMS
+    assert "outputSchema" in str(refused.value)
+    assert len(await client.stored_events(session)) == before
+
+    result = await client.prompt(session, "who? tok-shape", output_schema=schema)
+    assert (result.stop_reason, result.steps, result.output) == ("completed", 2, {"name": "Ada", "age": 36})
+    assert result.output_errors is None
+    events = await client.stored_events(session)
+    notes = [e.data for e in events if isinstance(e, ContextMessageEvent) and e.data.source != "date"]
+    assert [note.source for note in notes] == ["outputSchema", "outputInvalid"]
+    assert '/age: "tok-shape" is not of type "integer"' in notes[1].text
+    # The correction is what the model saw next, byte for byte as sent, with DeepSeek's JSON mode.
+    saw = await client.request(session, 2)
+    assert saw.wire.body in [request["body"] for request in world.mock.requests()]
+    assert json.loads(saw.wire.body)["response_format"] == {"type": "json_object"}
+    assert notes[1].text in [m.message.content for m in saw.messages if isinstance(m.message, MessageUser)]
+    assert (await client.audit(session)).ok
 
 
 async def test_list_status_and_audit_see_the_sessions(client: dsh_client.Client, world: World) -> None:

@@ -297,7 +297,16 @@ whenBusy?: WhenBusy,
 /**
  * Budgets of this turn (default: none; the session's own `maxSteps` still holds).
  */
-limits?: TurnLimits, };
+limits?: TurnLimits, 
+/**
+ * A JSON Schema the turn's final answer must validate against (docs/scripting.md,
+ * "Structured answers"): the model is told it in a logged note, asked once more with
+ * the problems when its answer does not validate, and the turn ends `outputInvalid`
+ * when the second answer does not either. The validated value is the result's
+ * `output`. A value that is not a valid JSON Schema (or has a `$ref` outside itself,
+ * or is over 64 KiB) is refused with invalid params before anything is logged.
+ */
+outputSchema?: unknown, };
 
 export type SessionPromptResult = { 
 /**
@@ -324,7 +333,17 @@ error?: string,
  * The budget that stopped the turn (as its `turn/limit` event), when `stopReason` is
  * `limit`.
  */
-limit?: TurnLimit, };
+limit?: TurnLimit, 
+/**
+ * The final answer, validated against the prompt's `outputSchema`, when the turn had
+ * one and completed.
+ */
+output?: unknown, 
+/**
+ * What is wrong with the last answer, when `stopReason` is `outputInvalid` (at most
+ * ten problems, each cut to 300 characters, and a count of the rest).
+ */
+outputErrors?: Array<string>, };
 
 export type SessionInjectParams = { 
 /**
@@ -1311,7 +1330,7 @@ reasoningTokens: number,
  */
 cacheWriteTokens?: number, };
 
-export type StopReason = "completed" | "cancelled" | "error" | "maxSteps" | "limit";
+export type StopReason = "completed" | "cancelled" | "error" | "maxSteps" | "limit" | "outputInvalid";
 
 export type ForkOrigin = { 
 /**
@@ -1403,6 +1422,8 @@ thinkingBudget?: number,
  */
 adaptiveThinking: boolean, };
 
+export type ResponseFormat = { "type": "jsonObject" };
+
 export type LlmCallConfig = { 
 /**
  * Provider model id, passed through unchanged.
@@ -1438,7 +1459,12 @@ temperature?: number,
 /**
  * Nucleus sampling, when set.
  */
-topP?: number, };
+topP?: number, 
+/**
+ * The provider's native JSON mode, asked for while a turn must answer in JSON (a prompt
+ * with an output schema), when the format has one.
+ */
+responseFormat?: ResponseFormat, };
 
 export type Price = { 
 /**

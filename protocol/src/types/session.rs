@@ -222,6 +222,15 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub limits: Option<TurnLimits>,
+        /// A JSON Schema the turn's final answer must validate against (docs/scripting.md,
+        /// "Structured answers"): the model is told it in a logged note, asked once more with
+        /// the problems when its answer does not validate, and the turn ends `outputInvalid`
+        /// when the second answer does not either. The validated value is the result's
+        /// `output`. A value that is not a valid JSON Schema (or has a `$ref` outside itself,
+        /// or is over 64 KiB) is refused with invalid params before anything is logged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional, type = "unknown")]
+        pub output_schema: Option<serde_json::Value>,
     }
 }
 
@@ -245,6 +254,16 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub limit: Option<TurnLimit>,
+        /// The final answer, validated against the prompt's `outputSchema`, when the turn had
+        /// one and completed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional, type = "unknown")]
+        pub output: Option<serde_json::Value>,
+        /// What is wrong with the last answer, when `stopReason` is `outputInvalid` (at most
+        /// ten problems, each cut to 300 characters, and a count of the rest).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[ts(as = "Option<Vec<String>>", optional)]
+        pub output_errors: Vec<String>,
     }
 }
 

@@ -264,7 +264,10 @@ pub(crate) fn prompt_response(
         StopReason::Cancelled => AcpStopReason::Cancelled,
         // A budget of the turn (its steps, tokens, cost or time) ran out.
         StopReason::MaxSteps | StopReason::Limit => AcpStopReason::MaxTurnRequests,
-        StopReason::Error => return Err(turn_failed(result.turn, result.error)),
+        // An answer that does not match the prompt's output schema is a failed turn too.
+        StopReason::Error | StopReason::OutputInvalid => {
+            return Err(turn_failed(result.turn, result.error));
+        }
     };
     let meta = ext::turn_meta(result.turn, result.steps, &result.usage);
     Ok(PromptResponse::new(stop_reason).meta(meta))

@@ -23,6 +23,8 @@ mod backlog;
 mod convert;
 mod error;
 mod ext;
+#[doc(hidden)]
+pub mod frame;
 mod front;
 pub mod translate;
 

@@ -24,9 +24,10 @@
 //! This file is the turn and the step; beside it: `config.rs` ([`AgentConfig`],
 //! [`CallOverrides`]), `tool_calls.rs` (the schemas a step offers, and each call decided, asked,
 //! logged and run), `instructions.rs` (the system prompt under the instruction policy),
-//! `recovery.rs` (closing what a crash left open), `limits.rs` (the turn's budgets). Before a
-//! step runs a tool that can change files, and at a turn's end, the workspace is checkpointed
-//! through the [`Checkpoints`] seam (logged `workspace/checkpoint`).
+//! `recovery.rs` (closing what a crash left open), `limits.rs` (the turn's budgets),
+//! `output.rs` (a structured answer: the schema, its note, the check and the one correction).
+//! Before a step runs a tool that can change files, and at a turn's end, the workspace is
+//! checkpointed through the [`Checkpoints`] seam (logged `workspace/checkpoint`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -60,12 +61,14 @@ use crate::tools::{Toolbox, Workspace};
 mod config;
 mod instructions;
 mod limits;
+mod output;
 mod recovery;
 mod tool_calls;
 
 pub use config::{AgentConfig, CallOverrides};
 pub use limits::TurnLimits;
 use limits::{Spent, TurnTimer};
+pub use output::{MAX_SCHEMA_BYTES, OUTPUT_INVALID_SOURCE, OUTPUT_SCHEMA_SOURCE, OutputSchema};
 pub use recovery::{INTERRUPTED, close_interrupted, close_open_turn};
 
 /// What a request hook sees.
@@ -98,6 +101,10 @@ pub struct TurnOutcome {
     pub error: Option<String>,
     /// The budget that stopped the turn (its `turn/limit`), when one did.
     pub limit: Option<TurnLimit>,
+    /// The final answer, validated, when the turn had an output schema and completed.
+    pub output: Option<serde_json::Value>,
+    /// What was wrong with the last answer, when the turn ended `outputInvalid`.
+    pub output_errors: Vec<String>,
     /// Where each step's time went.
     pub timings: Vec<StepTiming>,
 }
@@ -165,6 +172,8 @@ pub struct Agent {
     max_cost: Option<f64>,
     /// Where the workspace's files are recorded before file-changing steps and at turn ends.
     checkpoints: Option<Arc<dyn Checkpoints>>,
+    /// The running turn's output schema, if any: its requests ask for the provider's JSON mode.
+    output: Option<OutputSchema>,
 }
 
 enum StepOutcome {
@@ -175,10 +184,13 @@ enum StepOutcome {
     /// The turn was cancelled before the step started (during the pre-step hook).
     CancelledBeforeStart,
     /// The model stopped. The turn ends unless steering arrived since the step's boundary —
-    /// decided together with the `turn/end` append, in one owner command.
+    /// decided together with the `turn/end` append, in one owner command — or its answer does
+    /// not match the turn's output schema.
     Stopped {
         /// Seq of the step's `step/start`.
         boundary: u64,
+        /// The text of the model's last message: the turn's answer.
+        answer: String,
     },
 }
 
@@ -213,6 +225,7 @@ impl Agent {
             external_tools: Vec::new(),
             max_cost: None,
             checkpoints: None,
+            output: None,
         }
     }
 
@@ -284,6 +297,21 @@ impl Agent {
         cancel: &CancellationToken,
         limits: &TurnLimits,
     ) -> Result<TurnOutcome, AgentError> {
+        self.run_turn_shaped(session, prompt, cancel, limits, None).await
+    }
+
+    /// Runs one turn for `prompt` to its end, within `limits`, its final answer held to
+    /// `output` when given (docs/scripting.md, "Structured answers"): the schema is logged as a
+    /// context note after the prompt; an answer that does not validate is named in one logged
+    /// correction and asked for once more; still invalid, the turn ends `outputInvalid`.
+    pub async fn run_turn_shaped(
+        &mut self,
+        session: &SessionHandle,
+        prompt: &str,
+        cancel: &CancellationToken,
+        limits: &TurnLimits,
+        output: Option<OutputSchema>,
+    ) -> Result<TurnOutcome, AgentError> {
         let started = Instant::now();
         // The timeout cancels the turn as `session/cancel` does, through a token of its own:
         // the turn's token cancelled while the caller's is not means the timer fired.
@@ -291,6 +319,7 @@ impl Agent {
         let cancel = &outer.child_token();
         let _timer = limits.timeout.map(|timeout| TurnTimer::start(timeout, cancel.clone()));
         self.max_cost = limits.max_cost;
+        self.output = output;
         close_interrupted(session).await?;
         self.turn_floor = None;
         self.turn_external.clear();
@@ -316,6 +345,9 @@ impl Agent {
             }
         }
         session.append(EventData::UserMessage(UserMessage { text: prompt.to_owned() })).await?;
+        if let Some(output) = &self.output {
+            session.append(EventData::ContextMessage(output.note())).await?;
+        }
 
         let mut outcome = TurnOutcome {
             turn,
@@ -324,11 +356,17 @@ impl Agent {
             usage: Usage::default(),
             error: None,
             limit: None,
+            output: None,
+            output_errors: Vec::new(),
             timings: Vec::new(),
         };
         let mut usd = 0.0;
         // Whether the turn's end was checkpointed (before a budget's `turn/limit`).
         let mut checkpointed = false;
+        // An invalid answer's problems, to be named in the correction before the next step;
+        // and whether the one correction was asked for.
+        let mut correction: Option<Vec<String>> = None;
+        let mut corrected = false;
         loop {
             // Between steps: a budget reached stops the turn here, never inside a step.
             let spent = Spent { steps: outcome.steps, usage: outcome.usage, usd };
@@ -349,6 +387,11 @@ impl Agent {
                 outcome.stop_reason = StopReason::MaxSteps;
                 break;
             }
+            // Only a step that will run is owed the correction: a budget reached first ends
+            // the turn without it.
+            if let Some(problems) = correction.take() {
+                session.append(EventData::ContextMessage(output::correction(&problems))).await?;
+            }
             outcome.steps += 1;
             let step_started = Instant::now();
             let mut provider = Duration::ZERO;
@@ -364,7 +407,24 @@ impl Agent {
             outcome.timings.push(StepTiming { step, total: step_started.elapsed(), provider });
             match step_outcome {
                 Ok(StepOutcome::Continue | StepOutcome::CancelledBeforeStart) => {}
-                Ok(StepOutcome::Stopped { boundary }) => {
+                Ok(StepOutcome::Stopped { boundary, answer }) => {
+                    let checked = self.output.as_ref().map(|output| output.check(&answer));
+                    if let Some(Err(problems)) = checked {
+                        // Steering since the boundary asks for another answer anyway; that one
+                        // is checked in turn.
+                        if session.query(move |s| steering_after(s, boundary)).await? {
+                            continue;
+                        }
+                        if corrected {
+                            outcome.stop_reason = StopReason::OutputInvalid;
+                            outcome.error = Some(output::failure(&problems));
+                            outcome.output_errors = problems;
+                            break;
+                        }
+                        corrected = true;
+                        correction = Some(problems);
+                        continue;
+                    }
                     // What the turn's tools left, recorded before its end (a client takes
                     // `turn/end` as the turn's last event). Steering already here continues
                     // the turn instead; one arriving in between leaves this checkpoint between
@@ -383,6 +443,7 @@ impl Agent {
                         })
                         .await?;
                     if ended.is_some() {
+                        outcome.output = checked.and_then(Result::ok);
                         return Ok(outcome);
                     }
                 }
@@ -502,6 +563,9 @@ impl Agent {
         // 4. Seed the call config; the wire format is the profile's, as configured now.
         let mut config = self.seed_config(snapshot.header.as_ref());
         config.wire.clone_from(&endpoint.wire);
+        // The JSON mode is the turn's: asked for under an output schema, dropped after.
+        config.response_format =
+            self.output.as_ref().and_then(|output| output.response_format(&config));
 
         // 5. Request hooks: a replacement config is all they can return.
         let context = HookContext { session_id: session.session_id().to_owned(), turn, step };
@@ -609,6 +673,7 @@ impl Agent {
             return self.fail_step(session, step, error, false).await;
         }
         let calls = message.tool_calls.clone();
+        let answer = if calls.is_empty() { message.content.clone() } else { String::new() };
         session.append(EventData::AssistantMessage(AssistantTurn { step, message })).await?;
 
         // The workspace as the step found it, before any of its tools can change it: what a
@@ -629,7 +694,7 @@ impl Agent {
         if !calls.is_empty() {
             return Ok(StepOutcome::Continue);
         }
-        Ok(StepOutcome::Stopped { boundary: snapshot.boundary_seq })
+        Ok(StepOutcome::Stopped { boundary: snapshot.boundary_seq, answer })
     }
 
     /// Runs `work` on the file memory, advanced over the log first, on the blocking pool (it

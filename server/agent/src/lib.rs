@@ -23,8 +23,9 @@ mod seen;
 pub mod tools;
 
 pub use agent::{
-    Agent, AgentConfig, CallOverrides, Clock, HookContext, INTERRUPTED, RequestHook, StepTiming,
-    TurnLimits, TurnOutcome, close_interrupted, close_open_turn,
+    Agent, AgentConfig, CallOverrides, Clock, HookContext, INTERRUPTED, MAX_SCHEMA_BYTES,
+    OUTPUT_INVALID_SOURCE, OUTPUT_SCHEMA_SOURCE, OutputSchema, RequestHook, StepTiming, TurnLimits,
+    TurnOutcome, close_interrupted, close_open_turn,
 };
 pub use checkpoints::Checkpoints;
 pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now};

@@ -133,6 +133,7 @@ async fn run() {
                         text,
                         when_busy: None,
                         limits: None,
+                        output_schema: None,
                     };
                     let answer = client.call::<method::SessionPrompt>(params).await;
                     outcomes.push(answer);

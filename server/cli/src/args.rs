@@ -173,6 +173,10 @@ pub struct PromptArgs {
     /// Cancel the turn after SECS seconds, as `dsh cancel` does.
     #[arg(long, value_name = "SECS", value_parser = more_than_zero, allow_negative_numbers = true)]
     pub timeout: Option<f64>,
+    /// The final answer must be a JSON value valid against the JSON Schema in FILE: asked for
+    /// once more when it is not, then exit status 4. With --json, `turn/end` carries `output`.
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
     /// The prompt.
     #[arg(required = true, value_name = "TEXT")]
     pub text: Vec<String>,
@@ -196,10 +200,12 @@ const PROMPT_EXIT_STATUSES: &str = "\
 Exit status:
   0    the turn completed
   1    the turn failed, or the prompt could not run (refused, the daemon went away)
-  2    the command line is wrong (a budget that is not positive, say)
+  2    the command line is wrong (a budget that is not positive, an --output-schema file
+       that is not a JSON Schema, say)
   3    a budget was reached (--max-steps, --max-tokens, --max-cost, --timeout), or the
        session's own step limit
-  4    reserved: the output does not match the schema asked for
+  4    the answer does not match --output-schema, even once asked again (the problems are
+       on stderr)
   130  the turn was cancelled (Ctrl-C, `dsh cancel`, the daemon stopping)
 
 With --json, stdout is JSON lines only, each with `schemaVersion` and `type`: the turn's

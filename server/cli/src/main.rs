@@ -183,6 +183,17 @@ fn start_detached() -> ExitCode {
     }
 }
 
+/// The JSON Schema in `path`, checked as the daemon checks it.
+fn read_output_schema(path: &std::path::Path) -> anyhow::Result<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let schema: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    dsh_daemon::OutputSchema::new(schema.clone())
+        .map_err(|problem| anyhow::anyhow!("{}: {problem}", path.display()))?;
+    Ok(schema)
+}
+
 fn default_log_level(command: &Command) -> &'static str {
     match command {
         Command::Serve(_) => "info",
@@ -201,11 +212,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run_demo(args.keep, &settings).await,
         Command::Prompt(args) => {
             let limits = args.limits();
+            // A schema that cannot be used is refused before anything is created or logged.
+            let output_schema = match args.output_schema.as_deref().map(read_output_schema) {
+                None => None,
+                Some(Ok(schema)) => Some(schema),
+                Some(Err(error)) => {
+                    eprintln!("dsh: --output-schema: {error:#}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
             let options = commands::PromptOptions {
                 workspace: workspace_dir(args.workspace.as_deref())?,
                 session: args.session,
                 yes: args.yes,
                 limits,
+                output_schema,
                 text: args.text.join(" "),
             };
             commands::prompt(&settings, options).await

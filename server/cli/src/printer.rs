@@ -201,6 +201,17 @@ where
             state.end_line();
             println!("{}", rewind_line(rewind));
         }
+        // The one correction of an answer that does not match the output schema: what is
+        // wrong, as the model is told it.
+        EventData::ContextMessage(note)
+            if note.source.as_deref() == Some(dsh_daemon::OUTPUT_INVALID_SOURCE) =>
+        {
+            state.end_line();
+            println!("↻ the answer does not match the output schema; asked once more:");
+            for problem in note.text.lines().filter_map(|line| line.strip_prefix("- ")) {
+                println!("{}", state.dim(&format!("  {}", clean(problem))));
+            }
+        }
         EventData::StepError(failure) => {
             state.end_line();
             state.waiting = false;

@@ -10,7 +10,7 @@ use dsh_session::Approval;
 use toml::Spanned;
 
 use crate::file::{FileMcpServer, Layer};
-use crate::resolve::{at, take};
+use crate::resolve::{at, source_line, take};
 use crate::{ConfigError, Source, Sourced};
 
 /// How dsh reaches an MCP server.
@@ -159,10 +159,38 @@ pub(crate) struct PartialServer {
 }
 
 impl PartialServer {
-    /// Takes what one layer's `[mcp.servers.NAME]` sets.
-    pub(crate) fn merge(&mut self, layer: &Layer, spanned: &Spanned<FileMcpServer>) {
+    /// Takes what one layer's `[mcp.servers.NAME]` sets; a workspace's `approval` never looser
+    /// than the layers below say (a server nobody gave one asks).
+    pub(crate) fn merge(
+        &mut self,
+        layer: &Layer,
+        name: &str,
+        spanned: &Spanned<FileMcpServer>,
+    ) -> Result<(), ConfigError> {
         let given = spanned.get_ref();
         self.named_at.get_or_insert_with(|| layer.source(spanned));
+        if layer.workspace
+            && let Some(policy) = &given.approval
+            && let Ok(value) = policy.get_ref().parse::<Approval>()
+        {
+            // A policy below that does not parse is refused by `finish_server` anyway.
+            let below = self.approval.as_ref().map_or(Ok(Approval::Ask), |b| b.value.parse());
+            if let Ok(below) = below
+                && value.stricter(below) != value
+            {
+                return Err(layer.error(
+                    source_line(&layer.source(policy)),
+                    format!(
+                        "mcp server `{name}`: `approval = \"{}\"` cannot be set in a \
+                         workspace's configuration: it is looser than your own (\"{}\"), and a \
+                         repository may only tighten approvals; set it in your own \
+                         configuration file",
+                        value.name(),
+                        below.name()
+                    ),
+                ));
+            }
+        }
         take(&mut self.command, layer, &given.command);
         take(&mut self.args, layer, &given.args);
         take(&mut self.env, layer, &given.env);
@@ -173,6 +201,7 @@ impl PartialServer {
         take(&mut self.startup_timeout, layer, &given.startup_timeout_secs);
         take(&mut self.call_timeout, layer, &given.call_timeout_secs);
         take(&mut self.approval, layer, &given.approval);
+        Ok(())
     }
 }
 

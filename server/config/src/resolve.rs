@@ -264,7 +264,7 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
         take(&mut files, layer, &file.instructions.files);
         take(&mut on_edit, layer, &file.instructions.on_edit);
         for (name, spanned) in &file.mcp.servers {
-            servers.entry(name.clone()).or_default().merge(layer, spanned);
+            servers.entry(name.clone()).or_default().merge(layer, name, spanned)?;
         }
     }
     if let Some(value) = &overrides.profile {

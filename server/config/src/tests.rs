@@ -439,6 +439,28 @@ fn a_workspace_cannot_let_mcp_tools_run_without_asking() {
     layer("[approvals]\nmcp = \"ask\"\nread_file = \"auto\"\n", "/w/.dsh/config.toml", true);
 }
 
+/// The rule of `[approvals]` holds for a server's own `approval`: a repository may not make a
+/// server the user's file denies ask (found by the `config` fuzz target).
+#[test]
+fn a_workspace_cannot_loosen_an_mcp_servers_approval() {
+    let user =
+        layer("[mcp.servers.fx]\ncommand = \"fx\"\napproval = \"deny\"\n", "/u/config.toml", false);
+    let workspace = layer("[mcp.servers.fx]\napproval = \"ask\"\n", "/w/.dsh/config.toml", true);
+    let message =
+        resolve(&[&builtin(), &user, &workspace], &Overrides::default()).unwrap_err().to_string();
+    assert!(message.starts_with("/w/.dsh/config.toml:2: mcp server `fx`: "), "{message}");
+    assert!(message.contains("looser than your own (\"deny\")"), "{message}");
+    // Tightening, or saying again what the user's file says, is the workspace's to do.
+    let user =
+        layer("[mcp.servers.fx]\ncommand = \"fx\"\napproval = \"ask\"\n", "/u/config.toml", false);
+    for policy in ["ask", "deny"] {
+        let text = format!("[mcp.servers.fx]\napproval = \"{policy}\"\n");
+        let workspace = layer(&text, "/w/.dsh/config.toml", true);
+        let config = resolve(&[&builtin(), &user, &workspace], &Overrides::default()).unwrap();
+        assert_eq!(config.mcp["fx"].approval.value.name(), policy);
+    }
+}
+
 #[test]
 fn bad_mcp_server_definitions_are_refused_with_file_and_line() {
     let cases = [

@@ -345,14 +345,15 @@ impl Daemon {
         Ok(())
     }
 
-    /// Runs a turn of `live` for `text` within `limits`, waiting behind a running turn when
-    /// `queue` is set. Resolves when the turn ends.
+    /// Runs a turn of `live` for `text` within `limits` (its answer held to `output`, when
+    /// given), waiting behind a running turn when `queue` is set. Resolves when the turn ends.
     pub async fn prompt(
         self: &Arc<Self>,
         live: Arc<LiveSession>,
         text: String,
         queue: bool,
         limits: TurnLimits,
+        output: Option<dsh_agent::OutputSchema>,
     ) -> ApiResult<TurnOutcome> {
         self.check_usable(&live)?;
         // Resolve the endpoint now so a missing key or profile is reported before anything is
@@ -420,7 +421,7 @@ impl Daemon {
                 if std::env::var("DSH_DEBUG_PANIC_ON_PROMPT").is_ok_and(|trigger| trigger == text) {
                     panic!("DSH_DEBUG_PANIC_ON_PROMPT matched the prompt");
                 }
-                agent.run_turn_within(&live.handle, &text, &cancel, &limits).await
+                agent.run_turn_shaped(&live.handle, &text, &cancel, &limits, output).await
             };
             let result = match AssertUnwindSafe(turn).catch_unwind().await {
                 Ok(result) => result.map_err(|error| {

@@ -151,9 +151,10 @@ pub async fn session_prompt(
         return Err(ApiError::invalid_params("prompt text is empty"));
     }
     let limits = turn_limits(params.limits.unwrap_or_default())?;
+    let output = params.output_schema.map(output_schema).transpose()?;
     let live = load(&daemon, &params.session_id).await?;
     let queue = params.when_busy.unwrap_or_default() == WhenBusy::Queue;
-    let outcome = daemon.prompt(live, params.text, queue, limits).await?;
+    let outcome = daemon.prompt(live, params.text, queue, limits, output).await?;
     Ok(SessionPromptResult {
         turn: outcome.turn,
         stop_reason: outcome.stop_reason,
@@ -161,7 +162,16 @@ pub async fn session_prompt(
         usage: outcome.usage,
         error: outcome.error,
         limit: outcome.limit,
+        output: outcome.output,
+        output_errors: outcome.output_errors,
     })
+}
+
+/// The turn's output schema from `session/prompt`'s `outputSchema`, checked and compiled before
+/// anything is logged: one that is not a valid JSON Schema is refused.
+fn output_schema(schema: serde_json::Value) -> ApiResult<dsh_agent::OutputSchema> {
+    dsh_agent::OutputSchema::new(schema)
+        .map_err(|problem| ApiError::invalid_params(format!("outputSchema: {problem}")))
 }
 
 /// The loop's budgets from `session/prompt`'s `limits`: each must be positive (a finite

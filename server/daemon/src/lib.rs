@@ -36,4 +36,8 @@ pub mod views;
 mod watch;
 
 pub use client::{Client, ClientError, Unsolicited};
+/// A prompt's output schema, checked as `session/prompt` checks it: a client (`dsh prompt
+/// --output-schema`) refuses a bad one before it creates a session. And the `source` of the
+/// context note that corrects an answer, which a transcript shows.
+pub use dsh_agent::{OUTPUT_INVALID_SOURCE, OutputSchema};
 pub use startup::DaemonConfig;

@@ -142,6 +142,7 @@ impl State {
                 text,
                 when_busy: Some(WhenBusy::Queue),
                 limits: None,
+                output_schema: None,
             };
             if let Err(failure) = state.dsh.call::<method::SessionPrompt>(params).await {
                 state.lsp.show_message(MessageType::ERROR, format!("dsh: {failure}")).await;

@@ -114,6 +114,8 @@ struct Typed<'a> {
     stream: bool,
     include_usage: bool,
     user_id: Option<&'a str>,
+    /// `response_format` is `{"type":"json_object"}`.
+    json_object: bool,
 }
 
 fn missing(field: &str) -> ApiError {
@@ -195,6 +197,28 @@ fn check_types(object: &Map<String, Value>) -> Result<Typed<'_>, ApiError> {
         Some(Value::String(user_id)) => Some(user_id.as_str()),
         Some(_) => return Err(ApiError::field_type("user_id: expected a string")),
     };
+    let json_object = match non_null(object, "response_format") {
+        None => false,
+        Some(Value::Object(format)) => match format.get("type") {
+            Some(Value::String(kind)) if kind == "text" => false,
+            Some(Value::String(kind)) if kind == "json_object" => true,
+            Some(Value::String(kind)) => {
+                return Err(ApiError::field_type(format!(
+                    "response_format.type: unknown variant `{kind}`, expected `text` or \
+                     `json_object`"
+                )));
+            }
+            None => return Err(ApiError::field_type("response_format: missing field `type`")),
+            Some(_) => {
+                return Err(ApiError::field_type(
+                    "response_format.type: expected `text` or `json_object`",
+                ));
+            }
+        },
+        Some(_) => {
+            return Err(ApiError::field_type("response_format: expected struct ResponseFormat"));
+        }
+    };
     let tool_choice = match non_null(object, "tool_choice") {
         None => None,
         Some(choice @ (Value::String(_) | Value::Object(_))) => Some(choice),
@@ -265,6 +289,7 @@ fn check_types(object: &Map<String, Value>) -> Result<Typed<'_>, ApiError> {
         stream,
         include_usage,
         user_id,
+        json_object,
     })
 }
 
@@ -502,6 +527,18 @@ fn check_semantics(
                 "The `reasoning_content` in the thinking mode must be passed back to the API.",
             ));
         }
+    }
+    // DeepSeek's JSON Output: the prompt (a system or user message) must say "json".
+    if typed.json_object
+        && !messages.iter().any(|message| {
+            matches!(message.role, Role::System | Role::User)
+                && message.text().to_ascii_lowercase().contains("json")
+        })
+    {
+        return Err(ApiError::invalid(
+            "Prompt must contain the word 'json' in some form to use 'response_format' of type \
+             'json_object'.",
+        ));
     }
     Ok(ChatRequest {
         model,

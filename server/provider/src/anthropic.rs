@@ -8,7 +8,8 @@
 //!
 //! `model`, `max_tokens`, `system` (when the header has a non-empty one), `messages`, `tools`
 //! (when the header has tools), `thinking`, `output_config` (when an effort is set),
-//! `temperature`, `top_p` (when set), `stream`.
+//! `temperature`, `top_p` (when set), `stream`. The format has no JSON mode: a call config's
+//! `response_format` is not written (the loop asks for one only in the chat formats).
 //!
 //! **Turns.** The conversation becomes alternating `user`/`assistant` turns: consecutive
 //! messages that map to the same role are merged into one turn, in order. User, tool and

@@ -14,7 +14,9 @@
 //!
 //! The rules it follows (docs/providers.md):
 //! - field order `model`, `messages`, `tools`, `thinking`, `reasoning_effort`, `max_tokens`,
-//!   `temperature`, `top_p`, `stream`, `stream_options`;
+//!   `temperature`, `top_p`, `response_format`, `stream`, `stream_options`;
+//! - `response_format` only when the call config asks for a JSON mode
+//!   (`{"type":"json_object"}`: a prompt with an output schema, docs/scripting.md);
 //! - `thinking` is always an object (a boolean gets a 422), `max_tokens` is always sent;
 //! - the header's system prompt becomes the first message; tools are sorted by name in UTF-16
 //!   code-unit order (what the TypeScript harness did), stable for equal names;
@@ -38,7 +40,7 @@ use std::sync::Arc;
 
 use dsh_session::{
     AssistantMessage, EpochHeader, GenerateRequest, LlmCallConfig, Message, ProviderKind,
-    ToolSchema,
+    ResponseFormat, ToolSchema,
 };
 
 use crate::body::{Prefix, WireBytes, adopt_messages, extends};
@@ -153,6 +155,12 @@ fn put_tail(out: &mut Vec<u8>, header: &EpochHeader) {
     });
     put(out, &config.max_tokens);
     put_sampling(out, config);
+    match config.response_format {
+        None => {}
+        Some(ResponseFormat::JsonObject) => {
+            out.extend_from_slice(b",\"response_format\":{\"type\":\"json_object\"}");
+        }
+    }
     out.extend_from_slice(b",\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
 }
 

@@ -39,6 +39,20 @@ pub struct LlmCallConfig {
     /// Nucleus sampling, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
+    /// The provider's native JSON mode, asked for while a turn must answer in JSON (a prompt
+    /// with an output schema), when the format has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// The shape the provider is asked to hold the model's answer to (its `response_format`).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+pub enum ResponseFormat {
+    /// A JSON object (DeepSeek's JSON Output, `{"type":"json_object"}`); the prompt must say
+    /// `json` and give the shape.
+    JsonObject,
 }
 
 /// The kind of endpoint a provider profile speaks.

@@ -42,8 +42,8 @@ pub use event::{
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,
-    SystemDelta, ToolSchema, ToolsDelta, WireFormat, apply_header_delta, canonical_json,
-    diff_header, fold_request_header, plan_header_event,
+    ResponseFormat, SystemDelta, ToolSchema, ToolsDelta, WireFormat, apply_header_delta,
+    canonical_json, diff_header, fold_request_header, plan_header_event,
 };
 pub use instructions::{INSTRUCTIONS_SOURCE, InstructionFold, Noted};
 pub use joined::joined_at;

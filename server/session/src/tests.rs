@@ -18,6 +18,7 @@ fn config(model: &str) -> LlmCallConfig {
         reasoning_effort: None,
         temperature: None,
         top_p: None,
+        response_format: None,
     }
 }
 

@@ -507,6 +507,7 @@ M.event_kinds = {
 --- `session/prompt` params.
 ---@class dsh.SessionPromptParams
 ---@field limits? dsh.TurnLimits Budgets of this turn (default: none; the session's own `maxSteps` still holds).
+---@field outputSchema? any A JSON Schema the turn's final answer must validate against (docs/scripting.md, "Structured answers"): the model is told it in a logged note, asked once more with the problems when its answer does not validate, and the turn ends `outputInvalid` when the second answer does not either. The validated value is the result's `output`. A value that is not a valid JSON Schema (or has a `$ref` outside itself, or is over 64 KiB) is refused with invalid params before anything is logged.
 ---@field sessionId string The session.
 ---@field text string The prompt.
 ---@field whenBusy? dsh.WhenBusy Default `reject`.
@@ -515,6 +516,8 @@ M.event_kinds = {
 ---@class dsh.SessionPromptResult
 ---@field error? string The error, when it ended with one.
 ---@field limit? dsh.TurnLimit The budget that stopped the turn (as its `turn/limit` event), when `stopReason` is `limit`.
+---@field output? any The final answer, validated against the prompt's `outputSchema`, when the turn had one and completed.
+---@field outputErrors? string[] What is wrong with the last answer, when `stopReason` is `outputInvalid` (at most ten problems, each cut to 300 characters, and a count of the rest).
 ---@field steps integer Steps run.
 ---@field stopReason dsh.StopReason Why it ended.
 ---@field turn integer The turn number.
@@ -801,6 +804,7 @@ M.event_kinds = {
 ---@field model string Provider model id, passed through unchanged.
 ---@field profile? string The provider profile the session is pinned to (its name in the configuration); `None` in logs written before profiles existed, which are DeepSeek's. Never a URL, a key or a header value: only what names the endpoint's kind and identity for the reader.
 ---@field reasoningEffort? string Reasoning effort (`high`, `max`), when set.
+---@field responseFormat? dsh.ResponseFormat The provider's native JSON mode, asked for while a turn must answer in JSON (a prompt with an output schema), when the format has one.
 ---@field temperature? number Sampling temperature, when set.
 ---@field thinking boolean Thinking mode on or off.
 ---@field topP? number Nucleus sampling, when set.
@@ -834,6 +838,13 @@ M.event_kinds = {
 ---@field adapter string The adapter that serialized the body (e.g. `deepseek-chat/v1`).
 ---@field bytes integer Length of the body in bytes.
 ---@field sha256 string Lowercase hex sha256 of the exact body bytes.
+
+--- A JSON object (DeepSeek's JSON Output, `{"type":"json_object"}`); the prompt must say `json` and give the shape.
+---@class dsh.ResponseFormat.jsonObject
+---@field type "jsonObject"
+
+--- The shape the provider is asked to hold the model's answer to (its `response_format`).
+---@alias dsh.ResponseFormat dsh.ResponseFormat.jsonObject
 
 --- `session/meta`.
 ---@class dsh.SessionMeta
@@ -878,7 +889,7 @@ M.event_kinds = {
 ---@field turn integer The turn this step belongs to.
 
 --- Why a turn ended.
----@alias dsh.StopReason "completed"|"cancelled"|"error"|"maxSteps"|"limit"
+---@alias dsh.StopReason "completed"|"cancelled"|"error"|"maxSteps"|"limit"|"outputInvalid"
 
 --- A compaction summary, seen by the model as a user message.
 ---@class dsh.SurfaceNode.summary

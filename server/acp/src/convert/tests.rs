@@ -118,6 +118,11 @@ fn dsh_answers_become_acp_responses() {
             answer("error", None, None),
             json!({"error": {"code": -32603, "message": "the turn failed", "data": {"turn": 3}}}),
         ),
+        (
+            "an answer that does not match the output schema",
+            answer("outputInvalid", None, Some("the answer does not match the output schema: x")),
+            json!({"error": {"code": -32603, "message": "the answer does not match the output schema: x", "data": {"turn": 3}}}),
+        ),
     ]);
 }
 

@@ -107,6 +107,7 @@ impl Front {
             text: text.clone(),
             when_busy: None,
             limits: None,
+            output_schema: None,
         };
         let result = match self.client.call::<method::SessionPrompt>(params).await {
             Ok(result) => result,

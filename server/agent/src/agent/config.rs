@@ -99,6 +99,7 @@ impl AgentConfig {
                 reasoning_effort: None,
                 temperature: None,
                 top_p: None,
+                response_format: None,
             },
             overrides: CallOverrides::default(),
             max_steps: 50,

@@ -172,6 +172,7 @@ pub fn summarize_request(
         reasoning_effort: None,
         temperature: None,
         top_p: None,
+        response_format: None,
     };
     let header = EpochHeader::new(call, Some(SUMMARY_INSTRUCTION.to_owned()), Vec::new());
     let text = render_region(&surface[first..=last], config);

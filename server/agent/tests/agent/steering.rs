@@ -150,3 +150,58 @@ async fn steering_sent_while_idle_joins_the_next_turns_first_request() {
     assert!(requests[1].hit > 0);
     assert_every_step_rebuilds(&fixture).await;
 }
+
+/// Under an output schema, steering that arrives while the model gives an invalid answer asks
+/// for a new answer without spending the turn's one correction: a second invalid answer is still
+/// corrected, and the third, valid, completes the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steering_during_an_invalid_answer_does_not_spend_the_correction() {
+    let fixture = Fixture::with_mock(slow_stream()).await;
+    fixture
+        .script(json!([
+            { "reasoning": "A long thought before a wrong answer, long enough to steer during it.",
+              "content": "Not JSON at all, but a long enough sentence to stream for a while." },
+            { "reasoning": "Still wrong.", "content": "{\"tests\": \"none\"}" },
+            { "reasoning": "Right.", "content": "{\"tests\": 0}" },
+        ]))
+        .await;
+    let schema = dsh_agent::OutputSchema::new(json!({
+        "type": "object",
+        "properties": {"tests": {"type": "integer"}},
+        "required": ["tests"]
+    }))
+    .unwrap();
+    let mut agent = fixture.agent();
+    let session = fixture.session.clone();
+    let turn = tokio::spawn(async move {
+        let limits = dsh_agent::TurnLimits::default();
+        let cancel = CancellationToken::new();
+        agent.run_turn_shaped(&session, "Count the tests.", &cancel, &limits, Some(schema)).await
+    });
+    wait_for_streaming(&fixture).await;
+    let steering = EventData::SteeringMessage(SteeringMessage { text: STEER.to_owned() });
+    fixture.session.append(steering).await.unwrap();
+    let outcome = turn.await.unwrap().unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::Completed, "{:?}", outcome.error);
+    assert_eq!((outcome.steps, outcome.output), (3, Some(json!({"tests": 0}))));
+
+    let events = fixture.session.query(|s| s.events().to_vec()).await.unwrap();
+    let corrections: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match &event.data {
+            EventData::ContextMessage(note)
+                if note.source.as_deref() == Some(dsh_agent::OUTPUT_INVALID_SOURCE) =>
+            {
+                Some(note.text.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(corrections.len(), 1, "{corrections:?}");
+    assert!(corrections[0].contains("/tests: \"none\" is not of type \"integer\""));
+    let requests = fixture.mock.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(body(&requests[1]).contains(STEER) && !body(&requests[1]).contains("is not of type"));
+    assert!(body(&requests[2]).contains("is not of type"));
+    assert_every_step_rebuilds(&fixture).await;
+}

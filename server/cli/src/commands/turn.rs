@@ -20,8 +20,8 @@ pub mod exit {
     /// A budget of the turn (`--max-steps`, `--max-tokens`, `--max-cost`, `--timeout`) or the
     /// session's own step cap was reached.
     pub const LIMIT: u8 = 3;
-    /// Reserved: the turn's output does not match the schema asked for (`--output-schema`).
-    #[expect(dead_code, reason = "reserved for `--output-schema`, which does not exist yet")]
+    /// The turn's answer does not match the schema asked for (`--output-schema`), even after
+    /// the one correction.
     pub const OUTPUT_INVALID: u8 = 4;
     /// The turn was cancelled (Ctrl-C, `dsh cancel`, the daemon stopping), as a shell reports
     /// an interrupted command.
@@ -45,6 +45,8 @@ pub struct PromptOptions {
     pub yes: bool,
     /// The turn's budgets.
     pub limits: Option<TurnLimits>,
+    /// The JSON Schema the turn's answer must match (checked already).
+    pub output_schema: Option<serde_json::Value>,
     /// The prompt.
     pub text: String,
 }
@@ -57,6 +59,8 @@ pub struct TurnRequest {
     pub yes: bool,
     /// The turn's budgets (`session/prompt`'s `limits`).
     pub limits: Option<TurnLimits>,
+    /// The JSON Schema the turn's answer must match (`session/prompt`'s `outputSchema`).
+    pub output_schema: Option<serde_json::Value>,
     /// JSON lines on stdout instead of text.
     pub json: bool,
 }
@@ -131,6 +135,7 @@ async fn prompt_in_session(
         text: options.text,
         yes: options.yes,
         limits: options.limits,
+        output_schema: options.output_schema,
         json: settings.json,
     };
     stream_turn(&client, &mut inbox, &session_id, request).await
@@ -146,7 +151,7 @@ pub async fn stream_turn(
     session_id: &str,
     request: TurnRequest,
 ) -> anyhow::Result<ExitCode> {
-    let TurnRequest { text, yes, limits, json } = request;
+    let TurnRequest { text, yes, limits, output_schema, json } = request;
     let session_id = session_id.to_owned();
     let page = client
         .call::<method::SessionEvents>(SessionEventsParams {
@@ -183,6 +188,7 @@ pub async fn stream_turn(
         text,
         when_busy: Some(WhenBusy::Reject),
         limits,
+        output_schema,
     };
     let mut turn =
         tokio::spawn(async move { prompt_client.call::<method::SessionPrompt>(params).await });
@@ -228,7 +234,13 @@ pub async fn stream_turn(
     let _ = client.call::<method::SessionUnsubscribe>([subscription]).await;
     match outcome {
         Ok(result) => {
-            if let Some(error) = &result.error {
+            if result.stop_reason == StopReason::OutputInvalid {
+                // One problem a line, on stderr, where a script piping stdout still sees them.
+                eprintln!("dsh: the answer does not match the output schema:");
+                for problem in &result.output_errors {
+                    eprintln!("  {problem}");
+                }
+            } else if let Some(error) = &result.error {
                 // The transcript went to stdout; the reason the turn failed also goes to stderr,
                 // where a script piping stdout still sees it.
                 eprintln!("dsh: the turn failed: {error}");
@@ -238,6 +250,7 @@ pub async fn stream_turn(
                 StopReason::Cancelled => exit::CANCELLED,
                 StopReason::Error => exit::FAILED,
                 StopReason::Limit | StopReason::MaxSteps => exit::LIMIT,
+                StopReason::OutputInvalid => exit::OUTPUT_INVALID,
             };
             if json {
                 let cost = turn_cost(client, &session_id, result.turn).await;

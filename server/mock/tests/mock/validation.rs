@@ -85,6 +85,14 @@ async fn fields_with_the_wrong_json_type_are_422_naming_the_field() {
             json!({"model": "deepseek-v4-flash", "messages": [{"content": "x"}]}),
             "messages[0]: missing field `role`",
         ),
+        (
+            json!({"model": "deepseek-v4-flash", "messages": messages, "response_format": "json"}),
+            "response_format: expected struct ResponseFormat",
+        ),
+        (
+            json!({"model": "deepseek-v4-flash", "messages": messages, "response_format": {"type": "json_schema", "json_schema": {}}}),
+            "response_format.type: unknown variant `json_schema`",
+        ),
     ];
     for (body, expected) in cases {
         let reply = chat(&server, &body).await;
@@ -160,6 +168,10 @@ async fn semantic_errors_are_400_with_their_messages() {
         (
             json!({"model": "deepseek-chat", "messages": [{"role": "user", "content": "x"}], "max_tokens": 8193}),
             "8192",
+        ),
+        (
+            json!({"model": flash, "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "json"}], "response_format": {"type": "json_object"}}),
+            "Prompt must contain the word 'json'",
         ),
     ];
     for (body, expected) in cases {
@@ -256,7 +268,20 @@ async fn ignored_parameters_and_unknown_fields_do_not_error() {
     body["some_future_field"] = json!({"a": 1});
     body["reasoning_effort"] = json!("medium");
     body["user_id"] = json!("u-1");
+    body["response_format"] = json!({"type": "text"});
     assert_eq!(chat(&server, &body).await.status, 200);
+}
+
+#[tokio::test]
+async fn json_mode_is_accepted_when_a_system_or_user_message_says_json() {
+    let server = start(MockConfig::default()).await;
+    for messages in [
+        json!([{"role": "user", "content": "Answer in JSON."}]),
+        json!([{"role": "system", "content": "Reply with a json object."}, {"role": "user", "content": "x"}]),
+    ] {
+        let body = json!({"model": "deepseek-v4-flash", "messages": messages, "response_format": {"type": "json_object"}});
+        assert_eq!(chat(&server, &body).await.status, 200, "{body}");
+    }
 }
 
 #[tokio::test]

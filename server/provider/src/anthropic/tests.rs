@@ -29,6 +29,7 @@ fn config(thinking: bool) -> LlmCallConfig {
         reasoning_effort: None,
         temperature: None,
         top_p: None,
+        response_format: None,
     }
 }
 

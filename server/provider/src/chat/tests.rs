@@ -26,6 +26,7 @@ fn config(thinking: bool) -> LlmCallConfig {
         reasoning_effort: None,
         temperature: None,
         top_p: None,
+        response_format: None,
     }
 }
 
@@ -81,6 +82,23 @@ fn optional_scalars_follow_thinking_in_fixed_order() {
         &request,
         expect![[
             r#"{"model":"deepseek-v4-flash","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}],"thinking":{"type":"enabled"},"reasoning_effort":"max","max_tokens":4096,"temperature":0.7,"top_p":1.0,"stream":true,"stream_options":{"include_usage":true}}"#
+        ]],
+    );
+}
+
+#[test]
+fn a_json_mode_is_asked_for_after_the_sampling_fields() {
+    let mut config = config(false);
+    config.temperature = Some(0.0);
+    config.response_format = Some(dsh_session::ResponseFormat::JsonObject);
+    let request = GenerateRequest {
+        header: EpochHeader { config, system: None, tools: None },
+        messages: vec![user("answer in json")],
+    };
+    check(
+        &request,
+        expect![[
+            r#"{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"answer in json"}],"thinking":{"type":"disabled"},"max_tokens":4096,"temperature":0.0,"response_format":{"type":"json_object"},"stream":true,"stream_options":{"include_usage":true}}"#
         ]],
     );
 }

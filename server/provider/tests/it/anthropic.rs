@@ -27,6 +27,7 @@ fn anthropic_config(thinking: bool, cache_control: bool) -> LlmCallConfig {
         reasoning_effort: None,
         temperature: None,
         top_p: None,
+        response_format: None,
     }
 }
 

@@ -41,6 +41,7 @@ pub fn call_config(model: &str, thinking: bool) -> LlmCallConfig {
         reasoning_effort: None,
         temperature: None,
         top_p: None,
+        response_format: None,
     }
 }
 

@@ -93,6 +93,10 @@ pub enum StopReason {
     /// A budget the prompt set (`limits` of `session/prompt`) was reached: the `turn/limit`
     /// before the `turn/end` names it.
     Limit,
+    /// The prompt asked for an answer matching a JSON Schema (`session/prompt`'s
+    /// `outputSchema`), and the model's last answer, after one correction, did not: the
+    /// `turn/end`'s `error` names what is wrong.
+    OutputInvalid,
 }
 
 impl StopReason {
@@ -104,6 +108,7 @@ impl StopReason {
             Self::Error => "error",
             Self::MaxSteps => "maxSteps",
             Self::Limit => "limit",
+            Self::OutputInvalid => "outputInvalid",
         }
     }
 }

@@ -80,6 +80,7 @@ impl Writer {
                 reasoning_effort: None,
                 temperature: None,
                 top_p: None,
+                response_format: None,
             };
             let header = EpochHeader::new(config, Some("system".to_owned()), Vec::new());
             self.push(EventData::RequestHeader(RequestHeader {

@@ -72,6 +72,7 @@ pub fn header() -> EpochHeader {
         reasoning_effort: None,
         temperature: Some(0.2),
         top_p: None,
+        response_format: None,
     };
     let system =
         (0..60).map(|line| format!("rule {line}: {}", filler(line, 80))).collect::<Vec<_>>();

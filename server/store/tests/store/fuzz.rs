@@ -1,10 +1,16 @@
-//! The `log_load` fuzz target's regression inputs: every file under `tests/data/fuzz/log_load/`
-//! (the seeds, and any log a fuzzing run of `log_load` or `log_events` found failing,
-//! minimized) is read as a log file and folded through the target's own checks,
-//! `fuzz/src/log_load.rs` and `fuzz/src/folds.rs`, on stable.
+//! The regression inputs of the fuzz targets over whole logs, on stable, through the targets'
+//! own checks: every file under `tests/data/fuzz/log_load/` (the seeds, and any log a fuzzing
+//! run found failing, minimized) is read as a log file and folded (`fuzz/src/log_load.rs` and
+//! `fuzz/src/folds.rs`); every file under `tests/data/fuzz/log_events/` is the input of the
+//! structured generator (`fuzz/src/events.rs`), whose log is folded the same way
+//! (`fuzz/src/log_events.rs`).
 
+#[path = "../../../../fuzz/src/events.rs"]
+mod events;
 #[path = "../../../../fuzz/src/folds.rs"]
 mod folds;
+#[path = "../../../../fuzz/src/log_events.rs"]
+mod log_events;
 #[path = "../../../../fuzz/src/log_load.rs"]
 mod log_load;
 
@@ -22,6 +28,20 @@ fn every_log_load_fuzz_input_reads_and_folds_without_a_panic() {
         let bytes = std::fs::read(&file).unwrap();
         if std::panic::catch_unwind(|| log_load::check(&scratch, &bytes)).is_err() {
             panic!("{} fails the log_load checks", file.display());
+        }
+    }
+}
+
+#[test]
+fn every_log_events_fuzz_input_builds_a_log_that_folds_without_a_panic() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz/log_events");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(!files.is_empty(), "no inputs in {}", dir.display());
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap();
+        if std::panic::catch_unwind(|| log_events::check(&bytes)).is_err() {
+            panic!("{} fails the log_events checks", file.display());
         }
     }
 }
