@@ -21,6 +21,8 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     // The command sandbox knows nothing of sessions: the agent runs commands through it, the
     // daemon reports it, the CLI hosts its helper (`dsh sandbox-exec`) and `dsh doctor`.
     ("dsh-sandbox", &[]),
+    // Workspace checkpoints (rewind): files and an object store, nothing of sessions.
+    ("dsh-checkpoint", &[]),
     ("dsh-agent", &["dsh-session", "dsh-store", "dsh-provider", "dsh-sandbox"]),
     ("dsh-protocol", &["dsh-session"]),
     // Configuration files: the session crate's vocabulary (provider kinds, wire options,
@@ -36,6 +38,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "dsh-protocol",
             "dsh-sandbox",
             "dsh-config",
+            "dsh-checkpoint",
         ],
     ),
     // The CLI: a client of the daemon through its typed client and the protocol (plus the pure

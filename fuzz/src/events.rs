@@ -21,6 +21,7 @@ use dsh_session::{
     ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit, TurnStart, Usage,
     UserMessage,
 };
+use dsh_session::{CheckpointReason, TooLargeFile, WorkspaceCheckpoint, WorkspaceRewind};
 
 /// The most events after `session/meta` in one log.
 pub const MAX_EVENTS: usize = 64;
@@ -433,6 +434,41 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
                 SurfaceNode::ToolResult(input.tool_result())
             };
             EventData::SurfaceReplace(SurfaceReplace { start, end, node })
+        }
+        "workspace/checkpoint" => {
+            let step = input.flag().then(|| input.small());
+            let changed = input.list(3, Input::text);
+            EventData::WorkspaceCheckpoint(WorkspaceCheckpoint {
+                step,
+                reason: input.pick(&[
+                    CheckpointReason::Step,
+                    CheckpointReason::TurnEnd,
+                    CheckpointReason::Rewind,
+                ]),
+                root: format!("{seq:064x}"),
+                files: changed.len() as u64,
+                changed,
+                too_large: input.list(1, |input| TooLargeFile {
+                    path: input.text(),
+                    size: u64::from(input.u16()),
+                }),
+                incomplete: input.flag().then(|| input.text()),
+            })
+        }
+        "workspace/rewind" => {
+            let files = input.flag();
+            EventData::WorkspaceRewind(WorkspaceRewind {
+                from_session: "parent".to_owned(),
+                to_step: input.flag().then(|| input.small()),
+                checkpoint: input.flag().then(|| format!("{seq:064x}")),
+                before: files.then(|| format!("{:064x}", seq + 1)),
+                restored: input.list(3, Input::text),
+                created: input.list(2, Input::text),
+                deleted: input.list(2, Input::text),
+                forced: input.flag(),
+                conversation: input.flag(),
+                files,
+            })
         }
         _ => return None,
     })

@@ -31,3 +31,12 @@ pub const CONFIG: i32 = 1012;
 /// user must confirm it once (`dsh allow-workspace DIR`, `allow_workspaces` in the user's
 /// configuration file) before sessions run there.
 pub const WORKSPACE_NOT_CONFIRMED: i32 = 1013;
+/// The checkpoint a rewind needs cannot be restored: there is none (checkpoints were off, or
+/// the step ran no file-changing tool and no turn ended after it), or collection removed its
+/// objects (the data names them).
+pub const CHECKPOINT_UNAVAILABLE: i32 = 1014;
+/// A rewind would overwrite files changed since the last checkpoint by someone other than the
+/// agent; the data lists them. Pass `force` to overwrite them.
+pub const REWIND_CONFLICT: i32 = 1015;
+/// A rewind failed part-way; the data says which files are in which state.
+pub const REWIND_FAILED: i32 = 1016;

@@ -43,8 +43,20 @@ fn method_types(generator: &mut SchemaGenerator) -> Vec<(&'static str, Option<Va
     schemas.out
 }
 
+/// The data of the errors that carry some (`error.data`), by error code name.
+fn error_data(generator: &mut SchemaGenerator) -> Value {
+    let entries = [
+        ("checkpointUnavailable", generator.subschema_for::<CheckpointUnavailableData>()),
+        ("rewindConflict", generator.subschema_for::<RewindConflictData>()),
+        ("rewindFailed", generator.subschema_for::<RewindFailedData>()),
+    ];
+    Value::Object(
+        entries.into_iter().map(|(name, schema)| (name.to_owned(), schema.to_value())).collect(),
+    )
+}
+
 /// The JSON Schema document: every method's params and result, the `session/event`
-/// notification, and the shared definitions.
+/// notification, the data some errors carry, and the shared definitions.
 pub fn json_schema() -> String {
     let mut generator = SchemaGenerator::default();
     let mut methods = Map::new();
@@ -64,6 +76,7 @@ pub fn json_schema() -> String {
         (method::WORKSPACE_TURN_STARTED, generator.subschema_for::<WorkspaceTurnStarted>()),
     ]
     .map(|(name, schema)| (name, log::canonical_json(schema.to_value())));
+    let error_data = log::canonical_json(error_data(&mut generator));
     let mut definitions: Map<String, Value> = generator
         .take_definitions(true)
         .into_iter()
@@ -77,6 +90,7 @@ pub fn json_schema() -> String {
         "methods": methods,
         "notifications": notifications(notification, daemon_notifications),
         "errorCodes": error_codes(),
+        "errorData": error_data,
         "$defs": definitions,
     });
     // Keys sorted whatever map serde_json was built with (a dependency of the workspace turns on
@@ -135,6 +149,9 @@ fn error_codes() -> Value {
         "store": code::STORE,
         "config": code::CONFIG,
         "workspaceNotConfirmed": code::WORKSPACE_NOT_CONFIRMED,
+        "checkpointUnavailable": code::CHECKPOINT_UNAVAILABLE,
+        "rewindConflict": code::REWIND_CONFLICT,
+        "rewindFailed": code::REWIND_FAILED,
     }))
 }
 
@@ -225,6 +242,15 @@ fn declarations() -> Vec<String> {
         SessionEventsResult::decl(&config),
         SessionCompactResult::decl(&config),
         SessionAuditResult::decl(&config),
+        CheckpointEntry::decl(&config),
+        SessionCheckpointsResult::decl(&config),
+        SessionRewindParams::decl(&config),
+        SessionRewindResult::decl(&config),
+        RewindConflictData::decl(&config),
+        CheckpointUnavailableData::decl(&config),
+        RewindFailure::decl(&config),
+        RewindFailedData::decl(&config),
+        CheckpointStoreStatus::decl(&config),
         WorkspaceProvenanceParams::decl(&config),
         ProvenanceRange::decl(&config),
         WorkspaceProvenanceResult::decl(&config),
@@ -308,6 +334,10 @@ fn declarations() -> Vec<String> {
         log::CompactSummary::decl(&config),
         log::SurfaceNode::decl(&config),
         log::SurfaceReplace::decl(&config),
+        log::WorkspaceCheckpoint::decl(&config),
+        log::CheckpointReason::decl(&config),
+        log::TooLargeFile::decl(&config),
+        log::WorkspaceRewind::decl(&config),
     ]
 }
 
@@ -317,6 +347,7 @@ fn declarations() -> Vec<String> {
 pub fn lua() -> String {
     let mut generator = SchemaGenerator::default();
     method_types(&mut generator);
+    error_data(&mut generator);
     let event_schema = log::canonical_json(generator.subschema_for::<SessionEvent>().to_value());
     // The log vocabulary's definitions (the API's event refers to them too) are listed apart.
     let mut vocabulary = SchemaGenerator::default();

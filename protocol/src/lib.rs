@@ -35,6 +35,7 @@ pub use event::SessionEvent;
 /// The log vocabulary, typed, for clients that fold the events they receive (the fronts): an
 /// event as delivered decodes with [`decode_event`] like a log line.
 pub use dsh_session::{ApprovalRequest, ChunkDelta, Event, EventData, decode_event};
+pub use dsh_session::{CheckpointReason, TooLargeFile, WorkspaceCheckpoint, WorkspaceRewind};
 pub use dsh_session::{
     Cost, EpochHeader, ForkOrigin, LimitKind, Message, PrefixCause, Price, ProviderKind,
     RequestSent, StopReason, TurnLimit, Usage, UsageRow,
@@ -46,5 +47,6 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 pub use types::daemon::*;
 pub use types::mcp::*;
+pub use types::rewind::*;
 pub use types::session::*;
 pub use types::workspace::*;

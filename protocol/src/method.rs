@@ -58,6 +58,11 @@ pub const MCP_LIST: &str = "mcp/list";
 /// A session's own MCP servers (what an ACP editor passes), replacing the ones it had.
 pub const SESSION_MCP_SERVERS: &str = "session/mcpServers";
 
+/// A session's workspace checkpoints.
+pub const SESSION_CHECKPOINTS: &str = "session/checkpoints";
+/// Return the workspace's files and/or the conversation to a checkpoint.
+pub const SESSION_REWIND: &str = "session/rewind";
+
 /// The methods that open a subscription.
 pub const SUBSCRIBE: &[&str] = &[SESSION_SUBSCRIBE, DAEMON_SUBSCRIBE];
 /// The methods that end one.
@@ -80,6 +85,8 @@ pub const ALL: &[&str] = &[
     SESSION_EVENTS,
     SESSION_COMPACT,
     SESSION_AUDIT,
+    SESSION_CHECKPOINTS,
+    SESSION_REWIND,
     WORKSPACE_PROVENANCE,
     APPROVAL_RESPOND,
     MCP_LIST,
@@ -195,6 +202,10 @@ methods! {
     SessionCompact = SESSION_COMPACT (SessionParams) -> SessionCompactResult;
     /// `session/audit`.
     SessionAudit = SESSION_AUDIT (SessionParams) -> SessionAuditResult;
+    /// `session/checkpoints`.
+    SessionCheckpoints = SESSION_CHECKPOINTS (SessionParams) -> SessionCheckpointsResult;
+    /// `session/rewind`.
+    SessionRewind = SESSION_REWIND (SessionRewindParams) -> SessionRewindResult;
     /// `workspace/provenance`.
     WorkspaceProvenance = WORKSPACE_PROVENANCE (WorkspaceProvenanceParams)
         -> WorkspaceProvenanceResult;

@@ -2,5 +2,6 @@
 
 pub mod daemon;
 pub mod mcp;
+pub mod rewind;
 pub mod session;
 pub mod workspace;

@@ -18,6 +18,7 @@ mod llama;
 mod mcp;
 mod plan;
 mod resume;
+mod rewind;
 mod sandbox;
 mod scripting;
 mod structured;

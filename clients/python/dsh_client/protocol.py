@@ -38,6 +38,7 @@ class Methods:
     MCP_LIST: Final = "mcp/list"
     SESSION_AUDIT: Final = "session/audit"
     SESSION_CANCEL: Final = "session/cancel"
+    SESSION_CHECKPOINTS: Final = "session/checkpoints"
     SESSION_COMPACT: Final = "session/compact"
     SESSION_CREATE: Final = "session/create"
     SESSION_EVENT: Final = "session/event"
@@ -49,6 +50,7 @@ class Methods:
     SESSION_PLAN: Final = "session/plan"
     SESSION_PROMPT: Final = "session/prompt"
     SESSION_REQUEST: Final = "session/request"
+    SESSION_REWIND: Final = "session/rewind"
     SESSION_SUBSCRIBE: Final = "session/subscribe"
     SESSION_UNSUBSCRIBE: Final = "session/unsubscribe"
     SESSION_USAGE: Final = "session/usage"
@@ -61,11 +63,14 @@ class ErrorCodes:
     """The application error codes (`RpcError.code`)."""
 
     APPROVAL_NOT_FOUND: Final = 1008
+    CHECKPOINT_UNAVAILABLE: Final = 1014
     CONFIG: Final = 1012
     INVALID_WORKSPACE: Final = 1005
     OUT_OF_RANGE: Final = 1003
     OVERLOADED: Final = 1004
     PROVIDER: Final = 1007
+    REWIND_CONFLICT: Final = 1015
+    REWIND_FAILED: Final = 1016
     SESSION_BUSY: Final = 1002
     SESSION_NOT_FOUND: Final = 1001
     SESSION_UNAVAILABLE: Final = 1006
@@ -102,6 +107,8 @@ EVENT_KINDS: Final = (
     "compact/start",
     "compact/summary",
     "surface/replace",
+    "workspace/checkpoint",
+    "workspace/rewind",
 )
 """Every log event kind, in log-vocabulary order."""
 
@@ -184,6 +191,133 @@ class Capabilities(_w.WireObject):
 
     def to_json(self) -> dict[str, Any]:
         return {"methods": self.methods, "eventKinds": self.event_kinds}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointEntry(_w.WireObject):
+    """One checkpoint of a session (`session/checkpoints`): a `workspace/checkpoint` event of
+    its log, or the state before a rewind named by its `workspace/rewind` event.
+    """
+
+    seq: int
+    """The seq of the event that names it: what `session/rewind`'s `checkpoint` takes."""
+    reason: CheckpointReason
+    """Why it was taken."""
+    time: int
+    """Unix ms of its event."""
+    root: str
+    """The hash of its root tree."""
+    files: int
+    """Files and symlinks recorded (0 for the state before a rewind, whose count the
+    rewind's event does not carry).
+    """
+    available: bool
+    """Whether every object it needs is still in the workspace's store (false once
+    collection dropped it: a rewind to it is refused).
+    """
+    changed: list[str] = field(default_factory=list)
+    """Paths that differ from the workspace's previous checkpoint."""
+    incomplete: str | None = None
+    """What it could not record, when it is incomplete."""
+    step: int | None = None
+    """The step about to run tools when it was taken (absent at a turn's end and before a
+    rewind).
+    """
+    too_large: list[TooLargeFile] = field(default_factory=list)
+    """Files over the size cap: not restorable."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> CheckpointEntry:
+        o = _w.obj(value, "CheckpointEntry")
+        return cls(
+            seq=_w.required(o, "seq", _w.integer, "CheckpointEntry"),
+            reason=_w.required(o, "reason", _decode_checkpoint_reason, "CheckpointEntry"),
+            time=_w.required(o, "time", _w.integer, "CheckpointEntry"),
+            root=_w.required(o, "root", _w.string, "CheckpointEntry"),
+            files=_w.required(o, "files", _w.integer, "CheckpointEntry"),
+            available=_w.required(o, "available", _w.boolean, "CheckpointEntry"),
+            changed=_w.defaulted(o, "changed", lambda value: _w.array(value, _w.string), "CheckpointEntry", []),
+            incomplete=_w.optional(o, "incomplete", _w.string, "CheckpointEntry"),
+            step=_w.optional(o, "step", _w.integer, "CheckpointEntry"),
+            too_large=_w.defaulted(o, "tooLarge", lambda value: _w.array(value, TooLargeFile.from_json), "CheckpointEntry", []),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"seq": self.seq, "reason": _w.encode(self.reason), "time": self.time, "root": self.root, "files": self.files, "available": self.available}
+        if self.changed != []:
+            out["changed"] = self.changed
+        if self.incomplete is not None:
+            out["incomplete"] = self.incomplete
+        if self.step is not None:
+            out["step"] = self.step
+        if self.too_large != []:
+            out["tooLarge"] = _w.encode(self.too_large)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointStoreStatus(_w.WireObject):
+    """A workspace's checkpoint store in `daemon/status`."""
+
+    workspace: str
+    """The workspace."""
+    bytes: int
+    """Bytes its objects take on disk."""
+    budget: int
+    """The budget (`[checkpoints] budget`)."""
+    freed: int
+    """Bytes the last collection freed."""
+    dropped: list[str] = field(default_factory=list)
+    """Checkpoints dropped by the last collection to keep within the budget, oldest first
+    (their roots); a rewind to them is refused.
+    """
+    recovered: str | None = None
+    """What crash recovery did at start (a rewind's journal completed), when it did
+    anything.
+    """
+
+    @classmethod
+    def from_json(cls, value: Any) -> CheckpointStoreStatus:
+        o = _w.obj(value, "CheckpointStoreStatus")
+        return cls(
+            workspace=_w.required(o, "workspace", _w.string, "CheckpointStoreStatus"),
+            bytes=_w.required(o, "bytes", _w.integer, "CheckpointStoreStatus"),
+            budget=_w.required(o, "budget", _w.integer, "CheckpointStoreStatus"),
+            freed=_w.required(o, "freed", _w.integer, "CheckpointStoreStatus"),
+            dropped=_w.defaulted(o, "dropped", lambda value: _w.array(value, _w.string), "CheckpointStoreStatus", []),
+            recovered=_w.optional(o, "recovered", _w.string, "CheckpointStoreStatus"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"workspace": self.workspace, "bytes": self.bytes, "budget": self.budget, "freed": self.freed}
+        if self.dropped != []:
+            out["dropped"] = self.dropped
+        if self.recovered is not None:
+            out["recovered"] = self.recovered
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointUnavailableData(_w.WireObject):
+    """The error data of a rewind refused because the checkpoint cannot be restored
+    (`checkpointUnavailable`).
+    """
+
+    missing_objects: list[str] = field(default_factory=list)
+    """The objects (SHA-256, hex) the workspace's store no longer has."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> CheckpointUnavailableData:
+        o = _w.obj(value, "CheckpointUnavailableData")
+        return cls(
+            missing_objects=_w.defaulted(o, "missingObjects", lambda value: _w.array(value, _w.string), "CheckpointUnavailableData", []),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.missing_objects != []:
+            out["missingObjects"] = self.missing_objects
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -347,6 +481,10 @@ class DaemonStatusResult(_w.WireObject):
     """Milliseconds since it started."""
     sandbox: SandboxStatus
     """The command sandbox."""
+    checkpoints: list[CheckpointStoreStatus] = field(default_factory=list)
+    """The workspace checkpoint stores this daemon has opened: their size, budget, what
+    the last collection dropped, what recovery did.
+    """
     config_errors: list[str] = field(default_factory=list)
     """Configuration files that cannot be used now, with where and why: their last good
     version stays in use.
@@ -379,6 +517,7 @@ class DaemonStatusResult(_w.WireObject):
             clients=_w.required(o, "clients", _w.integer, "DaemonStatusResult"),
             uptime_ms=_w.required(o, "uptimeMs", _w.integer, "DaemonStatusResult"),
             sandbox=_w.required(o, "sandbox", SandboxStatus.from_json, "DaemonStatusResult"),
+            checkpoints=_w.defaulted(o, "checkpoints", lambda value: _w.array(value, CheckpointStoreStatus.from_json), "DaemonStatusResult", []),
             config_errors=_w.defaulted(o, "configErrors", lambda value: _w.array(value, _w.string), "DaemonStatusResult", []),
             config_files=_w.defaulted(o, "configFiles", lambda value: _w.array(value, _w.string), "DaemonStatusResult", []),
             mcp_servers=_w.defaulted(o, "mcpServers", lambda value: _w.array(value, McpServerStatus.from_json), "DaemonStatusResult", []),
@@ -388,6 +527,8 @@ class DaemonStatusResult(_w.WireObject):
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": self.version, "pid": self.pid, "protocolVersion": self.protocol_version, "home": self.home, "baseUrl": self.base_url, "sessions": _w.encode(self.sessions), "clients": self.clients, "uptimeMs": self.uptime_ms, "sandbox": _w.encode(self.sandbox)}
+        if self.checkpoints != []:
+            out["checkpoints"] = _w.encode(self.checkpoints)
         if self.config_errors != []:
             out["configErrors"] = self.config_errors
         if self.config_files != []:
@@ -1209,6 +1350,73 @@ class ProvenanceRange(_w.WireObject):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RewindConflictData(_w.WireObject):
+    """The error data of a rewind refused for conflicts (`rewindConflict`)."""
+
+    conflicts: list[str]
+    """Files changed since the last checkpoint by someone other than the agent, which the
+    rewind would overwrite.
+    """
+
+    @classmethod
+    def from_json(cls, value: Any) -> RewindConflictData:
+        o = _w.obj(value, "RewindConflictData")
+        return cls(
+            conflicts=_w.required(o, "conflicts", lambda value: _w.array(value, _w.string), "RewindConflictData"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"conflicts": self.conflicts}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewindFailedData(_w.WireObject):
+    """The error data of a rewind that failed part-way (`rewindFailed`): exactly which files
+    are in which state. Files not listed were not touched.
+    """
+
+    done: list[str]
+    """Files already at their checkpoint state."""
+    failed: list[RewindFailure]
+    """Files that failed, with why (each left as it was before the rewind)."""
+    not_reached: list[str]
+    """Files the rewind did not reach (left as they were)."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> RewindFailedData:
+        o = _w.obj(value, "RewindFailedData")
+        return cls(
+            done=_w.required(o, "done", lambda value: _w.array(value, _w.string), "RewindFailedData"),
+            failed=_w.required(o, "failed", lambda value: _w.array(value, RewindFailure.from_json), "RewindFailedData"),
+            not_reached=_w.required(o, "notReached", lambda value: _w.array(value, _w.string), "RewindFailedData"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"done": self.done, "failed": _w.encode(self.failed), "notReached": self.not_reached}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewindFailure(_w.WireObject):
+    """One file a rewind that failed part-way could not restore."""
+
+    path: str
+    """Its path."""
+    error: str
+    """The error, for people."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> RewindFailure:
+        o = _w.obj(value, "RewindFailure")
+        return cls(
+            path=_w.required(o, "path", _w.string, "RewindFailure"),
+            error=_w.required(o, "error", _w.string, "RewindFailure"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "error": self.error}
+
+
+@dataclass(frozen=True, kw_only=True)
 class SandboxFeature(_w.WireObject):
     """One kernel feature the command sandbox is built from."""
 
@@ -1372,6 +1580,24 @@ class SessionCancelResult(_w.WireObject):
 
     def to_json(self) -> dict[str, Any]:
         return {"cancelled": self.cancelled}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionCheckpointsResult(_w.WireObject):
+    """`session/checkpoints` result."""
+
+    checkpoints: list[CheckpointEntry]
+    """The session's checkpoints, oldest first."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> SessionCheckpointsResult:
+        o = _w.obj(value, "SessionCheckpointsResult")
+        return cls(
+            checkpoints=_w.required(o, "checkpoints", lambda value: _w.array(value, CheckpointEntry.from_json), "SessionCheckpointsResult"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checkpoints": _w.encode(self.checkpoints)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1955,6 +2181,126 @@ class SessionRequestResult(_w.WireObject):
             out["sent"] = _w.encode(self.sent)
         if self.usage is not None:
             out["usage"] = _w.encode(self.usage)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionRewindParams(_w.WireObject):
+    """`session/rewind` params: return the workspace's files and/or the conversation to just
+    before step `step` ran, or the files to the checkpoint logged at seq `checkpoint`.
+    Exactly one of `step` and `checkpoint`.
+    """
+
+    session_id: str
+    """The session."""
+    checkpoint: int | None = None
+    """Restore the files to the checkpoint with this seq (`session/checkpoints`): files
+    only, so `conversation` must not be true.
+    """
+    conversation: bool | None = None
+    """Rewind the conversation: a fork at the step's boundary continues (default true with
+    `step`, false with `checkpoint`).
+    """
+    dry_run: bool | None = None
+    """Say what the rewind would do, and do nothing (default false)."""
+    files: bool | None = None
+    """Restore the files (default true)."""
+    force: bool | None = None
+    """Overwrite files changed since the last checkpoint by someone other than the agent
+    (default false: such files refuse the rewind, `rewindConflict`).
+    """
+    step: int | None = None
+    """Rewind to just before this step ran (1-based, across the session)."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> SessionRewindParams:
+        o = _w.obj(value, "SessionRewindParams")
+        return cls(
+            session_id=_w.required(o, "sessionId", _w.string, "SessionRewindParams"),
+            checkpoint=_w.optional(o, "checkpoint", _w.integer, "SessionRewindParams"),
+            conversation=_w.optional(o, "conversation", _w.boolean, "SessionRewindParams"),
+            dry_run=_w.optional(o, "dryRun", _w.boolean, "SessionRewindParams"),
+            files=_w.optional(o, "files", _w.boolean, "SessionRewindParams"),
+            force=_w.optional(o, "force", _w.boolean, "SessionRewindParams"),
+            step=_w.optional(o, "step", _w.integer, "SessionRewindParams"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sessionId": self.session_id}
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint
+        if self.conversation is not None:
+            out["conversation"] = self.conversation
+        if self.dry_run is not None:
+            out["dryRun"] = self.dry_run
+        if self.files is not None:
+            out["files"] = self.files
+        if self.force is not None:
+            out["force"] = self.force
+        if self.step is not None:
+            out["step"] = self.step
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionRewindResult(_w.WireObject):
+    """`session/rewind` result: what was done (or, with `dryRun`, what would be)."""
+
+    session_id: str
+    """The session that continues: the fork when the conversation was rewound, else the
+    session itself (with `dryRun`, the session itself).
+    """
+    restored: list[str]
+    """Files rewritten to their checkpoint content."""
+    created: list[str]
+    """Files (and symlinks) recreated: absent now, present at the checkpoint."""
+    deleted: list[str]
+    """Files removed: present now, absent at the checkpoint."""
+    conflicts: list[str]
+    """Files changed since the last checkpoint by someone other than the agent that the
+    rewind overwrote (with `force`) or would refuse to (with `dryRun`).
+    """
+    not_restorable: list[str]
+    """Files over the size cap at the checkpoint: not restored."""
+    dry_run: bool
+    """Whether this was a dry run."""
+    before_seq: int | None = None
+    """The seq, in the rewound session, of the checkpoint of the state just before the
+    rewind (a rewind to it undoes this one); absent when no file was touched.
+    """
+    checkpoint: str | None = None
+    """The root of the checkpoint restored to (for a conversation-only rewind, the step's
+    checkpoint, when it has one).
+    """
+    incomplete: str | None = None
+    """What the checkpoint could not record, when it is incomplete: those files are not
+    restored.
+    """
+
+    @classmethod
+    def from_json(cls, value: Any) -> SessionRewindResult:
+        o = _w.obj(value, "SessionRewindResult")
+        return cls(
+            session_id=_w.required(o, "sessionId", _w.string, "SessionRewindResult"),
+            restored=_w.required(o, "restored", lambda value: _w.array(value, _w.string), "SessionRewindResult"),
+            created=_w.required(o, "created", lambda value: _w.array(value, _w.string), "SessionRewindResult"),
+            deleted=_w.required(o, "deleted", lambda value: _w.array(value, _w.string), "SessionRewindResult"),
+            conflicts=_w.required(o, "conflicts", lambda value: _w.array(value, _w.string), "SessionRewindResult"),
+            not_restorable=_w.required(o, "notRestorable", lambda value: _w.array(value, _w.string), "SessionRewindResult"),
+            dry_run=_w.required(o, "dryRun", _w.boolean, "SessionRewindResult"),
+            before_seq=_w.optional(o, "beforeSeq", _w.integer, "SessionRewindResult"),
+            checkpoint=_w.optional(o, "checkpoint", _w.string, "SessionRewindResult"),
+            incomplete=_w.optional(o, "incomplete", _w.string, "SessionRewindResult"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sessionId": self.session_id, "restored": self.restored, "created": self.created, "deleted": self.deleted, "conflicts": self.conflicts, "notRestorable": self.not_restorable, "dryRun": self.dry_run}
+        if self.before_seq is not None:
+            out["beforeSeq"] = self.before_seq
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint
+        if self.incomplete is not None:
+            out["incomplete"] = self.incomplete
         return out
 
 
@@ -2547,6 +2893,19 @@ ChangeKind: TypeAlias = Literal["edited", "added", "deleted", "replaced"]
 
 def _decode_change_kind(value: Any) -> ChangeKind:
     return cast(ChangeKind, _w.string(value))
+
+
+CheckpointReason: TypeAlias = Literal["step", "turnEnd", "rewind"]
+"""Why a workspace checkpoint was taken.
+
+- ``step``: Before a step runs a tool that can change files.
+- ``turnEnd``: When a turn ended.
+- ``rewind``: The state of the workspace just before a rewind restored files: undoing the rewind.
+"""
+
+
+def _decode_checkpoint_reason(value: Any) -> CheckpointReason:
+    return cast(CheckpointReason, _w.string(value))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3683,6 +4042,27 @@ class SystemDelta(_w.WireObject):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TooLargeFile(_w.WireObject):
+    """A file a checkpoint did not record because it is over the size cap."""
+
+    path: str
+    """Its path relative to the workspace root."""
+    size: int
+    """Its size in bytes."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> TooLargeFile:
+        o = _w.obj(value, "TooLargeFile")
+        return cls(
+            path=_w.required(o, "path", _w.string, "TooLargeFile"),
+            size=_w.required(o, "size", _w.integer, "TooLargeFile"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size}
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolCall(_w.WireObject):
     """One tool call of an assistant message, argument string verbatim."""
 
@@ -4039,6 +4419,131 @@ class WireFormat(_w.WireObject):
             out["thinkingBudget"] = self.thinking_budget
         if self.thinking_object is not None:
             out["thinkingObject"] = self.thinking_object
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceCheckpoint(_w.WireObject):
+    """`workspace/checkpoint`: the state of the workspace's files was recorded (not model-visible).
+    The tree itself — names as bytes, contents, modes, link targets — is in the workspace's
+    object store under `root`; the event names it and says what changed, for people.
+    """
+
+    reason: CheckpointReason
+    """Why the checkpoint was taken."""
+    root: str
+    """The hash (SHA-256, lowercase hex) of the checkpoint's root tree."""
+    files: int
+    """Files and symlinks recorded."""
+    changed: list[str] | None = None
+    """Paths that differ from the workspace's previous checkpoint (added, changed or removed),
+    relative to the workspace root; a name that is not UTF-8 is written lossily here (the
+    tree keeps its bytes).
+    """
+    incomplete: str | None = None
+    """Set when the checkpoint could not record everything (the disk filled, a file could not
+    be read): what is missing. A rewind to it says so.
+    """
+    step: int | None = None
+    """The step about to run tools that can change files (the checkpoint is the workspace as
+    that step found it); absent at a turn's end and before a rewind.
+    """
+    too_large: list[TooLargeFile] | None = None
+    """Files over the size cap: recorded by size only, not restorable."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> WorkspaceCheckpoint:
+        o = _w.obj(value, "WorkspaceCheckpoint")
+        return cls(
+            reason=_w.required(o, "reason", _decode_checkpoint_reason, "WorkspaceCheckpoint"),
+            root=_w.required(o, "root", _w.string, "WorkspaceCheckpoint"),
+            files=_w.required(o, "files", _w.integer, "WorkspaceCheckpoint"),
+            changed=_w.optional(o, "changed", lambda value: _w.array(value, _w.string), "WorkspaceCheckpoint"),
+            incomplete=_w.optional(o, "incomplete", _w.string, "WorkspaceCheckpoint"),
+            step=_w.optional(o, "step", _w.integer, "WorkspaceCheckpoint"),
+            too_large=_w.optional(o, "tooLarge", lambda value: _w.array(value, TooLargeFile.from_json), "WorkspaceCheckpoint"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"reason": _w.encode(self.reason), "root": self.root, "files": self.files}
+        if self.changed is not None:
+            out["changed"] = self.changed
+        if self.incomplete is not None:
+            out["incomplete"] = self.incomplete
+        if self.step is not None:
+            out["step"] = self.step
+        if self.too_large is not None:
+            out["tooLarge"] = _w.encode(self.too_large)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceRewind(_w.WireObject):
+    """`workspace/rewind`: the workspace's files and/or the conversation were returned to a
+    checkpoint (not model-visible). A conversation rewind logs it first in the fork that
+    continues (`fromSession` is the rewound session); a files-only rewind logs it in the session
+    itself.
+    """
+
+    from_session: str
+    """The session that was rewound."""
+    conversation: bool
+    """Whether the conversation was rewound (this session is a fork at `toStep`)."""
+    files: bool
+    """Whether the files were restored."""
+    before: str | None = None
+    """The root of the checkpoint of the state just before the rewind (absent when no file was
+    restored): a rewind to it undoes this one.
+    """
+    checkpoint: str | None = None
+    """The root of the checkpoint the files were restored to (for a conversation-only rewind,
+    the step's checkpoint, when it has one).
+    """
+    created: list[str] | None = None
+    """Files (and symlinks) recreated: absent before the rewind, present at the checkpoint."""
+    deleted: list[str] | None = None
+    """Files removed: present before the rewind, absent at the checkpoint."""
+    forced: bool | None = None
+    """Whether files changed by someone other than the agent were overwritten (`force`)."""
+    restored: list[str] | None = None
+    """Files rewritten to their checkpoint content."""
+    to_step: int | None = None
+    """The step the rewind returned to (just before it ran); absent for a rewind to a
+    checkpoint named by its seq.
+    """
+
+    @classmethod
+    def from_json(cls, value: Any) -> WorkspaceRewind:
+        o = _w.obj(value, "WorkspaceRewind")
+        return cls(
+            from_session=_w.required(o, "fromSession", _w.string, "WorkspaceRewind"),
+            conversation=_w.required(o, "conversation", _w.boolean, "WorkspaceRewind"),
+            files=_w.required(o, "files", _w.boolean, "WorkspaceRewind"),
+            before=_w.optional(o, "before", _w.string, "WorkspaceRewind"),
+            checkpoint=_w.optional(o, "checkpoint", _w.string, "WorkspaceRewind"),
+            created=_w.optional(o, "created", lambda value: _w.array(value, _w.string), "WorkspaceRewind"),
+            deleted=_w.optional(o, "deleted", lambda value: _w.array(value, _w.string), "WorkspaceRewind"),
+            forced=_w.optional(o, "forced", _w.boolean, "WorkspaceRewind"),
+            restored=_w.optional(o, "restored", lambda value: _w.array(value, _w.string), "WorkspaceRewind"),
+            to_step=_w.optional(o, "toStep", _w.integer, "WorkspaceRewind"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"fromSession": self.from_session, "conversation": self.conversation, "files": self.files}
+        if self.before is not None:
+            out["before"] = self.before
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint
+        if self.created is not None:
+            out["created"] = self.created
+        if self.deleted is not None:
+            out["deleted"] = self.deleted
+        if self.forced is not None:
+            out["forced"] = self.forced
+        if self.restored is not None:
+            out["restored"] = self.restored
+        if self.to_step is not None:
+            out["toStep"] = self.to_step
         return out
 
 
@@ -4521,6 +5026,40 @@ class SurfaceReplaceEvent(BaseEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class WorkspaceCheckpointEvent(BaseEvent):
+    """A `workspace/checkpoint` event: ``data`` is a :class:`WorkspaceCheckpoint`."""
+
+    type: Literal["workspace/checkpoint"] = "workspace/checkpoint"
+    data: WorkspaceCheckpoint
+
+    @classmethod
+    def from_json(cls, value: Any) -> WorkspaceCheckpointEvent:
+        o = _w.obj(value, "WorkspaceCheckpointEvent")
+        envelope = _w.fields_of(BaseEvent.from_json(o))
+        return cls(**envelope, data=_w.required(o, "data", WorkspaceCheckpoint.from_json, "WorkspaceCheckpointEvent"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "type": self.type, "data": _w.encode(self.data)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceRewindEvent(BaseEvent):
+    """A `workspace/rewind` event: ``data`` is a :class:`WorkspaceRewind`."""
+
+    type: Literal["workspace/rewind"] = "workspace/rewind"
+    data: WorkspaceRewind
+
+    @classmethod
+    def from_json(cls, value: Any) -> WorkspaceRewindEvent:
+        o = _w.obj(value, "WorkspaceRewindEvent")
+        envelope = _w.fields_of(BaseEvent.from_json(o))
+        return cls(**envelope, data=_w.required(o, "data", WorkspaceRewind.from_json, "WorkspaceRewindEvent"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "type": self.type, "data": _w.encode(self.data)}
+
+
+@dataclass(frozen=True, kw_only=True)
 class UnknownEvent(BaseEvent):
     """An event of a kind this client does not know (a newer daemon's addition): its kind and its
     payload as received. Clients ignore what they do not know; its ``seq`` still counts."""
@@ -4567,6 +5106,8 @@ SessionEvent: TypeAlias = Union[
     CompactStartEvent,
     CompactSummaryEvent,
     SurfaceReplaceEvent,
+    WorkspaceCheckpointEvent,
+    WorkspaceRewindEvent,
     UnknownEvent,
 ]
 """One log event as delivered, typed by its kind."""
@@ -4598,6 +5139,8 @@ EVENT_CLASSES: Final[dict[str, Callable[[Any], SessionEvent]]] = {
     "compact/start": CompactStartEvent.from_json,
     "compact/summary": CompactSummaryEvent.from_json,
     "surface/replace": SurfaceReplaceEvent.from_json,
+    "workspace/checkpoint": WorkspaceCheckpointEvent.from_json,
+    "workspace/rewind": WorkspaceRewindEvent.from_json,
 }
 """Each event kind's decoder."""
 
@@ -4654,6 +5197,10 @@ class Api:
         """`session/cancel`."""
         return await self._call("session/cancel", _w.encode(params), SessionCancelResult.from_json)
 
+    async def session_checkpoints(self, params: SessionParams) -> SessionCheckpointsResult:
+        """`session/checkpoints`."""
+        return await self._call("session/checkpoints", _w.encode(params), SessionCheckpointsResult.from_json)
+
     async def session_compact(self, params: SessionParams) -> SessionCompactResult:
         """`session/compact`."""
         return await self._call("session/compact", _w.encode(params), SessionCompactResult.from_json)
@@ -4693,6 +5240,10 @@ class Api:
     async def session_request(self, params: SessionRequestParams) -> SessionRequestResult:
         """`session/request`."""
         return await self._call("session/request", _w.encode(params), SessionRequestResult.from_json)
+
+    async def session_rewind(self, params: SessionRewindParams) -> SessionRewindResult:
+        """`session/rewind`."""
+        return await self._call("session/rewind", _w.encode(params), SessionRewindResult.from_json)
 
     async def session_subscribe(self, params: SessionSubscribeParams) -> str | int:
         """`session/subscribe`; the result is the subscription id."""

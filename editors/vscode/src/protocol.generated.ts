@@ -22,6 +22,8 @@ export const Methods = {
   SessionEvents: "session/events",
   SessionCompact: "session/compact",
   SessionAudit: "session/audit",
+  SessionCheckpoints: "session/checkpoints",
+  SessionRewind: "session/rewind",
   WorkspaceProvenance: "workspace/provenance",
   ApprovalRespond: "approval/respond",
   McpList: "mcp/list",
@@ -36,11 +38,14 @@ export const Methods = {
 
 export const ErrorCodes = {
   "approvalNotFound": 1008,
+  "checkpointUnavailable": 1014,
   "config": 1012,
   "invalidWorkspace": 1005,
   "outOfRange": 1003,
   "overloaded": 1004,
   "provider": 1007,
+  "rewindConflict": 1015,
+  "rewindFailed": 1016,
   "sessionBusy": 1002,
   "sessionNotFound": 1001,
   "sessionUnavailable": 1006,
@@ -645,6 +650,202 @@ errors: Array<string>,
  */
 notes: Array<string>, };
 
+export type CheckpointEntry = { 
+/**
+ * The seq of the event that names it: what `session/rewind`'s `checkpoint` takes.
+ */
+seq: number, 
+/**
+ * The step about to run tools when it was taken (absent at a turn's end and before a
+ * rewind).
+ */
+step?: number, 
+/**
+ * Why it was taken.
+ */
+reason: CheckpointReason, 
+/**
+ * Unix ms of its event.
+ */
+time: number, 
+/**
+ * The hash of its root tree.
+ */
+root: string, 
+/**
+ * Files and symlinks recorded (0 for the state before a rewind, whose count the
+ * rewind's event does not carry).
+ */
+files: number, 
+/**
+ * Paths that differ from the workspace's previous checkpoint.
+ */
+changed: Array<string>, 
+/**
+ * Files over the size cap: not restorable.
+ */
+tooLarge: Array<TooLargeFile>, 
+/**
+ * What it could not record, when it is incomplete.
+ */
+incomplete?: string, 
+/**
+ * Whether every object it needs is still in the workspace's store (false once
+ * collection dropped it: a rewind to it is refused).
+ */
+available: boolean, };
+
+export type SessionCheckpointsResult = { 
+/**
+ * The session's checkpoints, oldest first.
+ */
+checkpoints: Array<CheckpointEntry>, };
+
+export type SessionRewindParams = { 
+/**
+ * The session.
+ */
+sessionId: string, 
+/**
+ * Rewind to just before this step ran (1-based, across the session).
+ */
+step?: number, 
+/**
+ * Restore the files to the checkpoint with this seq (`session/checkpoints`): files
+ * only, so `conversation` must not be true.
+ */
+checkpoint?: number, 
+/**
+ * Restore the files (default true).
+ */
+files?: boolean, 
+/**
+ * Rewind the conversation: a fork at the step's boundary continues (default true with
+ * `step`, false with `checkpoint`).
+ */
+conversation?: boolean, 
+/**
+ * Overwrite files changed since the last checkpoint by someone other than the agent
+ * (default false: such files refuse the rewind, `rewindConflict`).
+ */
+force?: boolean, 
+/**
+ * Say what the rewind would do, and do nothing (default false).
+ */
+dryRun?: boolean, };
+
+export type SessionRewindResult = { 
+/**
+ * The session that continues: the fork when the conversation was rewound, else the
+ * session itself (with `dryRun`, the session itself).
+ */
+sessionId: string, 
+/**
+ * Files rewritten to their checkpoint content.
+ */
+restored: Array<string>, 
+/**
+ * Files (and symlinks) recreated: absent now, present at the checkpoint.
+ */
+created: Array<string>, 
+/**
+ * Files removed: present now, absent at the checkpoint.
+ */
+deleted: Array<string>, 
+/**
+ * Files changed since the last checkpoint by someone other than the agent that the
+ * rewind overwrote (with `force`) or would refuse to (with `dryRun`).
+ */
+conflicts: Array<string>, 
+/**
+ * Files over the size cap at the checkpoint: not restored.
+ */
+notRestorable: Array<string>, 
+/**
+ * What the checkpoint could not record, when it is incomplete: those files are not
+ * restored.
+ */
+incomplete?: string, 
+/**
+ * The root of the checkpoint restored to (for a conversation-only rewind, the step's
+ * checkpoint, when it has one).
+ */
+checkpoint?: string, 
+/**
+ * The seq, in the rewound session, of the checkpoint of the state just before the
+ * rewind (a rewind to it undoes this one); absent when no file was touched.
+ */
+beforeSeq?: number, 
+/**
+ * Whether this was a dry run.
+ */
+dryRun: boolean, };
+
+export type RewindConflictData = { 
+/**
+ * Files changed since the last checkpoint by someone other than the agent, which the
+ * rewind would overwrite.
+ */
+conflicts: Array<string>, };
+
+export type CheckpointUnavailableData = { 
+/**
+ * The objects (SHA-256, hex) the workspace's store no longer has.
+ */
+missingObjects: Array<string>, };
+
+export type RewindFailure = { 
+/**
+ * Its path.
+ */
+path: string, 
+/**
+ * The error, for people.
+ */
+error: string, };
+
+export type RewindFailedData = { 
+/**
+ * Files already at their checkpoint state.
+ */
+done: Array<string>, 
+/**
+ * Files that failed, with why (each left as it was before the rewind).
+ */
+failed: Array<RewindFailure>, 
+/**
+ * Files the rewind did not reach (left as they were).
+ */
+notReached: Array<string>, };
+
+export type CheckpointStoreStatus = { 
+/**
+ * The workspace.
+ */
+workspace: string, 
+/**
+ * Bytes its objects take on disk.
+ */
+bytes: number, 
+/**
+ * The budget (`[checkpoints] budget`).
+ */
+budget: number, 
+/**
+ * Checkpoints dropped by the last collection to keep within the budget, oldest first
+ * (their roots); a rewind to them is refused.
+ */
+dropped: Array<string>, 
+/**
+ * Bytes the last collection freed.
+ */
+freed: number, 
+/**
+ * What crash recovery did at start (a rewind's journal completed), when it did
+ * anything.
+ */
+recovered?: string, };
+
 export type WorkspaceProvenanceParams = { 
 /**
  * The workspace (absolute).
@@ -1108,7 +1309,12 @@ sandbox: SandboxStatus,
 /**
  * The MCP tool servers running or started for the loaded sessions' workspaces.
  */
-mcpServers: Array<McpServerStatus>, };
+mcpServers: Array<McpServerStatus>, 
+/**
+ * The workspace checkpoint stores this daemon has opened: their size, budget, what
+ * the last collection dropped, what recovery did.
+ */
+checkpoints: Array<CheckpointStoreStatus>, };
 
 export type DaemonShutdownResult = { 
 /**
@@ -2006,6 +2212,97 @@ end: number,
  */
 node: SurfaceNode, };
 
+export type WorkspaceCheckpoint = { 
+/**
+ * The step about to run tools that can change files (the checkpoint is the workspace as
+ * that step found it); absent at a turn's end and before a rewind.
+ */
+step?: number, 
+/**
+ * Why the checkpoint was taken.
+ */
+reason: CheckpointReason, 
+/**
+ * The hash (SHA-256, lowercase hex) of the checkpoint's root tree.
+ */
+root: string, 
+/**
+ * Files and symlinks recorded.
+ */
+files: number, 
+/**
+ * Paths that differ from the workspace's previous checkpoint (added, changed or removed),
+ * relative to the workspace root; a name that is not UTF-8 is written lossily here (the
+ * tree keeps its bytes).
+ */
+changed?: Array<string>, 
+/**
+ * Files over the size cap: recorded by size only, not restorable.
+ */
+tooLarge?: Array<TooLargeFile>, 
+/**
+ * Set when the checkpoint could not record everything (the disk filled, a file could not
+ * be read): what is missing. A rewind to it says so.
+ */
+incomplete?: string, };
+
+export type CheckpointReason = "step" | "turnEnd" | "rewind";
+
+export type TooLargeFile = { 
+/**
+ * Its path relative to the workspace root.
+ */
+path: string, 
+/**
+ * Its size in bytes.
+ */
+size: number, };
+
+export type WorkspaceRewind = { 
+/**
+ * The session that was rewound.
+ */
+fromSession: string, 
+/**
+ * The step the rewind returned to (just before it ran); absent for a rewind to a
+ * checkpoint named by its seq.
+ */
+toStep?: number, 
+/**
+ * The root of the checkpoint the files were restored to (for a conversation-only rewind,
+ * the step's checkpoint, when it has one).
+ */
+checkpoint?: string, 
+/**
+ * The root of the checkpoint of the state just before the rewind (absent when no file was
+ * restored): a rewind to it undoes this one.
+ */
+before?: string, 
+/**
+ * Files rewritten to their checkpoint content.
+ */
+restored?: Array<string>, 
+/**
+ * Files (and symlinks) recreated: absent before the rewind, present at the checkpoint.
+ */
+created?: Array<string>, 
+/**
+ * Files removed: present before the rewind, absent at the checkpoint.
+ */
+deleted?: Array<string>, 
+/**
+ * Whether files changed by someone other than the agent were overwritten (`force`).
+ */
+forced?: boolean, 
+/**
+ * Whether the conversation was rewound (this session is a fork at `toStep`).
+ */
+conversation: boolean, 
+/**
+ * Whether the files were restored.
+ */
+files: boolean, };
+
 /** A log event's `type` and its `data`, one member per event kind. */
 export type LogEvent =
   | { type: "session/meta"; data: SessionMeta }
@@ -2034,6 +2331,8 @@ export type LogEvent =
   | { type: "compact/start"; data: CompactStart }
   | { type: "compact/summary"; data: CompactSummary }
   | { type: "surface/replace"; data: SurfaceReplace }
+  | { type: "workspace/checkpoint"; data: WorkspaceCheckpoint }
+  | { type: "workspace/rewind"; data: WorkspaceRewind }
 ;
 
 /** Any log event payload. */

@@ -155,6 +155,10 @@ api_type! {
         /// The MCP tool servers running or started for the loaded sessions' workspaces.
         #[serde(default)]
         pub mcp_servers: Vec<McpServerStatus>,
+        /// The workspace checkpoint stores this daemon has opened: their size, budget, what
+        /// the last collection dropped, what recovery did.
+        #[serde(default)]
+        pub checkpoints: Vec<CheckpointStoreStatus>,
     }
 }
 

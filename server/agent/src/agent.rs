@@ -26,6 +26,8 @@
 //! logged and run), `instructions.rs` (the system prompt under the instruction policy),
 //! `recovery.rs` (closing what a crash left open), `limits.rs` (the turn's budgets),
 //! `output.rs` (a structured answer: the schema, its note, the check and the one correction).
+//! Before a step runs a tool that can change files, and at a turn's end, the workspace is
+//! checkpointed through the [`Checkpoints`] seam (logged `workspace/checkpoint`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,14 +39,15 @@ use dsh_provider::{
     check_tool_arguments, wire_body,
 };
 use dsh_session::{
-    AssistantChunk, AssistantTurn, ContextMessage, EpochHeader, EventData, GenerateRequest,
-    HeaderPlan, InstructionFold, LlmCallConfig, LlmRetry, RequestHeader, RequestSent, Session,
-    StepEnd, StepError, StopReason, SurfaceMark, ToolCall, TurnEnd, TurnLimit, TurnStart, Usage,
-    UserMessage, plan_header_event, reconstruct_session_step,
+    AssistantChunk, AssistantTurn, CheckpointReason, ContextMessage, EpochHeader, EventData,
+    GenerateRequest, HeaderPlan, InstructionFold, LlmCallConfig, LlmRetry, RequestHeader,
+    RequestSent, Session, StepEnd, StepError, StopReason, SurfaceMark, ToolCall, TurnEnd,
+    TurnLimit, TurnStart, Usage, UserMessage, plan_header_event, reconstruct_session_step,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{AllowAlways, ApprovalPolicy, Approver, Policy};
+use crate::checkpoints::Checkpoints;
 use crate::compact::{CompactOutcome, ContextPolicy, relieve_pressure};
 use crate::endpoint::SharedEndpoints;
 use crate::error::AgentError;
@@ -167,6 +170,8 @@ pub struct Agent {
     /// The running turn's cost budget, if any: a step whose model has no price in USD is not
     /// run under one.
     max_cost: Option<f64>,
+    /// Where the workspace's files are recorded before file-changing steps and at turn ends.
+    checkpoints: Option<Arc<dyn Checkpoints>>,
     /// The running turn's output schema, if any: its requests ask for the provider's JSON mode.
     output: Option<OutputSchema>,
 }
@@ -219,8 +224,35 @@ impl Agent {
             external: None,
             external_tools: Vec::new(),
             max_cost: None,
+            checkpoints: None,
             output: None,
         }
+    }
+
+    /// Records the workspace's files before each step that runs a tool that can change them,
+    /// and at each turn's end (logged `workspace/checkpoint`).
+    pub fn set_checkpoints(&mut self, checkpoints: Arc<dyn Checkpoints>) {
+        self.checkpoints = Some(checkpoints);
+    }
+
+    /// Takes a checkpoint, when there is a seam, and logs it.
+    async fn checkpoint(
+        &self,
+        session: &SessionHandle,
+        step: Option<u64>,
+        reason: CheckpointReason,
+    ) -> Result<(), AgentError> {
+        let Some(checkpoints) = &self.checkpoints else { return Ok(()) };
+        if let Some(checkpoint) = checkpoints.checkpoint(step, reason).await {
+            session.append(EventData::WorkspaceCheckpoint(checkpoint)).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether a call of the tool `name` may change files: anything not known to only read
+    /// (write tools, commands, every MCP tool, an unknown name).
+    fn may_change_files(&self, name: &str) -> bool {
+        self.toolbox.access(name) != Some(crate::tools::Access::Read)
     }
 
     /// Adds tools from outside the toolbox (the daemon's MCP servers).
@@ -329,6 +361,8 @@ impl Agent {
             timings: Vec::new(),
         };
         let mut usd = 0.0;
+        // Whether the turn's end was checkpointed (before a budget's `turn/limit`).
+        let mut checkpointed = false;
         // An invalid answer's problems, to be named in the correction before the next step;
         // and whether the one correction was asked for.
         let mut correction: Option<Vec<String>> = None;
@@ -337,6 +371,9 @@ impl Agent {
             // Between steps: a budget reached stops the turn here, never inside a step.
             let spent = Spent { steps: outcome.steps, usage: outcome.usage, usd };
             if let Some(limit) = limits.reached(&spent) {
+                // The turn's end: its checkpoint first, then the limit, right before `turn/end`.
+                self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
+                checkpointed = true;
                 session.append(EventData::TurnLimit(limit.clone())).await?;
                 outcome.stop_reason = StopReason::Limit;
                 outcome.limit = Some(limit);
@@ -388,6 +425,14 @@ impl Agent {
                         correction = Some(problems);
                         continue;
                     }
+                    // What the turn's tools left, recorded before its end (a client takes
+                    // `turn/end` as the turn's last event). Steering already here continues
+                    // the turn instead; one arriving in between leaves this checkpoint between
+                    // two steps, which is as true a record.
+                    let steered = session.query(move |s| steering_after(s, boundary)).await?;
+                    if !steered {
+                        self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
+                    }
                     // Steering that arrived during this step has not been seen yet: it joins the
                     // next request of the same turn. Checking and ending in one owner command
                     // leaves no window for a steering message to slip in unanswered.
@@ -415,6 +460,11 @@ impl Agent {
                     return Err(error);
                 }
             }
+        }
+        // What the turn's tools left — a cancelled command's half-work included — recorded
+        // before its end (and before a timeout's `turn/limit`, which `turn/end` follows).
+        if !checkpointed {
+            self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
         }
         // A cancellation the caller did not ask for is the timeout's: logged as a cancellation
         // (the step or tools it cut say so), and named as the budget it is.
@@ -626,6 +676,11 @@ impl Agent {
         let answer = if calls.is_empty() { message.content.clone() } else { String::new() };
         session.append(EventData::AssistantMessage(AssistantTurn { step, message })).await?;
 
+        // The workspace as the step found it, before any of its tools can change it: what a
+        // rewind to this step restores (logged inside the step, before the first `tool/call`).
+        if calls.iter().any(|call| self.may_change_files(&call.name)) {
+            self.checkpoint(session, Some(step), CheckpointReason::Step).await?;
+        }
         // Tools, inside the step: every call is answered before step/end.
         for call in &calls {
             let (result, plan) = self.run_tool(session, step, call, cancel).await?;

@@ -11,6 +11,7 @@
 
 mod agent;
 pub mod approval;
+mod checkpoints;
 pub mod compact;
 mod endpoint;
 mod error;
@@ -26,6 +27,7 @@ pub use agent::{
     OUTPUT_INVALID_SOURCE, OUTPUT_SCHEMA_SOURCE, OutputSchema, RequestHook, StepTiming, TurnLimits,
     TurnOutcome, close_interrupted, close_open_turn,
 };
+pub use checkpoints::Checkpoints;
 pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now};
 pub use endpoint::{Endpoint, Endpoints, SharedEndpoints};
 pub use error::AgentError;

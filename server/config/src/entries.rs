@@ -137,6 +137,22 @@ impl Config {
             quoted(&instructions.on_edit.value),
             &instructions.on_edit.source,
         );
+        let checkpoints = &self.checkpoints;
+        put(
+            "checkpoints.enabled".to_owned(),
+            checkpoints.enabled.value.to_string(),
+            &checkpoints.enabled.source,
+        );
+        put(
+            "checkpoints.max_file_size".to_owned(),
+            checkpoints.max_file_size.value.to_string(),
+            &checkpoints.max_file_size.source,
+        );
+        put(
+            "checkpoints.budget".to_owned(),
+            checkpoints.budget.value.to_string(),
+            &checkpoints.budget.source,
+        );
         for (name, server) in &self.mcp {
             let at = |field: &str| format!("mcp.servers.{name}.{field}");
             let source = &server.transport.source;

@@ -211,6 +211,9 @@ pub(crate) struct FileConfig {
     /// MCP tool servers.
     #[serde(default)]
     pub mcp: FileMcp,
+    /// Workspace checkpoints (rewind).
+    #[serde(default)]
+    pub checkpoints: FileCheckpoints,
     /// Workspaces confirmed although they are `/`, `$HOME` or hold dsh's own state or
     /// configuration (the user's file only).
     #[serde(default)]
@@ -303,4 +306,15 @@ pub(crate) struct FileContext {
 pub(crate) struct FileInstructions {
     pub files: Option<Spanned<Vec<String>>>,
     pub on_edit: Option<Spanned<String>>,
+}
+
+/// `[checkpoints]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileCheckpoints {
+    pub enabled: Option<Spanned<bool>>,
+    /// Bytes, or a string with a unit (`"8 MiB"`).
+    pub max_file_size: Option<Spanned<toml::Value>>,
+    /// Bytes, or a string with a unit (`"1 GiB"`).
+    pub budget: Option<Spanned<toml::Value>>,
 }

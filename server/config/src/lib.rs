@@ -33,7 +33,10 @@ pub use mcp::{
     check_server_name,
 };
 pub use profile::{KeySource, Model, Profile};
-pub use resolve::{Config, ContextSettings, InstructionSettings, Overrides, resolve};
+pub use resolve::{
+    CheckpointSettings, Config, ContextSettings, DEFAULT_CHECKPOINT_BUDGET,
+    DEFAULT_CHECKPOINT_MAX_FILE_SIZE, InstructionSettings, Overrides, resolve,
+};
 
 /// The built-in layer's text.
 pub const DEFAULTS: &str = include_str!("defaults.toml");

@@ -50,6 +50,23 @@ pub struct InstructionSettings {
     pub on_edit: Sourced<String>,
 }
 
+/// Workspace checkpoints (`[checkpoints]`, docs/rewind.md).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointSettings {
+    /// Whether the daemon checkpoints the workspace before file-changing steps and at turn ends.
+    pub enabled: Sourced<bool>,
+    /// Files larger than this (bytes) are listed as too large, not stored.
+    pub max_file_size: Sourced<u64>,
+    /// The workspace's object store is kept within this many bytes; the oldest checkpoints are
+    /// dropped first.
+    pub budget: Sourced<u64>,
+}
+
+/// The default cap on a checkpointed file's size.
+pub const DEFAULT_CHECKPOINT_MAX_FILE_SIZE: u64 = 8 << 20;
+/// The default budget of a workspace's checkpoint store.
+pub const DEFAULT_CHECKPOINT_BUDGET: u64 = 1 << 30;
+
 /// The resolved configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -67,6 +84,8 @@ pub struct Config {
     pub instructions: InstructionSettings,
     /// MCP tool servers by name.
     pub mcp: BTreeMap<String, McpServer>,
+    /// Workspace checkpoints.
+    pub checkpoints: CheckpointSettings,
     /// Workspaces the user confirmed although they are `/`, `$HOME` or hold dsh's state or
     /// configuration (absolute paths, as written).
     pub allow_workspaces: Vec<PathBuf>,
@@ -210,7 +229,13 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
     let (mut window, mut trim_at, mut compact_at, mut auto) = (None, None, None, None);
     let (mut files, mut on_edit) = (None, None);
     let mut servers: BTreeMap<String, PartialServer> = BTreeMap::new();
+    let mut checkpoints = CheckpointSettings {
+        enabled: Sourced::new(true, Source::Default),
+        max_file_size: Sourced::new(DEFAULT_CHECKPOINT_MAX_FILE_SIZE, Source::Default),
+        budget: Sourced::new(DEFAULT_CHECKPOINT_BUDGET, Source::Default),
+    };
     for layer in layers {
+        checkpoint_layer(&mut checkpoints, layer)?;
         let file = &layer.file;
         take(&mut profile, layer, &file.profile);
         take(&mut model, layer, &file.model);
@@ -310,6 +335,7 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
         context,
         instructions,
         mcp,
+        checkpoints,
         allow_workspaces,
     };
     let default_model = config.model.as_ref().map(|m| m.value.as_str());
@@ -334,6 +360,65 @@ pub(crate) fn source_line(source: &Source) -> Option<usize> {
 }
 
 /// An error located at a value's source.
+/// Merges a layer's `[checkpoints]`. A workspace's file only tightens: it may turn checkpoints
+/// off and lower the limits, never the reverse (a repository does not get to fill the user's
+/// disk); a looser value there is left out.
+fn checkpoint_layer(settings: &mut CheckpointSettings, layer: &Layer) -> Result<(), ConfigError> {
+    let file = &layer.file.checkpoints;
+    if let Some(enabled) = &file.enabled
+        && (!layer.workspace || !*enabled.get_ref())
+    {
+        settings.enabled = Sourced::new(*enabled.get_ref(), layer.source(enabled));
+    }
+    for (key, value, slot) in [
+        ("max_file_size", &file.max_file_size, &mut settings.max_file_size),
+        ("budget", &file.budget, &mut settings.budget),
+    ] {
+        let Some(value) = value else { continue };
+        let source = layer.source(value);
+        let bytes = parse_bytes(value.get_ref()).ok_or_else(|| {
+            at(
+                &source,
+                format!(
+                    "checkpoints.{key}: {} is not a size (bytes, or a string such as \"8 MiB\" \
+                     with B, KiB, MiB or GiB)",
+                    match value.get_ref() {
+                        toml::Value::String(text) => format!("\"{text}\""),
+                        toml::Value::Integer(number) => number.to_string(),
+                        other => format!("a {}", other.type_str()),
+                    }
+                ),
+            )
+        })?;
+        if !layer.workspace || bytes < slot.value {
+            *slot = Sourced::new(bytes, source);
+        }
+    }
+    Ok(())
+}
+
+/// A size in bytes: a non-negative integer, or a string `"<number> <unit>"` (B, KiB, MiB, GiB;
+/// the space optional).
+fn parse_bytes(value: &toml::Value) -> Option<u64> {
+    match value {
+        toml::Value::Integer(bytes) => u64::try_from(*bytes).ok(),
+        toml::Value::String(text) => {
+            let text = text.trim();
+            let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+            let number: u64 = text[..split].parse().ok()?;
+            let unit: u64 = match text[split..].trim() {
+                "" | "B" => 1,
+                "KiB" => 1 << 10,
+                "MiB" => 1 << 20,
+                "GiB" => 1 << 30,
+                _ => return None,
+            };
+            number.checked_mul(unit)
+        }
+        _ => None,
+    }
+}
+
 pub(crate) fn at(source: &Source, message: String) -> ConfigError {
     ConfigError { location: source.to_string(), message }
 }

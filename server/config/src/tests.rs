@@ -216,6 +216,9 @@ fn dsh_config_shows_every_value_with_its_source_and_no_secret() {
         context.auto = true  # default
         instructions.files = ["AGENTS.md", ".dsh/instructions.md"]  # default
         instructions.on_edit = "append"  # default
+        checkpoints.enabled = true  # default
+        checkpoints.max_file_size = 8388608  # default
+        checkpoints.budget = 1073741824  # default
     "#]]
     .assert_eq(&text);
 }
@@ -552,4 +555,40 @@ fn only_the_users_file_confirms_a_broad_workspace() {
         layer("allow_workspaces = [\"here\"]\n", "/home/u/.config/dsh/config.toml", false);
     let error = resolve(&[&builtin(), &relative], &Overrides::default()).unwrap_err().to_string();
     assert!(error.contains("not an absolute path"), "{error}");
+}
+
+#[test]
+fn a_workspace_only_tightens_checkpoints_and_sizes_take_units() {
+    let defaults = resolve(&[&builtin()], &Overrides::default()).unwrap().checkpoints;
+    assert!(defaults.enabled.value);
+    assert_eq!(defaults.max_file_size.value, 8 << 20);
+    assert_eq!(defaults.budget.value, 1 << 30);
+    let user = layer(
+        "[checkpoints]\nenabled = false\nmax_file_size = \"2 MiB\"\nbudget = 5000\n",
+        "/u/config.toml",
+        false,
+    );
+    // The workspace tries to turn them back on and raise a limit, and lowers the other.
+    let workspace = layer(
+        "[checkpoints]\nenabled = true\nmax_file_size = \"1GiB\"\nbudget = 100\n",
+        "/w/.dsh/config.toml",
+        true,
+    );
+    let config = resolve(&[&builtin(), &user, &workspace], &Overrides::default()).unwrap();
+    let checkpoints = config.checkpoints;
+    assert!(!checkpoints.enabled.value);
+    assert_eq!(checkpoints.enabled.source.to_string(), "/u/config.toml:2");
+    assert_eq!(checkpoints.max_file_size.value, 2 << 20);
+    assert_eq!(checkpoints.budget.value, 100);
+    assert_eq!(checkpoints.budget.source.to_string(), "/w/.dsh/config.toml:4");
+    // A workspace may turn them off.
+    let off = layer("[checkpoints]\nenabled = false\n", "/w/.dsh/config.toml", true);
+    let config = resolve(&[&builtin(), &off], &Overrides::default()).unwrap();
+    assert!(!config.checkpoints.enabled.value);
+    let bad = layer("[checkpoints]\nbudget = \"lots\"\n", "/u/config.toml", false);
+    let message = resolve(&[&builtin(), &bad], &Overrides::default()).unwrap_err().to_string();
+    assert!(
+        message.starts_with("/u/config.toml:2: checkpoints.budget: \"lots\" is not a size"),
+        "{message}"
+    );
 }

@@ -7,7 +7,9 @@
 //! every tool call of a step is answered by a `tool/result` before the step closes; every
 //! `surface/replace` names nodes that are on the surface; a `turn/limit` sits inside a turn,
 //! between its steps; a `plan/update` follows at once the successful `update_plan` result it
-//! names, and its plan obeys [`check_plan`]. Compaction is bracketed: a
+//! names, and its plan obeys [`check_plan`]; a `workspace/checkpoint` of a step sits inside that
+//! step and any other outside every step; a `workspace/rewind` sits outside every turn.
+//! Compaction is bracketed: a
 //! `compact/summary` answers an open `compact/start`, and a summary `surface/replace` follows
 //! its `compact/summary`; a `compact/start` followed by nothing of the kind is an abandoned
 //! attempt (its summarize call failed or was cancelled), which is well-formed. A trimmed tool
@@ -16,7 +18,8 @@
 use std::fmt;
 
 use crate::event::{
-    Event, EventData, StepError, StopReason, SurfaceNode, SurfaceReplace, ToolResult, TurnEnd,
+    CheckpointReason, Event, EventData, StepError, StopReason, SurfaceNode, SurfaceReplace,
+    ToolResult, TurnEnd, WorkspaceCheckpoint,
 };
 use crate::header::fold_header_event;
 use crate::message::Message;
@@ -205,6 +208,10 @@ impl Checker {
                     self.error(seq, message);
                 }
             }
+            EventData::WorkspaceCheckpoint(checkpoint) => self.checkpoint(seq, checkpoint),
+            EventData::WorkspaceRewind(_) if self.open_turn.is_some() => {
+                self.error(seq, "workspace/rewind inside a turn")
+            }
             data if is_response_event(data) => self.response(seq, event),
             _ => {}
         }
@@ -216,6 +223,28 @@ impl Checker {
             }
             _ => None,
         };
+    }
+
+    /// A checkpoint of a step sits inside that step; any other checkpoint outside every step.
+    fn checkpoint(&mut self, seq: u64, checkpoint: &WorkspaceCheckpoint) {
+        let open = self.open_step.as_ref().map(|step| step.step);
+        match (checkpoint.reason, checkpoint.step, open) {
+            (CheckpointReason::Step, Some(step), Some(open)) if step == open => {}
+            (CheckpointReason::Step, Some(step), _) => {
+                self.error(seq, format!("workspace/checkpoint of step {step} outside that step"))
+            }
+            (CheckpointReason::Step, None, _) => {
+                self.error(seq, "workspace/checkpoint of reason step without a step")
+            }
+            (_, Some(step), _) => self.error(
+                seq,
+                format!("workspace/checkpoint names step {step} but its reason is not step"),
+            ),
+            (_, None, Some(open)) => {
+                self.error(seq, format!("workspace/checkpoint inside step {open} without its step"))
+            }
+            (_, None, None) => {}
+        }
     }
 
     /// The compaction and trim rules of a `surface/replace` (the surface rules run in the fold).

@@ -151,6 +151,11 @@ event_kinds! {
     CompactSummary(CompactSummary) = "compact/summary",
     /// `surface/replace`: surface nodes `start..=end` become one node (surface).
     SurfaceReplace(SurfaceReplace) = "surface/replace",
+    /// `workspace/checkpoint`: the workspace's files were recorded (not model-visible).
+    WorkspaceCheckpoint(WorkspaceCheckpoint) = "workspace/checkpoint",
+    /// `workspace/rewind`: files and/or the conversation returned to a checkpoint (not
+    /// model-visible).
+    WorkspaceRewind(WorkspaceRewind) = "workspace/rewind",
 }
 
 /// The events of a seq-ordered log from `seq` on: what an incremental fold has not seen yet.

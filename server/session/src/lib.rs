@@ -33,12 +33,13 @@ pub use check::{Closing, Diagnostic, Severity, check_log, closing_events};
 pub use event::event_payload_schemas;
 pub use event::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChangeKind,
-    ChunkDelta, CompactStart, CompactSummary, ContextMessage, DecodeError, DecodeErrorKind,
-    EVENT_KINDS, EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, FileChange, FileSeen,
-    ForkOrigin, InstructionFile, LimitKind, LlmRetry, McpWait, McpWaitReason, RequestHeader,
-    RequestSent, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd, StepError,
-    StepStart, StopReason, SurfaceNode, SurfaceReplace, ToolCallStarted, ToolProgress, ToolResult,
-    TurnEnd, TurnLimit, TurnStart, Usage, UserMessage, decode_event, decode_log, encode_event,
+    CheckpointReason, ChunkDelta, CompactStart, CompactSummary, ContextMessage, DecodeError,
+    DecodeErrorKind, EVENT_KINDS, EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, FileChange,
+    FileSeen, ForkOrigin, InstructionFile, LimitKind, LlmRetry, McpWait, McpWaitReason,
+    RequestHeader, RequestSent, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd,
+    StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace, TooLargeFile, ToolCallStarted,
+    ToolProgress, ToolResult, TurnEnd, TurnLimit, TurnStart, Usage, UserMessage,
+    WorkspaceCheckpoint, WorkspaceRewind, decode_event, decode_log, encode_event,
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,

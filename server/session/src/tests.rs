@@ -315,6 +315,38 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
             approval_id: "a".into(),
             decision: ApprovalVerdict::AllowAlways
         })),
+        (proptest::option::of(1u64..9), proptest::collection::vec(text(), 0..3), any::<bool>())
+            .prop_map(|(step, changed, incomplete)| EventData::WorkspaceCheckpoint(
+                WorkspaceCheckpoint {
+                    step,
+                    reason: if step.is_some() {
+                        CheckpointReason::Step
+                    } else {
+                        CheckpointReason::TurnEnd
+                    },
+                    root: "ab".repeat(32),
+                    files: changed.len() as u64,
+                    too_large: changed
+                        .iter()
+                        .map(|path| TooLargeFile { path: path.clone(), size: 1 << 24 })
+                        .collect(),
+                    changed,
+                    incomplete: incomplete.then(|| "disk full".to_owned()),
+                }
+            )),
+        (proptest::option::of(1u64..9), proptest::collection::vec(text(), 0..3), any::<bool>())
+            .prop_map(|(to_step, paths, files)| EventData::WorkspaceRewind(WorkspaceRewind {
+                from_session: "parent".into(),
+                to_step,
+                checkpoint: Some("cd".repeat(32)),
+                before: files.then(|| "ef".repeat(32)),
+                restored: paths.clone(),
+                created: paths.clone(),
+                deleted: paths,
+                forced: files,
+                conversation: to_step.is_some(),
+                files,
+            })),
     ];
     prop_oneof![a, b]
 }
@@ -757,6 +789,57 @@ fn a_turn_limit_stands_between_steps_inside_its_turn() {
     after.push(event(0, limit()));
     let found = check_log(&reindex(after));
     assert!(found.iter().any(|d| d.message == "turn/limit outside a turn"), "{found:?}");
+}
+
+#[test]
+fn a_steps_checkpoint_sits_inside_its_step_and_a_rewind_outside_every_turn() {
+    let checkpoint = |step: Option<u64>, reason| {
+        EventData::WorkspaceCheckpoint(WorkspaceCheckpoint {
+            step,
+            reason,
+            root: "00".repeat(32),
+            files: 1,
+            changed: vec![],
+            too_large: vec![],
+            incomplete: None,
+        })
+    };
+    let rewind = || {
+        EventData::WorkspaceRewind(WorkspaceRewind {
+            from_session: "parent".into(),
+            to_step: Some(1),
+            checkpoint: Some("00".repeat(32)),
+            before: None,
+            restored: vec![],
+            created: vec![],
+            deleted: vec![],
+            forced: false,
+            conversation: true,
+            files: true,
+        })
+    };
+    let with = |at: usize, data: EventData| {
+        let mut events = tool_turn();
+        events.insert(at, event(0, data));
+        for (i, e) in events.iter_mut().enumerate() {
+            e.seq = i as u64;
+        }
+        check_log(&events)
+    };
+    // After step 1's message, before its tool call; after the turn; a rewind after the turn.
+    assert_eq!(with(6, checkpoint(Some(1), CheckpointReason::Step)), vec![]);
+    assert_eq!(with(14, checkpoint(None, CheckpointReason::TurnEnd)), vec![]);
+    assert_eq!(with(14, rewind()), vec![]);
+    let found = with(6, checkpoint(Some(2), CheckpointReason::Step));
+    assert!(found.iter().any(|d| d.message.contains("of step 2 outside that step")), "{found:?}");
+    let found = with(10, checkpoint(Some(1), CheckpointReason::Step));
+    assert!(found.iter().any(|d| d.message.contains("of step 1 outside that step")), "{found:?}");
+    let found = with(6, checkpoint(None, CheckpointReason::TurnEnd));
+    assert!(found.iter().any(|d| d.message.contains("inside step 1")), "{found:?}");
+    let found = with(6, checkpoint(Some(1), CheckpointReason::Rewind));
+    assert!(found.iter().any(|d| d.message.contains("its reason is not step")), "{found:?}");
+    let found = with(2, rewind());
+    assert!(found.iter().any(|d| d.message == "workspace/rewind inside a turn"), "{found:?}");
 }
 
 #[test]

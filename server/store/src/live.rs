@@ -50,7 +50,8 @@ pub fn is_boundary(data: &EventData) -> bool {
         | EventData::StepEnd(_)
         | EventData::StepError(_)
         | EventData::SurfaceReplace(_)
-        | EventData::CompactSummary(_) => true,
+        | EventData::CompactSummary(_)
+        | EventData::WorkspaceRewind(_) => true,
         EventData::StepStart(_)
         | EventData::RequestHeader(_)
         | EventData::RequestHeaderDelta(_)
@@ -62,7 +63,8 @@ pub fn is_boundary(data: &EventData) -> bool {
         | EventData::LlmRetry(_)
         | EventData::McpWait(_)
         | EventData::TurnLimit(_)
-        | EventData::CompactStart(_) => false,
+        | EventData::CompactStart(_)
+        | EventData::WorkspaceCheckpoint(_) => false,
     }
 }
 

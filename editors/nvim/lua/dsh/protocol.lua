@@ -18,6 +18,7 @@ M.methods = {
   McpList = "mcp/list",
   SessionAudit = "session/audit",
   SessionCancel = "session/cancel",
+  SessionCheckpoints = "session/checkpoints",
   SessionCompact = "session/compact",
   SessionCreate = "session/create",
   SessionEvent = "session/event",
@@ -29,6 +30,7 @@ M.methods = {
   SessionPlan = "session/plan",
   SessionPrompt = "session/prompt",
   SessionRequest = "session/request",
+  SessionRewind = "session/rewind",
   SessionSubscribe = "session/subscribe",
   SessionUnsubscribe = "session/unsubscribe",
   SessionUsage = "session/usage",
@@ -38,11 +40,14 @@ M.methods = {
 --- Application error codes.
 M.error_codes = {
   approvalNotFound = 1008,
+  checkpointUnavailable = 1014,
   config = 1012,
   invalidWorkspace = 1005,
   outOfRange = 1003,
   overloaded = 1004,
   provider = 1007,
+  rewindConflict = 1015,
+  rewindFailed = 1016,
   sessionBusy = 1002,
   sessionNotFound = 1001,
   sessionUnavailable = 1006,
@@ -80,6 +85,8 @@ M.event_kinds = {
   { kind = "compact/start", payload = "CompactStart" },
   { kind = "compact/summary", payload = "CompactSummary" },
   { kind = "surface/replace", payload = "SurfaceReplace" },
+  { kind = "workspace/checkpoint", payload = "WorkspaceCheckpoint" },
+  { kind = "workspace/rewind", payload = "WorkspaceRewind" },
 }
 
 -- The API's types.
@@ -101,6 +108,32 @@ M.event_kinds = {
 ---@class dsh.Capabilities
 ---@field eventKinds string[] Every log event kind it may push in `session/event`.
 ---@field methods string[] Every method it serves.
+
+--- One checkpoint of a session (`session/checkpoints`): a `workspace/checkpoint` event of its log, or the state before a rewind named by its `workspace/rewind` event.
+---@class dsh.CheckpointEntry
+---@field available boolean Whether every object it needs is still in the workspace's store (false once collection dropped it: a rewind to it is refused).
+---@field changed? string[] Paths that differ from the workspace's previous checkpoint.
+---@field files integer Files and symlinks recorded (0 for the state before a rewind, whose count the rewind's event does not carry).
+---@field incomplete? string What it could not record, when it is incomplete.
+---@field reason dsh.CheckpointReason Why it was taken.
+---@field root string The hash of its root tree.
+---@field seq integer The seq of the event that names it: what `session/rewind`'s `checkpoint` takes.
+---@field step? integer The step about to run tools when it was taken (absent at a turn's end and before a rewind).
+---@field time integer Unix ms of its event.
+---@field tooLarge? dsh.TooLargeFile[] Files over the size cap: not restorable.
+
+--- A workspace's checkpoint store in `daemon/status`.
+---@class dsh.CheckpointStoreStatus
+---@field budget integer The budget (`[checkpoints] budget`).
+---@field bytes integer Bytes its objects take on disk.
+---@field dropped? string[] Checkpoints dropped by the last collection to keep within the budget, oldest first (their roots); a rewind to them is refused.
+---@field freed integer Bytes the last collection freed.
+---@field recovered? string What crash recovery did at start (a rewind's journal completed), when it did anything.
+---@field workspace string The workspace.
+
+--- The error data of a rewind refused because the checkpoint cannot be restored (`checkpointUnavailable`).
+---@class dsh.CheckpointUnavailableData
+---@field missingObjects? string[] The objects (SHA-256, hex) the workspace's store no longer has.
 
 --- Who is calling.
 ---@class dsh.ClientInfo
@@ -129,6 +162,7 @@ M.event_kinds = {
 --- `daemon/status` result.
 ---@class dsh.DaemonStatusResult
 ---@field baseUrl string Where new sessions on the default profile send their requests: the daemon's `--base-url` (each such session pinned to it), else the default profile's.
+---@field checkpoints? dsh.CheckpointStoreStatus[] The workspace checkpoint stores this daemon has opened: their size, budget, what the last collection dropped, what recovery did.
 ---@field clients integer Connected clients.
 ---@field configErrors? string[] Configuration files that cannot be used now, with where and why: their last good version stays in use.
 ---@field configFiles? string[] The configuration files in use.
@@ -325,6 +359,21 @@ M.event_kinds = {
 ---@field turn integer The turn.
 ---@field usage? dsh.Usage The step's usage (absent when it never finished).
 
+--- The error data of a rewind refused for conflicts (`rewindConflict`).
+---@class dsh.RewindConflictData
+---@field conflicts string[] Files changed since the last checkpoint by someone other than the agent, which the rewind would overwrite.
+
+--- The error data of a rewind that failed part-way (`rewindFailed`): exactly which files are in which state. Files not listed were not touched.
+---@class dsh.RewindFailedData
+---@field done string[] Files already at their checkpoint state.
+---@field failed dsh.RewindFailure[] Files that failed, with why (each left as it was before the rewind).
+---@field notReached string[] Files the rewind did not reach (left as they were).
+
+--- One file a rewind that failed part-way could not restore.
+---@class dsh.RewindFailure
+---@field error string The error, for people.
+---@field path string Its path.
+
 --- One kernel feature the command sandbox is built from.
 ---@class dsh.SandboxFeature
 ---@field available boolean The kernel offers it.
@@ -366,6 +415,10 @@ M.event_kinds = {
 ---@class dsh.SessionCancelResult
 ---@field cancelled boolean Whether a running turn was cancelled.
 
+--- `session/checkpoints` result.
+---@class dsh.SessionCheckpointsResult
+---@field checkpoints dsh.CheckpointEntry[] The session's checkpoints, oldest first.
+
 --- `session/compact` result.
 ---@class dsh.SessionCompactResult
 ---@field compacted boolean Whether the surface was rewritten.
@@ -397,7 +450,7 @@ M.event_kinds = {
 ---@field seq integer The event's seq in the log.
 ---@field sessionId string The session.
 ---@field time integer Unix ms.
----@field type "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace" The event kind.
+---@field type "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"|"workspace/checkpoint"|"workspace/rewind" The event kind.
 
 --- `session/events` params.
 ---@class dsh.SessionEventsParams
@@ -497,6 +550,29 @@ M.event_kinds = {
 ---@field turn integer Its turn.
 ---@field usage? dsh.Usage The step's usage, when it ended.
 ---@field wire dsh.WireBody The rebuilt wire body.
+
+--- `session/rewind` params: return the workspace's files and/or the conversation to just before step `step` ran, or the files to the checkpoint logged at seq `checkpoint`. Exactly one of `step` and `checkpoint`.
+---@class dsh.SessionRewindParams
+---@field checkpoint? integer Restore the files to the checkpoint with this seq (`session/checkpoints`): files only, so `conversation` must not be true.
+---@field conversation? boolean Rewind the conversation: a fork at the step's boundary continues (default true with `step`, false with `checkpoint`).
+---@field dryRun? boolean Say what the rewind would do, and do nothing (default false).
+---@field files? boolean Restore the files (default true).
+---@field force? boolean Overwrite files changed since the last checkpoint by someone other than the agent (default false: such files refuse the rewind, `rewindConflict`).
+---@field sessionId string The session.
+---@field step? integer Rewind to just before this step ran (1-based, across the session).
+
+--- `session/rewind` result: what was done (or, with `dryRun`, what would be).
+---@class dsh.SessionRewindResult
+---@field beforeSeq? integer The seq, in the rewound session, of the checkpoint of the state just before the rewind (a rewind to it undoes this one); absent when no file was touched.
+---@field checkpoint? string The root of the checkpoint restored to (for a conversation-only rewind, the step's checkpoint, when it has one).
+---@field conflicts string[] Files changed since the last checkpoint by someone other than the agent that the rewind overwrote (with `force`) or would refuse to (with `dryRun`).
+---@field created string[] Files (and symlinks) recreated: absent now, present at the checkpoint.
+---@field deleted string[] Files removed: present now, absent at the checkpoint.
+---@field dryRun boolean Whether this was a dry run.
+---@field incomplete? string What the checkpoint could not record, when it is incomplete: those files are not restored.
+---@field notRestorable string[] Files over the size cap at the checkpoint: not restored.
+---@field restored string[] Files rewritten to their checkpoint content.
+---@field sessionId string The session that continues: the fork when the conversation was rewound, else the session itself (with `dryRun`, the session itself).
 
 --- `session/subscribe` params.
 ---@class dsh.SessionSubscribeParams
@@ -612,6 +688,9 @@ M.event_kinds = {
 
 --- What happened to a file.
 ---@alias dsh.ChangeKind "edited"|"added"|"deleted"|"replaced"
+
+--- Why a workspace checkpoint was taken.
+---@alias dsh.CheckpointReason "step"|"turnEnd"|"rewind"
 
 --- Visible text.
 ---@class dsh.ChunkDelta.text
@@ -864,6 +943,11 @@ M.event_kinds = {
 ---@field keepSuffix integer Trailing lines kept.
 ---@field lines string[] The new middle lines.
 
+--- A file a checkpoint did not record because it is over the size cap.
+---@class dsh.TooLargeFile
+---@field path string Its path relative to the workspace root.
+---@field size integer Its size in bytes.
+
 --- One tool call of an assistant message, argument string verbatim.
 ---@class dsh.ToolCall
 ---@field arguments string The argument string exactly as the model produced it; never re-serialized.
@@ -941,7 +1025,30 @@ M.event_kinds = {
 ---@field thinkingBudget? integer Anthropic: the thinking budget (`thinking.budget_tokens`) when thinking is on; `None` derives it from `max_tokens` (docs/providers.md).
 ---@field thinkingObject? boolean OpenAI-compatible: send DeepSeek's `thinking` object (`{"type":"enabled"|"disabled"}`).
 
----@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"
+--- `workspace/checkpoint`: the state of the workspace's files was recorded (not model-visible). The tree itself — names as bytes, contents, modes, link targets — is in the workspace's object store under `root`; the event names it and says what changed, for people.
+---@class dsh.WorkspaceCheckpoint
+---@field changed? string[] Paths that differ from the workspace's previous checkpoint (added, changed or removed), relative to the workspace root; a name that is not UTF-8 is written lossily here (the tree keeps its bytes).
+---@field files integer Files and symlinks recorded.
+---@field incomplete? string Set when the checkpoint could not record everything (the disk filled, a file could not be read): what is missing. A rewind to it says so.
+---@field reason dsh.CheckpointReason Why the checkpoint was taken.
+---@field root string The hash (SHA-256, lowercase hex) of the checkpoint's root tree.
+---@field step? integer The step about to run tools that can change files (the checkpoint is the workspace as that step found it); absent at a turn's end and before a rewind.
+---@field tooLarge? dsh.TooLargeFile[] Files over the size cap: recorded by size only, not restorable.
+
+--- `workspace/rewind`: the workspace's files and/or the conversation were returned to a checkpoint (not model-visible). A conversation rewind logs it first in the fork that continues (`fromSession` is the rewound session); a files-only rewind logs it in the session itself.
+---@class dsh.WorkspaceRewind
+---@field before? string The root of the checkpoint of the state just before the rewind (absent when no file was restored): a rewind to it undoes this one.
+---@field checkpoint? string The root of the checkpoint the files were restored to (for a conversation-only rewind, the step's checkpoint, when it has one).
+---@field conversation boolean Whether the conversation was rewound (this session is a fork at `toStep`).
+---@field created? string[] Files (and symlinks) recreated: absent before the rewind, present at the checkpoint.
+---@field deleted? string[] Files removed: present before the rewind, absent at the checkpoint.
+---@field files boolean Whether the files were restored.
+---@field forced? boolean Whether files changed by someone other than the agent were overwritten (`force`).
+---@field fromSession string The session that was rewound.
+---@field restored? string[] Files rewritten to their checkpoint content.
+---@field toStep? integer The step the rewind returned to (just before it ran); absent for a rewind to a checkpoint named by its seq.
+
+---@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"|"workspace/checkpoint"|"workspace/rewind"
 
 -- One class per event kind: the `session/event` envelope with its typed payload.
 
@@ -1048,5 +1155,13 @@ M.event_kinds = {
 ---@class dsh.Event.surface_replace: dsh.SessionEvent
 ---@field type "surface/replace"
 ---@field data dsh.SurfaceReplace
+
+---@class dsh.Event.workspace_checkpoint: dsh.SessionEvent
+---@field type "workspace/checkpoint"
+---@field data dsh.WorkspaceCheckpoint
+
+---@class dsh.Event.workspace_rewind: dsh.SessionEvent
+---@field type "workspace/rewind"
+---@field data dsh.WorkspaceRewind
 
 return M

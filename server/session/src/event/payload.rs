@@ -651,3 +651,104 @@ pub struct SurfaceReplace {
     /// The node that takes their place; its id is this event's seq.
     pub node: SurfaceNode,
 }
+
+/// `workspace/checkpoint`: the state of the workspace's files was recorded (not model-visible).
+/// The tree itself — names as bytes, contents, modes, link targets — is in the workspace's
+/// object store under `root`; the event names it and says what changed, for people.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceCheckpoint {
+    /// The step about to run tools that can change files (the checkpoint is the workspace as
+    /// that step found it); absent at a turn's end and before a rewind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// Why the checkpoint was taken.
+    pub reason: CheckpointReason,
+    /// The hash (SHA-256, lowercase hex) of the checkpoint's root tree.
+    pub root: String,
+    /// Files and symlinks recorded.
+    pub files: u64,
+    /// Paths that differ from the workspace's previous checkpoint (added, changed or removed),
+    /// relative to the workspace root; a name that is not UTF-8 is written lossily here (the
+    /// tree keeps its bytes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
+    pub changed: Vec<String>,
+    /// Files over the size cap: recorded by size only, not restorable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<TooLargeFile>>", optional))]
+    pub too_large: Vec<TooLargeFile>,
+    /// Set when the checkpoint could not record everything (the disk filled, a file could not
+    /// be read): what is missing. A rewind to it says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
+}
+
+/// Why a workspace checkpoint was taken.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CheckpointReason {
+    /// Before a step runs a tool that can change files.
+    Step,
+    /// When a turn ended.
+    TurnEnd,
+    /// The state of the workspace just before a rewind restored files: undoing the rewind.
+    Rewind,
+}
+
+/// A file a checkpoint did not record because it is over the size cap.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TooLargeFile {
+    /// Its path relative to the workspace root.
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// `workspace/rewind`: the workspace's files and/or the conversation were returned to a
+/// checkpoint (not model-visible). A conversation rewind logs it first in the fork that
+/// continues (`fromSession` is the rewound session); a files-only rewind logs it in the session
+/// itself.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceRewind {
+    /// The session that was rewound.
+    pub from_session: String,
+    /// The step the rewind returned to (just before it ran); absent for a rewind to a
+    /// checkpoint named by its seq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_step: Option<u64>,
+    /// The root of the checkpoint the files were restored to (for a conversation-only rewind,
+    /// the step's checkpoint, when it has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// The root of the checkpoint of the state just before the rewind (absent when no file was
+    /// restored): a rewind to it undoes this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// Files rewritten to their checkpoint content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
+    pub restored: Vec<String>,
+    /// Files (and symlinks) recreated: absent before the rewind, present at the checkpoint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
+    pub created: Vec<String>,
+    /// Files removed: present before the rewind, absent at the checkpoint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
+    pub deleted: Vec<String>,
+    /// Whether files changed by someone other than the agent were overwritten (`force`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
+    pub forced: bool,
+    /// Whether the conversation was rewound (this session is a fork at `toStep`).
+    pub conversation: bool,
+    /// Whether the files were restored.
+    pub files: bool,
+}
