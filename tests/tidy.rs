@@ -38,6 +38,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "dsh-protocol",
             "dsh-sandbox",
             "dsh-config",
+            "dsh-checkpoint",
         ],
     ),
     // The CLI: a client of the daemon through its typed client and the protocol (plus the pure

@@ -389,7 +389,7 @@ impl Op {
                 EventData::WorkspaceRewind(WorkspaceRewind {
                     from_session: "parent".to_owned(),
                     to_step: to_step.map(Small::n),
-                    checkpoint: format!("{:064x}", seq),
+                    checkpoint: Some(format!("{:064x}", seq)),
                     before: files.then(|| format!("{:064x}", seq + 1)),
                     restored: restored.iter().map(|text| text.s()).collect(),
                     created: Vec::new(),

@@ -2197,13 +2197,15 @@ class SessionRewindResult(_w.WireObject):
     """
     not_restorable: list[str]
     """Files over the size cap at the checkpoint: not restored."""
-    checkpoint: str
-    """The root of the checkpoint restored to."""
     dry_run: bool
     """Whether this was a dry run."""
     before_seq: int | None = None
     """The seq, in the rewound session, of the checkpoint of the state just before the
     rewind (a rewind to it undoes this one); absent when no file was touched.
+    """
+    checkpoint: str | None = None
+    """The root of the checkpoint restored to (for a conversation-only rewind, the step's
+    checkpoint, when it has one).
     """
     incomplete: str | None = None
     """What the checkpoint could not record, when it is incomplete: those files are not
@@ -2220,16 +2222,18 @@ class SessionRewindResult(_w.WireObject):
             deleted=_w.required(o, "deleted", lambda value: _w.array(value, _w.string), "SessionRewindResult"),
             conflicts=_w.required(o, "conflicts", lambda value: _w.array(value, _w.string), "SessionRewindResult"),
             not_restorable=_w.required(o, "notRestorable", lambda value: _w.array(value, _w.string), "SessionRewindResult"),
-            checkpoint=_w.required(o, "checkpoint", _w.string, "SessionRewindResult"),
             dry_run=_w.required(o, "dryRun", _w.boolean, "SessionRewindResult"),
             before_seq=_w.optional(o, "beforeSeq", _w.integer, "SessionRewindResult"),
+            checkpoint=_w.optional(o, "checkpoint", _w.string, "SessionRewindResult"),
             incomplete=_w.optional(o, "incomplete", _w.string, "SessionRewindResult"),
         )
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"sessionId": self.session_id, "restored": self.restored, "created": self.created, "deleted": self.deleted, "conflicts": self.conflicts, "notRestorable": self.not_restorable, "checkpoint": self.checkpoint, "dryRun": self.dry_run}
+        out: dict[str, Any] = {"sessionId": self.session_id, "restored": self.restored, "created": self.created, "deleted": self.deleted, "conflicts": self.conflicts, "notRestorable": self.not_restorable, "dryRun": self.dry_run}
         if self.before_seq is not None:
             out["beforeSeq"] = self.before_seq
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint
         if self.incomplete is not None:
             out["incomplete"] = self.incomplete
         return out
@@ -4314,8 +4318,6 @@ class WorkspaceRewind(_w.WireObject):
 
     from_session: str
     """The session that was rewound."""
-    checkpoint: str
-    """The root of the checkpoint the files were restored to."""
     conversation: bool
     """Whether the conversation was rewound (this session is a fork at `toStep`)."""
     files: bool
@@ -4323,6 +4325,10 @@ class WorkspaceRewind(_w.WireObject):
     before: str | None = None
     """The root of the checkpoint of the state just before the rewind (absent when no file was
     restored): a rewind to it undoes this one.
+    """
+    checkpoint: str | None = None
+    """The root of the checkpoint the files were restored to (for a conversation-only rewind,
+    the step's checkpoint, when it has one).
     """
     created: list[str] | None = None
     """Files (and symlinks) recreated: absent before the rewind, present at the checkpoint."""
@@ -4342,10 +4348,10 @@ class WorkspaceRewind(_w.WireObject):
         o = _w.obj(value, "WorkspaceRewind")
         return cls(
             from_session=_w.required(o, "fromSession", _w.string, "WorkspaceRewind"),
-            checkpoint=_w.required(o, "checkpoint", _w.string, "WorkspaceRewind"),
             conversation=_w.required(o, "conversation", _w.boolean, "WorkspaceRewind"),
             files=_w.required(o, "files", _w.boolean, "WorkspaceRewind"),
             before=_w.optional(o, "before", _w.string, "WorkspaceRewind"),
+            checkpoint=_w.optional(o, "checkpoint", _w.string, "WorkspaceRewind"),
             created=_w.optional(o, "created", lambda value: _w.array(value, _w.string), "WorkspaceRewind"),
             deleted=_w.optional(o, "deleted", lambda value: _w.array(value, _w.string), "WorkspaceRewind"),
             forced=_w.optional(o, "forced", _w.boolean, "WorkspaceRewind"),
@@ -4354,9 +4360,11 @@ class WorkspaceRewind(_w.WireObject):
         )
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"fromSession": self.from_session, "checkpoint": self.checkpoint, "conversation": self.conversation, "files": self.files}
+        out: dict[str, Any] = {"fromSession": self.from_session, "conversation": self.conversation, "files": self.files}
         if self.before is not None:
             out["before"] = self.before
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint
         if self.created is not None:
             out["created"] = self.created
         if self.deleted is not None:

@@ -728,9 +728,10 @@ notRestorable: Array<string>,
  */
 incomplete?: string, 
 /**
- * The root of the checkpoint restored to.
+ * The root of the checkpoint restored to (for a conversation-only rewind, the step's
+ * checkpoint, when it has one).
  */
-checkpoint: string, 
+checkpoint?: string, 
 /**
  * The seq, in the rewound session, of the checkpoint of the state just before the
  * rewind (a rewind to it undoes this one); absent when no file was touched.
@@ -2196,9 +2197,10 @@ fromSession: string,
  */
 toStep?: number, 
 /**
- * The root of the checkpoint the files were restored to.
+ * The root of the checkpoint the files were restored to (for a conversation-only rewind,
+ * the step's checkpoint, when it has one).
  */
-checkpoint: string, 
+checkpoint?: string, 
 /**
  * The root of the checkpoint of the state just before the rewind (absent when no file was
  * restored): a rewind to it undoes this one.

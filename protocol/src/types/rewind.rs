@@ -111,8 +111,11 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub incomplete: Option<String>,
-        /// The root of the checkpoint restored to.
-        pub checkpoint: String,
+        /// The root of the checkpoint restored to (for a conversation-only rewind, the step's
+        /// checkpoint, when it has one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub checkpoint: Option<String>,
         /// The seq, in the rewound session, of the checkpoint of the state just before the
         /// rewind (a rewind to it undoes this one); absent when no file was touched.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -24,7 +24,9 @@
 //! This file is the turn and the step; beside it: `config.rs` ([`AgentConfig`],
 //! [`CallOverrides`]), `tool_calls.rs` (the schemas a step offers, and each call decided, asked,
 //! logged and run), `instructions.rs` (the system prompt under the instruction policy),
-//! `recovery.rs` (closing what a crash left open), `limits.rs` (the turn's budgets).
+//! `recovery.rs` (closing what a crash left open), `limits.rs` (the turn's budgets). Before a
+//! step runs a tool that can change files, and at a turn's end, the workspace is checkpointed
+//! through the [`Checkpoints`] seam (logged `workspace/checkpoint`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -36,14 +38,15 @@ use dsh_provider::{
     check_tool_arguments, wire_body,
 };
 use dsh_session::{
-    AssistantChunk, AssistantTurn, ContextMessage, EpochHeader, EventData, GenerateRequest,
-    HeaderPlan, InstructionFold, LlmCallConfig, LlmRetry, RequestHeader, RequestSent, Session,
-    StepEnd, StepError, StopReason, SurfaceMark, ToolCall, TurnEnd, TurnLimit, TurnStart, Usage,
-    UserMessage, plan_header_event, reconstruct_session_step,
+    AssistantChunk, AssistantTurn, CheckpointReason, ContextMessage, EpochHeader, EventData,
+    GenerateRequest, HeaderPlan, InstructionFold, LlmCallConfig, LlmRetry, RequestHeader,
+    RequestSent, Session, StepEnd, StepError, StopReason, SurfaceMark, ToolCall, TurnEnd,
+    TurnLimit, TurnStart, Usage, UserMessage, plan_header_event, reconstruct_session_step,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{AllowAlways, ApprovalPolicy, Approver, Policy};
+use crate::checkpoints::Checkpoints;
 use crate::compact::{CompactOutcome, ContextPolicy, relieve_pressure};
 use crate::endpoint::SharedEndpoints;
 use crate::error::AgentError;
@@ -160,6 +163,8 @@ pub struct Agent {
     /// The running turn's cost budget, if any: a step whose model has no price in USD is not
     /// run under one.
     max_cost: Option<f64>,
+    /// Where the workspace's files are recorded before file-changing steps and at turn ends.
+    checkpoints: Option<Arc<dyn Checkpoints>>,
 }
 
 enum StepOutcome {
@@ -207,7 +212,34 @@ impl Agent {
             external: None,
             external_tools: Vec::new(),
             max_cost: None,
+            checkpoints: None,
         }
+    }
+
+    /// Records the workspace's files before each step that runs a tool that can change them,
+    /// and at each turn's end (logged `workspace/checkpoint`).
+    pub fn set_checkpoints(&mut self, checkpoints: Arc<dyn Checkpoints>) {
+        self.checkpoints = Some(checkpoints);
+    }
+
+    /// Takes a checkpoint, when there is a seam, and logs it.
+    async fn checkpoint(
+        &self,
+        session: &SessionHandle,
+        step: Option<u64>,
+        reason: CheckpointReason,
+    ) -> Result<(), AgentError> {
+        let Some(checkpoints) = &self.checkpoints else { return Ok(()) };
+        if let Some(checkpoint) = checkpoints.checkpoint(step, reason).await {
+            session.append(EventData::WorkspaceCheckpoint(checkpoint)).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether a call of the tool `name` may change files: anything not known to only read
+    /// (write tools, commands, every MCP tool, an unknown name).
+    fn may_change_files(&self, name: &str) -> bool {
+        self.toolbox.access(name) != Some(crate::tools::Access::Read)
     }
 
     /// Adds tools from outside the toolbox (the daemon's MCP servers).
@@ -338,6 +370,7 @@ impl Agent {
                         })
                         .await?;
                     if ended.is_some() {
+                        self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
                         return Ok(outcome);
                     }
                 }
@@ -367,6 +400,8 @@ impl Agent {
         }
         let end = TurnEnd { turn, reason: outcome.stop_reason, error: outcome.error.clone() };
         session.append(EventData::TurnEnd(end)).await?;
+        // What the turn's tools left — a cancelled command's half-work included.
+        self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
         Ok(outcome)
     }
 
@@ -561,6 +596,11 @@ impl Agent {
         let calls = message.tool_calls.clone();
         session.append(EventData::AssistantMessage(AssistantTurn { step, message })).await?;
 
+        // The workspace as the step found it, before any of its tools can change it: what a
+        // rewind to this step restores (logged inside the step, before the first `tool/call`).
+        if calls.iter().any(|call| self.may_change_files(&call.name)) {
+            self.checkpoint(session, Some(step), CheckpointReason::Step).await?;
+        }
         // Tools, inside the step: every call is answered before step/end.
         for call in &calls {
             let result = self.run_tool(session, step, call, cancel).await?;

@@ -11,6 +11,7 @@
 
 mod agent;
 pub mod approval;
+mod checkpoints;
 pub mod compact;
 mod endpoint;
 mod error;
@@ -25,6 +26,7 @@ pub use agent::{
     Agent, AgentConfig, CallOverrides, Clock, HookContext, INTERRUPTED, RequestHook, StepTiming,
     TurnLimits, TurnOutcome, close_interrupted, close_open_turn,
 };
+pub use checkpoints::Checkpoints;
 pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now};
 pub use endpoint::{Endpoint, Endpoints, SharedEndpoints};
 pub use error::AgentError;

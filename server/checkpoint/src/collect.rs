@@ -1,8 +1,12 @@
 //! Collection: [`Checkpointer::collect`] keeps the newest checkpoints that fit a budget and
 //! removes every object no kept checkpoint references.
 
+use std::collections::HashSet;
+
 use crate::error::CheckpointError;
-use crate::{Checkpointer, Hash};
+use crate::journal::{Action, Found, Journal};
+use crate::tree::{self, Entry, Leaf};
+use crate::{Checkpointer, Hash, ObjectError, ObjectStore};
 
 /// What [`Checkpointer::collect`] kept, dropped and removed. Never silent: the caller reports
 /// the dropped checkpoints (status, doctor).
@@ -34,7 +38,102 @@ impl Checkpointer {
         roots_newest_first: &[Hash],
         budget_bytes: u64,
     ) -> Result<Collected, CheckpointError> {
-        let _ = (roots_newest_first, budget_bytes);
-        unimplemented!("API first: implemented in the next commit")
+        let mut marked = HashSet::new();
+        let mut total = 0u64;
+        // The current state: the next checkpoint reuses the index's hashes without storing
+        // them again, so they must stay.
+        let index = self.index();
+        let mut always: Vec<Hash> = index.trees.iter().copied().collect();
+        always.extend(index.records.values().filter_map(|record| match &record.leaf {
+            Leaf::File { hash, .. } => Some(*hash),
+            _ => None,
+        }));
+        let mut roots_always: Vec<Hash> = index.root.into_iter().collect();
+        if let Found::Journal(journal) = Journal::read(&self.journal_path()).unwrap_or(Found::None)
+        {
+            roots_always.push(journal.target);
+            always.extend(journal.actions.iter().filter_map(|action| match action {
+                Action::File { hash, .. } => Some(*hash),
+                _ => None,
+            }));
+        }
+        for hash in always {
+            if marked.insert(hash) {
+                total += self.objects.size_on_disk(&hash).unwrap_or(0);
+            }
+        }
+        for root in roots_always {
+            let (objects, size) = reachable(&self.objects, &root, &marked)?;
+            total += size;
+            marked.extend(objects);
+        }
+
+        let mut kept = Vec::new();
+        let mut dropped = Vec::new();
+        for root in roots_newest_first {
+            if !dropped.is_empty() {
+                dropped.push(*root);
+                continue;
+            }
+            let (objects, size) = reachable(&self.objects, root, &marked)?;
+            if kept.is_empty() || total + size <= budget_bytes {
+                total += size;
+                marked.extend(objects);
+                kept.push(*root);
+            } else {
+                dropped.push(*root);
+            }
+        }
+        let swept = self.objects.sweep(&marked)?;
+        let (store_bytes, _) = self.objects.total_size()?;
+        Ok(Collected {
+            kept,
+            dropped,
+            objects_removed: swept.objects_removed,
+            freed_bytes: swept.freed_bytes,
+            store_bytes,
+        })
     }
+}
+
+/// The objects reachable from `root` not already in `marked`, and their size on disk (missing
+/// objects are skipped). A marked tree's objects are all marked: it is not descended into.
+fn reachable(
+    objects: &ObjectStore,
+    root: &Hash,
+    marked: &HashSet<Hash>,
+) -> Result<(HashSet<Hash>, u64), CheckpointError> {
+    let mut found = HashSet::new();
+    let mut size = 0;
+    let mut pending = vec![*root];
+    while let Some(hash) = pending.pop() {
+        if marked.contains(&hash) || found.contains(&hash) {
+            continue;
+        }
+        let bytes = match objects.get(&hash) {
+            Ok(bytes) => bytes,
+            Err(ObjectError::Missing(_)) => continue,
+            Err(error) => return Err(error.into()),
+        };
+        size += objects.size_on_disk(&hash).unwrap_or(0);
+        found.insert(hash);
+        let entries =
+            tree::decode(&bytes).map_err(|reason| ObjectError::Corrupt { hash, reason })?;
+        for (_, entry) in entries {
+            match entry {
+                Entry::Dir(subtree) => pending.push(subtree),
+                Entry::Leaf(Leaf::File { hash: blob, .. }) => {
+                    if !marked.contains(&blob)
+                        && !found.contains(&blob)
+                        && let Some(bytes) = objects.size_on_disk(&blob)
+                    {
+                        size += bytes;
+                        found.insert(blob);
+                    }
+                }
+                Entry::Leaf(_) => {}
+            }
+        }
+    }
+    Ok((found, size))
 }

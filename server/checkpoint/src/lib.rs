@@ -23,9 +23,13 @@
 mod checkpoint;
 mod collect;
 mod error;
+mod files;
 mod hash;
+mod index;
+mod journal;
 mod objects;
 mod restore;
+mod tree;
 
 pub use checkpoint::{Checkpoint, CheckpointConfig, Checkpointer, DEFAULT_MAX_FILE_SIZE};
 pub use collect::Collected;
@@ -33,3 +37,6 @@ pub use error::{Blocked, CheckpointError, ObjectError, PartWay, RestoreError};
 pub use hash::{Hash, ParseHashError};
 pub use objects::{ObjectStore, Swept};
 pub use restore::{Applied, Recovered, RestorePlan};
+
+#[cfg(test)]
+mod tests;

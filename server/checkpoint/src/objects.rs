@@ -35,6 +35,9 @@ pub struct ObjectStore {
     dir: PathBuf,
     /// Fan-out directories with renames not yet made durable (see [`ObjectStore::sync`]).
     unsynced: Mutex<BTreeSet<PathBuf>>,
+    /// Tests: object writes fail with "no space left on device" while set.
+    #[cfg(test)]
+    pub(crate) disk_full: std::sync::atomic::AtomicBool,
 }
 
 /// What [`ObjectStore::sweep`] removed.
@@ -59,7 +62,12 @@ impl ObjectStore {
     /// Opens the store in `dir`, creating it (0700) if needed.
     pub fn open(dir: &Path) -> Result<ObjectStore, ObjectError> {
         create_private_dir(dir).map_err(io_error("creating", dir))?;
-        Ok(ObjectStore { dir: dir.to_path_buf(), unsynced: Mutex::new(BTreeSet::new()) })
+        Ok(ObjectStore {
+            dir: dir.to_path_buf(),
+            unsynced: Mutex::new(BTreeSet::new()),
+            #[cfg(test)]
+            disk_full: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     /// The store's directory.
@@ -101,6 +109,14 @@ impl ObjectStore {
         if fs::symlink_metadata(&fan_out).is_err() {
             create_private_dir(&fan_out).map_err(io_error("creating", &fan_out))?;
             self.mark_unsynced(self.dir.clone());
+        }
+        #[cfg(test)]
+        if self.disk_full.load(Ordering::Relaxed) {
+            return Err(ObjectError::Io {
+                action: "writing",
+                path: fan_out,
+                cause: io::Error::from(io::ErrorKind::StorageFull),
+            });
         }
         let encoded = encode(bytes);
         let temp = write_temp(&fan_out, &encoded)?;

@@ -565,5 +565,8 @@ fn a_workspace_only_tightens_checkpoints_and_sizes_take_units() {
     assert!(!config.checkpoints.enabled.value);
     let bad = layer("[checkpoints]\nbudget = \"lots\"\n", "/u/config.toml", false);
     let message = resolve(&[&builtin(), &bad], &Overrides::default()).unwrap_err().to_string();
-    assert!(message.starts_with("/u/config.toml:2: checkpoints.budget: \"lots\" is not a size"), "{message}");
+    assert!(
+        message.starts_with("/u/config.toml:2: checkpoints.budget: \"lots\" is not a size"),
+        "{message}"
+    );
 }

@@ -42,6 +42,8 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     spawned::<method::SessionEvents, _>(m, h::session_events)?;
     spawned::<method::SessionCompact, _>(m, h::session_compact)?;
     blocking::<method::SessionAudit>(m, h::session_audit)?;
+    spawned::<method::SessionCheckpoints, _>(m, crate::rewind::session_checkpoints)?;
+    spawned::<method::SessionRewind, _>(m, crate::rewind::session_rewind)?;
     blocking::<method::WorkspaceProvenance>(m, crate::provenance::workspace_provenance)?;
     spawned::<method::ApprovalRespond, _>(m, h::approval_respond)?;
     spawned::<method::McpList, _>(m, h::mcp_list)?;

@@ -83,6 +83,8 @@ pub struct Daemon {
     pub(crate) mcp: Arc<crate::mcp::McpManager>,
     /// The places for large answers, shared by every front.
     pub(crate) large_places: crate::connection::LargePlaces,
+    /// Each workspace's checkpoints (rewind).
+    pub(crate) checkpoints: crate::checkpoints::Checkpoints,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -141,11 +143,15 @@ impl Daemon {
         }
         let shutdown = CancellationToken::new();
         let mcp = crate::mcp::McpManager::new(shutdown.child_token());
+        let settings = Arc::new(settings);
+        let checkpoints =
+            crate::checkpoints::Checkpoints::new(config.home.clone(), Arc::clone(&settings));
         Ok(Arc::new(Daemon {
+            checkpoints,
             mcp,
             config,
             sandbox: Arc::new(sandbox),
-            settings: Arc::new(settings),
+            settings,
             sessions: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
             clients: AtomicU64::new(0),
@@ -383,6 +389,7 @@ impl Daemon {
         let (done, outcome) = oneshot::channel();
         let task_live = Arc::clone(&live);
         let daemon = Arc::clone(self);
+        let root_for_checkpoints = root.clone();
         // The turn runs in a task of its own: a client that goes away does not stop it. The task
         // holds the loop slot until everything — a panic's cleanup included — is logged, so a
         // queued prompt never starts before the session's state is settled.
@@ -401,6 +408,8 @@ impl Daemon {
                     &live.workspace,
                 );
                 agent.set_external_tools(live.mcp_tools.clone());
+                let workspace = daemon.checkpoints.workspace(&root_for_checkpoints);
+                agent.set_checkpoints(Arc::new(crate::checkpoints::Seam(workspace)));
                 agent.share_wire_cache(Arc::clone(&live.loop_wire));
                 agent
             });
@@ -609,6 +618,14 @@ impl Daemon {
             files.entry(root.join(name)).or_insert_with(|| interest(name));
         }
         self.watch.set_workspace(root, files);
+    }
+
+    /// Opens the checkpoints of every workspace that has some, in the background: a rewind a
+    /// crash interrupted completes (said in the daemon's log and status), and each store is
+    /// collected within its budget. A checkpoint or rewind of a workspace waits for its turn.
+    pub fn start_checkpoints(self: &Arc<Self>) {
+        let daemon = Arc::clone(self);
+        tokio::task::spawn_blocking(move || daemon.checkpoints.open_all());
     }
 
     /// Asks the daemon to stop (as `daemon/shutdown`, a signal or the idle timer do).

@@ -9,13 +9,15 @@ use dsh_session::ReconstructError;
 use dsh_store::StoreError;
 use jsonrpsee::types::ErrorObjectOwned;
 
-/// An API error: code and message.
+/// An API error: code, message, and for the few errors a client acts on, data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiError {
     /// The code.
     pub code: i32,
     /// For people.
     pub message: String,
+    /// What a client needs to act on it (one of the protocol's error data types).
+    pub data: Option<serde_json::Value>,
 }
 
 /// Results of API operations.
@@ -24,7 +26,13 @@ pub type ApiResult<T> = Result<T, ApiError>;
 impl ApiError {
     /// An error with any code.
     pub fn new(code: i32, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into() }
+        ApiError { code, message: message.into(), data: None }
+    }
+
+    /// The same error carrying `data` (a protocol error data type).
+    pub fn with_data(mut self, data: impl serde::Serialize) -> Self {
+        self.data = serde_json::to_value(data).ok();
+        self
     }
 
     /// Bad params.
@@ -133,7 +141,7 @@ impl ApiError {
 
 impl From<ApiError> for ErrorObject {
     fn from(error: ApiError) -> Self {
-        ErrorObject::new(error.code, error.message)
+        ErrorObject { code: error.code, message: error.message, data: error.data }
     }
 }
 
@@ -145,7 +153,7 @@ impl From<StoreError> for ApiError {
 
 impl From<ApiError> for ErrorObjectOwned {
     fn from(error: ApiError) -> Self {
-        ErrorObjectOwned::owned(error.code, error.message, None::<()>)
+        ErrorObjectOwned::owned(error.code, error.message, error.data)
     }
 }
 

@@ -18,6 +18,7 @@
 
 pub mod admission;
 pub mod api;
+mod checkpoints;
 pub mod client;
 pub mod connection;
 pub mod daemon;
@@ -27,6 +28,7 @@ pub mod live;
 pub mod mcp;
 pub mod network;
 pub mod provenance;
+mod rewind;
 pub mod serve;
 pub mod settings;
 pub mod startup;

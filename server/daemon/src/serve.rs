@@ -262,6 +262,7 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
     let _lock = lock_instance(&home).await?;
     let daemon = Daemon::new(config)?;
     daemon.add_warnings(warnings);
+    daemon.start_checkpoints();
     Settings::watch(&daemon.settings);
     let methods: Methods = api::module(Arc::clone(&daemon))?.into();
     // Every connection's task, so shutdown can wait for the answers they still owe.
@@ -384,6 +385,7 @@ where
     let warnings = prepare_home(config.home.root())?;
     let daemon = Daemon::new(config)?;
     daemon.add_warnings(warnings);
+    daemon.start_checkpoints();
     Settings::watch(&daemon.settings);
     let methods: Methods = api::module(Arc::clone(&daemon))?.into();
     tokio::spawn(unload_watch(Arc::clone(&daemon)));

@@ -327,7 +327,7 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
             .prop_map(|(to_step, paths, files)| EventData::WorkspaceRewind(WorkspaceRewind {
                 from_session: "parent".into(),
                 to_step,
-                checkpoint: "cd".repeat(32),
+                checkpoint: Some("cd".repeat(32)),
                 before: files.then(|| "ef".repeat(32)),
                 restored: paths.clone(),
                 created: paths.clone(),
@@ -797,7 +797,7 @@ fn a_steps_checkpoint_sits_inside_its_step_and_a_rewind_outside_every_turn() {
         EventData::WorkspaceRewind(WorkspaceRewind {
             from_session: "parent".into(),
             to_step: Some(1),
-            checkpoint: "00".repeat(32),
+            checkpoint: Some("00".repeat(32)),
             before: None,
             restored: vec![],
             created: vec![],

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! $DSH_HOME/workspaces/<dirname>-<hash>/sessions/<session-id>.jsonl
+//! $DSH_HOME/workspaces/<dirname>-<hash>/checkpoints/   (dsh-checkpoint's: objects, index, journal)
 //! ```
 //!
 //! `<dirname>` is the last component of the workspace's canonical path (sanitized, for people
@@ -163,6 +164,17 @@ impl DshHome {
         Ok(all)
     }
 
+    /// The workspace directories under this home that hold checkpoints, sorted, each with its
+    /// sessions directory (the workspace's root is in its logs' `session/meta`).
+    pub fn checkpointed_workspace_dirs(&self) -> Result<Vec<(PathBuf, PathBuf)>, StoreError> {
+        Ok(self
+            .workspace_dirs()?
+            .into_iter()
+            .filter(|dir| dir.join(CHECKPOINTS_DIR).is_dir())
+            .map(|dir| (dir.join("sessions"), dir))
+            .collect())
+    }
+
     /// Every workspace directory under this home, sorted.
     pub fn workspace_dirs(&self) -> Result<Vec<PathBuf>, StoreError> {
         let root = self.workspaces_dir();
@@ -210,6 +222,9 @@ pub fn workspace_dir_name(canonical: &Path) -> String {
     format!("{name}-{hex}")
 }
 
+/// A workspace directory's checkpoints subdirectory.
+const CHECKPOINTS_DIR: &str = "checkpoints";
+
 /// The session logs of one workspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workspace {
@@ -231,6 +246,12 @@ impl Workspace {
     /// Where its session logs are.
     pub fn sessions_dir(&self) -> PathBuf {
         self.dir.join("sessions")
+    }
+
+    /// Where its workspace checkpoints are kept (`dsh-checkpoint`'s state directory: the object
+    /// store, the metadata index, a rewind's journal).
+    pub fn checkpoints_dir(&self) -> PathBuf {
+        self.dir.join(CHECKPOINTS_DIR)
     }
 
     /// The log of session `id` (which may not exist).

@@ -552,7 +552,7 @@ M.event_kinds = {
 --- `session/rewind` result: what was done (or, with `dryRun`, what would be).
 ---@class dsh.SessionRewindResult
 ---@field beforeSeq? integer The seq, in the rewound session, of the checkpoint of the state just before the rewind (a rewind to it undoes this one); absent when no file was touched.
----@field checkpoint string The root of the checkpoint restored to.
+---@field checkpoint? string The root of the checkpoint restored to (for a conversation-only rewind, the step's checkpoint, when it has one).
 ---@field conflicts string[] Files changed since the last checkpoint by someone other than the agent that the rewind overwrote (with `force`) or would refuse to (with `dryRun`).
 ---@field created string[] Files (and symlinks) recreated: absent now, present at the checkpoint.
 ---@field deleted string[] Files removed: present now, absent at the checkpoint.
@@ -1004,7 +1004,7 @@ M.event_kinds = {
 --- `workspace/rewind`: the workspace's files and/or the conversation were returned to a checkpoint (not model-visible). A conversation rewind logs it first in the fork that continues (`fromSession` is the rewound session); a files-only rewind logs it in the session itself.
 ---@class dsh.WorkspaceRewind
 ---@field before? string The root of the checkpoint of the state just before the rewind (absent when no file was restored): a rewind to it undoes this one.
----@field checkpoint string The root of the checkpoint the files were restored to.
+---@field checkpoint? string The root of the checkpoint the files were restored to (for a conversation-only rewind, the step's checkpoint, when it has one).
 ---@field conversation boolean Whether the conversation was rewound (this session is a fork at `toStep`).
 ---@field created? string[] Files (and symlinks) recreated: absent before the rewind, present at the checkpoint.
 ---@field deleted? string[] Files removed: present before the rewind, absent at the checkpoint.

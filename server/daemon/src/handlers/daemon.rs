@@ -60,7 +60,7 @@ pub fn daemon_status(daemon: &Daemon, _: NoParams) -> ApiResult<DaemonStatusResu
         warnings: daemon.warnings(),
         sandbox: sandbox_status(daemon.sandbox.status()),
         mcp_servers: daemon.mcp.report().iter().map(crate::mcp::status).collect(),
-        checkpoints: Vec::new(),
+        checkpoints: daemon.checkpoints.status(),
     })
 }
 

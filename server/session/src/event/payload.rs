@@ -716,8 +716,10 @@ pub struct WorkspaceRewind {
     /// checkpoint named by its seq.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_step: Option<u64>,
-    /// The root of the checkpoint the files were restored to.
-    pub checkpoint: String,
+    /// The root of the checkpoint the files were restored to (for a conversation-only rewind,
+    /// the step's checkpoint, when it has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
     /// The root of the checkpoint of the state just before the rewind (absent when no file was
     /// restored): a rewind to it undoes this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

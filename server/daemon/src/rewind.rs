@@ -1,0 +1,388 @@
+//! `session/checkpoints` and `session/rewind` (`docs/rewind.md`): a session's checkpoints as its
+//! log names them, and returning the workspace's files and/or the conversation to one.
+//!
+//! A rewind holds the session's loop slot (no turn starts meanwhile; one running refuses it)
+//! and, for the files, the workspace's checkpoints mutex from its plan to its end, on a blocking
+//! thread: plan (which checkpoints the workspace as it is now: the state before the rewind),
+//! refuse on missing objects, blocked paths or conflicts (unless forced), log that state as a
+//! `workspace/checkpoint` of reason `rewind` in the rewound session, apply under the crate's
+//! journal. Then the conversation: a fork at the step's boundary (`ForkAt::Step`), which logs
+//! `workspace/rewind` and continues; a files-only rewind logs it in the session itself, whose
+//! next request carries the loop's usual note of the files changed under the agent.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dsh_checkpoint::{Hash, RestoreError, RestorePlan};
+use dsh_protocol::{
+    CheckpointEntry, CheckpointUnavailableData, RewindConflictData, RewindFailedData,
+    RewindFailure, SessionCheckpointsResult, SessionConfig, SessionParams, SessionRewindParams,
+    SessionRewindResult, code,
+};
+use dsh_session::{CheckpointReason, Event, EventData, WorkspaceCheckpoint, WorkspaceRewind};
+
+use crate::checkpoints::{event_of, path_text};
+use crate::daemon::{Daemon, ForkAt};
+use crate::error::{ApiError, ApiResult};
+
+/// `session/checkpoints`: the session's checkpoints, oldest first, each with whether the
+/// workspace's store still has it.
+pub async fn session_checkpoints(
+    daemon: Arc<Daemon>,
+    params: SessionParams,
+) -> ApiResult<SessionCheckpointsResult> {
+    let live = load(&daemon, &params.session_id).await?;
+    let mut entries = live.handle.query(|session| entries_of(session.events())).await?;
+    let workspace = daemon.checkpoints.workspace(live.toolbox.workspace().root());
+    let entries = blocking(move || {
+        workspace
+            .with(|checkpointer, _| {
+                for entry in &mut entries {
+                    entry.available = entry
+                        .root
+                        .parse::<Hash>()
+                        .is_ok_and(|root| checkpointer.objects().contains(&root));
+                }
+                entries
+            })
+            .map_err(ApiError::store)
+    })
+    .await?;
+    Ok(SessionCheckpointsResult { checkpoints: entries })
+}
+
+/// The checkpoints a log names: its `workspace/checkpoint` events, and the state before each
+/// conversation rewind that made this session (logged in the rewound one).
+fn entries_of(events: &[Event]) -> Vec<CheckpointEntry> {
+    events
+        .iter()
+        .filter_map(|event| match &event.data {
+            EventData::WorkspaceCheckpoint(checkpoint) => Some(CheckpointEntry {
+                seq: event.seq,
+                step: checkpoint.step,
+                reason: checkpoint.reason,
+                time: event.time,
+                root: checkpoint.root.clone(),
+                files: checkpoint.files,
+                changed: checkpoint.changed.clone(),
+                too_large: checkpoint.too_large.clone(),
+                incomplete: checkpoint.incomplete.clone(),
+                available: false,
+            }),
+            EventData::WorkspaceRewind(rewind) if rewind.conversation => {
+                rewind.before.as_ref().map(|before| CheckpointEntry {
+                    seq: event.seq,
+                    step: None,
+                    reason: CheckpointReason::Rewind,
+                    time: event.time,
+                    root: before.clone(),
+                    files: 0,
+                    changed: Vec::new(),
+                    too_large: Vec::new(),
+                    incomplete: None,
+                    available: false,
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a rewind restores to, found in the rewound session's log.
+struct Target {
+    /// The step (a step rewind).
+    step: Option<u64>,
+    /// The checkpoint, when there is one.
+    checkpoint: Option<WorkspaceCheckpoint>,
+}
+
+/// The checkpoint of step `step`: the first `workspace/checkpoint` after its `step/start` (by
+/// construction no file-changing tool ran between them), else the turn-end one — never past
+/// the next turn's start. `Err` when the session has no such step.
+fn step_target(events: &[Event], step: u64) -> Option<Option<WorkspaceCheckpoint>> {
+    let start = events.iter().position(
+        |event| matches!(&event.data, EventData::StepStart(start) if start.step == step),
+    )?;
+    let checkpoint = events[start..]
+        .iter()
+        .take_while(|event| !matches!(event.data, EventData::TurnStart(_)))
+        .find_map(|event| match &event.data {
+            EventData::WorkspaceCheckpoint(checkpoint)
+                if checkpoint.reason != CheckpointReason::Rewind =>
+            {
+                Some(checkpoint.clone())
+            }
+            _ => None,
+        });
+    Some(checkpoint)
+}
+
+/// The checkpoint a seq names: a `workspace/checkpoint`, or the state before a conversation
+/// rewind (`workspace/rewind.before`).
+fn seq_target(events: &[Event], seq: u64) -> Result<WorkspaceCheckpoint, String> {
+    let event = events.get(usize::try_from(seq).unwrap_or(usize::MAX));
+    match event.map(|event| &event.data) {
+        Some(EventData::WorkspaceCheckpoint(checkpoint)) => Ok(checkpoint.clone()),
+        Some(EventData::WorkspaceRewind(WorkspaceRewind { before: Some(before), .. })) => {
+            Ok(WorkspaceCheckpoint {
+                step: None,
+                reason: CheckpointReason::Rewind,
+                root: before.clone(),
+                files: 0,
+                changed: Vec::new(),
+                too_large: Vec::new(),
+                incomplete: None,
+            })
+        }
+        Some(_) => Err(format!("seq {seq} is not a checkpoint (see session/checkpoints)")),
+        None => Err(format!("the session has no seq {seq}")),
+    }
+}
+
+/// `session/rewind`.
+pub async fn session_rewind(
+    daemon: Arc<Daemon>,
+    params: SessionRewindParams,
+) -> ApiResult<SessionRewindResult> {
+    let (step, by_seq) = match (params.step, params.checkpoint) {
+        (Some(step), None) => (Some(step), None),
+        (None, Some(seq)) => (None, Some(seq)),
+        _ => return Err(ApiError::invalid_params("give `step` or `checkpoint`, exactly one")),
+    };
+    let files = params.files.unwrap_or(true);
+    let conversation = params.conversation.unwrap_or(step.is_some());
+    if by_seq.is_some() && conversation {
+        return Err(ApiError::invalid_params(
+            "`checkpoint` restores files only: the conversation is rewound to a step (`step`)",
+        ));
+    }
+    if !files && !conversation {
+        return Err(ApiError::invalid_params(
+            "nothing to rewind: `files` and `conversation` are both false",
+        ));
+    }
+    let force = params.force.unwrap_or(false);
+    let dry_run = params.dry_run.unwrap_or(false);
+    let id = params.session_id.clone();
+    let live = load(&daemon, &id).await?;
+    live.check_not_failed()?;
+    if daemon.shutdown.is_cancelled() {
+        return Err(ApiError::shutting_down());
+    }
+    // Holding the loop slot keeps turns out until the rewind is done.
+    let _slot = Arc::clone(&live.agent).try_lock_owned().map_err(|_| busy(&id))?;
+    if live.is_running() {
+        return Err(busy(&id));
+    }
+    let target = live
+        .handle
+        .query(move |session| {
+            let events = session.events();
+            match (step, by_seq) {
+                (Some(step), _) => step_target(events, step)
+                    .map(|checkpoint| Target { step: Some(step), checkpoint })
+                    .ok_or_else(|| {
+                        ApiError::out_of_range(format!("the session has no step {step}"))
+                    }),
+                (None, Some(seq)) => seq_target(events, seq)
+                    .map(|checkpoint| Target { step: None, checkpoint: Some(checkpoint) })
+                    .map_err(ApiError::out_of_range),
+                (None, None) => Err(ApiError::invalid_params("give `step` or `checkpoint`")),
+            }
+        })
+        .await??;
+    let root = target.checkpoint.as_ref().map(|checkpoint| checkpoint.root.clone());
+    let mut result = SessionRewindResult {
+        session_id: id.clone(),
+        restored: Vec::new(),
+        created: Vec::new(),
+        deleted: Vec::new(),
+        conflicts: Vec::new(),
+        not_restorable: Vec::new(),
+        incomplete: target.checkpoint.as_ref().and_then(|checkpoint| checkpoint.incomplete.clone()),
+        checkpoint: root.clone(),
+        before_seq: None,
+        dry_run,
+    };
+    let mut before_root = None;
+    if files {
+        let Some(checkpoint) = target.checkpoint.clone() else {
+            let step = target.step.unwrap_or_default();
+            return Err(ApiError::new(
+                code::CHECKPOINT_UNAVAILABLE,
+                format!(
+                    "step {step} has no checkpoint: checkpoints were off when it ran, or it \
+                     ran before them (rewind the conversation only with conversation: false \
+                     files, `dsh rewind --conversation`)"
+                ),
+            )
+            .with_data(CheckpointUnavailableData { missing_objects: Vec::new() }));
+        };
+        let target_root: Hash = checkpoint.root.parse().map_err(|_| {
+            ApiError::store(format!("checkpoint root `{}` is not a hash", checkpoint.root))
+        })?;
+        let workspace = daemon.checkpoints.workspace(live.toolbox.workspace().root());
+        let handle = live.handle.clone();
+        let runtime = tokio::runtime::Handle::current();
+        let restored = blocking(move || {
+            workspace
+                .with(|checkpointer, state| -> ApiResult<Restored> {
+                    let plan =
+                        checkpointer.plan(&target_root, state.latest.as_ref()).map_err(refusal)?;
+                    refuse(&plan, force, dry_run)?;
+                    if dry_run {
+                        return Ok(Restored { plan, before_seq: None });
+                    }
+                    // The state before the rewind, logged in the rewound session first: a rewind
+                    // to it undoes this one.
+                    let before = event_of(&plan.before, None, CheckpointReason::Rewind);
+                    let before_seq = runtime
+                        .block_on(handle.append(EventData::WorkspaceCheckpoint(before)))?
+                        .seq;
+                    checkpointer.apply(&plan, force).map_err(refusal)?;
+                    state.latest = Some(target_root);
+                    Ok(Restored { plan, before_seq: Some(before_seq) })
+                })
+                .map_err(ApiError::store)?
+        })
+        .await?;
+        let plan = &restored.plan;
+        let texts = |paths: &[PathBuf]| paths.iter().map(|path| path_text(path)).collect();
+        result.restored = texts(&plan.restored);
+        result.created = texts(&plan.created);
+        result.deleted = texts(&plan.deleted);
+        result.conflicts = texts(&plan.conflicts);
+        result.not_restorable =
+            plan.not_restorable.iter().map(|(path, _)| path_text(path)).collect();
+        result.before_seq = restored.before_seq;
+        before_root = Some(plan.before.root.to_string());
+    }
+    if dry_run {
+        return Ok(result);
+    }
+    let rewind = WorkspaceRewind {
+        from_session: id.clone(),
+        to_step: target.step,
+        checkpoint: root,
+        before: before_root,
+        restored: result.restored.clone(),
+        created: result.created.clone(),
+        deleted: result.deleted.clone(),
+        forced: force && !result.conflicts.is_empty(),
+        conversation,
+        files,
+    };
+    if conversation {
+        let step = target.step.unwrap_or_default();
+        let fork = {
+            let daemon = Arc::clone(&daemon);
+            let id = id.clone();
+            blocking(move || daemon.fork(&id, ForkAt::Step(step), &SessionConfig::default()))
+                .await?
+        };
+        fork.handle.append(EventData::WorkspaceRewind(rewind)).await?;
+        result.session_id = fork.id.clone();
+    } else {
+        live.handle.append(EventData::WorkspaceRewind(rewind)).await?;
+    }
+    tracing::info!(
+        session = %id,
+        continues = %result.session_id,
+        restored = result.restored.len(),
+        created = result.created.len(),
+        deleted = result.deleted.len(),
+        "rewound"
+    );
+    Ok(result)
+}
+
+/// What the files' part of a rewind did (or, dry, would do).
+struct Restored {
+    plan: RestorePlan,
+    before_seq: Option<u64>,
+}
+
+fn busy(id: &str) -> ApiError {
+    ApiError::new(
+        code::SESSION_BUSY,
+        format!(
+            "session {id} is running a turn: cancel it first (session/cancel, `dsh cancel`), then rewind"
+        ),
+    )
+}
+
+/// Refuses a plan that cannot be applied (a dry run shows conflicts instead of refusing).
+fn refuse(plan: &RestorePlan, force: bool, dry_run: bool) -> ApiResult<()> {
+    if !plan.missing_objects.is_empty() {
+        return Err(refusal(RestoreError::MissingObjects(plan.missing_objects.clone())));
+    }
+    if !plan.blocked.is_empty() {
+        return Err(refusal(RestoreError::Blocked(plan.blocked.clone())));
+    }
+    if !plan.conflicts.is_empty() && !force && !dry_run {
+        return Err(refusal(RestoreError::Conflicts(plan.conflicts.clone())));
+    }
+    Ok(())
+}
+
+/// A restore error as the API's: its code, its message, and the data a client acts on.
+fn refusal(error: RestoreError) -> ApiError {
+    let message = error.to_string();
+    let texts = |paths: &[PathBuf]| paths.iter().map(|path| path_text(path)).collect::<Vec<_>>();
+    match error {
+        RestoreError::Conflicts(paths) => ApiError::new(code::REWIND_CONFLICT, message)
+            .with_data(RewindConflictData { conflicts: texts(&paths) }),
+        RestoreError::MissingObjects(hashes) => {
+            ApiError::new(code::CHECKPOINT_UNAVAILABLE, message).with_data(
+                CheckpointUnavailableData {
+                    missing_objects: hashes.iter().map(Hash::to_string).collect(),
+                },
+            )
+        }
+        RestoreError::Blocked(blocked) => {
+            ApiError::new(code::REWIND_FAILED, message).with_data(RewindFailedData {
+                done: Vec::new(),
+                failed: blocked
+                    .iter()
+                    .map(|blocked| RewindFailure {
+                        path: path_text(&blocked.path),
+                        error: blocked.reason.clone(),
+                    })
+                    .collect(),
+                not_reached: Vec::new(),
+            })
+        }
+        RestoreError::PartWay(part_way) => {
+            ApiError::new(code::REWIND_FAILED, message).with_data(RewindFailedData {
+                done: texts(&part_way.done),
+                failed: vec![RewindFailure {
+                    path: path_text(&part_way.failed),
+                    error: part_way.cause.to_string(),
+                }],
+                not_reached: texts(&part_way.not_reached),
+            })
+        }
+        RestoreError::Checkpoint(_) | RestoreError::Objects(_) | RestoreError::Journal { .. } => {
+            ApiError::store(message)
+        }
+    }
+}
+
+/// Loads a session on the blocking pool.
+async fn load(daemon: &Arc<Daemon>, id: &str) -> ApiResult<Arc<crate::live::LiveSession>> {
+    let live = {
+        let daemon = Arc::clone(daemon);
+        let id = id.to_owned();
+        blocking(move || daemon.session(&id)).await?
+    };
+    daemon.enforce_budget().await;
+    Ok(live)
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|_| ApiError::store("a blocking task of the daemon panicked"))?
+}
