@@ -392,6 +392,13 @@ async def wait_for_hover(client, predicate, what):
         await asyncio.sleep(0.05)
 
 
+def turn_end_checkpointed(session_id):
+    """Whether the session's log ends with the checkpoint taken after its last turn's end."""
+    (log,) = glob.glob(os.path.join(ENV.home, "workspaces", "*", "sessions", session_id + ".jsonl"))
+    last = json.loads(Path(log).read_text().splitlines()[-1])
+    return last["type"] == "workspace/checkpoint" and last["data"]["reason"] == "turnEnd"
+
+
 NOTES = os.path.join(ENV.ws, "notes.txt")
 EXTRA = os.path.join(ENV.ws, "extra.txt")
 
@@ -410,8 +417,12 @@ async def test_rewind_asks_with_the_files_then_restores_them_and_continues_in_a_
         types.ExecuteCommandParams(command="dsh.prompt", arguments=[{"text": "write the notes", "new": True}])
     )
     sid = started["sessionId"]
-    await wait_for(lambda: len(turn_ends(client)) > ends, "the turn's end")
+    await wait_for(lambda: any(f" of {sid} ended" in m for m in turn_ends(client)[ends:]), "the turn's end")
+    assert turn_ends(client)[-1] == f"dsh: turn 1 of {sid} ended (completed)", turn_ends(client)
     assert Path(NOTES).read_text() == "by the agent\n" and Path(EXTRA).read_text() == "new\n"
+    # The daemon logs the turn's end, then checkpoints the workspace, and holds the session
+    # (a rewind is `sessionBusy`) until that is done.
+    await wait_for(lambda: turn_end_checkpointed(sid), "the turn's end checkpoint")
 
     async def rewind(**arguments):
         return await client.workspace_execute_command_async(

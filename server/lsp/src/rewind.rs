@@ -67,7 +67,7 @@ impl State {
             }
             let question = text::rewind_question(&session_id, &target, &plan, conversation);
             let action = if plan.conflicts.is_empty() || force { REWIND } else { OVERWRITE };
-            if !self.ask(question, action).await {
+            if !self.ask_to_rewind(question, action).await {
                 return answer(&plan, true);
             }
             force |= action == OVERWRITE;
@@ -81,14 +81,16 @@ impl State {
                     .and_then(|data| serde_json::from_value::<RewindConflictData>(data).ok())
                     .map(|data| data.conflicts)
                     .unwrap_or_default();
-                if !self.ask(text::rewind_conflicts(&conflicts), OVERWRITE).await {
+                if !self.ask_to_rewind(text::rewind_conflicts(&conflicts), OVERWRITE).await {
                     return Ok(json!({"cancelled": true, "conflicts": conflicts}));
                 }
                 self.call_rewind(params(true, false)).await?
             }
             other => other?,
         };
-        self.lsp.show_message(MessageType::INFO, text::rewound(&session_id, &target, &result)).await;
+        self.lsp
+            .show_message(MessageType::INFO, text::rewound(&session_id, &target, &result))
+            .await;
         answer(&result, false)
     }
 
@@ -99,12 +101,16 @@ impl State {
 
     /// Asks `question` with `action` and Cancel: whether `action` was picked (a client that
     /// cannot answer cancels).
-    async fn ask(&self, question: String, action: &str) -> bool {
+    async fn ask_to_rewind(&self, question: String, action: &str) -> bool {
         let actions = [action, CANCEL]
             .into_iter()
-            .map(|title| MessageActionItem { title: title.to_owned(), properties: Default::default() })
+            .map(|title| MessageActionItem {
+                title: title.to_owned(),
+                properties: Default::default(),
+            })
             .collect();
-        let picked = self.lsp.show_message_request(MessageType::WARNING, question, Some(actions)).await;
+        let picked =
+            self.lsp.show_message_request(MessageType::WARNING, question, Some(actions)).await;
         match picked {
             Ok(Some(item)) => item.title == action,
             Ok(None) => false,

@@ -134,7 +134,10 @@ pub fn rewind_changes(plan: &SessionRewindResult, done: bool) -> String {
         (["restores", "restored"], &plan.restored),
         (["recreates", "recreated"], &plan.created),
         (["deletes", "deleted"], &plan.deleted),
-        (["cannot restore (over the size cap)", "could not restore (over the size cap)"], &plan.not_restorable),
+        (
+            ["cannot restore (over the size cap)", "could not restore (over the size cap)"],
+            &plan.not_restorable,
+        ),
     ];
     let parts = lists
         .iter()
@@ -169,8 +172,7 @@ pub fn rewind_question(
     plan: &SessionRewindResult,
     conversation: bool,
 ) -> String {
-    let mut out =
-        format!("dsh: rewind {session_id} {target}? It {}.", rewind_changes(plan, false));
+    let mut out = format!("dsh: rewind {session_id} {target}? It {}.", rewind_changes(plan, false));
     if !plan.conflicts.is_empty() {
         let _ = write!(
             out,
