@@ -189,7 +189,8 @@ pub fn rewind_question(
 /// The question when the rewind was refused for files changed since the dry run.
 pub fn rewind_conflicts(conflicts: &[String]) -> String {
     format!(
-        "dsh: the rewind would overwrite files changed since the agent's last checkpoint by          someone else: {}. Overwrite them?",
+        "dsh: the rewind would overwrite files changed since the agent's last checkpoint by \
+         someone else: {}. Overwrite them?",
         paths(conflicts)
     )
 }
