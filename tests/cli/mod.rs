@@ -17,6 +17,7 @@ mod header;
 mod llama;
 mod mcp;
 mod resume;
+mod rewind;
 mod sandbox;
 mod scripting;
 mod wire;

@@ -827,3 +827,27 @@ test("completion asks the daemon for a workspace's sessions once at a time, then
   dsh._known_sessions["/w"] = nil
   assert(ok, err)
 end)
+
+test("checkpoints and rewinds: one line each, as `dsh prompt` prints them", function()
+  local t = transcript.get_or_create("unit-rewind")
+  local list = {
+    { "session/meta", { formatVersion = 0, sessionId = "unit-rewind", workspace = "/w" } },
+    { "workspace/rewind", { fromSession = "parent", toStep = 1, checkpoint = ("cd"):rep(32), before = ("ab"):rep(32), restored = { "a.txt", "b.txt" }, created = { "c.txt" }, deleted = { "new.txt" }, forced = true, conversation = true, files = true } },
+    { "turn/start", { turn = 1 } },
+    { "user/message", { text = "Again." } },
+    { "step/start", { step = 1, turn = 1 } },
+    { "assistant/message", { step = 1, message = { content = "", toolCalls = { { id = "c1", name = "write_file", arguments = "{}" } } } } },
+    { "workspace/checkpoint", { step = 1, reason = "step", root = ("ef"):rep(32), files = 4, changed = { "a.txt" }, tooLarge = { { path = "big", size = 9 } } } },
+    { "workspace/checkpoint", { reason = "turnEnd", root = ("ef"):rep(32), files = 4, incomplete = "disk full" } },
+  }
+  for i, e in ipairs(list) do
+    t:on_event({ sessionId = "unit-rewind", seq = i - 1, time = 0, type = e[1], data = e[2] })
+  end
+  local buf = t.buf
+  H.eq(1, #lines_with(buf, "⟲ rewound files and conversation of parent to just before step 1: 2 restored, 1 created, 1 deleted (forced)"))
+  H.eq(1, #lines_with(buf, "◇ checkpoint before step 1's tools: 4 files, 1 changed, 1 over the size cap"))
+  H.eq(1, #lines_with(buf, "◇ checkpoint at the turn's end: 4 files, 0 changed (incomplete: disk full)"))
+  H.eq("checkpoint before a rewind: 0 files, 0 changed", transcript.checkpoint_text({ reason = "rewind", root = "x", files = 0 }))
+  H.eq("⟲ rewound conversation of p to just before step 2", transcript.rewind_text({ fromSession = "p", toStep = 2, conversation = true, files = false }))
+  vim.api.nvim_buf_delete(buf, { force = true })
+end)

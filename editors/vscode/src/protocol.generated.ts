@@ -2163,11 +2163,11 @@ files: number,
  * relative to the workspace root; a name that is not UTF-8 is written lossily here (the
  * tree keeps its bytes).
  */
-changed: Array<string>, 
+changed?: Array<string>, 
 /**
  * Files over the size cap: recorded by size only, not restorable.
  */
-tooLarge: Array<TooLargeFile>, 
+tooLarge?: Array<TooLargeFile>, 
 /**
  * Set when the checkpoint could not record everything (the disk filled, a file could not
  * be read): what is missing. A rewind to it says so.
@@ -2209,15 +2209,15 @@ before?: string,
 /**
  * Files rewritten to their checkpoint content.
  */
-restored: Array<string>, 
+restored?: Array<string>, 
 /**
  * Files (and symlinks) recreated: absent before the rewind, present at the checkpoint.
  */
-created: Array<string>, 
+created?: Array<string>, 
 /**
  * Files removed: present before the rewind, absent at the checkpoint.
  */
-deleted: Array<string>, 
+deleted?: Array<string>, 
 /**
  * Whether files changed by someone other than the agent were overwritten (`force`).
  */

@@ -20,6 +20,7 @@ import type {
   Usage,
   UsageEntry,
 } from "./protocol.generated";
+import { checkpointText, rewindText } from "./checkpointText";
 import { toolDisplayName, type McpWait } from "./mcp";
 
 export type ApprovalView = {
@@ -501,6 +502,12 @@ export class Transcript {
       case "mcp/wait":
         // Logged before the step whose tools it waited for: the step/start after it ends it.
         this.entries.push({ kind: "mcpWait", seq: e.seq, wait: e.data });
+        return { kind: "structure" };
+      case "workspace/checkpoint":
+        this.entries.push({ kind: "notice", seq: e.seq, text: checkpointText(e.data) });
+        return { kind: "structure" };
+      case "workspace/rewind":
+        this.entries.push({ kind: "notice", seq: e.seq, text: rewindText(e.data) });
         return { kind: "structure" };
       default:
         return { kind: "none" };

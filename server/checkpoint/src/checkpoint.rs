@@ -11,17 +11,20 @@ use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read as _};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
-use ignore::{WalkBuilder, WalkState};
-use nix::fcntl::OFlag;
+use ignore::WalkBuilder;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{Mode, SFlag, fstatat};
+use std::os::fd::OwnedFd;
 
 use crate::Hash;
 use crate::error::CheckpointError;
-use crate::index::{Index, Meta, Record};
+use crate::index::{Index, Meta, Record, Records};
 use crate::objects::ObjectStore;
 use crate::tree::{self, Leaf, Manifest};
 
@@ -125,7 +128,7 @@ impl Checkpointer {
     /// vouch for them. Disk full or unreadable files do not fail it: the checkpoint is
     /// returned with [`Checkpoint::incomplete`] saying what.
     pub fn checkpoint(&mut self) -> Result<Checkpoint, CheckpointError> {
-        Ok(self.scan()?.checkpoint)
+        self.scan()
     }
 
     pub(crate) fn index_path(&self) -> PathBuf {
@@ -138,8 +141,14 @@ impl Checkpointer {
         self.index.get_or_insert_with(|| Index::load(&path))
     }
 
-    /// Takes a checkpoint and returns its manifest too.
-    pub(crate) fn scan(&mut self) -> Result<Scan, CheckpointError> {
+    /// The manifest of the workspace as the last checkpoint saw it (the index's records).
+    pub(crate) fn current_manifest(&self) -> Manifest {
+        let Some(index) = &self.index else { return Manifest::new() };
+        index.records.iter().map(|(path, record)| (path.clone(), record.leaf.clone())).collect()
+    }
+
+    /// Takes a checkpoint; [`Checkpointer::current_manifest`] is its manifest after.
+    pub(crate) fn scan(&mut self) -> Result<Checkpoint, CheckpointError> {
         let root_metadata = fs::metadata(&self.root).map_err(|cause| CheckpointError::Io {
             action: "reading the workspace",
             path: self.root.clone(),
@@ -153,29 +162,85 @@ impl Checkpointer {
             });
         }
         self.index();
-        let index = self.index.take().unwrap_or_default();
+        let mut index = self.index.take().unwrap_or_default();
         let scan_start_ns = now_ns();
-        let walked = walk(&self.root, &self.state_dir, &index, &self.objects, &self.config);
+        let (found, mut problems) = list(&self.root, &self.state_dir);
 
-        let mut problems = walked.problems;
-        let mut manifest = Manifest::new();
-        let mut records = std::collections::HashMap::with_capacity(walked.visits.len());
-        let mut read = 0;
-        let mut all_trusted = true;
-        let mut too_large = Vec::new();
-        for visit in walked.visits {
-            read += usize::from(!visit.trusted && matches!(visit.record.leaf, Leaf::File { .. }));
-            all_trusted &= visit.trusted;
-            if let Leaf::NotStored { size, .. } = &visit.record.leaf
-                && !visit.unreadable
-            {
-                too_large.push((path_of(&visit.path), *size));
+        let mut trusted = Vec::with_capacity(found.len());
+        let mut to_read = Vec::new();
+        for found in found {
+            if index.trusted(&found.path, &found.meta).is_some() {
+                trusted.push(found.path);
+            } else {
+                to_read.push(found);
             }
-            manifest.insert(visit.path.clone(), visit.record.leaf.clone());
-            records.insert(visit.path, visit.record);
         }
+        // Nothing changed: the previous checkpoint stands, nothing is built or written.
+        if to_read.is_empty()
+            && problems.is_empty()
+            && trusted.len() == index.records.len()
+            && let Some(root) = index.root
+        {
+            let mut too_large: Vec<(PathBuf, u64)> = index
+                .records
+                .iter()
+                .filter_map(|(path, record)| match record.leaf {
+                    Leaf::NotStored { size, .. } => Some((path_of(path), size)),
+                    _ => None,
+                })
+                .collect();
+            too_large.sort();
+            let files = index.records.len();
+            self.index = Some(index);
+            return Ok(Checkpoint {
+                root,
+                files,
+                changed: Vec::new(),
+                read: 0,
+                too_large,
+                incomplete: None,
+            });
+        }
+
+        let read_count = to_read.iter().filter(|found| !found.is_symlink).count();
+        let outcomes = read_all(to_read, &self.objects, &self.config);
+        let mut records =
+            Records::with_capacity_and_hasher(trusted.len() + outcomes.len(), Default::default());
+        let mut changed: Vec<Vec<u8>> = Vec::new();
+        let mut too_large = Vec::new();
+        for path in trusted {
+            if let Some(record) = index.records.remove(&path) {
+                if let Leaf::NotStored { size, .. } = record.leaf {
+                    too_large.push((path_of(&path), size));
+                }
+                records.insert(path, record);
+            }
+        }
+        let mut all_trusted = true;
+        for outcome in outcomes {
+            let Outcome { path, record, unreadable, problem } = outcome;
+            if let Some(problem) = problem {
+                problems.push(problem);
+            }
+            let Some(record) = record else { continue };
+            all_trusted = false;
+            if let Leaf::NotStored { size, .. } = &record.leaf
+                && !unreadable
+            {
+                too_large.push((path_of(&path), *size));
+            }
+            if index.records.remove(&path).is_none_or(|old| old.leaf != record.leaf) {
+                changed.push(path.clone());
+            }
+            records.insert(path, record);
+        }
+        // What the index had and the walk did not find: removed.
+        changed.extend(index.records.drain().map(|(path, _)| path));
+        changed.sort();
         too_large.sort();
 
+        let manifest: Manifest =
+            records.iter().map(|(path, record)| (path.clone(), record.leaf.clone())).collect();
         let trees = tree::build(&manifest);
         let root = trees.last().map(|(hash, _)| *hash).unwrap_or_else(|| Hash::of(b""));
         let mut stored_trees = HashSet::with_capacity(trees.len());
@@ -198,13 +263,28 @@ impl Checkpointer {
             let disk_full = if error.is_disk_full() { "disk full: " } else { "" };
             problems.push(format!("{disk_full}directory trees not stored ({error})"));
         }
-        if let Err(error) = self.objects.sync() {
-            problems.push(format!("objects not made durable ({error})"));
+        let failed = self.objects.sync();
+        if !failed.is_empty() {
+            let failed_hashes: HashSet<Hash> = failed.iter().map(|(hash, _)| *hash).collect();
+            let disk_full = failed.iter().any(|(_, error)| error.is_disk_full());
+            let disk_full = if disk_full { "disk full: " } else { "" };
+            problems.push(format!(
+                "{disk_full}{} object(s) not stored ({})",
+                failed.len(),
+                failed[0].1
+            ));
+            // The index vouches only for what is stored.
+            stored_trees.retain(|hash| !failed_hashes.contains(hash));
+            for record in records.values_mut() {
+                if let Leaf::File { hash, .. } = &record.leaf
+                    && failed_hashes.contains(hash)
+                {
+                    record.meta = record.meta.smudged();
+                }
+            }
         }
 
-        let changed = changed_paths(&index, &records);
-        let dirty =
-            !all_trusted || index.root != Some(root) || index.records.len() != records.len();
+        let dirty = !all_trusted || index.root != Some(root) || !changed.is_empty();
         let new_index = Index { scan_start_ns, root: Some(root), records, trees: stored_trees };
         if dirty {
             // Losing the index only means reading every file again next time.
@@ -215,17 +295,9 @@ impl Checkpointer {
 
         problems.sort();
         let incomplete = (!problems.is_empty()).then(|| summarize(&problems));
-        Ok(Scan {
-            checkpoint: Checkpoint { root, files, changed, read, too_large, incomplete },
-            manifest,
-        })
+        let changed = changed.iter().map(|path| path_of(path)).collect();
+        Ok(Checkpoint { root, files, changed, read: read_count, too_large, incomplete })
     }
-}
-
-/// A checkpoint and its manifest.
-pub(crate) struct Scan {
-    pub(crate) checkpoint: Checkpoint,
-    pub(crate) manifest: Manifest,
 }
 
 fn summarize(problems: &[String]) -> String {
@@ -250,49 +322,21 @@ pub(crate) fn path_of(bytes: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(bytes))
 }
 
-fn changed_paths(
-    previous: &Index,
-    records: &std::collections::HashMap<Vec<u8>, Record>,
-) -> Vec<PathBuf> {
-    let mut changed: Vec<&[u8]> = records
-        .iter()
-        .filter(|(path, record)| {
-            previous.records.get(*path).is_none_or(|old| old.leaf != record.leaf)
-        })
-        .map(|(path, _)| path.as_slice())
-        .collect();
-    changed.extend(
-        previous.records.keys().filter(|path| !records.contains_key(*path)).map(Vec::as_slice),
-    );
-    changed.sort();
-    changed.into_iter().map(path_of).collect()
-}
-
-/// One tracked path found by the walk.
-struct Visit {
+/// A tracked path the walk found, with its metadata.
+struct Found {
     path: Vec<u8>,
-    record: Record,
-    /// Its record came from the index (the file was not read).
-    trusted: bool,
-    unreadable: bool,
+    full: PathBuf,
+    meta: Meta,
+    is_symlink: bool,
 }
 
-#[derive(Default)]
-struct Walked {
-    visits: Vec<Visit>,
-    problems: Vec<String>,
-}
-
-/// Walks the workspace in parallel, reading (and storing) only what the index cannot vouch
-/// for.
-fn walk(
-    root: &Path,
-    state_dir: &Path,
-    index: &Index,
-    objects: &ObjectStore,
-    config: &CheckpointConfig,
-) -> Walked {
-    let state_dir = state_dir.to_path_buf();
+/// Lists the tracked files and links (the standard ignore rules; `.git` and the state
+/// directory excluded) with their metadata, and what could not be walked. One thread: listing
+/// and `lstat` are cheap per file, and a parallel walk's coordination cost more than it saved.
+/// Each file is `lstat`ed relative to its directory's handle (`fstatat`), not by its full
+/// path: resolving every component of every path again was a fifth of the time.
+fn list(root: &Path, state_dir: &Path) -> (Vec<Found>, Vec<String>) {
+    let state_dir = state_dir.as_os_str().to_owned();
     let walker = WalkBuilder::new(root)
         .hidden(false)
         .parents(false)
@@ -302,136 +346,171 @@ fn walk(
         .git_exclude(true)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(move |entry| entry.file_name() != ".git" && entry.path() != state_dir)
-        .build_parallel();
-    let collected = Mutex::new(Walked::default());
-    walker.run(|| {
-        let mut flush = FlushOnDrop { local: Walked::default(), into: &collected };
-        Box::new(move |entry| {
-            let local = &mut flush.local;
-            match entry {
-                Ok(entry) => {
-                    if let Some(visit) = visit(root, &entry, index, objects, config, local) {
-                        local.visits.push(visit);
-                    }
-                }
-                Err(error) => local.problems.push(format!("not walked: {error}")),
-            }
-            WalkState::Continue
+        .filter_entry(move |entry| {
+            entry.file_name() != ".git" && entry.path().as_os_str() != state_dir.as_os_str()
         })
-    });
-    collected.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A walker thread's findings, handed over when its visitor is dropped at the walk's end.
-struct FlushOnDrop<'a> {
-    local: Walked,
-    into: &'a Mutex<Walked>,
-}
-
-impl Drop for FlushOnDrop<'_> {
-    fn drop(&mut self) {
-        let mut into = self.into.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        into.visits.append(&mut self.local.visits);
-        into.problems.append(&mut self.local.problems);
-    }
-}
-
-fn visit(
-    root: &Path,
-    entry: &ignore::DirEntry,
-    index: &Index,
-    objects: &ObjectStore,
-    config: &CheckpointConfig,
-    walked: &mut Walked,
-) -> Option<Visit> {
-    let file_type = entry.file_type()?;
-    if file_type.is_dir()
-        || file_type.is_fifo()
-        || file_type.is_socket()
-        || file_type.is_block_device()
-        || file_type.is_char_device()
-    {
-        return None;
-    }
-    let full = entry.path();
-    let path = full.strip_prefix(root).ok()?.as_os_str().as_bytes().to_vec();
-    let metadata = match fs::symlink_metadata(full) {
-        Ok(metadata) => metadata,
-        // Removed since it was listed: not part of this checkpoint.
-        Err(cause) if cause.kind() == io::ErrorKind::NotFound => return None,
-        Err(cause) => {
-            walked.problems.push(format!("{} not read: {cause}", full.display()));
-            return None;
-        }
-    };
-    let meta = Meta::of(&metadata);
-    if let Some(record) = index.trusted(&path, &meta) {
-        return Some(Visit { path, record: record.clone(), trusted: true, unreadable: false });
-    }
-    if metadata.file_type().is_symlink() {
-        return match fs::read_link(full) {
-            Ok(target) => Some(Visit {
-                path,
-                record: Record {
-                    meta,
-                    leaf: Leaf::Symlink { target: target.as_os_str().as_bytes().to_vec() },
-                },
-                trusted: false,
-                unreadable: false,
-            }),
-            Err(cause) if cause.kind() == io::ErrorKind::NotFound => None,
-            Err(cause) => {
-                walked.problems.push(format!("{} not read: {cause}", path_of(&path).display()));
-                None
+        .build();
+    let root_length = root.as_os_str().len();
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    // The handles of the directories on the walk's current branch, by depth.
+    let mut dirs: Vec<Option<OwnedFd>> = Vec::new();
+    for entry in walker {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(error) => {
+                problems.push(format!("not walked: {error}"));
+                continue;
             }
         };
+        let Some(file_type) = entry.file_type() else { continue };
+        let depth = entry.depth();
+        if file_type.is_dir() {
+            dirs.truncate(depth);
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let handle = match depth.checked_sub(1).and_then(|parent| dirs.get(parent)) {
+                Some(Some(parent)) => {
+                    nix::fcntl::openat(parent, entry.file_name(), flags, Mode::empty()).ok()
+                }
+                _ => nix::fcntl::open(entry.path(), flags, Mode::empty()).ok(),
+            };
+            dirs.resize_with(depth, || None);
+            dirs.push(handle);
+            continue;
+        }
+        if !(file_type.is_file() || file_type.is_symlink()) {
+            continue;
+        }
+        let stat = match depth.checked_sub(1).and_then(|parent| dirs.get(parent)) {
+            Some(Some(parent)) => fstatat(parent, entry.file_name(), AtFlags::AT_SYMLINK_NOFOLLOW)
+                .map_err(io::Error::from),
+            _ => nix::sys::stat::lstat(entry.path()).map_err(io::Error::from),
+        };
+        let full = entry.into_path();
+        let stat = match stat {
+            Ok(stat) => stat,
+            // Removed since it was listed: not part of this checkpoint.
+            Err(cause) if cause.kind() == io::ErrorKind::NotFound => continue,
+            Err(cause) => {
+                problems.push(format!("{} not read: {cause}", full.display()));
+                continue;
+            }
+        };
+        let kind = stat.st_mode & SFlag::S_IFMT.bits();
+        let is_symlink = kind == SFlag::S_IFLNK.bits();
+        if !(is_symlink || kind == SFlag::S_IFREG.bits()) {
+            continue;
+        }
+        let Some(path) = full.as_os_str().as_bytes().get(root_length + 1..) else { continue };
+        found.push(Found { path: path.to_vec(), full, meta: Meta::of_stat(&stat), is_symlink });
     }
-    if !metadata.is_file() {
-        return None;
+    (found, problems)
+}
+
+/// What reading one path gave: its record (`None`: gone meanwhile), whether it was
+/// unreadable, and a problem to report.
+struct Outcome {
+    path: Vec<u8>,
+    record: Option<Record>,
+    unreadable: bool,
+    problem: Option<String>,
+}
+
+/// Reads and stores every path in `to_read`, on as many threads as there are processors when
+/// there are enough of them to pay (a first checkpoint reads everything).
+fn read_all(to_read: Vec<Found>, objects: &ObjectStore, config: &CheckpointConfig) -> Vec<Outcome> {
+    const PARALLEL_FROM: usize = 32;
+    let threads = std::thread::available_parallelism().map_or(1, |threads| threads.get());
+    if to_read.len() < PARALLEL_FROM || threads == 1 {
+        return to_read.into_iter().map(|found| read_one(found, objects, config)).collect();
     }
-    let not_stored = |meta: Meta, size: u64, unreadable: bool| Visit {
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<Found>>> =
+        to_read.into_iter().map(|found| Mutex::new(Some(found))).collect();
+    let mut outcomes: Vec<Outcome> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut outcomes = Vec::new();
+                    loop {
+                        let at = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(slot) = slots.get(at) else { break };
+                        let found =
+                            slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+                        if let Some(found) = found {
+                            outcomes.push(read_one(found, objects, config));
+                        }
+                    }
+                    outcomes
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| {
+                worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    outcomes.sort_by(|left, right| left.path.cmp(&right.path));
+    outcomes
+}
+
+fn read_one(found: Found, objects: &ObjectStore, config: &CheckpointConfig) -> Outcome {
+    let Found { path, full, meta, is_symlink } = found;
+    let outcome = |record: Option<Record>, unreadable: bool, problem: Option<String>| Outcome {
         path: path.clone(),
-        record: Record { meta, leaf: Leaf::NotStored { mode: meta.mode & 0o7777, size } },
-        trusted: false,
+        record,
         unreadable,
+        problem,
+    };
+    if is_symlink {
+        return match fs::read_link(&full) {
+            Ok(target) => outcome(
+                Some(Record {
+                    meta,
+                    leaf: Leaf::Symlink { target: target.as_os_str().as_bytes().to_vec() },
+                }),
+                false,
+                None,
+            ),
+            Err(cause) if cause.kind() == io::ErrorKind::NotFound => outcome(None, false, None),
+            Err(cause) => outcome(
+                None,
+                false,
+                Some(format!("{} not read: {cause}", path_of(&path).display())),
+            ),
+        };
+    }
+    let not_stored = |meta: Meta| Record {
+        meta,
+        leaf: Leaf::NotStored { mode: meta.mode & 0o7777, size: meta.len },
     };
     if meta.len > config.max_file_size {
-        return Some(not_stored(meta, meta.len, false));
+        return outcome(Some(not_stored(meta)), false, None);
     }
-    let content = match read_capped(full, config.max_file_size) {
+    let (content, meta) = match read_capped(&full, config.max_file_size) {
         Ok(Read::Content(content, meta)) => (content, meta),
-        Ok(Read::TooLarge(meta)) => return Some(not_stored(meta, meta.len, false)),
-        Ok(Read::Gone) => return None,
+        Ok(Read::TooLarge(meta)) => return outcome(Some(not_stored(meta)), false, None),
+        Ok(Read::Gone) => return outcome(None, false, None),
         Err(cause) => {
-            walked.problems.push(format!("{} not read: {cause}", path_of(&path).display()));
-            return Some(not_stored(meta.smudged(), meta.len, true));
+            let problem = format!("{} not read: {cause}", path_of(&path).display());
+            return outcome(Some(not_stored(meta.smudged())), true, Some(problem));
         }
     };
-    let (content, meta) = content;
+    let leaf = |hash| Leaf::File { mode: meta.mode & 0o7777, hash };
     match objects.put_unsynced(&content) {
-        Ok(hash) => Some(Visit {
-            path,
-            record: Record { meta, leaf: Leaf::File { mode: meta.mode & 0o7777, hash } },
-            trusted: false,
-            unreadable: false,
-        }),
+        Ok(hash) => outcome(Some(Record { meta, leaf: leaf(hash) }), false, None),
         Err(error) => {
             let disk_full = if error.is_disk_full() { "disk full: " } else { "" };
-            walked
-                .problems
-                .push(format!("{disk_full}{} not stored ({error})", path_of(&path).display()));
+            let problem = format!("{disk_full}{} not stored ({error})", path_of(&path).display());
             // The tree names the content (a restore reports it missing); the index does not
             // vouch for it, so the next checkpoint reads and stores it again.
-            Some(Visit {
-                path,
-                record: Record {
-                    meta: meta.smudged(),
-                    leaf: Leaf::File { mode: meta.mode & 0o7777, hash: Hash::of(&content) },
-                },
-                trusted: false,
-                unreadable: false,
-            })
+            outcome(
+                Some(Record { meta: meta.smudged(), leaf: leaf(Hash::of(&content)) }),
+                false,
+                Some(problem),
+            )
         }
     }
 }

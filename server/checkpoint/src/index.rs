@@ -51,12 +51,54 @@ impl Meta {
         }
     }
 
+    // The casts are identities on Linux x86-64 but not elsewhere (`st_mode` is `u16` on macOS).
+    #[allow(clippy::unnecessary_cast)]
+    pub(crate) fn of_stat(stat: &nix::sys::stat::FileStat) -> Meta {
+        Meta {
+            len: stat.st_size as u64,
+            mtime_ns: (stat.st_mtime as i64).saturating_mul(1_000_000_000)
+                + stat.st_mtime_nsec as i64,
+            ctime_ns: (stat.st_ctime as i64).saturating_mul(1_000_000_000)
+                + stat.st_ctime_nsec as i64,
+            ino: stat.st_ino as u64,
+            dev: stat.st_dev as u64,
+            mode: stat.st_mode as u32,
+        }
+    }
+
     /// A meta that never matches a file: its record is not trusted next time (its object
     /// could not be written).
     pub(crate) fn smudged(self) -> Meta {
         Meta { mtime_ns: i64::MAX, ..self }
     }
 }
+
+/// Paths hashed with FxHash (rustc's): the index is looked up once per tracked file, and paths
+/// are the user's own, so no adversary picks colliding keys.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct PathHasher(u64);
+
+impl std::hash::Hasher for PathHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(SEED);
+        }
+        for byte in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(*byte)).wrapping_mul(SEED);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The index's map: path bytes to record.
+pub(crate) type Records = HashMap<Vec<u8>, Record, std::hash::BuildHasherDefault<PathHasher>>;
 
 /// One path's record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +114,7 @@ pub(crate) struct Index {
     pub(crate) scan_start_ns: i64,
     /// The root of the checkpoint it describes.
     pub(crate) root: Option<Hash>,
-    pub(crate) records: HashMap<Vec<u8>, Record>,
+    pub(crate) records: Records,
     /// Tree objects known to be in the store (those of `root`).
     pub(crate) trees: HashSet<Hash>,
 }
@@ -168,7 +210,7 @@ fn decode(bytes: &[u8]) -> Result<Index, String> {
         _ => Some(reader.hash()?),
     };
     let count = reader.u64()? as usize;
-    let mut records = HashMap::with_capacity(count.min(1 << 24));
+    let mut records = Records::with_capacity_and_hasher(count.min(1 << 24), Default::default());
     for _ in 0..count {
         let path = reader.bytes()?.to_vec();
         let meta = Meta {

@@ -33,11 +33,22 @@ const STALE_TEMP: Duration = Duration::from_secs(3600);
 #[derive(Debug)]
 pub struct ObjectStore {
     dir: PathBuf,
-    /// Fan-out directories with renames not yet made durable (see [`ObjectStore::sync`]).
-    unsynced: Mutex<BTreeSet<PathBuf>>,
+    /// Objects written to temporary files, not yet synced and renamed into place (see
+    /// [`ObjectStore::sync`]).
+    pending: Mutex<Vec<Pending>>,
     /// Tests: object writes fail with "no space left on device" while set.
     #[cfg(test)]
     pub(crate) disk_full: std::sync::atomic::AtomicBool,
+}
+
+/// An object written to a temporary file, waiting for [`ObjectStore::sync`].
+#[derive(Debug)]
+struct Pending {
+    hash: Hash,
+    temp: PathBuf,
+    path: PathBuf,
+    /// The fan-out directory was created for it (the store's directory needs a sync too).
+    new_fan_out: bool,
 }
 
 /// What [`ObjectStore::sweep`] removed.
@@ -64,7 +75,7 @@ impl ObjectStore {
         create_private_dir(dir).map_err(io_error("creating", dir))?;
         Ok(ObjectStore {
             dir: dir.to_path_buf(),
-            unsynced: Mutex::new(BTreeSet::new()),
+            pending: Mutex::new(Vec::new()),
             #[cfg(test)]
             disk_full: std::sync::atomic::AtomicBool::new(false),
         })
@@ -93,12 +104,16 @@ impl ObjectStore {
     /// Stores `bytes` durably and returns their hash. Writes nothing if the object exists.
     pub fn put(&self, bytes: &[u8]) -> Result<Hash, ObjectError> {
         let hash = self.put_unsynced(bytes)?;
-        self.sync()?;
+        if let Some((_, error)) = self.sync().into_iter().next() {
+            return Err(error);
+        }
         Ok(hash)
     }
 
-    /// Stores `bytes` (the file itself `fsync`ed) but leaves the rename's durability to
-    /// [`ObjectStore::sync`], so a checkpoint writing many objects syncs each directory once.
+    /// Writes `bytes` to a temporary file, not synced: the object exists only once
+    /// [`ObjectStore::sync`] has synced and renamed it. Syncing many objects at once, in
+    /// parallel, costs about one sync instead of one each (the file system commits them
+    /// together).
     pub(crate) fn put_unsynced(&self, bytes: &[u8]) -> Result<Hash, ObjectError> {
         let hash = Hash::of(bytes);
         let path = self.path(&hash);
@@ -106,9 +121,10 @@ impl ObjectStore {
             return Ok(hash);
         }
         let fan_out = self.fan_out(&hash);
+        let mut new_fan_out = false;
         if fs::symlink_metadata(&fan_out).is_err() {
             create_private_dir(&fan_out).map_err(io_error("creating", &fan_out))?;
-            self.mark_unsynced(self.dir.clone());
+            new_fan_out = true;
         }
         #[cfg(test)]
         if self.disk_full.load(Ordering::Relaxed) {
@@ -118,38 +134,60 @@ impl ObjectStore {
                 cause: io::Error::from(io::ErrorKind::StorageFull),
             });
         }
-        let encoded = encode(bytes);
-        let temp = write_temp(&fan_out, &encoded)?;
-        if let Err(cause) = fs::rename(&temp, &path) {
-            let _ = fs::remove_file(&temp);
-            return Err(ObjectError::Io { action: "renaming into", path, cause });
-        }
-        self.mark_unsynced(fan_out);
+        let temp = write_temp(&fan_out, &encode(bytes))?;
+        self.lock_pending().push(Pending { hash, temp, path, new_fan_out });
         Ok(hash)
     }
 
-    fn mark_unsynced(&self, dir: PathBuf) {
-        match self.unsynced.lock() {
-            Ok(mut unsynced) => {
-                unsynced.insert(dir);
-            }
-            Err(poisoned) => {
-                poisoned.into_inner().insert(dir);
-            }
-        }
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
+        self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Makes every rename since the last sync durable (`fsync` of each directory touched).
-    pub(crate) fn sync(&self) -> Result<(), ObjectError> {
-        let dirs = match self.unsynced.lock() {
-            Ok(mut unsynced) => std::mem::take(&mut *unsynced),
-            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
-        };
-        // Fan-out directories first, the store's own directory (new fan-outs) last.
-        for dir in dirs.iter().rev() {
-            sync_dir(dir).map_err(io_error("syncing", dir))?;
+    /// Makes every object written since the last sync durable and present: each temporary
+    /// file is synced, renamed into place, and each directory touched is synced — the syncs
+    /// in parallel. Returns the objects that could not be stored (their temporary files are
+    /// removed), with why.
+    pub(crate) fn sync(&self) -> Vec<(Hash, ObjectError)> {
+        let pending = std::mem::take(&mut *self.lock_pending());
+        if pending.is_empty() {
+            return Vec::new();
         }
-        Ok(())
+        let synced = parallel(&pending, |pending| {
+            File::open(&pending.temp)
+                .and_then(|file| file.sync_all())
+                .map_err(io_error("syncing", &pending.temp))
+        });
+        let mut failed = Vec::new();
+        let mut dirs = BTreeSet::new();
+        for (pending, synced) in pending.iter().zip(synced) {
+            let renamed = synced.and_then(|()| {
+                fs::rename(&pending.temp, &pending.path)
+                    .map_err(io_error("renaming into", &pending.path))
+            });
+            match renamed {
+                Ok(()) => {
+                    if let Some(fan_out) = pending.path.parent() {
+                        dirs.insert(fan_out.to_path_buf());
+                    }
+                    if pending.new_fan_out {
+                        dirs.insert(self.dir.clone());
+                    }
+                }
+                Err(error) => {
+                    let _ = fs::remove_file(&pending.temp);
+                    failed.push((pending.hash, error));
+                }
+            }
+        }
+        let dirs: Vec<PathBuf> = dirs.into_iter().collect();
+        let dir_results = parallel(&dirs, |dir| sync_dir(dir).map_err(io_error("syncing", dir)));
+        if let Some(Err(error)) = dir_results.into_iter().find(Result::is_err) {
+            // The objects are in place but perhaps not durable: said, not hidden.
+            if let Some(first) = pending.first() {
+                failed.push((first.hash, error));
+            }
+        }
+        failed
     }
 
     /// The object's uncompressed bytes, verified against its hash.
@@ -279,7 +317,29 @@ fn encode(bytes: &[u8]) -> Vec<u8> {
     encoded
 }
 
-/// Writes `bytes` to a new 0600 temporary file in `dir`, `fsync`ed, and returns its path.
+/// `work` on every item, on up to 32 threads (syncs wait on the disk, not the processor), the
+/// results in order.
+fn parallel<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    const THREADS: usize = 32;
+    if items.len() <= 1 {
+        return items.iter().map(&work).collect();
+    }
+    let chunk = items.len().div_ceil(THREADS);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|chunk| scope.spawn(|| chunk.iter().map(&work).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| {
+                handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+/// Writes `bytes` to a new 0600 temporary file in `dir` (not synced) and returns its path.
 fn write_temp(dir: &Path, bytes: &[u8]) -> Result<PathBuf, ObjectError> {
     loop {
         let nanos = SystemTime::now()
@@ -298,7 +358,7 @@ fn write_temp(dir: &Path, bytes: &[u8]) -> Result<PathBuf, ObjectError> {
             Err(cause) if cause.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(cause) => return Err(ObjectError::Io { action: "creating", path, cause }),
         };
-        let written = file.write_all(bytes).and_then(|()| file.sync_data());
+        let written = file.write_all(bytes);
         if let Err(cause) = written {
             drop(file);
             let _ = fs::remove_file(&path);

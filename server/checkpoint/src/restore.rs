@@ -96,11 +96,11 @@ impl Checkpointer {
         target: &Hash,
         latest: Option<&Hash>,
     ) -> Result<RestorePlan, RestoreError> {
-        let scan = self.scan()?;
-        let current = scan.manifest;
+        let before = self.scan()?;
+        let current = self.current_manifest();
         let mut plan = RestorePlan {
             target: *target,
-            before: scan.checkpoint,
+            before,
             restored: Vec::new(),
             created: Vec::new(),
             deleted: Vec::new(),

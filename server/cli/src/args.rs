@@ -84,6 +84,11 @@ pub enum Command {
     Audit(AuditArgs),
     /// Fork a session into a new one.
     Fork(ForkArgs),
+    /// Return the workspace's files and the conversation to just before a step ran (the
+    /// session that continues is a fork; `--files`, `--conversation`: only one of them).
+    Rewind(RewindArgs),
+    /// List a session's workspace checkpoints: step, time, files changed.
+    Checkpoints(SessionArg),
     /// Compact a session now: older messages become a summary.
     Compact(SessionArg),
     /// Run the daemon in the foreground (clients start one on demand).
@@ -302,6 +307,32 @@ pub struct ForkArgs {
     /// Fork at the boundary of step N: keep what came before its request.
     #[arg(long, value_name = "N")]
     pub step: Option<u64>,
+}
+
+/// `dsh rewind`.
+#[derive(Debug, Args)]
+pub struct RewindArgs {
+    /// Session id.
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// Rewind to just before step N ran.
+    #[arg(long, value_name = "N", required_unless_present = "checkpoint")]
+    pub step: Option<u64>,
+    /// Restore the files to the checkpoint with this seq (`dsh checkpoints`; files only).
+    #[arg(long, value_name = "SEQ", conflicts_with_all = ["step", "conversation"])]
+    pub checkpoint: Option<u64>,
+    /// Only the files: the session itself continues (its next request notes what changed).
+    #[arg(long, conflicts_with = "conversation")]
+    pub files: bool,
+    /// Only the conversation: a fork at the step continues; no file is touched.
+    #[arg(long)]
+    pub conversation: bool,
+    /// Overwrite files changed since the last checkpoint by someone other than the agent.
+    #[arg(long)]
+    pub force: bool,
+    /// Say what would change, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `dsh serve`.

@@ -1,5 +1,5 @@
 //! CLI commands as clients of the daemon, through the typed client of `dsh-daemon`: `prompt`,
-//! `inject`, `cancel`, `fork`, `sessions`, `usage`, `saw`, `audit`, `compact`, `status`,
+//! `inject`, `cancel`, `fork`, `rewind`, `checkpoints`, `sessions`, `usage`, `saw`, `audit`, `compact`, `status`,
 //! `shutdown`, and the `stdio` bridge. Output is the same as the text views print; `--json`
 //! prints the API's result.
 #![allow(clippy::print_stdout, clippy::print_stderr)] // CLI commands print
@@ -27,10 +27,12 @@ use crate::printer::print_turn;
 use crate::settings::Settings;
 
 mod connect;
+mod rewind;
 mod turn;
 
 pub use connect::*;
 use connect::{join, refusal};
+pub use rewind::*;
 pub use turn::*;
 
 /// What arrives on a connection besides answers.
@@ -314,6 +316,22 @@ pub async fn status(settings: &Settings) -> anyhow::Result<ExitCode> {
                 server.state,
                 server.tools.len()
             );
+        }
+        for store in &result.checkpoints {
+            let dropped = if store.dropped.is_empty() {
+                String::new()
+            } else {
+                format!(" · {} checkpoint(s) dropped over the budget", store.dropped.len())
+            };
+            println!(
+                "  checkpoints {} · {} of {}{dropped}",
+                store.workspace,
+                crate::doctor::bytes(store.bytes),
+                crate::doctor::bytes(store.budget)
+            );
+            if let Some(recovered) = &store.recovered {
+                println!("    {recovered}");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -55,7 +55,7 @@ pub async fn doctor(settings: &Settings) -> anyhow::Result<ExitCode> {
     .await?;
     checks.extend(sandbox_checks(&sandbox));
     checks.push(confined_command(&sandbox).await);
-    checks.push(daemon(settings).await);
+    checks.extend(daemon(settings).await);
 
     if settings.json {
         println!("{}", serde_json::to_string_pretty(&checks)?);
@@ -217,10 +217,11 @@ async fn confined_command(sandbox: &Arc<Sandbox>) -> Check {
     }
 }
 
-async fn daemon(settings: &Settings) -> Check {
+/// The running daemon, and the workspace checkpoint stores it has opened.
+async fn daemon(settings: &Settings) -> Vec<Check> {
     let name = "daemon";
     let Some(stream) = connect_running(settings.home.root()).await else {
-        return check(name, Level::Ok, "not running (a command starts one when needed)");
+        return vec![check(name, Level::Ok, "not running (a command starts one when needed)")];
     };
     let (reader, writer) = stream.into_split();
     let (client, _) = Client::new(reader, writer);
@@ -242,10 +243,44 @@ async fn daemon(settings: &Settings) -> Check {
                 detail.push_str("\n      ");
                 detail.push_str(warning);
             }
-            check(name, level, detail)
+            let mut checks = vec![check(name, level, detail)];
+            checks.extend(status.checkpoints.iter().map(checkpoint_store));
+            checks
         }
         Err(error) => {
-            check(name, Level::Fail, format!("it does not answer daemon/status: {error}"))
+            vec![check(name, Level::Fail, format!("it does not answer daemon/status: {error}"))]
         }
+    }
+}
+
+/// A workspace's checkpoint store: its size against its budget, what collection dropped to
+/// keep within it, what crash recovery did.
+fn checkpoint_store(store: &dsh_protocol::CheckpointStoreStatus) -> Check {
+    let mut detail =
+        format!("{} · {} of {} budget", store.workspace, bytes(store.bytes), bytes(store.budget));
+    let mut level = Level::Ok;
+    if !store.dropped.is_empty() {
+        level = Level::Warn;
+        detail.push_str(&format!(
+            "\n      {} checkpoint(s) dropped, oldest first, to keep within the budget \
+             (a rewind to them is refused; raise [checkpoints] budget to keep more)",
+            store.dropped.len()
+        ));
+    }
+    if let Some(recovered) = &store.recovered {
+        level = Level::Warn;
+        detail.push_str("\n      ");
+        detail.push_str(recovered);
+    }
+    check("checkpoints", level, detail)
+}
+
+/// A byte count for people.
+pub(crate) fn bytes(count: u64) -> String {
+    match count {
+        0..1024 => format!("{count} B"),
+        1024..1_048_576 => format!("{:.1} KiB", count as f64 / 1024.0),
+        1_048_576..1_073_741_824 => format!("{:.1} MiB", count as f64 / 1_048_576.0),
+        _ => format!("{:.1} GiB", count as f64 / 1_073_741_824.0),
     }
 }

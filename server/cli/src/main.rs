@@ -223,6 +223,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Audit(args) => audit(&settings, &args).await,
         Command::Fork(args) => commands::fork(&settings, &args.session, args.at, args.step).await,
+        Command::Rewind(args) => {
+            let options = commands::RewindOptions {
+                session: args.session,
+                step: args.step,
+                checkpoint: args.checkpoint,
+                files_only: args.files,
+                conversation_only: args.conversation,
+                force: args.force,
+                dry_run: args.dry_run,
+            };
+            commands::rewind(&settings, options).await
+        }
+        Command::Checkpoints(args) => commands::checkpoints(&settings, &args.session).await,
         Command::Compact(args) => commands::compact(&settings, &args.session).await,
         Command::Serve(args) => serve_command(settings, &args).await,
         Command::Stdio(args) => stdio(settings, &args).await,

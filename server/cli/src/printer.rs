@@ -193,6 +193,14 @@ where
             state.end_line();
             println!("⊘ {}", limit_text(limit));
         }
+        EventData::WorkspaceCheckpoint(checkpoint) => {
+            state.end_line();
+            println!("{}", state.dim(&checkpoint_line(checkpoint)));
+        }
+        EventData::WorkspaceRewind(rewind) => {
+            state.end_line();
+            println!("{}", rewind_line(rewind));
+        }
         EventData::StepError(failure) => {
             state.end_line();
             state.waiting = false;
@@ -216,4 +224,50 @@ where
         _ => {}
     }
     false
+}
+
+/// One line for a `workspace/checkpoint`.
+pub fn checkpoint_line(checkpoint: &dsh_session::WorkspaceCheckpoint) -> String {
+    let when = match (checkpoint.reason, checkpoint.step) {
+        (_, Some(step)) => format!("before step {step}'s tools"),
+        (dsh_session::CheckpointReason::Rewind, None) => "before a rewind".to_owned(),
+        (_, None) => "at the turn's end".to_owned(),
+    };
+    let mut line = format!(
+        "checkpoint {when}: {} files, {} changed",
+        checkpoint.files,
+        checkpoint.changed.len()
+    );
+    if !checkpoint.too_large.is_empty() {
+        line.push_str(&format!(", {} over the size cap", checkpoint.too_large.len()));
+    }
+    if let Some(incomplete) = &checkpoint.incomplete {
+        line.push_str(&format!(" (incomplete: {})", clean(incomplete)));
+    }
+    line
+}
+
+/// One line for a `workspace/rewind`.
+pub fn rewind_line(rewind: &dsh_session::WorkspaceRewind) -> String {
+    let what = match (rewind.files, rewind.conversation) {
+        (true, true) => "files and conversation",
+        (true, false) => "files",
+        _ => "conversation",
+    };
+    let to = rewind
+        .to_step
+        .map_or_else(|| "to a checkpoint".to_owned(), |step| format!("to just before step {step}"));
+    let mut line = format!("⟲ rewound {what} of {} {to}", clean(&rewind.from_session));
+    if rewind.files {
+        line.push_str(&format!(
+            ": {} restored, {} created, {} deleted",
+            rewind.restored.len(),
+            rewind.created.len(),
+            rewind.deleted.len()
+        ));
+        if rewind.forced {
+            line.push_str(" (forced)");
+        }
+    }
+    line
 }

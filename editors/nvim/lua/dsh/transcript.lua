@@ -123,6 +123,8 @@ M.mcp_tool = words.mcp_tool
 M.tool_label = words.tool_label
 M.mcp_wait_text = words.mcp_wait_text
 M.limit_text = words.limit_text
+M.checkpoint_text = words.checkpoint_text
+M.rewind_text = words.rewind_text
 
 --- Create (or find) the transcript for a session. Does not subscribe.
 ---@param session_id string
@@ -587,6 +589,16 @@ end
 handlers["mcp/wait"] = function(self, data)
   -- Logged before the step that waited: the step that follows shows the wait ended.
   self:append({ "  ◌ " .. M.mcp_wait_text(data) }, "DshDim")
+end
+
+---@param data dsh.WorkspaceCheckpoint
+handlers["workspace/checkpoint"] = function(self, data)
+  self:append({ "  ◇ " .. M.checkpoint_text(data) }, "DshDim")
+end
+
+---@param data dsh.WorkspaceRewind
+handlers["workspace/rewind"] = function(self, data)
+  self:append({ M.rewind_text(data) }, "DshLanded")
 end
 
 ---@param data dsh.StepEnd

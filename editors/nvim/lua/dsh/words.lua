@@ -131,4 +131,49 @@ function M.lines_of(text, prefix, first_prefix, max)
   return out
 end
 
+local function count(list)
+  return type(list) == "table" and #list or 0
+end
+
+--- The one line the transcript shows for a `workspace/checkpoint` event (the workspace's files
+--- were recorded, docs/rewind.md), the words `dsh prompt` prints: "checkpoint before step 3's
+--- tools: 12 files, 2 changed".
+---@param data dsh.WorkspaceCheckpoint
+---@return string
+function M.checkpoint_text(data)
+  local when
+  if type(data.step) == "number" then
+    when = ("before step %d's tools"):format(data.step)
+  elseif data.reason == "rewind" then
+    when = "before a rewind"
+  else
+    when = "at the turn's end"
+  end
+  local text = ("checkpoint %s: %d files, %d changed"):format(when, tonumber(data.files) or 0, count(data.changed))
+  if count(data.tooLarge) > 0 then
+    text = text .. (", %d over the size cap"):format(count(data.tooLarge))
+  end
+  if type(data.incomplete) == "string" then
+    text = text .. " (incomplete: " .. data.incomplete:gsub("%s", " ") .. ")"
+  end
+  return text
+end
+
+--- The one line the transcript shows for a `workspace/rewind` event: "⟲ rewound files and
+--- conversation of S to just before step 1: 2 restored, 1 created, 1 deleted".
+---@param data dsh.WorkspaceRewind
+---@return string
+function M.rewind_text(data)
+  local what = (data.files and data.conversation) and "files and conversation" or (data.files and "files" or "conversation")
+  local to = type(data.toStep) == "number" and ("to just before step %d"):format(data.toStep) or "to a checkpoint"
+  local text = ("⟲ rewound %s of %s %s"):format(what, tostring(data.fromSession), to)
+  if data.files then
+    text = text .. (": %d restored, %d created, %d deleted"):format(count(data.restored), count(data.created), count(data.deleted))
+    if data.forced then
+      text = text .. " (forced)"
+    end
+  end
+  return text
+end
+
 return M

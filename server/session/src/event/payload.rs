@@ -668,9 +668,11 @@ pub struct WorkspaceCheckpoint {
     /// relative to the workspace root; a name that is not UTF-8 is written lossily here (the
     /// tree keeps its bytes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
     pub changed: Vec<String>,
     /// Files over the size cap: recorded by size only, not restorable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<TooLargeFile>>", optional))]
     pub too_large: Vec<TooLargeFile>,
     /// Set when the checkpoint could not record everything (the disk filled, a file could not
     /// be read): what is missing. A rewind to it says so.
@@ -726,12 +728,15 @@ pub struct WorkspaceRewind {
     pub before: Option<String>,
     /// Files rewritten to their checkpoint content.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
     pub restored: Vec<String>,
     /// Files (and symlinks) recreated: absent before the rewind, present at the checkpoint.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
     pub created: Vec<String>,
     /// Files removed: present before the rewind, absent at the checkpoint.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
     pub deleted: Vec<String>,
     /// Whether files changed by someone other than the agent were overwritten (`force`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
