@@ -1,6 +1,7 @@
 // dsh for VS Code: a thin client of the dsh daemon. All behavior lives in the daemon; this
 // extension starts `dsh stdio`, shows what the session log says, and sends the user's requests.
 
+import * as path from "node:path";
 import * as vscode from "vscode";
 import { Connection } from "./connection";
 import { describeError, type DshClient } from "./daemon";
@@ -289,6 +290,11 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
         return undefined;
       }
       const outcome = await rewind(await conn.get(), { sessionId: id, step }, {
+        unsaved: (paths) => {
+          const root = sessions.workspace;
+          const dirty = new Set(vscode.workspace.textDocuments.filter((d) => d.isDirty && d.uri.scheme === "file").map((d) => d.uri.fsPath));
+          return root ? paths.filter((p) => dirty.has(path.join(root, p))) : [];
+        },
         confirm: async (q) => (await vscode.window.showWarningMessage(q.message, { modal: true, detail: q.detail }, q.action)) === q.action,
         overwrite: async (_conflicts, message) => (await vscode.window.showWarningMessage("Overwrite files changed by someone else?", { modal: true, detail: message }, "Overwrite")) === "Overwrite",
       });

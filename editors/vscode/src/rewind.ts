@@ -24,6 +24,8 @@ export type RewindQuestion = {
 };
 
 export type RewindUi = {
+  /** Of the workspace paths the rewind writes or deletes, those with unsaved changes in the editor. */
+  unsaved?(paths: string[]): string[];
   /** Whether to rewind as the question says. */
   confirm(question: RewindQuestion): Promise<boolean>;
   /** The rewind was refused for files changed since the question: whether to overwrite them. */
@@ -68,14 +70,18 @@ export function rewindChanges(plan: SessionRewindResult, done = false): string[]
   return lines;
 }
 
-/** The question a rewind asks, from its dry run. */
-export function rewindQuestion(target: RewindTarget, plan: SessionRewindResult): RewindQuestion {
+/** The question a rewind asks, from its dry run; `unsaved`: the files it touches that have
+ * unsaved changes in the editor. */
+export function rewindQuestion(target: RewindTarget, plan: SessionRewindResult, unsaved: string[] = []): RewindQuestion {
   const conversation = target.conversation ?? true;
   const files = target.files ?? true;
   const what = files && conversation ? "the files and the conversation" : files ? "the files" : "the conversation";
   const lines = files ? rewindChanges(plan) : [];
   if (plan.conflicts.length > 0) {
     lines.push("", `Changed since the agent's last checkpoint by someone else, and overwritten (${plan.conflicts.length}): ${list(plan.conflicts)}`);
+  }
+  if (unsaved.length > 0) {
+    lines.push("", `Unsaved in the editor (${unsaved.length}): ${list(unsaved)}. The rewind changes them on disk; saving the editor's text afterwards would undo that for them.`);
   }
   lines.push("", conversation ? `The conversation continues in a new session forked before step ${target.step}; this one stays as it is, as history.` : `The session continues as it is; its next request notes the files that changed.`);
   return {
@@ -119,7 +125,8 @@ export async function rewind(client: Pick<DshClient, "rewind">, target: RewindTa
   } catch (e) {
     return refused(e, busy(e));
   }
-  const question = rewindQuestion(target, plan);
+  const touched = [...plan.restored, ...plan.created, ...plan.deleted];
+  const question = rewindQuestion(target, plan, target.files === false ? [] : (ui.unsaved?.(touched) ?? []));
   if (!(await ui.confirm(question))) {
     return { kind: "cancelled", plan };
   }

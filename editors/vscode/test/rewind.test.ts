@@ -19,8 +19,12 @@ class ScriptedUi implements RewindUi {
   readonly questions: RewindQuestion[] = [];
   readonly overwrites: Array<{ conflicts: string[]; message: string }> = [];
   constructor(
-    private readonly answers: { confirm?: boolean; overwrite?: boolean; whileAsking?: () => void },
+    private readonly answers: { confirm?: boolean; overwrite?: boolean; whileAsking?: () => void; unsaved?: string[] },
   ) {}
+
+  unsaved(paths: string[]): string[] {
+    return paths.filter((p) => this.answers.unsaved?.includes(p));
+  }
 
   async confirm(q: RewindQuestion): Promise<boolean> {
     this.questions.push(q);
@@ -74,7 +78,8 @@ describe("rewind against the daemon and the mock", { skip }, () => {
   });
 
   test("the question lists the files the dry run would change; cancelling changes nothing", async () => {
-    const ui = new ScriptedUi({ confirm: false });
+    // notes.txt has unsaved changes in the editor; README.md too, but the rewind does not touch it.
+    const ui = new ScriptedUi({ confirm: false, unsaved: ["notes.txt", "README.md"] });
     const outcome = await rewind(client, { sessionId, step: 1 }, ui);
     assert.equal(outcome.kind, "cancelled");
     const [q] = ui.questions;
@@ -85,6 +90,7 @@ describe("rewind against the daemon and the mock", { skip }, () => {
     assert.equal(q.message, "Rewind the files and the conversation to before step 1?");
     assert.match(q.detail, /^Restore \(1\): src\/greet\.sh\nDelete \(1\): notes\.txt\n/);
     assert.match(q.detail, /continues in a new session forked before step 1/);
+    assert.match(q.detail, /\nUnsaved in the editor \(1\): notes\.txt\. The rewind changes them on disk/);
     assert.equal(read("notes.txt"), "by the agent\n");
     assert.match(read("src/greet.sh"), /Hello/);
   });
