@@ -846,13 +846,19 @@ test("e2e: :Dsh rewind lists the files, asks, refuses a file edited by hand unti
     end, 10000, ("the message %q"):format(text))
   end
   ok, err = pcall(function()
-    -- The step under the cursor; cancelled: nothing changes.
+    -- The step under the cursor; cancelled: nothing changes. notes.txt has unsaved changes in a
+    -- buffer: the question says so.
+    local unsaved = vim.fn.bufadd(notes)
+    vim.fn.bufload(unsaved)
+    vim.api.nvim_buf_set_lines(unsaved, 0, -1, false, { "unsaved" })
     vim.api.nvim_set_current_buf(t.buf)
     vim.api.nvim_win_set_cursor(0, { t.steps[1].line + 1, 0 })
     local n = #H.messages
     answers = { 2 }
     vim.cmd("Dsh rewind")
     said("dsh: rewind cancelled", n)
+    vim.api.nvim_buf_delete(unsaved, { force = true })
+    H.contains(asked[1].msg, "unsaved in a buffer (1): notes.txt; the rewind changes them on disk")
     H.eq("&Rewind\n&Cancel", asked[1].buttons)
     H.contains(asked[1].msg, "Rewind the files and the conversation to before step 1?")
     H.contains(asked[1].msg, "restore (1): notes.txt\ndelete (1): extra.txt")

@@ -196,15 +196,36 @@ function M.rewind_changes(plan, done)
   return lines
 end
 
---- The question before a rewind, from its dry run.
+--- Of `paths` (relative to `workspace`), those loaded in a buffer with unsaved changes.
+---@param workspace string
+---@param paths string[]
+---@return string[]
+function M.unsaved(workspace, paths)
+  local modified = {}
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" and vim.bo[buf].modified then
+      modified[vim.api.nvim_buf_get_name(buf)] = true
+    end
+  end
+  return vim.tbl_filter(function(p)
+    return modified[workspace .. "/" .. p] == true
+  end, paths)
+end
+
+--- The question before a rewind, from its dry run; `unsaved`: the files it touches that have
+--- unsaved changes in a buffer.
 ---@param step integer
 ---@param plan dsh.SessionRewindResult
+---@param unsaved? string[]
 ---@return string
-function M.rewind_question(step, plan)
+function M.rewind_question(step, plan, unsaved)
   local lines = { ("Rewind the files and the conversation to before step %d?"):format(step) }
   vim.list_extend(lines, M.rewind_changes(plan))
   if #plan.conflicts > 0 then
     table.insert(lines, ("changed since the agent's last checkpoint by someone else, and overwritten (%d): %s"):format(#plan.conflicts, path_list(plan.conflicts)))
+  end
+  if unsaved and #unsaved > 0 then
+    table.insert(lines, ("unsaved in a buffer (%d): %s; the rewind changes them on disk, and writing the buffer afterwards would undo that for them"):format(#unsaved, path_list(unsaved)))
   end
   table.insert(lines, ("The conversation continues in a new session forked before step %d; this one stays as history."):format(step))
   return table.concat(lines, "\n")
@@ -263,7 +284,9 @@ function M.rewind(t, step)
     end
     local conflicts = #plan.conflicts > 0
     local buttons = conflicts and "&Overwrite and rewind\n&Cancel" or "&Rewind\n&Cancel"
-    if vim.fn.confirm(M.rewind_question(step, plan), buttons, 2, "Warning") ~= 1 then
+    local touched = vim.list_extend(vim.list_extend(vim.list_extend({}, plan.restored), plan.created), plan.deleted)
+    local unsaved = t.meta and M.unsaved(t.meta.workspace, touched) or {}
+    if vim.fn.confirm(M.rewind_question(step, plan, unsaved), buttons, 2, "Warning") ~= 1 then
       dsh.notify("dsh: rewind cancelled", vim.log.levels.INFO)
       return true
     end
