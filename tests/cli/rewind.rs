@@ -258,6 +258,17 @@ async fn files_only_continues_the_session_with_a_note_and_conversation_only_touc
     assert_changed(&env.workspace);
     let logged = rewinds(&env.events(&fork));
     assert!(logged[0].conversation && !logged[0].files && logged[0].before.is_none());
+    // Mid-turn: the fork's next request begins with step 2's messages (step 1's call and result
+    // included), byte for byte.
+    env.script(json!([{ "reasoning": "Again.", "content": "From step 2." }])).await;
+    let output = env.prompt_in(&fork, "Continue from step 2.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let requests = env.requests();
+    let (step_two, _) = split_body(&requests[1].body);
+    let (next, _) = split_body(&requests[4].body);
+    assert!(next.starts_with(step_two) && next.len() > step_two.len());
+    assert_changed(&env.workspace);
+    env.assert_audit_ok(&fork).await;
 
     let files = env.dsh_json(&["rewind", &session, "--step", "1", "--files"]).await;
     assert_eq!(files["sessionId"], session.as_str());

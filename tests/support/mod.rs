@@ -286,7 +286,8 @@ impl Env {
         text.trim().parse().unwrap()
     }
 
-    /// Every file under `$DSH_HOME/workspaces` with its bytes (the session logs).
+    /// Every file under `$DSH_HOME/workspaces` with its bytes: the session logs (not the
+    /// workspaces' checkpoint stores).
     pub fn log_files(&self) -> Vec<(PathBuf, Vec<u8>)> {
         let mut files = Vec::new();
         collect_files(&self.home.join("workspaces"), &mut files);
@@ -327,6 +328,10 @@ fn collect_files(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries {
         let path = entry.unwrap().path();
+        // A workspace's checkpoint store (docs/rewind.md) holds no log.
+        if path.file_name().is_some_and(|name| name == "checkpoints") {
+            continue;
+        }
         if path.is_dir() {
             collect_files(&path, out);
         } else {

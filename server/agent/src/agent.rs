@@ -360,6 +360,14 @@ impl Agent {
             match step_outcome {
                 Ok(StepOutcome::Continue | StepOutcome::CancelledBeforeStart) => {}
                 Ok(StepOutcome::Stopped { boundary }) => {
+                    // What the turn's tools left, recorded before its end (a client takes
+                    // `turn/end` as the turn's last event). Steering already here continues
+                    // the turn instead; one arriving in between leaves this checkpoint between
+                    // two steps, which is as true a record.
+                    let steered = session.query(move |s| steering_after(s, boundary)).await?;
+                    if !steered {
+                        self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
+                    }
                     // Steering that arrived during this step has not been seen yet: it joins the
                     // next request of the same turn. Checking and ending in one owner command
                     // leaves no window for a steering message to slip in unanswered.
@@ -370,7 +378,6 @@ impl Agent {
                         })
                         .await?;
                     if ended.is_some() {
-                        self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
                         return Ok(outcome);
                     }
                 }
@@ -398,10 +405,11 @@ impl Agent {
             outcome.stop_reason = StopReason::Limit;
             outcome.limit = Some(limit);
         }
+        // What the turn's tools left — a cancelled command's half-work included — recorded
+        // before its end.
+        self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
         let end = TurnEnd { turn, reason: outcome.stop_reason, error: outcome.error.clone() };
         session.append(EventData::TurnEnd(end)).await?;
-        // What the turn's tools left — a cancelled command's half-work included.
-        self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
         Ok(outcome)
     }
 

@@ -1,5 +1,5 @@
 //! The checkpoints seam: the loop asks it to record the workspace's files before a step runs a
-//! tool that can change them and when a turn ends, and logs what it answers as
+//! tool that can change them and when a turn ends (before its `turn/end`), and logs what it answers as
 //! `workspace/checkpoint` (not model-visible). The daemon implements it over the workspace's
 //! object store (`dsh-checkpoint`); the loop knows nothing of how.
 

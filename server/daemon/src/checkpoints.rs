@@ -275,7 +275,7 @@ impl WorkspaceCheckpoints {
                 }
             }
         }
-        named.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+        named.sort_by_key(|(time, seq, _)| std::cmp::Reverse((*time, *seq)));
         Scanned {
             roots_newest_first: named.into_iter().map(|(_, _, hash)| hash).collect(),
             latest: latest.map(|(_, hash)| hash),
