@@ -375,3 +375,58 @@ async fn a_collected_checkpoint_is_refused_naming_its_objects() {
     assert!(answer["error"]["message"].as_str().unwrap().contains(missing[0].as_str().unwrap()));
     assert_changed(&env.workspace);
 }
+
+/// A daemon killed mid-rewind leaves the rewind's journal (format: `server/checkpoint/src/
+/// journal.rs`); the next daemon completes it before anything else touches the workspace, and
+/// says so in its log, `daemon/status` and `dsh doctor`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_interrupted_by_a_killed_daemon_is_completed_at_the_next_start() {
+    use sha2::{Digest as _, Sha256};
+    let env = Env::new().await;
+    let session = setup(&env).await;
+    let target = checkpoints(&env.events(&session))[0].1.root.clone();
+    env.dsh_ok(&["shutdown"]).await;
+
+    // The journal of a rewind to step 1, as the restore writes it before touching a file.
+    let hex = |text: &str| -> Vec<u8> {
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+            .collect()
+    };
+    let put = |out: &mut Vec<u8>, bytes: &[u8]| {
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(bytes);
+    };
+    let mut journal = b"dsh-rewind-journal 1\n".to_vec();
+    journal.extend_from_slice(&hex(&target));
+    let files =
+        [("a.txt", "alpha\n"), ("b.txt", "bravo\n"), ("c.txt", "charlie\n"), ("d.txt", "delta\n")];
+    journal.extend_from_slice(&((files.len() + 2) as u64).to_le_bytes());
+    for removed in ["c2.txt", "new.txt"] {
+        journal.push(1);
+        put(&mut journal, removed.as_bytes());
+    }
+    for (path, text) in files {
+        journal.push(3);
+        put(&mut journal, path.as_bytes());
+        journal.extend_from_slice(&0o644u32.to_le_bytes());
+        journal.extend_from_slice(&Sha256::digest(text.as_bytes()));
+    }
+    let checksum = Sha256::digest(&journal);
+    journal.extend_from_slice(&checksum);
+    let workspace_dir = env.log_path(&session).parent().unwrap().parent().unwrap().to_path_buf();
+    std::fs::write(workspace_dir.join("checkpoints").join("rewind-journal"), &journal).unwrap();
+    assert_changed(&env.workspace);
+
+    // The next daemon (started by this command) completes it first.
+    env.dsh_json(&["checkpoints", &session]).await;
+    assert_original(&env.workspace);
+    assert!(!workspace_dir.join("checkpoints").join("rewind-journal").exists());
+    let status = env.dsh_json(&["status"]).await;
+    let recovered = status["checkpoints"][0]["recovered"].as_str().unwrap_or_default().to_owned();
+    assert!(recovered.contains(&target) && recovered.contains("completed"), "{status}");
+    assert!(env.daemon_log().contains("interrupted rewind"), "{}", env.daemon_log());
+    let doctor = env.dsh(&["doctor"]).await;
+    assert!(String::from_utf8_lossy(&doctor.stdout).contains(&recovered));
+}

@@ -26,6 +26,9 @@ use crate::checkpoint::path_of;
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// How the temporary files of a restore are named (recovery removes those a crash left).
+pub(crate) const TEMP_PREFIX: &[u8] = b".dsh-restore-";
+
 /// The workspace root, opened once.
 pub(crate) struct Root {
     fd: OwnedFd,
@@ -52,7 +55,8 @@ impl Root {
     }
 
     /// Opens the parent directory of `path` (components joined by `/`), never following a
-    /// link; creates missing directories if `create`. `Ok(None)`: a parent is missing.
+    /// link; creates missing directories if `create`. `Ok(None)` (only without `create`): a
+    /// parent is missing, a file or a link.
     fn parent<'p>(&self, path: &'p [u8], create: bool) -> io::Result<Option<(OwnedFd, &'p [u8])>> {
         let mut components: Vec<&[u8]> = path.split(|&byte| byte == b'/').collect();
         let Some(name) = components.pop() else {
@@ -72,7 +76,9 @@ impl Root {
                     }
                     openat(&dir, component, flags, Mode::empty())
                 }
-                Err(Errno::ENOENT) => return Ok(None),
+                // Removing: a path reached only through a link, or below a file, is not in
+                // the workspace's tree of real directories; nothing to remove there.
+                Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) if !create => return Ok(None),
                 other => other,
             };
             dir = opened.map_err(|errno| error_at(errno, &path[..walked], "opening it"))?;
@@ -137,7 +143,8 @@ impl Root {
         };
         let writable = Writable::ensure(&parent)?;
         let temp = format!(
-            ".dsh-restore-{}-{}",
+            "{}{}-{}",
+            String::from_utf8_lossy(TEMP_PREFIX),
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         );

@@ -219,6 +219,7 @@ impl Checkpointer {
         let root =
             Root::open(&self.root).map_err(|e| journal_error("opening the workspace for", e))?;
         let outcome = execute(&root, &self.objects, &journal.actions);
+        remove_leftover_temps(&self.root, &root, &journal.actions);
         Journal::remove(&journal_path).map_err(|e| journal_error("removing", e))?;
         Ok(Some(match outcome {
             Ok(paths) => Recovered::Completed { target: journal.target, paths },
@@ -228,6 +229,31 @@ impl Checkpointer {
 
     pub(crate) fn journal_path(&self) -> PathBuf {
         self.state_dir.join("rewind-journal")
+    }
+}
+
+/// Removes the temporary files a restore killed mid-write left beside the paths it wrote
+/// (`.dsh-restore-*`), never through a link.
+fn remove_leftover_temps(workspace: &Path, root: &Root, actions: &[Action]) {
+    let parents: BTreeSet<&[u8]> = actions
+        .iter()
+        .filter(|action| matches!(action, Action::File { .. } | Action::Symlink { .. }))
+        .map(|action| {
+            let path = action.path();
+            path.iter().rposition(|byte| *byte == b'/').map_or(&path[..0], |at| &path[..at])
+        })
+        .collect();
+    for parent in parents {
+        if !parent.is_empty() && !is_real_dir(workspace, parent) {
+            continue;
+        }
+        let Ok(entries) = fs::read_dir(workspace.join(path_of(parent))) else { continue };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.as_bytes().starts_with(crate::files::TEMP_PREFIX) {
+                let _ = root.remove(&tree::join(parent, name.as_bytes()));
+            }
+        }
     }
 }
 

@@ -205,7 +205,10 @@ fn a_journal_left_by_a_crash_mid_restore_is_completed_by_recover() {
             other => panic!("unexpected action {other:?}"),
         }
     }
+    // The write in progress when it was killed left its temporary file.
+    fs::write(ws.join("dir/.dsh-restore-4242-7"), "half written").unwrap();
     let recovered = checkpointer.recover().unwrap().unwrap();
+    assert!(!ws.join("dir/.dsh-restore-4242-7").exists(), "the leftover is removed");
     let Recovered::Completed { target, paths } = recovered else { panic!("{recovered:?}") };
     assert_eq!(target, checkpoint.root);
     assert_eq!(paths.len(), 4, "every action replayed, the done ones again");
@@ -233,4 +236,28 @@ fn a_journal_torn_while_it_was_written_is_discarded() {
     fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
     assert!(matches!(checkpointer.recover().unwrap(), Some(Recovered::Discarded)));
     assert!(!path.exists());
+}
+
+#[test]
+fn replaying_a_finished_journal_that_replaced_a_directory_by_a_file_is_harmless() {
+    let temp = tempfile::tempdir().unwrap();
+    let ws = temp.path().join("ws");
+    let mut checkpointer = checkpointer(temp.path());
+    fs::write(ws.join("x"), "x was a file").unwrap();
+    let checkpoint = checkpointer.checkpoint().unwrap();
+    fs::remove_file(ws.join("x")).unwrap();
+    fs::create_dir_all(ws.join("x/sub")).unwrap();
+    fs::write(ws.join("x/sub/a"), "now a directory").unwrap();
+    let plan = checkpointer.plan(&checkpoint.root, None).unwrap();
+    let wanted = tree::flatten(&checkpointer.objects, &checkpoint.root).unwrap().manifest;
+    let actions = super::restore::tests_actions(&checkpointer, &plan, &wanted);
+    let journal = Journal { target: checkpoint.root, actions };
+    // Killed after the last action, before the journal was removed: replayed from the start.
+    journal.write(&checkpointer.journal_path()).unwrap();
+    assert!(matches!(checkpointer.recover().unwrap(), Some(Recovered::Completed { .. })));
+    assert_eq!(fs::read_to_string(ws.join("x")).unwrap(), "x was a file");
+    journal.write(&checkpointer.journal_path()).unwrap();
+    let again = checkpointer.recover().unwrap().unwrap();
+    assert!(matches!(again, Recovered::Completed { .. }), "{again:?}");
+    assert_eq!(fs::read_to_string(ws.join("x")).unwrap(), "x was a file");
 }

@@ -170,9 +170,9 @@ pub async fn session_rewind(
         return Err(ApiError::shutting_down());
     }
     // Holding the loop slot keeps turns out until the rewind is done.
-    let _slot = Arc::clone(&live.agent).try_lock_owned().map_err(|_| busy(&id))?;
+    let _slot = Arc::clone(&live.agent).try_lock_owned().map_err(|_| busy(&live))?;
     if live.is_running() {
-        return Err(busy(&id));
+        return Err(busy(&live));
     }
     let target = live
         .handle
@@ -302,13 +302,19 @@ struct Restored {
     before_seq: Option<u64>,
 }
 
-fn busy(id: &str) -> ApiError {
-    ApiError::new(
-        code::SESSION_BUSY,
+/// Why the loop slot is taken: a turn (or a compaction) runs, or another rewind (or a prompt
+/// about to start its turn) holds it.
+fn busy(live: &crate::live::LiveSession) -> ApiError {
+    let id = &live.id;
+    let message = if live.is_running() {
         format!(
-            "session {id} is running a turn: cancel it first (session/cancel, `dsh cancel`), then rewind"
-        ),
-    )
+            "session {id} is running a turn: cancel it first (session/cancel, `dsh cancel`), \
+             then rewind"
+        )
+    } else {
+        format!("session {id} is busy with another rewind or a turn about to start: retry")
+    };
+    ApiError::new(code::SESSION_BUSY, message)
 }
 
 /// Refuses a plan that cannot be applied (a dry run shows conflicts instead of refusing).
