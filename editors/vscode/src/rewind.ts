@@ -35,7 +35,8 @@ export type RewindUi = {
 export type RewindOutcome =
   | { kind: "done"; result: SessionRewindResult; message: string }
   | { kind: "cancelled"; plan?: SessionRewindResult }
-  /** A turn runs in the session: it must be cancelled first. */
+  /** The session is busy (`sessionBusy`): a turn runs and must be cancelled first, or another
+   * rewind holds it. */
   | { kind: "busy"; message: string };
 
 export const REWIND = "Rewind";
@@ -99,9 +100,10 @@ export function rewoundMessage(target: RewindTarget, result: SessionRewindResult
   return `dsh: rewound to before step ${target.step}.${changes} ${continues}`;
 }
 
-/** A rewind refused because a turn runs, in words that say what to do. */
+/** A rewind refused because the session is busy: the daemon's words say why and what to do (a
+ * turn runs: cancel it first; another rewind holds it: retry). */
 export function busyMessage(e: RpcError): string {
-  return `dsh: a turn is running in this session: cancel the turn first, then rewind. (${e.message})`;
+  return `dsh: cannot rewind now: ${e.message}`;
 }
 
 /** A rewind that failed part-way, with which files are in which state. */

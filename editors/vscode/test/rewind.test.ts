@@ -158,7 +158,7 @@ describe("rewind against the daemon and the mock", { skip }, () => {
     const ui = new ScriptedUi({ confirm: true });
     const outcome = await rewind(client, { sessionId, step: 1 }, ui);
     assert.equal(outcome.kind, "busy");
-    assert.match(outcome.kind === "busy" ? outcome.message : "", /cancel the turn first/);
+    assert.match(outcome.kind === "busy" ? outcome.message : "", /^dsh: cannot rewind now: session \S+ is running a turn: cancel it first/);
     assert.equal(ui.questions.length, 0);
     await client.cancel(sessionId);
     assert.equal((await running).stopReason, "cancelled");

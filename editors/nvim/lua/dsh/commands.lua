@@ -242,7 +242,8 @@ function M.rewind(t, step)
   local params = { sessionId = t.session_id, step = step }
   local function busy(err)
     if err and err.code == codes.sessionBusy then
-      dsh.notify("dsh: a turn is running in this session: cancel the turn first (`:Dsh cancel`), then rewind", vim.log.levels.WARN)
+      -- The daemon says why: a turn runs (cancel it first) or another rewind holds the session.
+      dsh.notify("dsh: cannot rewind now: " .. err.message .. "\n`:Dsh cancel` cancels a running turn.", vim.log.levels.WARN)
       return true
     end
   end
