@@ -329,6 +329,17 @@ async fn a_rewind_is_refused_while_a_turn_runs_and_for_an_unknown_step() {
     assert!(stderr.contains("cancel it first"), "{stderr}");
     let output = crate::support::run_child(child).await;
     assert!(output.status.success(), "{}", describe(&output));
+
+    // Another session's turn in the same workspace refuses a files rewind too.
+    env.script(json!([{ "reasoning": "Slow.", "content": "Late.", "delay_ms": 3000 }])).await;
+    let child = env.prompt_new_command("Another session.").spawn().unwrap();
+    env.wait_for_requests(6).await;
+    let output = env.dsh(&["rewind", &session, "--step", "1"]).await;
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("of the same workspace is running a turn"), "{stderr}");
+    let output = crate::support::run_child(child).await;
+    assert!(output.status.success(), "{}", describe(&output));
     assert_changed(&env.workspace);
     env.assert_audit_ok(&session).await;
 }

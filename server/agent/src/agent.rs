@@ -327,10 +327,15 @@ impl Agent {
             timings: Vec::new(),
         };
         let mut usd = 0.0;
+        // Whether the turn's end was checkpointed (before a budget's `turn/limit`).
+        let mut checkpointed = false;
         loop {
             // Between steps: a budget reached stops the turn here, never inside a step.
             let spent = Spent { steps: outcome.steps, usage: outcome.usage, usd };
             if let Some(limit) = limits.reached(&spent) {
+                // The turn's end: its checkpoint first, then the limit, right before `turn/end`.
+                self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
+                checkpointed = true;
                 session.append(EventData::TurnLimit(limit.clone())).await?;
                 outcome.stop_reason = StopReason::Limit;
                 outcome.limit = Some(limit);
@@ -395,6 +400,11 @@ impl Agent {
                 }
             }
         }
+        // What the turn's tools left — a cancelled command's half-work included — recorded
+        // before its end (and before a timeout's `turn/limit`, which `turn/end` follows).
+        if !checkpointed {
+            self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
+        }
         // A cancellation the caller did not ask for is the timeout's: logged as a cancellation
         // (the step or tools it cut say so), and named as the budget it is.
         if outcome.stop_reason == StopReason::Cancelled
@@ -405,9 +415,6 @@ impl Agent {
             outcome.stop_reason = StopReason::Limit;
             outcome.limit = Some(limit);
         }
-        // What the turn's tools left — a cancelled command's half-work included — recorded
-        // before its end.
-        self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
         let end = TurnEnd { turn, reason: outcome.stop_reason, error: outcome.error.clone() };
         session.append(EventData::TurnEnd(end)).await?;
         Ok(outcome)

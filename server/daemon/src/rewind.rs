@@ -174,6 +174,25 @@ pub async fn session_rewind(
     if live.is_running() {
         return Err(busy(&live));
     }
+    // Another session's turn in the same workspace may be changing its files right now.
+    let workspace_root = live.toolbox.workspace().root().to_path_buf();
+    if files
+        && !dry_run
+        && let Some(other) = daemon.loaded().into_iter().find(|other| {
+            other.id != live.id
+                && other.is_running()
+                && other.toolbox.workspace().root() == workspace_root
+        })
+    {
+        return Err(ApiError::new(
+            code::SESSION_BUSY,
+            format!(
+                "session {} of the same workspace is running a turn whose tools may change its \
+                 files: cancel it first (`dsh cancel {}`), then rewind",
+                other.id, other.id
+            ),
+        ));
+    }
     let target = live
         .handle
         .query(move |session| {
