@@ -18,7 +18,10 @@ delta, SSE and names dsh cannot map are refused; and what acpx found: a client's
 with its process group and tree (as acpx closes agents) while another client's turn runs, which
 completes; `--model` reaches the request body and the model selector; a prompt is not echoed to
 its sender; permission requests carry the call's kind, raw input and locations; flags the running
-daemon cannot honour fail `initialize`.
+daemon cannot honour fail `initialize`; `_dsh/rewind`: a dry run lists the files, a file the user
+changed refuses the rewind (dsh's code, the file in the error's data) until `force`, the files
+are restored, and the fork it answers is opened with `session/load` (the conversation before the
+step) and takes the next prompt; refused while a turn runs.
 """
 
 import asyncio
@@ -123,6 +126,11 @@ async def main(dsh, schema, node_client):
     env = Env(dsh)
     try:
         await acpx_scenarios(env, recorders)
+    finally:
+        env.stop()
+    env = Env(dsh)
+    try:
+        await rewind_scenarios(env, recorders)
     finally:
         env.stop()
     print(f"python ACP SDK: {len(PASSED)} scenarios passed: {', '.join(PASSED)}")
@@ -427,6 +435,81 @@ async def scenarios(env, recorders):
     check("Finished without the front." in text_of(client.updates[sid], "agent_message_chunk"), "the turn finished after its front left")
     await close(proc, conn)
     PASSED.append("stdin's end ends the front, not the turn")
+
+
+async def rewind_scenarios(env, recorders):
+    """`_dsh/rewind`, then continuing in the fork it answers."""
+    recorder = Recorder()
+    recorders.append(recorder)
+    client = Client()
+    proc, conn, init = await connect(env, recorder, client)
+    check("_dsh/rewind" in init.agent_capabilities.field_meta["dsh"]["methods"], init.agent_capabilities.field_meta)
+    notes, extra = os.path.join(env.ws, "notes.txt"), os.path.join(env.ws, "extra.txt")
+    with open(notes, "w") as f:
+        f.write("by hand\n")
+    sid = (await conn.new_session(cwd=env.ws, mcp_servers=[])).session_id
+    env.mock.script(
+        [
+            {"content": "Rewriting the notes.", "tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "by the agent\n"}}]},
+            {"content": "", "tool_calls": [{"name": "write_file", "arguments": {"path": "extra.txt", "content": "new\n"}}]},
+            {"content": "Done."},
+        ]
+    )
+    result = await conn.prompt(session_id=sid, prompt=[text_block("rewrite the notes")])
+    check(result.stop_reason == "end_turn", result)
+    check(open(notes).read() == "by the agent\n" and os.path.exists(extra), "the turn wrote both files")
+
+    def rewind(**params):
+        return conn._conn.send_request("_dsh/rewind", {"sessionId": sid, "step": 1, **params})
+
+    plan = await rewind(dryRun=True)
+    check((plan["restored"], plan["created"], plan["deleted"], plan["conflicts"]) == (["notes.txt"], [], ["extra.txt"], []), plan)
+    check(plan["dryRun"] and plan["sessionId"] == sid, plan)
+    check(open(notes).read() == "by the agent\n", "a dry run changes nothing")
+    PASSED.append("rewind: dry run")
+
+    # The user edits notes.txt by hand: refused, naming it, until force.
+    with open(notes, "w") as f:
+        f.write("edited by hand\n")
+    refused = await expect_error(rewind(), code=1015)
+    check(refused.data == {"conflicts": ["notes.txt"]}, refused.data)
+    check(open(notes).read() == "edited by hand\n", "a refused rewind changes nothing")
+    done = await rewind(force=True)
+    check(open(notes).read() == "by hand\n" and not os.path.exists(extra), "the files are back as before step 1")
+    check(done["conflicts"] == ["notes.txt"] and not done["dryRun"], done)
+    fork = done["sessionId"]
+    check(fork != sid, done)
+    PASSED.append("rewind: conflict, force, files restored")
+
+    # The fork continues: session/load replays the conversation before step 1, then a prompt.
+    await conn.load_session(cwd=env.ws, session_id=fork, mcp_servers=[])
+    replay = client.updates.get(fork, [])
+    check(text_of(replay, "user_message_chunk") == "rewrite the notes", replay)
+    check("Rewriting the notes." not in text_of(replay, "agent_message_chunk"), "the fork ends before step 1")
+    env.mock.script([{"content": "Starting over."}])
+    result = await conn.prompt(session_id=fork, prompt=[text_block("only the notes, then")])
+    check(result.stop_reason == "end_turn", result)
+    check(text_of(client.updates[fork], "agent_message_chunk").endswith("Starting over."), client.updates[fork])
+    body = env.mock.requests()[-1]["body"]
+    check("rewrite the notes" in body and "only the notes, then" in body and "by the agent" not in body, body)
+    # The rewound session is history, unchanged: its conversation still has step 1.
+    check("Rewriting the notes." in text_of(client.updates[sid], "agent_message_chunk"), "the original keeps its steps")
+    PASSED.append("rewind: the fork loads and continues")
+
+    # Bad input, and a turn running.
+    await expect_error(conn._conn.send_request("_dsh/rewind", {"sessionId": sid}), code=-32602)
+    await expect_error(rewind(step=99), code=1003)
+    await expect_error(rewind(bogus=True), code=-32602, contains="bogus")
+    env.mock.script([{"content": "Slowly.", "delay_ms": 3000}])
+    sent = len(env.mock.requests())
+    running = asyncio.create_task(conn.prompt(session_id=fork, prompt=[text_block("take your time")]))
+    await wait_until_async(lambda: len(env.mock.requests()) > sent, what="the request to reach the mock")
+    busy = await expect_error(conn._conn.send_request("_dsh/rewind", {"sessionId": fork, "step": 1}), code=1002)
+    check("cancel" in str(busy), busy)
+    await conn.cancel(session_id=fork)
+    check((await asyncio.wait_for(running, 15)).stop_reason == "cancelled", "cancelled")
+    await close(proc, conn)
+    PASSED.append("rewind: bad input, refused while a turn runs")
 
 
 async def acpx_scenarios(env, recorders):

@@ -10,6 +10,9 @@ the text or the log changes; `dsh.saw` opens a read-only document whose content 
 saw`; a turn another client starts reports through `$/progress` too; cancel stops a running
 turn. Bad input: documents outside the workspace and binary ones get nothing and no message, an
 unreadable log gets one clear message (the server stays up), an unknown command an error.
+`dsh.rewind` asks with the files it changes (`window/showMessageRequest`), does nothing when
+cancelled, refuses files the user changed unless told to overwrite them, restores the files and
+continues the conversation in a fork that takes the next prompt.
 
 The tests share one front, in file order: each builds on what the previous left.
 """
@@ -100,10 +103,18 @@ async def client(lsp_client: LanguageClient):
     def code_lens_refresh(params):
         lsp_client.refreshes += 1
 
+    # The answers to questions that are not approvals (a rewind's), in order: an action's title.
+    lsp_client.answers = []
+    lsp_client.questions = []
+
     @lsp_client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
     def show_message_request(params: types.ShowMessageRequestParams):
-        lsp_client.approvals.append(params)
-        return next(a for a in params.actions if a.title == "Allow")
+        if params.message.startswith("dsh asks to run"):
+            lsp_client.approvals.append(params)
+            return next(a for a in params.actions if a.title == "Allow")
+        lsp_client.questions.append(params)
+        title = lsp_client.answers.pop(0)
+        return next(a for a in params.actions if a.title == title)
 
     await lsp_client.initialize_session(
         types.InitializeParams(
@@ -379,3 +390,89 @@ async def wait_for_hover(client, predicate, what):
     while not predicate(await hover_text(client, 0)):
         assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+NOTES = os.path.join(ENV.ws, "notes.txt")
+EXTRA = os.path.join(ENV.ws, "extra.txt")
+
+
+async def test_rewind_asks_with_the_files_then_restores_them_and_continues_in_a_fork(client):
+    Path(NOTES).write_text("by hand\n")
+    ends = len(turn_ends(client))
+    # The cancel test's slow reply stays queued when its turn was cancelled before the request
+    # reached the mock: this turn's replies must be the next ones.
+    with urllib.request.urlopen(urllib.request.Request(ENV.url + "/_fake/reset", data=b"", method="POST")) as answer:
+        answer.read()
+    ENV.script(
+        [
+            {"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "by the agent\n"}}]},
+            {"tool_calls": [{"name": "write_file", "arguments": {"path": "extra.txt", "content": "new\n"}}]},
+            {"content": "Wrote both."},
+        ]
+    )
+    started = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="dsh.prompt", arguments=[{"text": "write the notes", "new": True}])
+    )
+    sid = started["sessionId"]
+    await wait_for(lambda: any(f" of {sid} ended" in m for m in turn_ends(client)[ends:]), "the turn's end")
+    assert turn_ends(client)[-1] == f"dsh: turn 1 of {sid} ended (completed)", turn_ends(client)
+    assert Path(NOTES).read_text() == "by the agent\n" and Path(EXTRA).read_text() == "new\n"
+
+    async def rewind(**arguments):
+        return await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="dsh.rewind", arguments=[{"sessionId": sid, "step": 1, **arguments}])
+        )
+
+    # The dry run: what would change, nothing asked, nothing changed.
+    plan = await rewind(dryRun=True)
+    assert (plan["restored"], plan["created"], plan["deleted"], plan["conflicts"]) == (["notes.txt"], [], ["extra.txt"], []), plan
+    assert plan["dryRun"] and not plan["cancelled"] and plan["sessionId"] == sid, plan
+    assert not client.questions
+    # Asked, and cancelled: nothing changes.
+    client.answers.append("Cancel")
+    cancelled = await rewind()
+    assert cancelled["cancelled"] and cancelled["restored"] == ["notes.txt"], cancelled
+    (question,) = client.questions
+    assert [a.title for a in question.actions] == ["Rewind", "Cancel"], question.actions
+    assert question.message == (
+        f"dsh: rewind {sid} to before step 1? It restores notes.txt; deletes extra.txt. "
+        "The conversation continues in a new session forked there."
+    ), question.message
+    assert Path(NOTES).read_text() == "by the agent\n" and Path(EXTRA).exists()
+
+    # The user edits notes.txt by hand: without asking, the rewind is refused with dsh's code
+    # and the file in its data; asked, it offers to overwrite it.
+    Path(NOTES).write_text("edited by hand\n")
+    with pytest.raises(Exception) as refused:
+        await rewind(confirm=False)
+    assert refused.value.code == 1015 and refused.value.data == {"conflicts": ["notes.txt"]}, refused.value
+    assert Path(NOTES).read_text() == "edited by hand\n"
+    messages = len(client.messages)
+    client.answers.append("Overwrite and rewind")
+    done = await rewind()
+    question = client.questions[-1]
+    assert [a.title for a in question.actions] == ["Overwrite and rewind", "Cancel"], question.actions
+    assert "by someone else, and overwritten: notes.txt." in question.message, question.message
+    assert Path(NOTES).read_text() == "by hand\n" and not Path(EXTRA).exists()
+    fork = done["sessionId"]
+    assert fork != sid and not done["cancelled"] and not done["dryRun"], done
+    assert done["conflicts"] == ["notes.txt"], done
+    rewound = (
+        f"dsh: rewound {sid} to before step 1: restored notes.txt; deleted extra.txt; "
+        f"the conversation continues in {fork}"
+    )
+    await wait_for(lambda: rewound in [m.message for m in client.messages[messages:]], "the rewind's message")
+
+    # The fork takes the next prompt: its request has the conversation before step 1 (the
+    # prompt, not what the agent did) and the new prompt.
+    ends = len(turn_ends(client))
+    ENV.script([{"content": "Starting over."}])
+    await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="dsh.prompt", arguments=[{"text": "only the notes, then", "sessionId": fork}])
+    )
+    await wait_for(lambda: len(turn_ends(client)) > ends, "the fork's turn's end")
+    assert turn_ends(client)[-1].endswith(f" of {fork} ended (completed)"), turn_ends(client)
+    with urllib.request.urlopen(ENV.url + "/_fake/requests") as answer:
+        body = json.load(answer)[-1]["body"]
+    assert "write the notes" in body and "only the notes, then" in body, body
+    assert "by the agent" not in body and "extra.txt" not in body, body

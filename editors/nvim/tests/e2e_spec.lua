@@ -848,6 +848,111 @@ test("e2e: plan — update_plan twice around a refused call: the header shows th
   H.eq("plan (1 of 2 completed)\n  [x] Look\n  [>] Answer", said[1])
 end)
 
+test("e2e: :Dsh rewind lists the files, asks, refuses a file edited by hand until overwritten, and continues in the fork", function()
+  setup()
+  local notes, extra = E.ws .. "/notes.txt", E.ws .. "/extra.txt"
+  vim.fn.writefile({ "by hand" }, notes)
+  local before = dsh.current()
+  vim.cmd("Dsh open")
+  local t = wait_current(function(c)
+    return c ~= before
+  end, "a new session's transcript")
+  local select = vim.ui.select
+  vim.ui.select = function(_, _, on_choice)
+    vim.schedule(function()
+      on_choice("Allow")
+    end)
+  end
+  script({
+    { content = "Rewriting the notes.", tool_calls = { { name = "write_file", arguments = { path = "notes.txt", content = "by the agent\n" } } } },
+    { tool_calls = { { name = "write_file", arguments = { path = "extra.txt", content = "new\n" } } } },
+    { content = "Done." },
+  })
+  vim.cmd("Dsh prompt rewrite the notes")
+  local ok, err = pcall(wait_text, t, "━━ turn 1 completed")
+  vim.ui.select = select
+  assert(ok, err)
+  H.eq({ "by the agent" }, vim.fn.readfile(notes))
+
+  -- Each question `vim.fn.confirm` is asked, and the answer from the script.
+  local asked, answers = {}, {}
+  local confirm = vim.fn.confirm
+  vim.fn.confirm = function(msg, buttons)
+    table.insert(asked, { msg = msg, buttons = buttons })
+    local answer = table.remove(answers, 1)
+    if type(answer) == "function" then
+      return answer()
+    end
+    return answer
+  end
+  local function said(text, from)
+    return H.wait_for(function()
+      for i = from + 1, #H.messages do
+        if H.messages[i]:find(text, 1, true) then
+          return H.messages[i]
+        end
+      end
+    end, 10000, ("the message %q"):format(text))
+  end
+  ok, err = pcall(function()
+    -- The step under the cursor; cancelled: nothing changes. notes.txt has unsaved changes in a
+    -- buffer: the question says so.
+    local unsaved = vim.fn.bufadd(notes)
+    vim.fn.bufload(unsaved)
+    vim.api.nvim_buf_set_lines(unsaved, 0, -1, false, { "unsaved" })
+    vim.api.nvim_set_current_buf(t.buf)
+    vim.api.nvim_win_set_cursor(0, { t.steps[1].line + 1, 0 })
+    local n = #H.messages
+    answers = { 2 }
+    vim.cmd("Dsh rewind")
+    said("dsh: rewind cancelled", n)
+    vim.api.nvim_buf_delete(unsaved, { force = true })
+    H.contains(asked[1].msg, "unsaved in a buffer (1): notes.txt; the rewind changes them on disk")
+    H.eq("&Rewind\n&Cancel", asked[1].buttons)
+    H.contains(asked[1].msg, "Rewind the files and the conversation to before step 1?")
+    H.contains(asked[1].msg, "restore (1): notes.txt\ndelete (1): extra.txt")
+    H.eq({ "by the agent" }, vim.fn.readfile(notes))
+    H.eq(1, vim.fn.filereadable(extra))
+    -- Edited by hand while the question is open: refused, asked again, declined.
+    n = #H.messages
+    answers = {
+      function()
+        vim.fn.writefile({ "edited by hand" }, notes)
+        return 1
+      end,
+      2,
+    }
+    vim.cmd("Dsh rewind 1")
+    said("dsh: rewind cancelled", n)
+    H.eq(3, #asked)
+    H.eq("&Overwrite\n&Cancel", asked[3].buttons)
+    H.contains(asked[3].msg, "someone other than the agent changed: notes.txt")
+    H.eq({ "edited by hand" }, vim.fn.readfile(notes))
+    -- The dry run now names the file; overwriting it rewinds, and the fork continues.
+    n = #H.messages
+    answers = { 1 }
+    vim.cmd("Dsh rewind 1")
+    local message = said("dsh: rewound " .. t.session_id .. " to before step 1", n)
+    H.eq("&Overwrite and rewind\n&Cancel", asked[4].buttons)
+    H.contains(asked[4].msg, "overwritten (1): notes.txt")
+    H.contains(message, "restored (1): notes.txt; deleted (1): extra.txt; the conversation continues in ")
+    H.eq({ "by hand" }, vim.fn.readfile(notes))
+    H.eq(0, vim.fn.filereadable(extra))
+  end)
+  vim.fn.confirm = confirm
+  assert(ok, err)
+  local f = wait_current(function(c)
+    return c ~= t
+  end, "the fork's transcript")
+  H.eq(f.buf, vim.api.nvim_get_current_buf(), "the window shows the session that continues")
+  wait_text(f, "❯ rewrite the notes")
+  H.eq(nil, text_of(f):find("Rewriting the notes.", 1, true), "the fork ends before step 1")
+  script({ { content = "Starting over." } })
+  vim.cmd("Dsh prompt only the notes, then")
+  wait_text(f, "Starting over.")
+  H.contains(text_of(t), "Rewriting the notes.")
+end)
+
 test("e2e: teardown (daemon shutdown, mock stopped)", function()
   if not E.ready then
     return

@@ -425,7 +425,7 @@ end)
 
 test(":Dsh completes its subcommands", function()
   local names = vim.fn.getcompletion("Dsh ", "cmdline")
-  for _, n in ipairs({ "open", "prompt", "steer", "cancel", "fork", "saw", "diff", "sessions", "compact" }) do
+  for _, n in ipairs({ "open", "prompt", "steer", "cancel", "fork", "rewind", "saw", "diff", "sessions", "compact" }) do
     H.truthy(vim.tbl_contains(names, n), "completion has " .. n)
   end
   H.eq({ "sessions", "saw", "steer", "stop" }, (function()
@@ -462,6 +462,29 @@ test("transcript: renders a log written by the real agent (tests/data/write_file
   vim.api.nvim_buf_delete(t.buf, { force = true })
 end)
 
+test(":Dsh rewind's question names every file the dry run changes, those it cannot restore and those someone else changed", function()
+  local commands = require("dsh.commands")
+  local many = {}
+  for i = 1, 14 do
+    table.insert(many, ("f%d"):format(i))
+  end
+  local plan = { sessionId = "s1", restored = { "a.txt" }, created = { "b.txt" }, deleted = many, conflicts = { "a.txt" }, notRestorable = { "big.bin" }, dryRun = true }
+  H.eq(
+    table.concat({
+      "Rewind the files and the conversation to before step 3?",
+      "restore (1): a.txt",
+      "recreate (1): b.txt",
+      "delete (14): f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12 and 2 more",
+      "not restorable (over the size cap) (1): big.bin",
+      "changed since the agent's last checkpoint by someone else, and overwritten (1): a.txt",
+      "The conversation continues in a new session forked before step 3; this one stays as history.",
+    }, "\n"),
+    commands.rewind_question(3, plan)
+  )
+  H.eq({ "no file changed" }, commands.rewind_changes({ restored = {}, created = {}, deleted = {}, notRestorable = {} }, true))
+  H.eq({ "restored (1): a.txt", "the checkpoint is incomplete: disk full" }, commands.rewind_changes({ restored = { "a.txt" }, created = {}, deleted = {}, notRestorable = {}, incomplete = "disk full" }, true))
+end)
+
 test("doc/dsh.txt: help tags build without duplicates", function()
   local root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
   local dir = vim.fn.tempname()
@@ -469,7 +492,7 @@ test("doc/dsh.txt: help tags build without duplicates", function()
   vim.fn.writefile(vim.fn.readfile(root .. "/doc/dsh.txt"), dir .. "/dsh.txt")
   vim.cmd("helptags " .. vim.fn.fnameescape(dir))
   local tags = table.concat(vim.fn.readfile(dir .. "/tags"), "\n")
-  for _, tag in ipairs({ "g:dsh", ":Dsh", ":Dsh-saw", ":Dsh-diff", ":Dsh-fork", "dsh-usage", "dsh-statusline" }) do
+  for _, tag in ipairs({ "g:dsh", ":Dsh", ":Dsh-saw", ":Dsh-diff", ":Dsh-fork", ":Dsh-rewind", "dsh-usage", "dsh-statusline" }) do
     H.contains(tags, tag .. "\t")
   end
 end)

@@ -4,7 +4,7 @@
 // Chromium, and lets the driver (`DSH_E2E_RESULTS`) drive the extension through the scenario of
 // issue 7 against the real daemon, from outside: its commands and the test API its `activate()`
 // returns. The harness plays the user where a person would click: "Allow" on the approval
-// notification. Then it checks what the page shows (the transcript webview's per-step usage and
+// notification, "Rewind" in the rewind's dialog. Then it checks what the page shows (the transcript webview's per-step usage and
 // cost, the session's cost, the status bar), takes a screenshot, prints every check and `N passed, N failed`, and exits non-zero
 // on failure.
 //
@@ -146,6 +146,7 @@ async function main() {
   // Play the user until the scenario is done: click "Allow" when dsh asks.
   const deadline = Date.now() + timeoutS * 1000;
   let clicked = 0;
+  let rewindClicks = 0;
   const toasts = new Set();
   let state = { done: false, checks: [] };
   let lastPhase = "";
@@ -171,10 +172,22 @@ async function main() {
         log(`clicked Allow on "${text}"`);
       }
     }
+    // The rewind's modal dialog: the files it changes, then "Rewind".
+    const dialog = page.locator(".monaco-dialog-box", { hasText: "Rewind the files and the conversation to before step" });
+    if ((await dialog.count()) > 0) {
+      const rewind = dialog.first().getByRole("button", { name: "Rewind", exact: true });
+      if ((await rewind.count()) > 0) {
+        const text = (await dialog.first().innerText().catch(() => "")).trim().replace(/\s+/g, " ");
+        await rewind.first().click();
+        rewindClicks++;
+        log(`clicked Rewind on "${text}"`);
+      }
+    }
     await sleep(250);
   }
   check("the scenario finished in time", state.done, state.done ? "" : `stuck at phase ${state.phase ?? "(not started)"}; code-server log tail:\n${csLog.slice(-3000)}`);
   check("the approval notification appeared and Allow was clicked in the page", clicked >= 1, `${clicked} click(s)`);
+  check("the rewind's dialog listed the files and Rewind was clicked in the page", rewindClicks === 1, `${rewindClicks} click(s)`);
   for (const c of state.checks ?? []) {
     check(`vscode: ${c.name}`, c.ok, c.ok ? `${c.detail}${c.ms ? ` (${c.ms} ms)` : ""}` : c.detail);
   }

@@ -20,7 +20,10 @@ import {
   type SessionInjectResult,
   type SessionListResult,
   type SessionPromptResult,
+  type SessionCheckpointsResult,
   type SessionRequestResult,
+  type SessionRewindParams,
+  type SessionRewindResult,
   type SessionUsageResult,
   type WhenBusy,
 } from "./protocol.generated";
@@ -312,6 +315,16 @@ export class DshClient {
       ...(atStep !== undefined ? { atStep } : {}),
       ...(config ? { config } : {}),
     });
+  }
+
+  /** Rewinds the workspace's files and/or the conversation (`session/rewind`); with `dryRun`,
+   * says what it would do. The answer's `sessionId` is the session that continues. */
+  rewind(params: SessionRewindParams): Promise<SessionRewindResult> {
+    return this.rpc.request(Methods.SessionRewind, params);
+  }
+
+  checkpoints(sessionId: string): Promise<SessionCheckpointsResult> {
+    return this.rpc.request(Methods.SessionCheckpoints, { sessionId });
   }
 
   request(sessionId: string, step: number, diff?: boolean): Promise<SessionRequestResult> {

@@ -1,10 +1,12 @@
 // dsh for VS Code: a thin client of the dsh daemon. All behavior lives in the daemon; this
 // extension starts `dsh stdio`, shows what the session log says, and sends the user's requests.
 
+import * as path from "node:path";
 import * as vscode from "vscode";
 import { Connection } from "./connection";
 import { describeError, type DshClient } from "./daemon";
 import type { ApprovalChoice, SessionPromptResult, WhenBusy } from "./protocol.generated";
+import { rewind, type RewindOutcome } from "./rewind";
 import { SessionManager, type SessionChange } from "./sessions";
 import type { Transcript } from "./transcript";
 import { formatUsage, hitPercent } from "./usage";
@@ -55,6 +57,9 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
         break;
       case "fork":
         void vscode.commands.executeCommand("dsh.fork", { sessionId, step: m.step });
+        break;
+      case "rewind":
+        void vscode.commands.executeCommand("dsh.rewind", { sessionId, step: m.step });
         break;
       case "approve":
         if (m.approval) {
@@ -271,6 +276,45 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
       await sessions.refreshList();
       vscode.window.setStatusBarMessage(`dsh: forked ${id} before step ${step} into ${sessionId}`, 5000);
       return sessionId;
+    }),
+  );
+
+  register("dsh.rewind", (arg: SessionArg) =>
+    guard("rewind", async (): Promise<RewindOutcome | undefined> => {
+      const id = await sessionOf(arg);
+      if (!id) {
+        return undefined;
+      }
+      const step = await stepOf(id, arg, "Rewind the files and the conversation to before which step?");
+      if (step === undefined) {
+        return undefined;
+      }
+      const outcome = await rewind(await conn.get(), { sessionId: id, step }, {
+        unsaved: (paths) => {
+          const root = sessions.workspace;
+          const dirty = new Set(vscode.workspace.textDocuments.filter((d) => d.isDirty && d.uri.scheme === "file").map((d) => d.uri.fsPath));
+          return root ? paths.filter((p) => dirty.has(path.join(root, p))) : [];
+        },
+        confirm: async (q) => (await vscode.window.showWarningMessage(q.message, { modal: true, detail: q.detail }, q.action)) === q.action,
+        overwrite: async (_conflicts, message) => (await vscode.window.showWarningMessage("Overwrite files changed by someone else?", { modal: true, detail: message }, "Overwrite")) === "Overwrite",
+      });
+      switch (outcome.kind) {
+        case "busy":
+          void vscode.window.showWarningMessage(outcome.message, "Cancel the Turn").then((pick) => pick && vscode.commands.executeCommand("dsh.cancel", { sessionId: id }));
+          break;
+        case "done": {
+          // The session that continues (the fork) is where the prompt box sends next.
+          const next = outcome.result.sessionId;
+          await sessions.openSession(next);
+          await panels.show(next);
+          await sessions.refreshList();
+          void vscode.window.showInformationMessage(outcome.message);
+          break;
+        }
+        case "cancelled":
+          break;
+      }
+      return outcome;
     }),
   );
 

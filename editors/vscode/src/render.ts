@@ -185,6 +185,7 @@ export function renderStep(_t: Transcript, s: StepView): string {
     `<button data-action="saw" data-step="${s.step}" title="What the model saw at step ${s.step}">saw</button>` +
     (s.step > 1 ? `<button data-action="diff" data-step="${s.step}" title="Diff with step ${s.step - 1}'s request">diff</button>` : "") +
     `<button data-action="fork" data-step="${s.step}" title="Fork a new session before step ${s.step}'s request (seq ${s.seq})">fork</button>` +
+    `<button data-action="rewind" data-step="${s.step}" title="Rewind to before this step: the files and the conversation as they were before step ${s.step} ran (asks first)">rewind</button>` +
     `</span>`;
   return (
     `<section class="step ${s.state}" data-step="${s.step}" id="step-${s.step}">` +

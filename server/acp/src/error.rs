@@ -1,8 +1,9 @@
 //! Errors on the ACP wire, mapped in this one place: the front's own refusals (invalid params,
 //! a session not open here, a turn that failed) as the SDK's error codes with dsh's message, and
 //! the daemon's errors as ACP errors — an unknown session is ACP's "resource not found", a bad
-//! workspace "invalid params", dsh's other application codes pass through
-//! (`protocol/README.md`, "Errors"), and a connection that failed is an internal error.
+//! workspace "invalid params", dsh's other application codes pass through with their `data`
+//! (`protocol/README.md`, "Errors": a refused rewind's conflicts, say), and a connection that
+//! failed is an internal error.
 
 use agent_client_protocol::ErrorCode;
 use dsh_daemon::ClientError;
@@ -50,7 +51,13 @@ pub(crate) fn rpc_error(error: ClientError) -> AcpError {
         ClientError::Rpc(object) => match object.code {
             code::SESSION_NOT_FOUND => not_found(object.message),
             code::INVALID_WORKSPACE => invalid_params(object.message),
-            code => AcpError::new(code, object.message),
+            code => {
+                let error = AcpError::new(code, object.message);
+                match object.data {
+                    Some(data) => error.data(data),
+                    None => error,
+                }
+            }
         },
         other => internal(other.to_string()),
     }

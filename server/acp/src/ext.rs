@@ -1,13 +1,13 @@
 //! dsh's extensions of ACP, built here and nowhere else: the extension methods
 //! (`_session/steering`, in the shape of the Claude Code and Codex adapters; `_dsh/fork`;
-//! `_dsh/request`) with their params and answers, the `_meta` entries under dsh's keys
-//! (`dsh/usage`, `dsh/steering`, `dsh/turn`, `dsh/seq`, `dsh/approvalId`, `dsh/sandbox`,
+//! `_dsh/request`; `_dsh/rewind`) with their params and answers, the `_meta` entries under dsh's
+//! keys (`dsh/usage`, `dsh/steering`, `dsh/turn`, `dsh/seq`, `dsh/approvalId`, `dsh/sandbox`,
 //! `dsh/plan`), and
 //! their advertisement in `initialize`. ACP's rules: custom data only inside `_meta`, custom
 //! methods start with `_`; standard clients ignore both.
 
 use agent_client_protocol::v1::schema::{ContentBlock, Meta};
-use dsh_protocol::{Cost, Usage};
+use dsh_protocol::{Cost, SessionRewindParams, Usage};
 use serde::{Deserialize, Serialize};
 
 /// Steering a running turn (the de-facto extension of the Claude Code and Codex adapters).
@@ -16,6 +16,8 @@ pub(crate) const STEERING: &str = "_session/steering";
 pub(crate) const FORK: &str = "_dsh/fork";
 /// What the model saw at a step.
 pub(crate) const REQUEST: &str = "_dsh/request";
+/// Returning the workspace's files and the conversation to before a step.
+pub(crate) const REWIND: &str = "_dsh/rewind";
 
 /// A step's usage and cost, on the `usage_update` closing it.
 const USAGE: &str = "dsh/usage";
@@ -82,6 +84,45 @@ pub(crate) struct ForkResponse {
     pub(crate) session_id: String,
 }
 
+/// `_dsh/rewind` params: the daemon's `session/rewind` params (`protocol/README.md`), with
+/// ACP's `_meta` allowed (and ignored).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct RewindRequest {
+    pub(crate) session_id: String,
+    /// Rewind to just before this step ran.
+    #[serde(default)]
+    pub(crate) step: Option<u64>,
+    /// Restore the files to the checkpoint logged at this seq (files only).
+    #[serde(default)]
+    pub(crate) checkpoint: Option<u64>,
+    #[serde(default)]
+    pub(crate) files: Option<bool>,
+    #[serde(default)]
+    pub(crate) conversation: Option<bool>,
+    #[serde(default)]
+    pub(crate) force: Option<bool>,
+    #[serde(default)]
+    pub(crate) dry_run: Option<bool>,
+    #[serde(default, rename = "_meta")]
+    _meta: Option<Meta>,
+}
+
+impl RewindRequest {
+    /// The daemon's params.
+    pub(crate) fn into_params(self) -> SessionRewindParams {
+        SessionRewindParams {
+            session_id: self.session_id,
+            step: self.step,
+            checkpoint: self.checkpoint,
+            files: self.files,
+            conversation: self.conversation,
+            force: self.force,
+            dry_run: self.dry_run,
+        }
+    }
+}
+
 /// The steering capability, where the adapters' clients look for it.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -99,7 +140,7 @@ const STEERING_CAPABILITY: SteeringCapability =
 #[serde(rename_all = "camelCase")]
 struct DshCapability {
     version: u32,
-    methods: [&'static str; 3],
+    methods: [&'static str; 4],
     update_meta: [&'static str; 2],
 }
 
@@ -107,7 +148,7 @@ struct DshCapability {
 pub(crate) fn capabilities_meta() -> Meta {
     let dsh = DshCapability {
         version: 1,
-        methods: [STEERING, FORK, REQUEST],
+        methods: [STEERING, FORK, REQUEST, REWIND],
         update_meta: [USAGE, STEERING_MESSAGE],
     };
     let mut meta = initialize_meta();

@@ -189,6 +189,7 @@ impl Front {
             ext::STEERING => result(self.steer(parse(params)?).await?),
             ext::FORK => result(self.fork(parse(params)?).await?),
             ext::REQUEST => result(self.what_the_model_saw(parse(params)?).await?),
+            ext::REWIND => result(self.rewind(parse(params)?).await?),
             _ => Err(AcpError::method_not_found().data(json!({"method": method}))),
         }
     }

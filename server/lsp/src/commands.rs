@@ -1,5 +1,6 @@
 //! The commands of `workspace/executeCommand`: `dsh.prompt`, `dsh.steer`, `dsh.cancel`,
-//! `dsh.fork` and `dsh.saw`, each one or two calls of the daemon's API. Their argument is one
+//! `dsh.fork`, `dsh.saw` and `dsh.rewind` (`rewind.rs`), each one or a few calls of the
+//! daemon's API. Their argument is one
 //! JSON object (the text commands also take a bare string); without `sessionId` a command is
 //! about the workspace's running session, else its most recently updated one. A command that
 //! fails says so with `window/showMessage` as well as in its answer.
@@ -17,11 +18,13 @@ use serde_json::{Value, json};
 use tower_lsp_server::jsonrpc::Result as RpcResult;
 use tower_lsp_server::ls_types::{MessageType, ShowDocumentParams, Uri};
 
+use crate::rewind::Rewind;
 use crate::saw;
 use crate::server::{Inner, State, daemon_error, error, invalid, lock};
 
 /// The commands `workspace/executeCommand` knows.
-pub const COMMANDS: &[&str] = &["dsh.prompt", "dsh.steer", "dsh.cancel", "dsh.fork", "dsh.saw"];
+pub const COMMANDS: &[&str] =
+    &["dsh.prompt", "dsh.steer", "dsh.cancel", "dsh.fork", "dsh.saw", "dsh.rewind"];
 
 /// A command's argument: an object, or (for the text commands) a bare string.
 #[derive(Deserialize, Default)]
@@ -37,6 +40,20 @@ struct Args {
     new: bool,
     #[serde(default)]
     step: Option<u64>,
+    /// `dsh.rewind`: the files to this checkpoint (a seq of `session/checkpoints`).
+    #[serde(default)]
+    checkpoint: Option<u64>,
+    #[serde(default)]
+    files: Option<bool>,
+    #[serde(default)]
+    conversation: Option<bool>,
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    dry_run: bool,
+    /// `dsh.rewind`: ask before rewinding (default true).
+    #[serde(default)]
+    confirm: Option<bool>,
 }
 
 fn parse(argument: Value) -> RpcResult<Args> {
@@ -74,6 +91,7 @@ impl State {
             "dsh.cancel" => self.cancel(parse(argument)?).await,
             "dsh.fork" => self.fork(parse(argument)?).await,
             "dsh.saw" => self.saw(parse(argument)?).await,
+            "dsh.rewind" => self.rewind_command(parse(argument)?).await,
             other => {
                 return Err(invalid(format!(
                     "unknown command `{other}`; dsh knows {}",
@@ -212,5 +230,21 @@ impl State {
             }
         }
         Ok(json!({"uri": uri.as_str(), "path": path.display().to_string()}))
+    }
+
+    /// `dsh.rewind {sessionId?, step | checkpoint, files?, conversation?, force?, dryRun?,
+    /// confirm?}` (`rewind.rs`).
+    async fn rewind_command(self: &Arc<Self>, args: Args) -> RpcResult<Value> {
+        let session_id = self.existing_session(&args, "rewind").await?;
+        let asked = Rewind {
+            step: args.step,
+            checkpoint: args.checkpoint,
+            files: args.files,
+            conversation: args.conversation,
+            force: args.force,
+            dry_run: args.dry_run,
+            confirm: args.confirm.unwrap_or(true),
+        };
+        self.rewind(session_id, asked).await
     }
 }

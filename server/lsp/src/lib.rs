@@ -6,9 +6,10 @@
 //! stands (`workspace/provenance`, aligned with the editor's unsaved text): a hover with the
 //! session, turn prompt, step, model, usage and cost, and a code lens above each agent hunk that
 //! opens what the model saw at that step. Commands (`workspace/executeCommand`) prompt, steer,
-//! cancel and fork sessions of the workspace and open "what the model saw" (a read-only file
-//! under the daemon's state directory, shown with `window/showDocument`); a turn of the
-//! workspace reports through `$/progress` and ends with `window/showMessage`.
+//! cancel, fork and rewind sessions of the workspace (a rewind asks first, with
+//! `window/showMessageRequest`) and open "what the model saw" (a read-only file under the
+//! daemon's state directory, shown with `window/showDocument`); a turn of the workspace reports
+//! through `$/progress` and ends with `window/showMessage`.
 //!
 //! It holds no session state: attribution is asked of the daemon (and re-asked when a log or
 //! the text changes); closing the front ends nothing but the front. It listens rather than
@@ -18,14 +19,15 @@
 //! Documented in `docs/lsp.md`.
 //!
 //! Modules: `server` (the LSP surface and the shared state), `provenance` (documents, hovers,
-//! code lenses), `commands`, `saw` (what the model saw, as a file), `follow` (a followed
-//! turn's progress, approvals and end), `listen` (the daemon's notifications), `text` (what
-//! people read).
+//! code lenses), `commands`, `rewind` (the rewind command's question and call), `saw` (what the
+//! model saw, as a file), `follow` (a followed turn's progress, approvals and end), `listen`
+//! (the daemon's notifications), `text` (what people read).
 
 mod commands;
 mod follow;
 mod listen;
 mod provenance;
+mod rewind;
 mod saw;
 mod server;
 pub mod text;

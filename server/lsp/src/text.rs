@@ -1,9 +1,10 @@
 //! What the front shows people: the hover of an attributed line, the code lens above an agent
-//! hunk, turn progress and the turn's end. Pure functions of the protocol's values.
+//! hunk, turn progress and the turn's end, a rewind's question and outcome. Pure functions of
+//! the protocol's values.
 
 use std::fmt::Write as _;
 
-use dsh_protocol::{Cost, ProvenanceRange, Usage};
+use dsh_protocol::{Cost, ProvenanceRange, SessionRewindResult, Usage};
 
 /// The hover of a line in `range`: session, turn prompt, step, model, usage and cost, the tool
 /// call, and how to open what the model saw — with a `command:` link when the editor follows
@@ -112,6 +113,96 @@ pub fn turn_ended(session_id: &str, turn: u64, reason: &str, error: Option<&str>
         Some(error) => format!("dsh: turn {turn} of {session_id} ended ({reason}): {error}"),
         None => format!("dsh: turn {turn} of {session_id} ended ({reason})"),
     }
+}
+
+/// How many paths a rewind's message names per list before it says how many more.
+const LISTED: usize = 10;
+
+/// `a.txt, b.txt and 3 more`.
+fn paths(paths: &[String]) -> String {
+    let mut out = paths.iter().take(LISTED).cloned().collect::<Vec<_>>().join(", ");
+    if paths.len() > LISTED {
+        let _ = write!(out, " and {} more", paths.len() - LISTED);
+    }
+    out
+}
+
+/// What a rewind would change (`done`: what it changed): the files restored, recreated,
+/// deleted and not restorable.
+pub fn rewind_changes(plan: &SessionRewindResult, done: bool) -> String {
+    let lists = [
+        (["restores", "restored"], &plan.restored),
+        (["recreates", "recreated"], &plan.created),
+        (["deletes", "deleted"], &plan.deleted),
+        (
+            ["cannot restore (over the size cap)", "could not restore (over the size cap)"],
+            &plan.not_restorable,
+        ),
+    ];
+    let parts = lists
+        .iter()
+        .filter(|(_, list)| !list.is_empty())
+        .map(|(verb, list)| format!("{} {}", verb[usize::from(done)], paths(list)))
+        .collect::<Vec<_>>();
+    let mut out = match (parts.is_empty(), done) {
+        (true, false) => "changes no file".to_owned(),
+        (true, true) => "changed no file".to_owned(),
+        (false, _) => parts.join("; "),
+    };
+    if let Some(incomplete) = &plan.incomplete {
+        let _ = write!(out, " (the checkpoint is incomplete: {incomplete})");
+    }
+    out
+}
+
+/// What a rewind is to: `before step 3`, or `to the checkpoint at seq 41`.
+pub fn rewind_target(step: Option<u64>, checkpoint: Option<u64>) -> String {
+    match (step, checkpoint) {
+        (Some(step), _) => format!("to before step {step}"),
+        (None, Some(seq)) => format!("to the checkpoint at seq {seq}"),
+        (None, None) => "back".to_owned(),
+    }
+}
+
+/// The question before a rewind, from its dry run: what it changes, the files someone other
+/// than the agent changed that it would overwrite, and where the conversation continues.
+pub fn rewind_question(
+    session_id: &str,
+    target: &str,
+    plan: &SessionRewindResult,
+    conversation: bool,
+) -> String {
+    let mut out = format!("dsh: rewind {session_id} {target}? It {}.", rewind_changes(plan, false));
+    if !plan.conflicts.is_empty() {
+        let _ = write!(
+            out,
+            " Changed since the agent's last checkpoint by someone else, and overwritten: {}.",
+            paths(&plan.conflicts)
+        );
+    }
+    if conversation {
+        out.push_str(" The conversation continues in a new session forked there.");
+    }
+    out
+}
+
+/// The question when the rewind was refused for files changed since the dry run.
+pub fn rewind_conflicts(conflicts: &[String]) -> String {
+    format!(
+        "dsh: the rewind would overwrite files changed since the agent's last checkpoint by \
+         someone else: {}. Overwrite them?",
+        paths(conflicts)
+    )
+}
+
+/// The message after a rewind: what it did and the session that continues.
+pub fn rewound(session_id: &str, target: &str, result: &SessionRewindResult) -> String {
+    let continues = if result.session_id == session_id {
+        format!("{session_id} continues")
+    } else {
+        format!("the conversation continues in {}", result.session_id)
+    };
+    format!("dsh: rewound {session_id} {target}: {}; {continues}", rewind_changes(result, true))
 }
 
 /// Text people wrote (a session title, a prompt), shown as itself in Markdown: no link, no

@@ -160,6 +160,178 @@ M.subcommands.fork = {
   end,
 }
 
+--- How many paths a rewind's message lists before it says how many more.
+local LISTED = 12
+
+---@param paths string[]
+---@return string
+local function path_list(paths)
+  local shown = table.concat(vim.list_slice(paths, 1, LISTED), ", ")
+  if #paths > LISTED then
+    shown = ("%s and %d more"):format(shown, #paths - LISTED)
+  end
+  return shown
+end
+
+--- What a rewind changes (or, `done`, changed), a line per kind of change.
+---@param plan dsh.SessionRewindResult
+---@param done? boolean
+---@return string[]
+function M.rewind_changes(plan, done)
+  local lines = {}
+  local function add(label, paths)
+    if paths and #paths > 0 then
+      table.insert(lines, ("%s (%d): %s"):format(label, #paths, path_list(paths)))
+    end
+  end
+  add(done and "restored" or "restore", plan.restored)
+  add(done and "recreated" or "recreate", plan.created)
+  add(done and "deleted" or "delete", plan.deleted)
+  add("not restorable (over the size cap)", plan.notRestorable)
+  if plan.incomplete then
+    table.insert(lines, "the checkpoint is incomplete: " .. plan.incomplete)
+  end
+  if #lines == 0 then
+    table.insert(lines, done and "no file changed" or "no file changes")
+  end
+  return lines
+end
+
+--- Of `paths` (relative to `workspace`), those loaded in a buffer with unsaved changes.
+---@param workspace string
+---@param paths string[]
+---@return string[]
+function M.unsaved(workspace, paths)
+  local modified = {}
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" and vim.bo[buf].modified then
+      modified[vim.api.nvim_buf_get_name(buf)] = true
+    end
+  end
+  return vim.tbl_filter(function(p)
+    return modified[workspace .. "/" .. p] == true
+  end, paths)
+end
+
+--- The question before a rewind, from its dry run; `unsaved`: the files it touches that have
+--- unsaved changes in a buffer.
+---@param step integer
+---@param plan dsh.SessionRewindResult
+---@param unsaved? string[]
+---@return string
+function M.rewind_question(step, plan, unsaved)
+  local lines = { ("Rewind the files and the conversation to before step %d?"):format(step) }
+  vim.list_extend(lines, M.rewind_changes(plan))
+  if #plan.conflicts > 0 then
+    table.insert(lines, ("changed since the agent's last checkpoint by someone else, and overwritten (%d): %s"):format(#plan.conflicts, path_list(plan.conflicts)))
+  end
+  if unsaved and #unsaved > 0 then
+    table.insert(lines, ("unsaved in a buffer (%d): %s; the rewind changes them on disk, and writing the buffer afterwards would undo that for them"):format(#unsaved, path_list(unsaved)))
+  end
+  table.insert(lines, ("The conversation continues in a new session forked before step %d; this one stays as history."):format(step))
+  return table.concat(lines, "\n")
+end
+
+--- Rewind `t`'s files and conversation to before `step`: a dry run, its files listed and
+--- confirmed (`vim.fn.confirm`; with files someone else changed, the button overwrites them),
+--- then the rewind; on success the window shows the session that continues (the fork), where
+--- `:Dsh prompt` goes next. A rewind refused for files changed after the question asks again.
+---@param t dsh.Transcript
+---@param step integer
+function M.rewind(t, step)
+  local codes = protocol.error_codes
+  local params = { sessionId = t.session_id, step = step }
+  local function busy(err)
+    if err and err.code == codes.sessionBusy then
+      -- The daemon says why: a turn runs (cancel it first) or another rewind holds the session.
+      dsh.notify("dsh: cannot rewind now: " .. err.message .. "\n`:Dsh cancel` cancels a running turn.", vim.log.levels.WARN)
+      return true
+    end
+  end
+  local function done(result)
+    dsh.notify(("dsh: rewound %s to before step %d: %s; %s"):format(t.session_id, step, table.concat(M.rewind_changes(result, true), "; "), result.sessionId == t.session_id and "the session continues" or ("the conversation continues in " .. result.sessionId)), vim.log.levels.INFO)
+    if result.sessionId ~= t.session_id then
+      local shown = vim.fn.win_findbuf(t.buf)
+      dsh.open(result.sessionId, { win = shown[1], split = false })
+    end
+  end
+  local function go(force)
+    dsh.request(methods.SessionRewind, vim.tbl_extend("force", params, { force = force }), function(err, result)
+      if busy(err) then
+        return true
+      end
+      if err and err.code == codes.rewindConflict and not force then
+        local files = err.data and err.data.conflicts or {}
+        local question = ("Since you confirmed, someone other than the agent changed: %s.\nOverwrite?"):format(path_list(files))
+        if vim.fn.confirm(question, "&Overwrite\n&Cancel", 2, "Warning") == 1 then
+          go(true)
+        else
+          dsh.notify("dsh: rewind cancelled", vim.log.levels.INFO)
+        end
+        return true
+      end
+      if err or not result then
+        return false
+      end
+      done(result)
+      return true
+    end)
+  end
+  dsh.request(methods.SessionRewind, vim.tbl_extend("force", params, { dryRun = true }), function(err, plan)
+    if busy(err) then
+      return true
+    end
+    if err or not plan then
+      return false
+    end
+    local conflicts = #plan.conflicts > 0
+    local buttons = conflicts and "&Overwrite and rewind\n&Cancel" or "&Rewind\n&Cancel"
+    local touched = vim.list_extend(vim.list_extend(vim.list_extend({}, plan.restored), plan.created), plan.deleted)
+    local unsaved = t.meta and M.unsaved(t.meta.workspace, touched) or {}
+    if vim.fn.confirm(M.rewind_question(step, plan, unsaved), buttons, 2, "Warning") ~= 1 then
+      dsh.notify("dsh: rewind cancelled", vim.log.levels.INFO)
+      return true
+    end
+    go(conflicts)
+    return true
+  end)
+end
+
+M.subcommands.rewind = {
+  desc = "rewind the files and the conversation to before a step (default: the step under the cursor); asks first",
+  run = function(args)
+    local t = need_session()
+    if not t then
+      return
+    end
+    local step = args[1] and tonumber(args[1])
+    if args[1] and not step then
+      return dsh.notify(("dsh: `%s` is not a step number"):format(args[1]))
+    end
+    if not step and vim.api.nvim_get_current_buf() == t.buf then
+      step = t:step_at(vim.api.nvim_win_get_cursor(0)[1] - 1)
+    end
+    if step then
+      return M.rewind(t, step)
+    end
+    local steps = vim.fn.reverse(vim.deepcopy(t.step_order))
+    if #steps == 0 then
+      return dsh.notify("dsh: this session has no steps yet", vim.log.levels.WARN)
+    end
+    vim.ui.select(steps, {
+      prompt = "dsh: rewind to before which step?",
+      kind = "dsh.step",
+      format_item = function(n)
+        return ("step %d (turn %d)"):format(n, t.steps[n].turn or 0)
+      end,
+    }, function(choice)
+      if choice then
+        M.rewind(t, choice)
+      end
+    end)
+  end,
+}
+
 M.subcommands.saw = {
   desc = "what the model saw at a step: the rebuilt request, read-only",
   run = function(args)
@@ -355,7 +527,7 @@ function M.complete(lead, line)
   if sub and sub.complete then
     return sub.complete(lead)
   end
-  if sub and (words[1] == "saw" or words[1] == "diff" or words[1] == "fork") then
+  if sub and (words[1] == "saw" or words[1] == "diff" or words[1] == "fork" or words[1] == "rewind") then
     local t = dsh.current()
     local out = {}
     for _, n in ipairs(t and t.step_order or {}) do

@@ -55,7 +55,7 @@ fn the_initialize_answer_advertises_what_the_front_does_and_dsh_extensions() {
                     "steering": steering,
                     "dsh": {
                         "version": 1,
-                        "methods": ["_session/steering", "_dsh/fork", "_dsh/request"],
+                        "methods": ["_session/steering", "_dsh/fork", "_dsh/request", "_dsh/rewind"],
                         "updateMeta": ["dsh/usage", "dsh/steering"],
                     },
                 },

@@ -38,6 +38,15 @@ fn errors_become_acp_errors() {
             json!({"code": code::SESSION_BUSY, "message": "a turn is running"}),
         ),
         (
+            "dsh's data passes through with its code: a refused rewind's conflicts",
+            rpc_error(ClientError::Rpc(ErrorObject {
+                data: Some(json!({"conflicts": ["a.txt"]})),
+                ..ErrorObject::new(code::REWIND_CONFLICT, "1 file changed: a.txt")
+            })),
+            json!({"code": code::REWIND_CONFLICT, "message": "1 file changed: a.txt",
+                   "data": {"conflicts": ["a.txt"]}}),
+        ),
+        (
             "a connection that failed is internal",
             rpc_error(ClientError::Closed),
             json!({"code": -32603, "message": "the daemon closed the connection"}),

@@ -1,6 +1,6 @@
 //! The handlers of the ACP methods that are more than opening a session: `session/new`,
 //! `session/set_config_option`, `session/list`, `session/prompt` and the extensions
-//! (`_session/steering`, `_dsh/fork`, `_dsh/request`). Each calls the daemon and answers with
+//! (`_session/steering`, `_dsh/fork`, `_dsh/request`, `_dsh/rewind`). Each calls the daemon and answers with
 //! the SDK's typed response (or `ext.rs`'s, for an extension), built by `convert.rs`.
 
 use std::sync::Arc;
@@ -11,7 +11,8 @@ use agent_client_protocol::v1::schema::{
 };
 use dsh_protocol::{
     SessionCreateParams, SessionForkParams, SessionInjectParams, SessionListParams,
-    SessionPromptParams, SessionRequestParams, SessionRequestResult, code, method,
+    SessionPromptParams, SessionRequestParams, SessionRequestResult, SessionRewindResult, code,
+    method,
 };
 
 use super::open::FLUSH_DEADLINE;
@@ -21,7 +22,7 @@ use crate::convert::{
     workspace,
 };
 use crate::error::{create_refused, not_open, rpc_error};
-use crate::ext::{ForkRequest, ForkResponse, SteeringRequest, SteeringResponse};
+use crate::ext::{ForkRequest, ForkResponse, RewindRequest, SteeringRequest, SteeringResponse};
 
 impl Front {
     /// `session/new`: creates the session with `dsh acp`'s profile and model and the editor's
@@ -169,5 +170,17 @@ impl Front {
         request: SessionRequestParams,
     ) -> Result<SessionRequestResult, AcpError> {
         self.client.call::<method::SessionRequest>(request).await.map_err(rpc_error)
+    }
+
+    /// `_dsh/rewind`: the daemon's `session/rewind`, its answer as it is. After a conversation
+    /// rewind, `sessionId` is the fork that continues: the client opens it with `session/load`
+    /// (a replay up to the step), as after `_dsh/fork`; the rewound session stays as it was,
+    /// history. A refusal keeps dsh's code and `data` (the conflicts to show, say).
+    pub(super) async fn rewind(
+        &self,
+        request: RewindRequest,
+    ) -> Result<SessionRewindResult, AcpError> {
+        let params = request.into_params();
+        self.client.call::<method::SessionRewind>(params).await.map_err(rpc_error)
     }
 }

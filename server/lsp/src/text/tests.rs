@@ -99,3 +99,39 @@ fn a_hover_names_the_url_of_an_ad_hoc_profile_after_the_model() {
         "{text}"
     );
 }
+
+/// A rewind of `s1` whose continuing session is `session_id`.
+fn plan(session_id: &str) -> SessionRewindResult {
+    serde_json::from_value(serde_json::json!({
+        "sessionId": session_id,
+        "restored": ["a.txt", "src/b.rs"],
+        "created": ["gone.txt"],
+        "deleted": ["new.txt"],
+        "conflicts": ["a.txt"],
+        "notRestorable": ["big.bin"],
+        "checkpoint": "5b0e",
+        "dryRun": true,
+    }))
+    .unwrap_or_else(|error| panic!("{error}"))
+}
+
+#[test]
+fn a_rewind_asks_naming_every_file_it_changes_and_those_someone_else_changed() {
+    let question = rewind_question("s1", &rewind_target(Some(3), None), &plan("s1"), true);
+    expect![[r#"dsh: rewind s1 to before step 3? It restores a.txt, src/b.rs; recreates gone.txt; deletes new.txt; cannot restore (over the size cap) big.bin. Changed since the agent's last checkpoint by someone else, and overwritten: a.txt. The conversation continues in a new session forked there."#]]
+        .assert_eq(&question);
+    let files_only = rewind_question("s1", &rewind_target(None, Some(41)), &plan("s1"), false);
+    assert!(files_only.starts_with("dsh: rewind s1 to the checkpoint at seq 41? It restores"));
+    assert!(!files_only.contains("continues"), "{files_only}");
+}
+
+#[test]
+fn a_rewind_says_what_it_did_and_which_session_continues() {
+    let target = rewind_target(Some(3), None);
+    expect![[r#"dsh: rewound s1 to before step 3: restored a.txt, src/b.rs; recreated gone.txt; deleted new.txt; could not restore (over the size cap) big.bin; the conversation continues in s2"#]]
+        .assert_eq(&rewound("s1", &target, &plan("s2")));
+    assert!(rewound("s1", &target, &plan("s1")).ends_with("; s1 continues"));
+    let many = (0..13).map(|n| format!("f{n}")).collect::<Vec<_>>();
+    expect![[r#"dsh: the rewind would overwrite files changed since the agent's last checkpoint by someone else: f0, f1, f2, f3, f4, f5, f6, f7, f8, f9 and 3 more. Overwrite them?"#]]
+        .assert_eq(&rewind_conflicts(&many));
+}

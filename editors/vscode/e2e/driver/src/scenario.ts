@@ -16,6 +16,7 @@ import type { DshTestApi } from "../../../src/extension";
 import type { SessionPromptResult, SessionSummary, SessionUsageResult } from "../../../src/protocol.generated";
 import { Transcript } from "../../../src/transcript";
 import { formatMoney, formatUsage, hitPercent, usageParts } from "../../../src/usage";
+import type { RewindOutcome } from "../../../src/rewind";
 import type { TreeNode } from "../../../src/views";
 
 type Check = { name: string; ok: boolean; detail: string; ms: number };
@@ -388,6 +389,28 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
       results.expect = { ...results.expect, usage: await (await api.client()).usage(id) };
     }
     return `plan at seq ${tr.plan?.seq}`;
+  });
+
+  // Before step 2 ran: the script had its typo, AGENTS.md was not edited yet (the user's edit
+  // came between turns 1 and 2, and a rewind restores every file the checkpoint recorded).
+  await check("rewind to before step 2: the dialog (clicked in the page) lists the files, they are restored, the fork opens", async () => {
+    const greet = path.join(ws, "src", "greet.sh");
+    assert(readFileSync(greet, "utf8").includes("Hello, $1!"), "step 2 wrote the fix");
+    // The harness clicks "Rewind" in the modal dialog.
+    const outcome = await withTimeout(
+      Promise.resolve(vscode.commands.executeCommand<RewindOutcome>("dsh.rewind", { sessionId: id, step: 2 })),
+      60_000,
+      "the rewind",
+    );
+    assert(outcome?.kind === "done", `rewind: ${JSON.stringify(outcome)}`);
+    assert(JSON.stringify([...outcome.result.restored].sort()) === JSON.stringify(["AGENTS.md", "src/greet.sh"]), `restored ${JSON.stringify(outcome.result.restored)}`);
+    assert(readFileSync(greet, "utf8") === '#!/bin/sh\necho "Helo, $1!"\n', "the script is back as before step 2");
+    assert(!readFileSync(path.join(ws, "AGENTS.md"), "utf8").includes("Every script takes the name"), "AGENTS.md is back as before step 2");
+    const fork = outcome.result.sessionId;
+    assert(fork !== id && api.transcript(fork) && api.transcriptHtml(fork) !== undefined, `the fork ${fork} is not open`);
+    const f = api.transcript(fork)!;
+    await until(() => f.steps.size === 1, "the fork's step 1", 10_000);
+    return `${outcome.message}`;
   });
 
   await check("after a daemon restart the sessions are listed and reopen with their full transcript", async () => {
