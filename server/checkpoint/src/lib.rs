@@ -30,13 +30,18 @@ mod journal;
 mod objects;
 mod restore;
 mod tree;
+mod watch;
 
-pub use checkpoint::{Checkpoint, CheckpointConfig, Checkpointer, DEFAULT_MAX_FILE_SIZE};
+pub use checkpoint::{
+    Checkpoint, CheckpointConfig, Checkpointer, DEFAULT_FULL_SCAN_EVERY,
+    DEFAULT_FULL_SCAN_INTERVAL, DEFAULT_MAX_FILE_SIZE,
+};
 pub use collect::Collected;
 pub use error::{Blocked, CheckpointError, ObjectError, PartWay, RestoreError};
 pub use hash::{Hash, ParseHashError};
 pub use objects::{ObjectStore, Swept};
 pub use restore::{Applied, Recovered, RestorePlan};
+pub use watch::{Walk, WatchStatus};
 
 #[cfg(test)]
 mod tests;
