@@ -239,7 +239,7 @@ impl Checkpointer {
             }
             Ok(changes) => self.list_changes(changes, &index),
         };
-        let Listed { found, kept, mut problems, all_kept, .. } = listed;
+        let Listed { found, kept, mut problems, decided, .. } = listed;
 
         let mut trusted = kept;
         trusted.reserve(found.len());
@@ -277,7 +277,7 @@ impl Checkpointer {
         // Nothing changed: the previous checkpoint stands, nothing is built or written.
         if to_read.is_empty()
             && problems.is_empty()
-            && (all_kept || trusted.len() == index.records.len())
+            && trusted.len() == decided.as_ref().map_or(index.records.len(), Vec::len)
             && let Some(root) = index.root
         {
             let mut too_large: Vec<(PathBuf, u64)> = index
@@ -307,10 +307,30 @@ impl Checkpointer {
 
         let read_count = to_read.iter().filter(|found| !found.is_symlink).count();
         let outcomes = read_all(to_read, &self.objects, &self.config);
-        let mut records =
-            Records::with_capacity_and_hasher(trusted.len() + outcomes.len(), Default::default());
         let mut changed: Vec<Vec<u8>> = Vec::new();
         let mut too_large = Vec::new();
+        let mut records = match decided {
+            // A watched walk decided only on some records: the others stay as they are, and
+            // the decided ones are taken out to be merged as after a full walk.
+            Some(decided) => {
+                let mut records = std::mem::take(&mut index.records);
+                for path in decided {
+                    if let Some(record) = records.remove(&path) {
+                        index.records.insert(path, record);
+                    }
+                }
+                for (path, record) in &records {
+                    if let Leaf::NotStored { size, .. } = record.leaf {
+                        too_large.push((path_of(path), size));
+                    }
+                }
+                records
+            }
+            None => Records::with_capacity_and_hasher(
+                trusted.len() + outcomes.len(),
+                Default::default(),
+            ),
+        };
         for path in trusted {
             if let Some(record) = index.records.remove(&path) {
                 if let Leaf::NotStored { size, .. } = record.leaf {
@@ -493,9 +513,10 @@ impl Checkpointer {
         }
         let scope = Scope::new(stat_all, names, subtrees);
         if scope.is_empty() && examine.is_empty() {
-            let listed = Listed { all_kept: true, ..Listed::default() };
+            let listed = Listed { decided: Some(Vec::new()), ..Listed::default() };
             return (Walk::Watched { examined: 0, listed: 0 }, listed);
         }
+        let mut decided = Vec::new();
         let mut listed = if scope.is_empty() {
             Listed::default()
         } else {
@@ -506,12 +527,13 @@ impl Checkpointer {
         let mut examined = listed.found.len();
         for path in index.records.keys() {
             if scope.covers_file(path) {
+                decided.push(path.clone());
                 continue;
             }
             if !examine.contains(path) {
-                listed.kept.push(path.clone());
                 continue;
             }
+            decided.push(path.clone());
             examined += 1;
             let full = self.root.join(path_of(path));
             match nix::sys::stat::lstat(&full) {
@@ -533,6 +555,7 @@ impl Checkpointer {
                 Err(errno) => listed.problems.push(format!("{} not read: {errno}", full.display())),
             }
         }
+        listed.decided = Some(decided);
         (Walk::Watched { examined, listed: listed.dirs }, listed)
     }
 }
@@ -617,8 +640,9 @@ struct Listed {
     kept: Vec<Vec<u8>>,
     problems: Vec<String>,
     dirs: usize,
-    /// Nothing was examined: every record of the index is kept (`kept` is left empty).
-    all_kept: bool,
+    /// For a watched walk, the records it decided on (in a listed directory, or examined);
+    /// every other record is kept as it is. `None`: a full walk, which decides on all.
+    decided: Option<Vec<Vec<u8>>>,
 }
 
 fn summarize(problems: &[String]) -> String {
