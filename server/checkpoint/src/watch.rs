@@ -26,9 +26,16 @@
 //! anywhere, an exclude file changed, the root was moved, removed or replaced, an event named a
 //! watch we do not know, the last checkpoint had a problem, a watch could not be added (the
 //! user's inotify limit, `fs.inotify.max_user_watches`: the watch is then given up and
-//! [`WatchStatus::Unavailable`] says so), and periodically (see
-//! [`crate::CheckpointConfig::full_scan_every`]): writes through a shared `mmap`, and changes
-//! made by another machine to a network filesystem, raise no inotify event at all.
+//! [`WatchStatus::Unavailable`] says so), when asked, and periodically (see
+//! [`crate::CheckpointConfig::full_scan_every`]): writes through a shared `mmap`, writes
+//! through a hard link made from outside the workspace since the last full walk (the event
+//! goes to the other link's directory), and changes made by another machine to a network
+//! filesystem raise no event in the watched directories. Files known to have several links
+//! are `lstat`ed at every checkpoint, so only links made since the last full walk are blind.
+//!
+//! A directory created, removed, renamed or whose mode changed is listed again whole, its
+//! watches dropped and added again (so a renamed directory's watch never reports under its old
+//! path); more than 64 of them since the last checkpoint make a full walk instead.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
