@@ -8,10 +8,14 @@
 //! `DSH_BENCH_FILE_BYTES` (mean size, default 10000), `DSH_BENCH_SAMPLES` (default 9),
 //! `DSH_BENCH_DIR` (where the temporary directory goes; default the system's).
 //!
-//! dsh is timed two ways: "cold", a `Checkpointer` opened for the run (its index read from
-//! disk, as git reads its index each run), and "warm", the daemon's case (one `Checkpointer`
-//! per workspace kept open, its index in memory). The ratio printed is cold's. Medians of the
-//! samples; the two tools alternate within a sample so both see the same page cache.
+//! dsh is timed three ways, each with its own state directory: "full walk", a `Checkpointer`
+//! opened for the run with watching off (its index read from disk, as git reads its index
+//! each run); "kept open", watching off, one `Checkpointer` kept open (its index in memory);
+//! and "watched", the daemon's case: one `Checkpointer` per workspace kept open, with its
+//! inotify watch (`CheckpointConfig::watch`), examining only what the kernel reported changed.
+//! Medians of the samples; the tools' order rotates within a sample so that all see the same
+//! page cache and none is always first after the change. At the end the watched checkpoint's
+//! root is checked against a full walk's.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::fs;
@@ -19,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dsh_checkpoint::{CheckpointConfig, Checkpointer};
+use dsh_checkpoint::{CheckpointConfig, Checkpointer, Hash, Walk};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
@@ -131,19 +135,25 @@ fn git_snapshot(shadow: &Path, ws: &Path) -> Duration {
 
 fn dsh_cold(ws: &Path, state: &Path) -> Duration {
     let start = Instant::now();
-    let mut checkpointer = Checkpointer::open(ws, state, CheckpointConfig::default()).unwrap();
+    let config = CheckpointConfig { watch: false, ..CheckpointConfig::default() };
+    let mut checkpointer = Checkpointer::open(ws, state, config).unwrap();
     let checkpoint = checkpointer.checkpoint().unwrap();
     let elapsed = start.elapsed();
     assert!(checkpoint.incomplete.is_none());
     elapsed
 }
 
-fn dsh_warm(checkpointer: &mut Checkpointer) -> Duration {
+/// A checkpoint by a checkpointer kept open; `watched` says whether it must have used its
+/// watch (past the first two checkpoints, nothing here makes it walk the tree).
+fn dsh_open(checkpointer: &mut Checkpointer, watched: bool) -> (Duration, Hash) {
     let start = Instant::now();
     let checkpoint = checkpointer.checkpoint().unwrap();
     let elapsed = start.elapsed();
     assert!(checkpoint.incomplete.is_none());
-    elapsed
+    if watched {
+        assert!(matches!(checkpoint.walk, Walk::Watched { .. }), "{:?}", checkpoint.walk);
+    }
+    (elapsed, checkpoint.root)
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -184,7 +194,6 @@ fn main() {
         None => tempfile::tempdir().unwrap(),
     };
     let ws = temp.path().join("ws");
-    let state = temp.path().join("state");
     let shadow = temp.path().join("shadow.git");
     fs::create_dir(&ws).unwrap();
     let mut rng = Rng(0x2545f4914f6cdd1d);
@@ -200,81 +209,129 @@ fn main() {
 
     git(&shadow, &ws, &["init", "-q"]);
     let git_initial = git_snapshot(&shadow, &ws);
-    let mut checkpointer = Checkpointer::open(&ws, &state, CheckpointConfig::default()).unwrap();
-    let dsh_initial = dsh_warm(&mut checkpointer);
+    let states = [temp.path().join("state-cold"), temp.path().join("state-warm")];
+    let watched_state = temp.path().join("state-watched");
+    let full_config = CheckpointConfig { watch: false, ..CheckpointConfig::default() };
+    let mut warm = Checkpointer::open(&ws, &states[1], full_config.clone()).unwrap();
+    let mut watched = Checkpointer::open(&ws, &watched_state, CheckpointConfig::default()).unwrap();
+    let start = Instant::now();
+    dsh_cold(&ws, &states[0]);
+    let dsh_initial = start.elapsed();
+    dsh_open(&mut warm, false);
+    dsh_open(&mut watched, false);
     println!(
         "initial snapshot: dsh {:.0} ms (store {:.1} MB), git {:.0} ms (.git {:.1} MB)",
         ms(dsh_initial),
-        dir_bytes(&state.join("objects")) as f64 / 1e6,
+        dir_bytes(&states[0].join("objects")) as f64 / 1e6,
         ms(git_initial),
         dir_bytes(&shadow) as f64 / 1e6,
     );
     // Past both tools' racy windows (git: files not older than its index; dsh: 2 s), then one
-    // run each so both indexes are settled.
+    // run each so both indexes are settled (and the watch's new directories listed once).
     std::thread::sleep(Duration::from_millis(2100));
     git_snapshot(&shadow, &ws);
-    dsh_warm(&mut checkpointer);
+    dsh_cold(&ws, &states[0]);
+    dsh_open(&mut warm, false);
+    dsh_open(&mut watched, false);
+    dsh_open(&mut watched, true);
+    println!("watch: {:?}", watched.watch_status());
 
-    // Nothing changed.
-    let store_before = dir_bytes(&state.join("objects"));
-    let (mut git_times, mut cold_times, mut warm_times) = (Vec::new(), Vec::new(), Vec::new());
-    for sample in 0..samples {
-        if sample % 2 == 0 {
-            git_times.push(git_snapshot(&shadow, &ws));
-            cold_times.push(dsh_cold(&ws, &state));
-        } else {
-            cold_times.push(dsh_cold(&ws, &state));
-            git_times.push(git_snapshot(&shadow, &ws));
-        }
-        warm_times.push(dsh_warm(&mut checkpointer));
-    }
-    let growth = dir_bytes(&state.join("objects")) - store_before;
-    let (git_unchanged, cold_unchanged, warm_unchanged) =
-        (median(git_times), median(cold_times), median(warm_times));
-    println!(
-        "nothing changed:  dsh {:6.1} ms (warm {:5.1} ms)  git {:6.1} ms  ratio {:.2}x (warm {:.2}x)",
-        ms(cold_unchanged),
-        ms(warm_unchanged),
-        ms(git_unchanged),
-        ms(cold_unchanged) / ms(git_unchanged),
-        ms(warm_unchanged) / ms(git_unchanged),
-    );
+    let store_bytes =
+        |dirs: &[&Path]| -> u64 { dirs.iter().map(|dir| dir_bytes(&dir.join("objects"))).sum() };
+    let all_states = [states[0].as_path(), states[1].as_path(), watched_state.as_path()];
+    let store_before = store_bytes(&all_states);
+    let unchanged = measure(samples, &mut |_| {}, &mut |tool| match tool {
+        Tool::Git => git_snapshot(&shadow, &ws),
+        Tool::Cold => dsh_cold(&ws, &states[0]),
+        Tool::Warm => dsh_open(&mut warm, false).0,
+        Tool::Watched => dsh_open(&mut watched, true).0,
+    });
+    let growth = store_bytes(&all_states) - store_before;
+    unchanged.print("nothing changed: ");
     println!(
         "object store growth, unchanged tree: {growth} bytes over {} checkpoints",
-        samples * 2
+        samples * 3
     );
 
-    // Ten files changed, before each run of each tool (the same edits seen by both).
-    let (mut git_times, mut cold_times, mut warm_times) = (Vec::new(), Vec::new(), Vec::new());
-    for sample in 0..samples {
-        edit(&paths, &mut rng, 10);
-        if sample % 2 == 0 {
-            git_times.push(git_snapshot(&shadow, &ws));
-            cold_times.push(dsh_cold(&ws, &state));
-        } else {
-            cold_times.push(dsh_cold(&ws, &state));
-            git_times.push(git_snapshot(&shadow, &ws));
-        }
-        edit(&paths, &mut rng, 10);
-        warm_times.push(dsh_warm(&mut checkpointer));
-        // The warm checkpointer's index is the one on disk again for the next cold run.
-        git_snapshot(&shadow, &ws);
-    }
-    let (git_changed, cold_changed, warm_changed) =
-        (median(git_times), median(cold_times), median(warm_times));
-    println!(
-        "10 files changed: dsh {:6.1} ms (warm {:5.1} ms)  git {:6.1} ms  ratio {:.2}x (warm {:.2}x)",
-        ms(cold_changed),
-        ms(warm_changed),
-        ms(git_changed),
-        ms(cold_changed) / ms(git_changed),
-        ms(warm_changed) / ms(git_changed),
-    );
+    // Ten files changed before each sample: every tool sees the same ten changed since its
+    // previous run.
+    let changed =
+        measure(samples, &mut |rng_seed| edit(&paths, &mut Rng(rng_seed), 10), &mut |tool| {
+            match tool {
+                Tool::Git => git_snapshot(&shadow, &ws),
+                Tool::Cold => dsh_cold(&ws, &states[0]),
+                Tool::Warm => dsh_open(&mut warm, false).0,
+                Tool::Watched => dsh_open(&mut watched, true).0,
+            }
+        });
+    changed.print("10 files changed:");
+    // The watched checkpointer's root is the full walk's.
+    let (_, watched_root) = dsh_open(&mut watched, true);
+    let full_root =
+        Checkpointer::open(&ws, &states[0], full_config).unwrap().checkpoint().unwrap().root;
+    assert_eq!(watched_root, full_root, "the watched checkpoint differs from a full walk");
     let target = |ratio: f64| if ratio <= 0.5 { "met" } else { "MISSED" };
     println!(
-        "target dsh <= 0.5x git: nothing changed {}, 10 changed {}; unchanged growth 0 bytes {}",
-        target(ms(cold_unchanged) / ms(git_unchanged)),
-        target(ms(cold_changed) / ms(git_changed)),
+        "target dsh <= 0.5x git (watched, the daemon's case): nothing changed {}, 10 changed {}; \
+         full walk: nothing changed {}, 10 changed {}; unchanged growth 0 bytes {}",
+        target(unchanged.ratio(Tool::Watched)),
+        target(changed.ratio(Tool::Watched)),
+        target(unchanged.ratio(Tool::Cold)),
+        target(changed.ratio(Tool::Cold)),
         if growth == 0 { "met" } else { "MISSED" },
     );
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Tool {
+    Git,
+    Cold,
+    Warm,
+    Watched,
+}
+
+const TOOLS: [Tool; 4] = [Tool::Git, Tool::Cold, Tool::Warm, Tool::Watched];
+
+/// Medians per tool.
+struct Measured([Duration; 4]);
+
+impl Measured {
+    fn get(&self, tool: Tool) -> Duration {
+        self.0[TOOLS.iter().position(|other| *other == tool).unwrap()]
+    }
+
+    fn ratio(&self, tool: Tool) -> f64 {
+        ms(self.get(tool)) / ms(self.get(Tool::Git))
+    }
+
+    fn print(&self, label: &str) {
+        println!(
+            "{label} git {:6.1} ms | dsh full walk {:6.1} ms ({:.2}x), kept open {:6.1} ms ({:.2}x) | dsh watched {:6.2} ms ({:.3}x)",
+            ms(self.get(Tool::Git)),
+            ms(self.get(Tool::Cold)),
+            self.ratio(Tool::Cold),
+            ms(self.get(Tool::Warm)),
+            self.ratio(Tool::Warm),
+            ms(self.get(Tool::Watched)),
+            self.ratio(Tool::Watched),
+        );
+    }
+}
+
+/// `samples` rounds: `before` (given a seed), then every tool once, in an order that rotates
+/// so that none always runs first (after the change) or last.
+fn measure(
+    samples: usize,
+    before: &mut dyn FnMut(u64),
+    run: &mut dyn FnMut(Tool) -> Duration,
+) -> Measured {
+    let mut times: [Vec<Duration>; 4] = Default::default();
+    for sample in 0..samples {
+        before(0x9e3779b97f4a7c15 ^ (sample as u64 + 1).wrapping_mul(0x2545f4914f6cdd1d));
+        for turn in 0..TOOLS.len() {
+            let at = (sample + turn) % TOOLS.len();
+            times[at].push(run(TOOLS[at]));
+        }
+    }
+    Measured(times.map(median))
 }

@@ -15,7 +15,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use ignore::WalkBuilder;
 use nix::fcntl::{AtFlags, OFlag};
@@ -24,12 +24,18 @@ use std::os::fd::OwnedFd;
 
 use crate::Hash;
 use crate::error::CheckpointError;
-use crate::index::{Index, Meta, Record, Records};
+use crate::index::{Index, Meta, RACY_NS, Record, Records};
 use crate::objects::ObjectStore;
 use crate::tree::{self, Leaf, Manifest};
+use crate::watch::{Changes, Walk, Watch, WatchStatus, is_at_or_below};
 
 /// The default cap on a tracked file's size: larger files are listed as too large, not stored.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 8 * 1024 * 1024;
+
+/// The default of [`CheckpointConfig::full_scan_every`].
+pub const DEFAULT_FULL_SCAN_EVERY: u32 = 64;
+/// The default of [`CheckpointConfig::full_scan_interval`]: ten minutes.
+pub const DEFAULT_FULL_SCAN_INTERVAL: Duration = Duration::from_secs(600);
 
 /// How checkpoints are taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,11 +43,27 @@ pub struct CheckpointConfig {
     /// Files larger than this (bytes) are recorded as too large: listed, not stored, not
     /// restorable. Default [`DEFAULT_MAX_FILE_SIZE`].
     pub max_file_size: u64,
+    /// Watch the workspace with inotify (`watch.rs`), so that a checkpoint re-examines only
+    /// the paths reported changed since the last one instead of walking the whole tree.
+    /// Default `true`. Only a `Checkpointer` kept open between checkpoints gains from it (the
+    /// watch lives as long as it does); without inotify, every checkpoint walks the tree.
+    pub watch: bool,
+    /// With a watch, the whole tree is walked anyway at least every this many checkpoints...
+    /// Writes through a shared `mmap` (and a network filesystem's remote changes) raise no
+    /// event; a full walk sees them. Default [`DEFAULT_FULL_SCAN_EVERY`].
+    pub full_scan_every: u32,
+    /// ... and at least this often. Default [`DEFAULT_FULL_SCAN_INTERVAL`].
+    pub full_scan_interval: Duration,
 }
 
 impl Default for CheckpointConfig {
     fn default() -> CheckpointConfig {
-        CheckpointConfig { max_file_size: DEFAULT_MAX_FILE_SIZE }
+        CheckpointConfig {
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            watch: true,
+            full_scan_every: DEFAULT_FULL_SCAN_EVERY,
+            full_scan_interval: DEFAULT_FULL_SCAN_INTERVAL,
+        }
     }
 }
 
@@ -64,6 +86,9 @@ pub struct Checkpoint {
     /// Why the checkpoint is incomplete (disk full, files that could not be read), if it is. An
     /// incomplete checkpoint still has a root; restoring it reports what is missing.
     pub incomplete: Option<String>,
+    /// How the workspace was walked: whole, or only what the watch reported changed. The
+    /// result is the same either way.
+    pub walk: Walk,
 }
 
 /// The checkpoints of one workspace: its root, its state directory (object store, metadata
@@ -80,6 +105,10 @@ pub struct Checkpointer {
     pub(crate) config: CheckpointConfig,
     /// The metadata index, loaded at the first checkpoint and kept in memory after.
     pub(crate) index: Option<Index>,
+    /// The watch, set up by the first checkpoint (with [`CheckpointConfig::watch`]).
+    pub(crate) watch: Option<Watch>,
+    /// Why there is no watch and will be none, if so.
+    pub(crate) watch_unavailable: Option<String>,
 }
 
 impl Checkpointer {
@@ -109,7 +138,15 @@ impl Checkpointer {
             cause,
         })?;
         let objects = ObjectStore::open(&state_dir.join("objects"))?;
-        Ok(Checkpointer { root, state_dir, objects, config, index: None })
+        Ok(Checkpointer {
+            root,
+            state_dir,
+            objects,
+            config,
+            index: None,
+            watch: None,
+            watch_unavailable: None,
+        })
     }
 
     /// The workspace root (canonicalized).
@@ -125,10 +162,34 @@ impl Checkpointer {
 
     /// Takes a checkpoint of the workspace now. Reads only files whose metadata (size, mtime,
     /// ctime, inode, mode) changed since the last checkpoint, or whose mtime is too recent to
-    /// vouch for them. Disk full or unreadable files do not fail it: the checkpoint is
-    /// returned with [`Checkpoint::incomplete`] saying what.
+    /// vouch for them. With a watch ([`CheckpointConfig::watch`]), only the paths it reported
+    /// changed are examined, unless a full walk is due ([`Checkpoint::walk`] says which).
+    /// Disk full or unreadable files do not fail it: the checkpoint is returned with
+    /// [`Checkpoint::incomplete`] saying what.
     pub fn checkpoint(&mut self) -> Result<Checkpoint, CheckpointError> {
-        self.scan()
+        self.scan(None)
+    }
+
+    /// Takes a checkpoint walking the whole tree whatever the watch says (e.g. at a turn's
+    /// end: what the watch cannot see — writes through `mmap` — is seen then). The watch is
+    /// kept (and checked against the walk).
+    pub fn checkpoint_full(&mut self) -> Result<Checkpoint, CheckpointError> {
+        self.scan(Some("asked for"))
+    }
+
+    /// The state of the watch, for a status to show (e.g. that the inotify limit was reached
+    /// and every checkpoint walks the whole tree).
+    pub fn watch_status(&self) -> WatchStatus {
+        if !self.config.watch {
+            return WatchStatus::Off;
+        }
+        if let Some(reason) = &self.watch_unavailable {
+            return WatchStatus::Unavailable(reason.clone());
+        }
+        match &self.watch {
+            None => WatchStatus::NotYet,
+            Some(watch) => WatchStatus::Watching { directories: watch.directories() },
+        }
     }
 
     pub(crate) fn index_path(&self) -> PathBuf {
@@ -148,7 +209,7 @@ impl Checkpointer {
     }
 
     /// Takes a checkpoint; [`Checkpointer::current_manifest`] is its manifest after.
-    pub(crate) fn scan(&mut self) -> Result<Checkpoint, CheckpointError> {
+    pub(crate) fn scan(&mut self, force_full: Option<&str>) -> Result<Checkpoint, CheckpointError> {
         let root_metadata = fs::metadata(&self.root).map_err(|cause| CheckpointError::Io {
             action: "reading the workspace",
             path: self.root.clone(),
@@ -164,21 +225,59 @@ impl Checkpointer {
         self.index();
         let mut index = self.index.take().unwrap_or_default();
         let scan_start_ns = now_ns();
-        let (found, mut problems) = list(&self.root, &self.state_dir);
+        let (walk, listed) = match self.walk_plan(force_full, &index) {
+            Err(reason) => {
+                if let Some(watch) = &mut self.watch {
+                    watch.begin_full();
+                }
+                let listed =
+                    list(&self.root, &self.state_dir, self.watch.as_mut(), None, &|_| false);
+                if let Some(watch) = &mut self.watch {
+                    watch.end_full();
+                }
+                (Walk::Full(reason), listed)
+            }
+            Ok(changes) => self.list_changes(changes, &index),
+        };
+        let Listed { found, kept, mut problems, decided, .. } = listed;
 
-        let mut trusted = Vec::with_capacity(found.len());
+        let mut trusted = kept;
+        trusted.reserve(found.len());
         let mut to_read = Vec::new();
+        let mut recent = Vec::new();
         for found in found {
+            if found.multi_link {
+                recent.push(found.path.clone());
+            }
             if index.trusted(&found.path, &found.meta).is_some() {
                 trusted.push(found.path);
             } else {
                 to_read.push(found);
             }
         }
+        if let Some(watch) = &mut self.watch {
+            // An ignore file read in a directory listed because its watch is new may have
+            // changed before the watch was added: the rules this listing used are in doubt.
+            if matches!(walk, Walk::Watched { .. })
+                && to_read.iter().any(|found| {
+                    let name = found.path.rsplit(|&byte| byte == b'/').next();
+                    matches!(name, Some(b".gitignore" | b".ignore"))
+                })
+            {
+                watch.doubt.get_or_insert_with(|| "an ignore file was read".to_owned());
+            }
+            if !problems.is_empty() {
+                watch.doubt.get_or_insert_with(|| "the last checkpoint had problems".to_owned());
+            }
+            if let Some(reason) = watch.broken.take() {
+                self.watch_unavailable = Some(reason);
+                self.watch = None;
+            }
+        }
         // Nothing changed: the previous checkpoint stands, nothing is built or written.
         if to_read.is_empty()
             && problems.is_empty()
-            && trusted.len() == index.records.len()
+            && trusted.len() == decided.as_ref().map_or(index.records.len(), Vec::len)
             && let Some(root) = index.root
         {
             let mut too_large: Vec<(PathBuf, u64)> = index
@@ -192,6 +291,9 @@ impl Checkpointer {
             too_large.sort();
             let files = index.records.len();
             self.index = Some(index);
+            if let Some(watch) = &mut self.watch {
+                watch.recent = recent;
+            }
             return Ok(Checkpoint {
                 root,
                 files,
@@ -199,15 +301,36 @@ impl Checkpointer {
                 read: 0,
                 too_large,
                 incomplete: None,
+                walk,
             });
         }
 
         let read_count = to_read.iter().filter(|found| !found.is_symlink).count();
         let outcomes = read_all(to_read, &self.objects, &self.config);
-        let mut records =
-            Records::with_capacity_and_hasher(trusted.len() + outcomes.len(), Default::default());
         let mut changed: Vec<Vec<u8>> = Vec::new();
         let mut too_large = Vec::new();
+        let mut records = match decided {
+            // A watched walk decided only on some records: the others stay as they are, and
+            // the decided ones are taken out to be merged as after a full walk.
+            Some(decided) => {
+                let mut records = std::mem::take(&mut index.records);
+                for path in decided {
+                    if let Some(record) = records.remove(&path) {
+                        index.records.insert(path, record);
+                    }
+                }
+                for (path, record) in &records {
+                    if let Leaf::NotStored { size, .. } = record.leaf {
+                        too_large.push((path_of(path), size));
+                    }
+                }
+                records
+            }
+            None => Records::with_capacity_and_hasher(
+                trusted.len() + outcomes.len(),
+                Default::default(),
+            ),
+        };
         for path in trusted {
             if let Some(record) = index.records.remove(&path) {
                 if let Leaf::NotStored { size, .. } = record.leaf {
@@ -217,6 +340,7 @@ impl Checkpointer {
             }
         }
         let mut all_trusted = true;
+        let (mut racy_read, mut read_settled) = (Vec::new(), Vec::new());
         for outcome in outcomes {
             let Outcome { path, record, unreadable, problem } = outcome;
             if let Some(problem) = problem {
@@ -224,6 +348,13 @@ impl Checkpointer {
             }
             let Some(record) = record else { continue };
             all_trusted = false;
+            // Read within the racy window: not to be trusted by its metadata alone later.
+            let vouched_before = scan_start_ns.saturating_sub(RACY_NS);
+            if record.meta.mtime_ns >= vouched_before || record.meta.ctime_ns >= vouched_before {
+                racy_read.push(path.clone());
+            } else {
+                read_settled.push(path.clone());
+            }
             if let Leaf::NotStored { size, .. } = &record.leaf
                 && !unreadable
             {
@@ -239,9 +370,7 @@ impl Checkpointer {
         changed.sort();
         too_large.sort();
 
-        let manifest: Manifest =
-            records.iter().map(|(path, record)| (path.clone(), record.leaf.clone())).collect();
-        let trees = tree::build(&manifest);
+        let trees = tree::build(records.iter().map(|(path, record)| (path, &record.leaf)));
         let root = trees.last().map(|(hash, _)| *hash).unwrap_or_else(|| Hash::of(b""));
         let mut stored_trees = HashSet::with_capacity(trees.len());
         let mut tree_failure = None;
@@ -284,20 +413,236 @@ impl Checkpointer {
             }
         }
 
+        // The index's scan start must be no later than the start of the checkpoint that read
+        // any record still within its racy window: a watched checkpoint keeps the records it
+        // did not examine as they are, read by earlier checkpoints.
+        let mut index_start_ns = scan_start_ns;
+        if let Some(watch) = &mut self.watch {
+            if matches!(walk, Walk::Full(_)) {
+                watch.unverified.clear();
+            }
+            for path in read_settled {
+                watch.unverified.remove(&path);
+            }
+            for path in racy_read {
+                watch.unverified.insert(path, scan_start_ns);
+            }
+            watch.unverified.retain(|path, _| records.contains_key(path));
+            index_start_ns = watch.unverified.values().copied().fold(scan_start_ns, i64::min);
+        }
         let dirty = !all_trusted || index.root != Some(root) || !changed.is_empty();
-        let new_index = Index { scan_start_ns, root: Some(root), records, trees: stored_trees };
+        let new_index =
+            Index { scan_start_ns: index_start_ns, root: Some(root), records, trees: stored_trees };
         if dirty {
             // Losing the index only means reading every file again next time.
             let _ = new_index.save(&self.index_path());
         }
-        let files = manifest.len();
+        let files = new_index.records.len();
         self.index = Some(new_index);
 
         problems.sort();
         let incomplete = (!problems.is_empty()).then(|| summarize(&problems));
         let changed = changed.iter().map(|path| path_of(path)).collect();
-        Ok(Checkpoint { root, files, changed, read: read_count, too_large, incomplete })
+        if let Some(watch) = &mut self.watch {
+            watch.recent = recent;
+        }
+        Ok(Checkpoint { root, files, changed, read: read_count, too_large, incomplete, walk })
     }
+}
+
+impl Checkpointer {
+    /// What the watch reported changed since the last checkpoint, or why the whole tree must
+    /// be walked. Sets the watch up on first use; always drains its events.
+    fn walk_plan(&mut self, force_full: Option<&str>, index: &Index) -> Result<Changes, String> {
+        if !self.config.watch {
+            self.watch = None;
+            return Err("watching is off".to_owned());
+        }
+        if let Some(reason) = &self.watch_unavailable {
+            return Err(format!("no watch: {reason}"));
+        }
+        let watch = match &mut self.watch {
+            Some(watch) => watch,
+            None => match Watch::new(&self.root) {
+                Ok(watch) => self.watch.insert(watch),
+                Err(error) => {
+                    let reason = format!("inotify is unavailable ({error})");
+                    self.watch_unavailable = Some(reason.clone());
+                    return Err(reason);
+                }
+            },
+        };
+        let changes = watch.drain()?;
+        if let Some(reason) = force_full {
+            return Err(reason.to_owned());
+        }
+        if index.root.is_none() {
+            return Err("no previous checkpoint".to_owned());
+        }
+        if watch.since_full >= self.config.full_scan_every {
+            return Err(format!(
+                "the periodic full walk ({} checkpoints since the last)",
+                watch.since_full
+            ));
+        }
+        if watch.last_full.elapsed() >= self.config.full_scan_interval {
+            return Err(format!(
+                "the periodic full walk ({} s since the last)",
+                watch.last_full.elapsed().as_secs()
+            ));
+        }
+        if changes.subtrees.len() > MAX_SUBTREES {
+            return Err(format!("{} directories changed", changes.subtrees.len()));
+        }
+        Ok(changes)
+    }
+
+    /// Lists what the watch reported: the directories to list again (their ancestors walked
+    /// through, with the standard ignore rules), the paths to `lstat` again; every other
+    /// record of the index is kept as it is.
+    fn list_changes(&mut self, changes: Changes, index: &Index) -> (Walk, Listed) {
+        let Changes { mut examine, names, subtrees } = changes;
+        let Some(watch) = self.watch.as_mut() else {
+            return (Walk::Full("no watch".to_owned()), Listed::default());
+        };
+        watch.since_full += 1;
+        let stat_all: HashSet<Vec<u8>> = std::mem::take(&mut watch.pending).into_iter().collect();
+        examine.extend(std::mem::take(&mut watch.recent));
+        for subtree in &subtrees {
+            watch.forget_subtree(subtree);
+        }
+        let scope = Scope::new(stat_all, names, subtrees);
+        if scope.is_empty() && examine.is_empty() {
+            let listed = Listed { decided: Some(Vec::new()), ..Listed::default() };
+            return (Walk::Watched { examined: 0, listed: 0 }, listed);
+        }
+        let mut decided = Vec::new();
+        let mut listed = if scope.is_empty() {
+            Listed::default()
+        } else {
+            let scope = std::sync::Arc::new(scope.clone());
+            let keep = |path: &[u8]| index.records.contains_key(path) && !examine.contains(path);
+            list(&self.root, &self.state_dir, Some(watch), Some(scope), &keep)
+        };
+        let mut examined = listed.found.len();
+        for path in index.records.keys() {
+            if scope.covers_file(path) {
+                decided.push(path.clone());
+                continue;
+            }
+            if !examine.contains(path) {
+                continue;
+            }
+            decided.push(path.clone());
+            examined += 1;
+            let full = self.root.join(path_of(path));
+            match nix::sys::stat::lstat(&full) {
+                Ok(stat) => {
+                    let kind = stat.st_mode & SFlag::S_IFMT.bits();
+                    let is_symlink = kind == SFlag::S_IFLNK.bits();
+                    if is_symlink || kind == SFlag::S_IFREG.bits() {
+                        listed.found.push(Found {
+                            path: path.clone(),
+                            full,
+                            meta: Meta::of_stat(&stat),
+                            is_symlink,
+                            multi_link: stat.st_nlink > 1,
+                        });
+                    }
+                }
+                // Removed, or below what is no longer a directory: gone.
+                Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => {}
+                Err(errno) => listed.problems.push(format!("{} not read: {errno}", full.display())),
+            }
+        }
+        listed.decided = Some(decided);
+        (Walk::Watched { examined, listed: listed.dirs }, listed)
+    }
+}
+
+/// More directories created, removed or renamed than this since the last checkpoint: the whole
+/// tree is walked (as cheap, and simpler).
+const MAX_SUBTREES: usize = 64;
+
+/// What an incremental walk lists.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scope {
+    /// Directories walked through (every listed directory and its ancestors).
+    descend: HashSet<Vec<u8>>,
+    /// Directories listed with every file `lstat`ed.
+    stat_all: HashSet<Vec<u8>>,
+    /// Directories listed; only their new files, and the files named by events, `lstat`ed.
+    names: HashSet<Vec<u8>>,
+    /// Subtrees listed whole, every file `lstat`ed.
+    subtrees: Vec<Vec<u8>>,
+}
+
+fn parent(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&byte| byte == b'/') {
+        Some(at) => &path[..at],
+        None => b"",
+    }
+}
+
+impl Scope {
+    fn new(stat_all: HashSet<Vec<u8>>, names: HashSet<Vec<u8>>, subtrees: Vec<Vec<u8>>) -> Scope {
+        let mut descend = HashSet::new();
+        for dir in stat_all.iter().chain(&names).chain(&subtrees) {
+            let mut dir: &[u8] = dir;
+            loop {
+                if !descend.insert(dir.to_vec()) {
+                    break;
+                }
+                if dir.is_empty() {
+                    break;
+                }
+                dir = parent(dir);
+            }
+        }
+        Scope { descend, stat_all, names, subtrees }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.descend.is_empty()
+    }
+
+    fn under_subtree(&self, path: &[u8]) -> bool {
+        self.subtrees.iter().any(|subtree| is_at_or_below(path, subtree))
+    }
+
+    fn descends(&self, dir: &[u8]) -> bool {
+        self.descend.contains(dir) || self.under_subtree(dir)
+    }
+
+    /// Whether the directory `dir` is listed: `Some(true)` with every file `lstat`ed.
+    fn lists(&self, dir: &[u8]) -> Option<bool> {
+        if self.stat_all.contains(dir) || self.under_subtree(dir) {
+            Some(true)
+        } else if self.names.contains(dir) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the walk decides on `path` (a file): its directory is listed, or it lies in a
+    /// subtree listed whole (or is one: a directory replaced by a file).
+    fn covers_file(&self, path: &[u8]) -> bool {
+        self.under_subtree(path) || self.lists(parent(path)).is_some()
+    }
+}
+
+/// What a walk found: files `lstat`ed, files kept without (their directory listed for its
+/// names only), problems, directories listed.
+#[derive(Default)]
+struct Listed {
+    found: Vec<Found>,
+    kept: Vec<Vec<u8>>,
+    problems: Vec<String>,
+    dirs: usize,
+    /// For a watched walk, the records it decided on (in a listed directory, or examined);
+    /// every other record is kept as it is. `None`: a full walk, which decides on all.
+    decided: Option<Vec<Vec<u8>>>,
 }
 
 fn summarize(problems: &[String]) -> String {
@@ -310,7 +655,7 @@ fn summarize(problems: &[String]) -> String {
     text.join("; ")
 }
 
-fn now_ns() -> i64 {
+pub(crate) fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|elapsed| elapsed.as_nanos() as i64)
@@ -328,6 +673,8 @@ struct Found {
     full: PathBuf,
     meta: Meta,
     is_symlink: bool,
+    /// More than one hard link: a write through another raises no event in its directory.
+    multi_link: bool,
 }
 
 /// Lists the tracked files and links (the standard ignore rules; `.git` and the state
@@ -335,8 +682,23 @@ struct Found {
 /// and `lstat` are cheap per file, and a parallel walk's coordination cost more than it saved.
 /// Each file is `lstat`ed relative to its directory's handle (`fstatat`), not by its full
 /// path: resolving every component of every path again was a fifth of the time.
-fn list(root: &Path, state_dir: &Path) -> (Vec<Found>, Vec<String>) {
+///
+/// With a `scope`, only its directories are listed (and their ancestors walked through, so the
+/// ignore rules are those of a full walk); a file of a directory listed for its names only is
+/// kept without `lstat` when `keep` says so. Every directory walked is watched, if `watch`.
+fn list(
+    root: &Path,
+    state_dir: &Path,
+    mut watch: Option<&mut Watch>,
+    scope: Option<std::sync::Arc<Scope>>,
+    keep: &dyn Fn(&[u8]) -> bool,
+) -> Listed {
     let state_dir = state_dir.as_os_str().to_owned();
+    let root_length = root.as_os_str().len();
+    let relative = move |path: &Path| -> Vec<u8> {
+        path.as_os_str().as_bytes().get(root_length + 1..).unwrap_or_default().to_vec()
+    };
+    let filter_scope = scope.clone();
     let walker = WalkBuilder::new(root)
         .hidden(false)
         .parents(false)
@@ -347,25 +709,42 @@ fn list(root: &Path, state_dir: &Path) -> (Vec<Found>, Vec<String>) {
         .require_git(false)
         .follow_links(false)
         .filter_entry(move |entry| {
-            entry.file_name() != ".git" && entry.path().as_os_str() != state_dir.as_os_str()
+            if entry.file_name() == ".git" || entry.path().as_os_str() == state_dir.as_os_str() {
+                return false;
+            }
+            let Some(scope) = &filter_scope else { return true };
+            let path = relative(entry.path());
+            if entry.file_type().is_some_and(|file_type| file_type.is_dir()) {
+                scope.descends(&path)
+            } else {
+                scope.lists(parent(&path)).is_some()
+            }
         })
         .build();
-    let root_length = root.as_os_str().len();
-    let mut found = Vec::new();
-    let mut problems = Vec::new();
+    let mut listed = Listed::default();
     // The handles of the directories on the walk's current branch, by depth.
     let mut dirs: Vec<Option<OwnedFd>> = Vec::new();
     for entry in walker {
         let entry = match entry {
             Ok(entry) => entry,
             Err(error) => {
-                problems.push(format!("not walked: {error}"));
+                listed.problems.push(format!("not walked: {error}"));
                 continue;
             }
         };
         let Some(file_type) = entry.file_type() else { continue };
         let depth = entry.depth();
         if file_type.is_dir() {
+            if let Some(watch) = watch.as_deref_mut() {
+                let path = entry.path().as_os_str().as_bytes().get(root_length + 1..);
+                watch.add(path.unwrap_or_default(), entry.path());
+            }
+            if scope.as_ref().is_none_or(|scope| {
+                let path = entry.path().as_os_str().as_bytes().get(root_length + 1..);
+                scope.lists(path.unwrap_or_default()).is_some()
+            }) {
+                listed.dirs += 1;
+            }
             dirs.truncate(depth);
             let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
             let handle = match depth.checked_sub(1).and_then(|parent| dirs.get(parent)) {
@@ -381,6 +760,15 @@ fn list(root: &Path, state_dir: &Path) -> (Vec<Found>, Vec<String>) {
         if !(file_type.is_file() || file_type.is_symlink()) {
             continue;
         }
+        if let Some(scope) = &scope {
+            let Some(path) = entry.path().as_os_str().as_bytes().get(root_length + 1..) else {
+                continue;
+            };
+            if scope.lists(parent(path)) == Some(false) && keep(path) {
+                listed.kept.push(path.to_vec());
+                continue;
+            }
+        }
         let stat = match depth.checked_sub(1).and_then(|parent| dirs.get(parent)) {
             Some(Some(parent)) => fstatat(parent, entry.file_name(), AtFlags::AT_SYMLINK_NOFOLLOW)
                 .map_err(io::Error::from),
@@ -392,7 +780,7 @@ fn list(root: &Path, state_dir: &Path) -> (Vec<Found>, Vec<String>) {
             // Removed since it was listed: not part of this checkpoint.
             Err(cause) if cause.kind() == io::ErrorKind::NotFound => continue,
             Err(cause) => {
-                problems.push(format!("{} not read: {cause}", full.display()));
+                listed.problems.push(format!("{} not read: {cause}", full.display()));
                 continue;
             }
         };
@@ -402,9 +790,15 @@ fn list(root: &Path, state_dir: &Path) -> (Vec<Found>, Vec<String>) {
             continue;
         }
         let Some(path) = full.as_os_str().as_bytes().get(root_length + 1..) else { continue };
-        found.push(Found { path: path.to_vec(), full, meta: Meta::of_stat(&stat), is_symlink });
+        listed.found.push(Found {
+            path: path.to_vec(),
+            full,
+            meta: Meta::of_stat(&stat),
+            is_symlink,
+            multi_link: stat.st_nlink > 1,
+        });
     }
-    (found, problems)
+    listed
 }
 
 /// What reading one path gave: its record (`None`: gone meanwhile), whether it was
@@ -457,7 +851,7 @@ fn read_all(to_read: Vec<Found>, objects: &ObjectStore, config: &CheckpointConfi
 }
 
 fn read_one(found: Found, objects: &ObjectStore, config: &CheckpointConfig) -> Outcome {
-    let Found { path, full, meta, is_symlink } = found;
+    let Found { path, full, meta, is_symlink, .. } = found;
     let outcome = |record: Option<Record>, unreadable: bool, problem: Option<String>| Outcome {
         path: path.clone(),
         record,

@@ -96,7 +96,7 @@ impl Checkpointer {
         target: &Hash,
         latest: Option<&Hash>,
     ) -> Result<RestorePlan, RestoreError> {
-        let before = self.scan()?;
+        let before = self.scan(Some("a restore's plan walks the whole tree"))?;
         let current = self.current_manifest();
         let mut plan = RestorePlan {
             target: *target,

@@ -145,9 +145,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<(Vec<u8>, Entry)>, String> {
     Ok(entries)
 }
 
-/// The trees of a manifest, built bottom-up: `(hash, encoded bytes)` of every directory, the
-/// root last.
-pub(crate) fn build(manifest: &Manifest) -> Vec<(Hash, Vec<u8>)> {
+/// The trees of a manifest (its paths and leaves, in any order), built bottom-up: `(hash,
+/// encoded bytes)` of every directory, the root last.
+pub(crate) fn build<'a>(
+    manifest: impl IntoIterator<Item = (&'a Vec<u8>, &'a Leaf)>,
+) -> Vec<(Hash, Vec<u8>)> {
     #[derive(Default)]
     struct Node<'a> {
         leaves: Vec<(&'a [u8], Entry)>,

@@ -1,6 +1,7 @@
 //! Integration tests of dsh-checkpoint, through its public API on real directories: taking
 //! checkpoints (`take.rs`), restoring them (`restore.rs`), faults (`faults.rs`), collection
-//! (`collect.rs`) and the property test over random sequences of changes (`property.rs`).
+//! (`collect.rs`), the property test over random sequences of changes (`property.rs`), and
+//! the watch's checkpoints against full walks (`watch.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::new_without_default)]
 
 mod collect;
@@ -8,6 +9,7 @@ mod faults;
 mod property;
 mod restore;
 mod take;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -14,14 +14,15 @@ use proptest::prelude::*;
 use crate::{Fixture, Node, snapshot};
 
 /// The files the sequences play with: nested so that files and directories replace each other.
-const SLOTS: &[&str] = &["f1", "f2", "d1/f3", "d1/f4", "d1/d2/f5", "d3/f6", "d1", "d1/d2", "d3"];
+pub(crate) const SLOTS: &[&str] =
+    &["f1", "f2", "d1/f3", "d1/f4", "d1/d2/f5", "d3/f6", "d1", "d1/d2", "d3"];
 /// Ignored by the workspace's `.gitignore`: the restore must never touch them.
 const IGNORED: &[&str] = &["keep.log", "other.log"];
 const MODES: &[u32] = &[0o644, 0o755, 0o600, 0o444];
 const LINK_TARGETS: &[&str] = &["f1", "d1", "../outside", "/nonexistent/abs", "d1/d2/f5"];
 
 #[derive(Debug, Clone)]
-enum Op {
+pub(crate) enum Op {
     /// A write tool or a command writing a file (content chosen by the seed).
     Write {
         slot: usize,
@@ -59,7 +60,7 @@ enum Op {
     },
 }
 
-fn op() -> impl Strategy<Value = Op> {
+pub(crate) fn op() -> impl Strategy<Value = Op> {
     let slot = 0..SLOTS.len();
     prop_oneof![
         4 => (slot.clone(), any::<u8>()).prop_map(|(slot, seed)| Op::Write { slot, seed }),
@@ -112,7 +113,7 @@ fn content(seed: u8) -> Vec<u8> {
     content
 }
 
-fn apply_op(ws: &Path, op: &Op) {
+pub(crate) fn apply_op(ws: &Path, op: &Op) {
     match op {
         Op::Write { slot, seed } => {
             make_parents(ws, SLOTS[*slot]);

@@ -95,7 +95,8 @@ fn files_over_the_cap_are_listed_not_stored() {
     let fixture = Fixture::new();
     fixture.write("small", "s");
     fixture.write("big.bin", &"x".repeat(2000));
-    let mut checkpointer = fixture.open_with(CheckpointConfig { max_file_size: 1000 });
+    let mut checkpointer =
+        fixture.open_with(CheckpointConfig { max_file_size: 1000, ..CheckpointConfig::default() });
     let checkpoint = checkpointer.checkpoint().unwrap();
     assert_eq!(checkpoint.too_large, [("big.bin".into(), 2000)]);
     assert_eq!(checkpoint.files, 2);
