@@ -275,6 +275,10 @@ class CheckpointStoreStatus(_w.WireObject):
     """What crash recovery did at start (a rewind's journal completed), when it did
     anything.
     """
+    watch: str | None = None
+    """Why the store's inotify watch could not be kept (its limit reached), when it could
+    not: every checkpoint then walks the whole tree.
+    """
 
     @classmethod
     def from_json(cls, value: Any) -> CheckpointStoreStatus:
@@ -286,6 +290,7 @@ class CheckpointStoreStatus(_w.WireObject):
             freed=_w.required(o, "freed", _w.integer, "CheckpointStoreStatus"),
             dropped=_w.defaulted(o, "dropped", lambda value: _w.array(value, _w.string), "CheckpointStoreStatus", []),
             recovered=_w.optional(o, "recovered", _w.string, "CheckpointStoreStatus"),
+            watch=_w.optional(o, "watch", _w.string, "CheckpointStoreStatus"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -294,6 +299,8 @@ class CheckpointStoreStatus(_w.WireObject):
             out["dropped"] = self.dropped
         if self.recovered is not None:
             out["recovered"] = self.recovered
+        if self.watch is not None:
+            out["watch"] = self.watch
         return out
 
 

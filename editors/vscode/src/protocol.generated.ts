@@ -844,7 +844,12 @@ freed: number,
  * What crash recovery did at start (a rewind's journal completed), when it did
  * anything.
  */
-recovered?: string, };
+recovered?: string, 
+/**
+ * Why the store's inotify watch could not be kept (its limit reached), when it could
+ * not: every checkpoint then walks the whole tree.
+ */
+watch?: string, };
 
 export type WorkspaceProvenanceParams = { 
 /**

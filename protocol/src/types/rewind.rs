@@ -188,5 +188,10 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub recovered: Option<String>,
+        /// Why the store's inotify watch could not be kept (its limit reached), when it could
+        /// not: every checkpoint then walks the whole tree.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub watch: Option<String>,
     }
 }

@@ -332,6 +332,9 @@ pub async fn status(settings: &Settings) -> anyhow::Result<ExitCode> {
             if let Some(recovered) = &store.recovered {
                 println!("    {recovered}");
             }
+            if let Some(watch) = &store.watch {
+                println!("    every checkpoint walks the whole tree: {watch}");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

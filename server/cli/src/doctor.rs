@@ -272,6 +272,11 @@ fn checkpoint_store(store: &dsh_protocol::CheckpointStoreStatus) -> Check {
         detail.push_str("\n      ");
         detail.push_str(recovered);
     }
+    if let Some(watch) = &store.watch {
+        level = Level::Warn;
+        detail.push_str("\n      every checkpoint walks the whole tree: ");
+        detail.push_str(watch);
+    }
     check("checkpoints", level, detail)
 }
 

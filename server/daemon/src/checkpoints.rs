@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dsh_agent::approval::BoxFuture;
-use dsh_checkpoint::{Checkpoint, CheckpointConfig, Checkpointer, Hash, Recovered};
+use dsh_checkpoint::{Checkpoint, CheckpointConfig, Checkpointer, Hash, Recovered, WatchStatus};
 use dsh_config::CheckpointSettings;
 use dsh_protocol::CheckpointStoreStatus;
 use dsh_session::{CheckpointReason, EventData, TooLargeFile, WorkspaceCheckpoint};
@@ -103,6 +103,7 @@ impl Checkpoints {
                     dropped: state.status.dropped.clone(),
                     freed: state.status.freed,
                     recovered: state.status.recovered.clone(),
+                    watch: state.status.watch.clone(),
                 })
             })
             .collect();
@@ -158,6 +159,8 @@ struct StoreStatus {
     dropped: Vec<String>,
     freed: u64,
     recovered: Option<String>,
+    /// Why the watch could not be kept, once it could not.
+    watch: Option<String>,
 }
 
 impl WorkspaceCheckpoints {
@@ -192,7 +195,11 @@ impl WorkspaceCheckpoints {
         state.status.budget = settings.budget.value;
         if state.checkpointer.is_none() || state.max_file_size != settings.max_file_size.value {
             let first = state.checkpointer.is_none();
-            let config = CheckpointConfig { max_file_size: settings.max_file_size.value };
+            // Watched (the default): a checkpoint examines what the kernel reported changed.
+            let config = CheckpointConfig {
+                max_file_size: settings.max_file_size.value,
+                ..CheckpointConfig::default()
+            };
             let mut checkpointer =
                 Checkpointer::open(&self.root, &self.store.checkpoints_dir(), config)
                     .map_err(|error| format!("opening the workspace's checkpoints: {error}"))?;
@@ -321,7 +328,19 @@ impl WorkspaceCheckpoints {
             return None;
         }
         let taken = self.with(|checkpointer, state| {
-            let checkpoint = checkpointer.checkpoint();
+            // A turn's end walks the whole tree: what a watch cannot see (a write through a
+            // shared mmap, through a hard link from outside) is then caught within a turn.
+            let checkpoint = if reason == CheckpointReason::TurnEnd {
+                checkpointer.checkpoint_full()
+            } else {
+                checkpointer.checkpoint()
+            };
+            if let WatchStatus::Unavailable(why) = checkpointer.watch_status()
+                && state.status.watch.is_none()
+            {
+                tracing::warn!(workspace = %self.root.display(), "checkpoints walk the tree: {why}");
+                state.status.watch = Some(why);
+            }
             if let Ok(checkpoint) = &checkpoint {
                 state.latest = Some(checkpoint.root);
                 state.taken += 1;

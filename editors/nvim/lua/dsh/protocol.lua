@@ -129,6 +129,7 @@ M.event_kinds = {
 ---@field dropped? string[] Checkpoints dropped by the last collection to keep within the budget, oldest first (their roots); a rewind to them is refused.
 ---@field freed integer Bytes the last collection freed.
 ---@field recovered? string What crash recovery did at start (a rewind's journal completed), when it did anything.
+---@field watch? string Why the store's inotify watch could not be kept (its limit reached), when it could not: every checkpoint then walks the whole tree.
 ---@field workspace string The workspace.
 
 --- The error data of a rewind refused because the checkpoint cannot be restored (`checkpointUnavailable`).
