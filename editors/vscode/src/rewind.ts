@@ -106,9 +106,16 @@ export function busyMessage(e: RpcError): string {
   return `dsh: cannot rewind now: ${e.message}`;
 }
 
+/** An error's `data`, as the protocol types it for the error's code (`errorData` in the
+ * schema): an error's, never an event's. */
+function errorData<T>(e: RpcError): T | undefined {
+  const data: unknown = e.data;
+  return data === undefined || data === null ? undefined : (data as T);
+}
+
 /** A rewind that failed part-way, with which files are in which state. */
 export function failedMessage(e: RpcError): string {
-  const data = e.data as RewindFailedData | undefined;
+  const data = errorData<RewindFailedData>(e);
   if (!data) {
     return e.message;
   }
@@ -140,7 +147,7 @@ export async function rewind(client: Pick<DshClient, "rewind">, target: RewindTa
     if (!(e instanceof RpcError && e.code === ErrorCodes.rewindConflict)) {
       return refused(e, busy(e));
     }
-    const conflicts = (e.data as RewindConflictData | undefined)?.conflicts ?? [];
+    const conflicts = errorData<RewindConflictData>(e)?.conflicts ?? [];
     const message = `Since you confirmed, ${conflicts.length === 1 ? "a file was" : `${conflicts.length} files were`} changed by someone other than the agent: ${list(conflicts)}. Overwrite ${conflicts.length === 1 ? "it" : "them"}?`;
     if (!(await ui.overwrite(conflicts, message))) {
       return { kind: "cancelled", plan };
