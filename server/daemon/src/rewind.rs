@@ -350,13 +350,32 @@ fn refuse(plan: &RestorePlan, force: bool, dry_run: bool) -> ApiResult<()> {
     Ok(())
 }
 
+/// Up to ten paths for a message, and how many more (the error's data has them all).
+fn listed(paths: &[String]) -> String {
+    let mut text = paths.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
+    if paths.len() > 10 {
+        text.push_str(&format!(" and {} more", paths.len() - 10));
+    }
+    text
+}
+
 /// A restore error as the API's: its code, its message, and the data a client acts on.
 fn refusal(error: RestoreError) -> ApiError {
     let message = error.to_string();
     let texts = |paths: &[PathBuf]| paths.iter().map(|path| path_text(path)).collect::<Vec<_>>();
     match error {
-        RestoreError::Conflicts(paths) => ApiError::new(code::REWIND_CONFLICT, message)
-            .with_data(RewindConflictData { conflicts: texts(&paths) }),
+        RestoreError::Conflicts(paths) => {
+            let conflicts = texts(&paths);
+            let message = format!(
+                "{} file(s) changed since the last checkpoint by someone other than the agent \
+                 would be overwritten: {} (to overwrite them: `dsh rewind --force`, `force: \
+                 true` in the API)",
+                conflicts.len(),
+                listed(&conflicts)
+            );
+            ApiError::new(code::REWIND_CONFLICT, message)
+                .with_data(RewindConflictData { conflicts })
+        }
         RestoreError::MissingObjects(hashes) => {
             ApiError::new(code::CHECKPOINT_UNAVAILABLE, message).with_data(
                 CheckpointUnavailableData {
