@@ -244,6 +244,35 @@ async fn a_file_the_user_changed_refuses_the_rewind_until_forced() {
     env.assert_audit_ok(fork).await;
 }
 
+/// A user's edit stays a conflict for a session's rewind after another session of the workspace
+/// took a checkpoint that recorded it (and what that session's agent wrote is one too): a
+/// rewind measures conflicts from the state the rewound session's agent last left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_sessions_checkpoint_does_not_hide_a_users_edit_from_a_rewind() {
+    let env = Env::new().await;
+    let session = setup(&env).await;
+    write(&env.workspace, "a.txt", "the user's\n");
+    env.script(json!([
+        tool_reply("Write.", "write_file", json!({ "path": "other.txt", "content": "other\n" })),
+        { "content": "Written." },
+    ]))
+    .await;
+    let (other, output) = env.prompt_new("Write another file.").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let recorded = checkpoints(&env.events(&other));
+    assert!(
+        recorded.iter().any(|(_, checkpoint)| checkpoint.reason == CheckpointReason::Step),
+        "the other session took no checkpoint before its write: {recorded:?}"
+    );
+
+    let conn = env.client().await;
+    let answer = conn.request("session/rewind", json!({ "sessionId": session, "step": 1 })).await;
+    assert_eq!(answer["error"]["code"], 1015, "{answer}");
+    assert_eq!(answer["error"]["data"]["conflicts"], json!(["a.txt", "other.txt"]), "{answer}");
+    assert_eq!(read(&env.workspace, "a.txt").as_deref(), Some("the user's\n"));
+    assert_eq!(read(&env.workspace, "other.txt").as_deref(), Some("other\n"));
+}
+
 /// `--files` restores the files and the session itself continues: its next request carries
 /// the logged note of what changed under the agent. `--conversation` forks and touches no file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -249,12 +249,6 @@ impl Agent {
         Ok(())
     }
 
-    /// Whether a call of the tool `name` may change files: anything not known to only read
-    /// (write tools, commands, every MCP tool, an unknown name).
-    fn may_change_files(&self, name: &str) -> bool {
-        self.toolbox.access(name) != Some(crate::tools::Access::Read)
-    }
-
     /// Adds tools from outside the toolbox (the daemon's MCP servers).
     pub fn set_external_tools(&mut self, external: Arc<dyn ExternalTools>) {
         self.external = Some(external);
@@ -678,15 +672,21 @@ impl Agent {
 
         // The workspace as the step found it, before any of its tools can change it: what a
         // rewind to this step restores (logged inside the step, before the first `tool/call`).
-        if calls.iter().any(|call| self.may_change_files(&call.name)) {
+        if calls.iter().any(|call| crate::tools::may_change_files(&call.name)) {
             self.checkpoint(session, Some(step), CheckpointReason::Step).await?;
         }
         // Tools, inside the step: every call is answered before step/end.
         for call in &calls {
             let (result, plan) = self.run_tool(session, step, call, cancel).await?;
-            session.append(EventData::ToolResult(result)).await?;
-            if let Some(plan) = plan {
-                session.append(EventData::PlanUpdate(plan)).await?;
+            match plan {
+                // The plan follows its result at once: a client's steering never lands between.
+                Some(plan) => {
+                    let events = vec![EventData::ToolResult(result), EventData::PlanUpdate(plan)];
+                    session.append_all(events).await?;
+                }
+                None => {
+                    session.append(EventData::ToolResult(result)).await?;
+                }
             }
         }
         session.append(EventData::StepEnd(StepEnd { step, finish_reason, usage })).await?;

@@ -48,6 +48,10 @@ enum Command {
         data: EventData,
         reply: oneshot::Sender<Result<Event, StoreError>>,
     },
+    AppendAll {
+        data: Vec<EventData>,
+        reply: oneshot::Sender<Result<Vec<Event>, StoreError>>,
+    },
     AppendUnless {
         data: EventData,
         unless: Condition,
@@ -79,6 +83,7 @@ impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Command::Append { .. } => "Append",
+            Command::AppendAll { .. } => "AppendAll",
             Command::AppendUnless { .. } => "AppendUnless",
             Command::BeginStep { .. } => "BeginStep",
             Command::Query(_) => "Query",
@@ -111,6 +116,24 @@ async fn run_owner(mut log: LiveLog, mut commands: mpsc::Receiver<Command>) {
                     let _ = events.send(event.clone());
                 }
                 let _ = reply.send(result);
+            }
+            Command::AppendAll { data, reply } => {
+                // One command: no other event (a client's steering) lands between these.
+                let mut appended = Vec::with_capacity(data.len());
+                let mut result = Ok(());
+                for data in data {
+                    match log.append(data).cloned() {
+                        Ok(event) => {
+                            let _ = events.send(event.clone());
+                            appended.push(event);
+                        }
+                        Err(error) => {
+                            result = Err(error);
+                            break;
+                        }
+                    }
+                }
+                let _ = reply.send(result.map(|()| appended));
             }
             Command::AppendUnless { data, unless, reply } => {
                 // The check and the append are one command: nothing can land between them.
@@ -176,6 +199,14 @@ impl SessionHandle {
     pub async fn append(&self, data: EventData) -> Result<Event, AgentError> {
         let (reply, answer) = oneshot::channel();
         self.send(Command::Append { data, reply }).await?;
+        Ok(answer.await.map_err(|_| AgentError::SessionClosed)??)
+    }
+
+    /// Appends every event of `data` in order, in one owner command: nothing is appended
+    /// between them. Stops at the first that fails.
+    pub async fn append_all(&self, data: Vec<EventData>) -> Result<Vec<Event>, AgentError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::AppendAll { data, reply }).await?;
         Ok(answer.await.map_err(|_| AgentError::SessionClosed)??)
     }
 

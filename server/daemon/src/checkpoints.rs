@@ -144,9 +144,13 @@ pub(crate) struct State {
     checkpointer: Option<Checkpointer>,
     /// The size cap the checkpointer was opened with.
     max_file_size: u64,
-    /// The workspace's latest checkpoint: what a rewind's conflicts are measured against
-    /// (changed since then by someone other than the agent).
+    /// The workspace's latest checkpoint, by any session: what a rewind's conflicts are
+    /// measured against when nothing better is known of the rewound session.
     pub(crate) latest: Option<Hash>,
+    /// Per session, the state its agent last left (its latest checkpoint) or a rewind put in
+    /// place: a rewind's conflicts are what changed since, by anyone else — the user, or another
+    /// session's agent (whose checkpoint must not absorb a user's edit into "known").
+    pub(crate) known: HashMap<String, Hash>,
     /// Checkpoints taken since the last collection.
     taken: u32,
     status: StoreStatus,
@@ -317,9 +321,17 @@ impl WorkspaceCheckpoints {
         }
     }
 
-    /// Takes a checkpoint now (blocking), unless checkpoints are off here; the event to log.
+    /// Records that `session`'s files are `root` as far as its agent knows (a rewind put them
+    /// there).
+    pub(crate) fn note(&self, session: &str, root: Hash) {
+        lock(&self.state).known.insert(session.to_owned(), root);
+    }
+
+    /// Takes a checkpoint for `session` now (blocking), unless checkpoints are off here; the
+    /// event to log.
     pub(crate) fn take(
         &self,
+        session: &str,
         step: Option<u64>,
         reason: CheckpointReason,
     ) -> Option<WorkspaceCheckpoint> {
@@ -343,6 +355,7 @@ impl WorkspaceCheckpoints {
             }
             if let Ok(checkpoint) = &checkpoint {
                 state.latest = Some(checkpoint.root);
+                state.known.insert(session.to_owned(), checkpoint.root);
                 state.taken += 1;
             }
             checkpoint
@@ -398,7 +411,7 @@ pub(crate) fn event_of(
 }
 
 /// The loop's checkpoints seam over a workspace's checkpoints.
-pub(crate) struct Seam(pub(crate) Arc<WorkspaceCheckpoints>);
+pub(crate) struct Seam(pub(crate) Arc<WorkspaceCheckpoints>, pub(crate) String);
 
 impl dsh_agent::Checkpoints for Seam {
     fn checkpoint(
@@ -407,8 +420,12 @@ impl dsh_agent::Checkpoints for Seam {
         reason: CheckpointReason,
     ) -> BoxFuture<'static, Option<WorkspaceCheckpoint>> {
         let workspace = Arc::clone(&self.0);
+        let session = self.1.clone();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || workspace.take(step, reason)).await.ok().flatten()
+            tokio::task::spawn_blocking(move || workspace.take(&session, step, reason))
+                .await
+                .ok()
+                .flatten()
         })
     }
 }

@@ -410,7 +410,10 @@ impl Daemon {
                 );
                 agent.set_external_tools(live.mcp_tools.clone());
                 let workspace = daemon.checkpoints.workspace(&root_for_checkpoints);
-                agent.set_checkpoints(Arc::new(crate::checkpoints::Seam(workspace)));
+                agent.set_checkpoints(Arc::new(crate::checkpoints::Seam(
+                    workspace,
+                    live.id.clone(),
+                )));
                 agent.share_wire_cache(Arc::clone(&live.loop_wire));
                 agent
             });

@@ -10,7 +10,7 @@
 //! `workspace/rewind` and continues; a files-only rewind logs it in the session itself, whose
 //! next request carries the loop's usual note of the files changed under the agent.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_checkpoint::{Hash, RestoreError, RestorePlan};
@@ -92,29 +92,54 @@ fn entries_of(events: &[Event]) -> Vec<CheckpointEntry> {
 struct Target {
     /// The step (a step rewind).
     step: Option<u64>,
+    /// The state the session's agent last left, from its log: its latest checkpoint (not one
+    /// taken before a rewind), or what a files rewind of it put in place.
+    known: Option<String>,
     /// The checkpoint, when there is one.
     checkpoint: Option<WorkspaceCheckpoint>,
 }
 
-/// The checkpoint of step `step`: the first `workspace/checkpoint` after its `step/start` (by
-/// construction no file-changing tool ran between them), else the turn-end one — never past
-/// the next turn's start. `Err` when the session has no such step.
+/// The checkpoint of step `step`: the first `workspace/checkpoint` after its `step/start`, else
+/// the turn-end one — never past the next turn's start — provided no tool that may change files
+/// was called before it (a checkpoint that could not be taken, or checkpoints turned on
+/// mid-turn, would otherwise name a later state: then there is none). `None` when the session
+/// has no such step.
 fn step_target(events: &[Event], step: u64) -> Option<Option<WorkspaceCheckpoint>> {
     let start = events.iter().position(
         |event| matches!(&event.data, EventData::StepStart(start) if start.step == step),
     )?;
+    let mut changed_files = false;
     let checkpoint = events[start..]
         .iter()
         .take_while(|event| !matches!(event.data, EventData::TurnStart(_)))
         .find_map(|event| match &event.data {
+            EventData::ToolCall(call) if dsh_agent::tools::may_change_files(&call.name) => {
+                changed_files = true;
+                None
+            }
             EventData::WorkspaceCheckpoint(checkpoint)
                 if checkpoint.reason != CheckpointReason::Rewind =>
             {
-                Some(checkpoint.clone())
+                Some((!changed_files).then(|| checkpoint.clone()))
             }
             _ => None,
         });
-    Some(checkpoint)
+    Some(checkpoint.flatten())
+}
+
+/// The state the session's agent last left, from its log (see [`Target::known`]).
+fn known(events: &[Event]) -> Option<String> {
+    events.iter().rev().find_map(|event| match &event.data {
+        EventData::WorkspaceCheckpoint(checkpoint)
+            if checkpoint.reason != CheckpointReason::Rewind =>
+        {
+            Some(checkpoint.root.clone())
+        }
+        EventData::WorkspaceRewind(WorkspaceRewind { files: true, checkpoint, .. }) => {
+            checkpoint.clone()
+        }
+        _ => None,
+    })
 }
 
 /// The checkpoint a seq names: a `workspace/checkpoint`, or the state before a conversation
@@ -174,37 +199,26 @@ pub async fn session_rewind(
     if live.is_running() {
         return Err(busy(&live));
     }
-    // Another session's turn in the same workspace may be changing its files right now.
+    // A turn a crash cut is closed first, as the next turn would: the rewind's events then
+    // sit outside every step and turn.
+    dsh_agent::close_interrupted(&live.handle).await?;
     let workspace_root = live.toolbox.workspace().root().to_path_buf();
-    if files
-        && !dry_run
-        && let Some(other) = daemon.loaded().into_iter().find(|other| {
-            other.id != live.id
-                && other.is_running()
-                && other.toolbox.workspace().root() == workspace_root
-        })
-    {
-        return Err(ApiError::new(
-            code::SESSION_BUSY,
-            format!(
-                "session {} of the same workspace is running a turn whose tools may change its \
-                 files: cancel it first (`dsh cancel {}`), then rewind",
-                other.id, other.id
-            ),
-        ));
-    }
     let target = live
         .handle
         .query(move |session| {
             let events = session.events();
             match (step, by_seq) {
                 (Some(step), _) => step_target(events, step)
-                    .map(|checkpoint| Target { step: Some(step), checkpoint })
+                    .map(|checkpoint| Target { step: Some(step), known: known(events), checkpoint })
                     .ok_or_else(|| {
                         ApiError::out_of_range(format!("the session has no step {step}"))
                     }),
                 (None, Some(seq)) => seq_target(events, seq)
-                    .map(|checkpoint| Target { step: None, checkpoint: Some(checkpoint) })
+                    .map(|checkpoint| Target {
+                        step: None,
+                        known: known(events),
+                        checkpoint: Some(checkpoint),
+                    })
                     .map_err(ApiError::out_of_range),
                 (None, None) => Err(ApiError::invalid_params("give `step` or `checkpoint`")),
             }
@@ -230,8 +244,8 @@ pub async fn session_rewind(
             return Err(ApiError::new(
                 code::CHECKPOINT_UNAVAILABLE,
                 format!(
-                    "step {step} has no checkpoint: checkpoints were off when it ran, or it \
-                     ran before them (rewind the conversation only with conversation: false \
+                    "step {step} has no checkpoint: checkpoints were off when it ran, it ran \
+                     before them, or it could not be taken (the daemon log says why; rewind the conversation only with conversation: false \
                      files, `dsh rewind --conversation`)"
                 ),
             )
@@ -243,11 +257,22 @@ pub async fn session_rewind(
         let workspace = daemon.checkpoints.workspace(live.toolbox.workspace().root());
         let handle = live.handle.clone();
         let runtime = tokio::runtime::Handle::current();
+        let (daemon_now, rewound) = (Arc::clone(&daemon), id.clone());
+        let known: Option<Hash> = target.known.as_deref().and_then(|root| root.parse().ok());
         let restored = blocking(move || {
             workspace
                 .with(|checkpointer, state| -> ApiResult<Restored> {
+                    // Checked under the workspace's lock, which another session's
+                    // file-changing tools wait for (their checkpoint comes first): none starts
+                    // changing files until this rewind is done.
+                    if !dry_run {
+                        other_turn(&daemon_now, &rewound, &workspace_root)?;
+                    }
+                    // Conflicts: what changed since the state this session's agent last left
+                    // (or a rewind of it put in place) — by the user or by another session.
+                    let baseline = state.known.get(&rewound).copied().or(known).or(state.latest);
                     let plan =
-                        checkpointer.plan(&target_root, state.latest.as_ref()).map_err(refusal)?;
+                        checkpointer.plan(&target_root, baseline.as_ref()).map_err(refusal)?;
                     refuse(&plan, force, dry_run)?;
                     if dry_run {
                         return Ok(Restored { plan, before_seq: None });
@@ -260,6 +285,7 @@ pub async fn session_rewind(
                         .seq;
                     checkpointer.apply(&plan, force).map_err(refusal)?;
                     state.latest = Some(target_root);
+                    state.known.insert(rewound.clone(), target_root);
                     Ok(Restored { plan, before_seq: Some(before_seq) })
                 })
                 .map_err(ApiError::store)?
@@ -300,6 +326,9 @@ pub async fn session_rewind(
                 .await?
         };
         fork.handle.append(EventData::WorkspaceRewind(rewind)).await?;
+        if files && let Some(root) = result.checkpoint.as_deref().and_then(|r| r.parse().ok()) {
+            daemon.checkpoints.workspace(live.toolbox.workspace().root()).note(&fork.id, root);
+        }
         result.session_id = fork.id.clone();
     } else {
         live.handle.append(EventData::WorkspaceRewind(rewind)).await?;
@@ -313,6 +342,27 @@ pub async fn session_rewind(
         "rewound"
     );
     Ok(result)
+}
+
+/// Refuses while another session of the workspace runs a turn: its tools may be changing the
+/// files right now.
+fn other_turn(daemon: &Daemon, rewound: &str, workspace_root: &Path) -> ApiResult<()> {
+    let running = daemon.loaded().into_iter().find(|other| {
+        other.id != rewound
+            && other.is_running()
+            && other.toolbox.workspace().root() == workspace_root
+    });
+    match running {
+        Some(other) => Err(ApiError::new(
+            code::SESSION_BUSY,
+            format!(
+                "session {} of the same workspace is running a turn whose tools may change its \
+                 files: cancel it first (`dsh cancel {}`), then rewind",
+                other.id, other.id
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// What the files' part of a rewind did (or, dry, would do).
@@ -429,4 +479,84 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|_| ApiError::store("a blocking task of the daemon panicked"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use dsh_session::{StepStart, ToolCallStarted, TurnStart};
+
+    use super::*;
+
+    fn events(data: Vec<EventData>) -> Vec<Event> {
+        data.into_iter()
+            .enumerate()
+            .map(|(seq, data)| Event { seq: seq as u64, time: 0, data })
+            .collect()
+    }
+
+    fn call(step: u64, name: &str) -> EventData {
+        EventData::ToolCall(ToolCallStarted {
+            step,
+            call_id: format!("call_{step}"),
+            name: name.to_owned(),
+            unconfined: false,
+        })
+    }
+
+    fn checkpoint(step: Option<u64>, reason: CheckpointReason, root: &str) -> EventData {
+        EventData::WorkspaceCheckpoint(WorkspaceCheckpoint {
+            step,
+            reason,
+            root: root.to_owned(),
+            files: 1,
+            changed: Vec::new(),
+            too_large: Vec::new(),
+            incomplete: None,
+        })
+    }
+
+    fn start(step: u64) -> EventData {
+        EventData::StepStart(StepStart { step, turn: 1 })
+    }
+
+    fn root(found: Option<Option<WorkspaceCheckpoint>>) -> Option<Option<String>> {
+        found.map(|checkpoint| checkpoint.map(|checkpoint| checkpoint.root))
+    }
+
+    #[test]
+    fn a_steps_checkpoint_is_the_first_after_its_start_when_no_write_came_before_it() {
+        let log = events(vec![
+            EventData::TurnStart(TurnStart { turn: 1 }),
+            start(1),
+            call(1, "read_file"),
+            start(2),
+            checkpoint(Some(2), CheckpointReason::Step, "two"),
+            call(2, "write_file"),
+            checkpoint(None, CheckpointReason::TurnEnd, "end"),
+        ]);
+        // Step 1 only read: step 2's checkpoint is the workspace as step 1 found it.
+        assert_eq!(root(step_target(&log, 1)), Some(Some("two".to_owned())));
+        assert_eq!(root(step_target(&log, 2)), Some(Some("two".to_owned())));
+        assert_eq!(root(step_target(&log, 3)), None);
+    }
+
+    #[test]
+    fn a_write_before_any_checkpoint_leaves_the_step_without_one() {
+        // Step 1's checkpoint could not be taken: its write ran first; the turn end's
+        // checkpoint holds what step 1 wrote and must not stand for "before step 1".
+        let log = events(vec![
+            EventData::TurnStart(TurnStart { turn: 1 }),
+            start(1),
+            call(1, "run_command"),
+            checkpoint(None, CheckpointReason::TurnEnd, "end"),
+        ]);
+        assert_eq!(root(step_target(&log, 1)), Some(None));
+        // A plan update changes no file.
+        let planned = events(vec![
+            start(1),
+            call(1, "update_plan"),
+            checkpoint(None, CheckpointReason::TurnEnd, "end"),
+        ]);
+        assert_eq!(root(step_target(&planned, 1)), Some(Some("end".to_owned())));
+    }
 }

@@ -140,6 +140,13 @@ pub enum RunAs {
     Unconfined,
 }
 
+/// Whether a call of the tool `name` may change files: anything not known to only read or to
+/// only keep the plan (the write tools, commands, every MCP tool, an unknown name). What a
+/// checkpoint is taken before, and what a rewind's target must come before.
+pub fn may_change_files(name: &str) -> bool {
+    !matches!(Tool::from_name(name).map(Tool::access), Some(Access::Read | Access::Plan))
+}
+
 /// The built-in tools, in name order (the order of [`Toolbox::schemas`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Tool {

@@ -50,6 +50,9 @@ pub async fn rewind(settings: &Settings, options: RewindOptions) -> anyhow::Resu
             "deleted": result.deleted,
             "conflicts": result.conflicts,
             "notRestorable": result.not_restorable,
+            "incomplete": result.incomplete,
+            "checkpoint": result.checkpoint,
+            "beforeSeq": result.before_seq,
             "dryRun": result.dry_run,
         });
         print_json(&summary)?;
