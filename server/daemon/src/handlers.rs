@@ -464,7 +464,7 @@ async fn with_log<R: Send + 'static>(
 }
 
 /// Loads a session on the blocking pool (opening a log reads and folds it).
-async fn load(daemon: &Arc<Daemon>, id: &str) -> ApiResult<Arc<LiveSession>> {
+pub(crate) async fn load(daemon: &Arc<Daemon>, id: &str) -> ApiResult<Arc<LiveSession>> {
     let live = {
         let daemon = Arc::clone(daemon);
         let id = id.to_owned();
@@ -474,7 +474,8 @@ async fn load(daemon: &Arc<Daemon>, id: &str) -> ApiResult<Arc<LiveSession>> {
     Ok(live)
 }
 
-async fn blocking<T: Send + 'static>(
+/// Runs `work` on the blocking pool; a panic there is a store error, not the daemon's end.
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
     tokio::task::spawn_blocking(work)

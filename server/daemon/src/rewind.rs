@@ -24,6 +24,7 @@ use dsh_session::{CheckpointReason, Event, EventData, WorkspaceCheckpoint, Works
 use crate::checkpoints::{event_of, path_text};
 use crate::daemon::{Daemon, ForkAt};
 use crate::error::{ApiError, ApiResult};
+use crate::handlers::{blocking, load};
 
 /// `session/checkpoints`: the session's checkpoints, oldest first, each with whether the
 /// workspace's store still has it.
@@ -460,25 +461,6 @@ fn refusal(error: RestoreError) -> ApiError {
             ApiError::store(message)
         }
     }
-}
-
-/// Loads a session on the blocking pool.
-async fn load(daemon: &Arc<Daemon>, id: &str) -> ApiResult<Arc<crate::live::LiveSession>> {
-    let live = {
-        let daemon = Arc::clone(daemon);
-        let id = id.to_owned();
-        blocking(move || daemon.session(&id)).await?
-    };
-    daemon.enforce_budget().await;
-    Ok(live)
-}
-
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> ApiResult<T> + Send + 'static,
-) -> ApiResult<T> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|_| ApiError::store("a blocking task of the daemon panicked"))?
 }
 
 #[cfg(test)]
