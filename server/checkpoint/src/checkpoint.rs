@@ -909,7 +909,7 @@ fn read_one(found: Found, objects: &ObjectStore, config: &CheckpointConfig) -> O
     }
 }
 
-enum Read {
+pub(crate) enum Read {
     /// The content and the metadata of the file it was read from.
     Content(Vec<u8>, Meta),
     TooLarge(Meta),
@@ -921,7 +921,7 @@ enum Read {
 /// The file opened must be the one the walk saw (`seen`: its device and inode, stat'ed through
 /// its directory's handle): a directory on the path swapped for a link since would otherwise
 /// copy a file from outside the workspace into the checkpoint (and a rewind into the tree).
-fn read_capped(path: &Path, cap: u64, seen: &Meta) -> io::Result<Read> {
+pub(crate) fn read_capped(path: &Path, cap: u64, seen: &Meta) -> io::Result<Read> {
     let flags = OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
     let file = match OpenOptions::new().read(true).custom_flags(flags.bits()).open(path) {
         Ok(file) => file,
@@ -952,23 +952,4 @@ fn read_capped(path: &Path, cap: u64, seen: &Meta) -> io::Result<Read> {
         return Ok(Read::TooLarge(meta));
     }
     Ok(Read::Content(content, meta))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_file_replaced_after_the_walk_saw_it_is_not_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let (inside, outside) = (dir.path().join("inside"), dir.path().join("outside"));
-        fs::write(&inside, "the workspace's\n").unwrap();
-        fs::write(&outside, "a secret\n").unwrap();
-        let seen = Meta::of(&fs::symlink_metadata(&inside).unwrap());
-        assert!(matches!(read_capped(&inside, 1024, &seen), Ok(Read::Content(..))));
-        // What the path names now is another file (as after a directory on it was swapped).
-        fs::rename(&outside, &inside).unwrap();
-        let read = read_capped(&inside, 1024, &seen);
-        assert!(read.as_ref().is_err_and(|error| error.to_string().contains("replaced")));
-    }
 }

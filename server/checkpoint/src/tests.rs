@@ -261,3 +261,18 @@ fn replaying_a_finished_journal_that_replaced_a_directory_by_a_file_is_harmless(
     assert!(matches!(again, Recovered::Completed { .. }), "{again:?}");
     assert_eq!(fs::read_to_string(ws.join("x")).unwrap(), "x was a file");
 }
+
+#[test]
+fn a_file_replaced_after_the_walk_saw_it_is_not_read() {
+    use crate::checkpoint::{Read, read_capped};
+    let dir = tempfile::tempdir().unwrap();
+    let (inside, outside) = (dir.path().join("inside"), dir.path().join("outside"));
+    fs::write(&inside, "the workspace's\n").unwrap();
+    fs::write(&outside, "a secret\n").unwrap();
+    let seen = Meta::of(&fs::symlink_metadata(&inside).unwrap());
+    assert!(matches!(read_capped(&inside, 1024, &seen), Ok(Read::Content(..))));
+    // What the path names now is another file (as after a directory on it was swapped).
+    fs::rename(&outside, &inside).unwrap();
+    let read = read_capped(&inside, 1024, &seen);
+    assert!(read.as_ref().is_err_and(|error| error.to_string().contains("replaced")));
+}
