@@ -294,6 +294,7 @@ pub fn tool_kind(name: &str) -> ToolKind {
         "edit_file" | "write_file" => ToolKind::Edit,
         "grep" | "glob" => ToolKind::Search,
         "run_command" => ToolKind::Execute,
+        "web_fetch" => ToolKind::Fetch,
         dsh_protocol::UPDATE_PLAN_TOOL => ToolKind::Think,
         _ => ToolKind::Other,
     }

@@ -514,6 +514,9 @@ impl Agent {
             self.turn_floor = Some(self.config.approvals.clone());
         }
         self.user_approvals = endpoint.user_approvals.clone();
+        if let Some(web) = &endpoint.web {
+            self.config.web = web.clone();
+        }
         // Waiting for MCP servers that are starting: a cancel ends the wait (nothing of the step
         // is logged yet but the wait itself).
         let Some(tools) = self.tool_schemas(session, cancel).await? else {

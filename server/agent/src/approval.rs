@@ -35,6 +35,8 @@ pub struct ApprovalPolicy {
     pub write: Policy,
     /// `run_command`; default `ask`.
     pub command: Policy,
+    /// `web_fetch`; default `ask`.
+    pub web: Policy,
     /// MCP tools, beating each server's own `approval`; `None`: the server's.
     pub mcp: Option<Policy>,
     /// Per-tool overrides.
@@ -47,6 +49,7 @@ impl Default for ApprovalPolicy {
             read: Policy::Auto,
             write: Policy::Ask,
             command: Policy::Ask,
+            web: Policy::Ask,
             mcp: None,
             per_tool: BTreeMap::new(),
         }
@@ -60,6 +63,7 @@ impl ApprovalPolicy {
             read: Policy::Auto,
             write: Policy::Auto,
             command: Policy::Auto,
+            web: Policy::Auto,
             mcp: Some(Policy::Auto),
             per_tool: BTreeMap::new(),
         }
@@ -82,6 +86,7 @@ impl ApprovalPolicy {
             Access::Read => self.read,
             Access::Write => self.write,
             Access::Command => self.command,
+            Access::Web => self.web,
             // The plan touches nothing outside the session: it never asks by class.
             Access::Plan => Policy::Auto,
         }

@@ -12,6 +12,7 @@ use dsh_session::{LlmCallConfig, Price, WireFormat};
 use crate::approval::ApprovalPolicy;
 use crate::compact::ContextConfig;
 use crate::prompt::InstructionPolicy;
+use crate::tools::WebSettings;
 
 /// What the configuration says, now, about one profile and model.
 #[derive(Clone, Debug)]
@@ -33,6 +34,8 @@ pub struct Endpoint {
     pub instruction_files: Option<Vec<String>>,
     /// What an edit of an instruction file does; `None` keeps the loop's own policy.
     pub instruction_policy: Option<InstructionPolicy>,
+    /// `web_fetch`'s rules and limits (`[web]`) as configured now; `None` keeps the loop's own.
+    pub web: Option<WebSettings>,
     /// The model's prices, as configured now (`None`: no price known): what a step costs, as
     /// `session/usage` prices it, when the turn has a cost budget.
     pub price: Option<Price>,
@@ -59,6 +62,7 @@ impl Endpoints for DeepSeek {
             user_approvals: None,
             instruction_files: None,
             instruction_policy: None,
+            web: None,
             price: None,
             label: self.url().to_owned(),
         })

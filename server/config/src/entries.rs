@@ -153,6 +153,20 @@ impl Config {
             checkpoints.budget.value.to_string(),
             &checkpoints.budget.source,
         );
+        let web = &self.web;
+        put("web.allow".to_owned(), web.allow.value.to_string(), &web.allow.source);
+        let hosts = web.allow_hosts.value.iter().map(|h| quoted(h)).collect::<Vec<_>>();
+        put(
+            "web.allow_hosts".to_owned(),
+            format!("[{}]", hosts.join(", ")),
+            &web.allow_hosts.source,
+        );
+        put(
+            "web.timeout_secs".to_owned(),
+            web.timeout_secs.value.to_string(),
+            &web.timeout_secs.source,
+        );
+        put("web.max_bytes".to_owned(), web.max_bytes.value.to_string(), &web.max_bytes.source);
         for (name, server) in &self.mcp {
             let at = |field: &str| format!("mcp.servers.{name}.{field}");
             let source = &server.transport.source;

@@ -214,6 +214,9 @@ pub(crate) struct FileConfig {
     /// Workspace checkpoints (rewind).
     #[serde(default)]
     pub checkpoints: FileCheckpoints,
+    /// The `web_fetch` tool.
+    #[serde(default)]
+    pub web: FileWeb,
     /// Workspaces confirmed although they are `/`, `$HOME` or hold dsh's own state or
     /// configuration (the user's file only).
     #[serde(default)]
@@ -317,4 +320,18 @@ pub(crate) struct FileCheckpoints {
     pub max_file_size: Option<Spanned<toml::Value>>,
     /// Bytes, or a string with a unit (`"1 GiB"`).
     pub budget: Option<Spanned<toml::Value>>,
+}
+
+/// `[web]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileWeb {
+    /// `web_fetch` even while the session's network is off.
+    pub allow: Option<Spanned<bool>>,
+    /// Hosts that may be on loopback, link-local or private addresses.
+    pub allow_hosts: Option<Spanned<Vec<String>>>,
+    /// The overall deadline of one call, in seconds.
+    pub timeout_secs: Option<Spanned<u64>>,
+    /// The most body bytes read: bytes, or a string with a unit (`"2 MiB"`).
+    pub max_bytes: Option<Spanned<toml::Value>>,
 }

@@ -6,7 +6,8 @@
 //! It holds provider profiles (kind, base URL, where the key is, headers, timeouts, wire
 //! options, models with their window, output limit and prices), the default profile and model,
 //! the approval policy per tool, context settings, the instruction-file policy and the MCP tool
-//! servers (`[mcp.servers.NAME]`, defined only in the user's file).
+//! servers (`[mcp.servers.NAME]`, defined only in the user's file), and what `web_fetch` may
+//! reach (`[web]`, which a workspace's file only narrows).
 //!
 //! What it does not do: read keys (it names where they are; the daemon reads them when a
 //! request needs one), watch files, or know about sessions. A secret never passes through it:
@@ -35,7 +36,8 @@ pub use mcp::{
 pub use profile::{KeySource, Model, Profile};
 pub use resolve::{
     CheckpointSettings, Config, ContextSettings, DEFAULT_CHECKPOINT_BUDGET,
-    DEFAULT_CHECKPOINT_MAX_FILE_SIZE, InstructionSettings, Overrides, resolve,
+    DEFAULT_CHECKPOINT_MAX_FILE_SIZE, DEFAULT_WEB_MAX_BYTES, DEFAULT_WEB_TIMEOUT_SECS,
+    InstructionSettings, MAX_WEB_MAX_BYTES, MAX_WEB_TIMEOUT_SECS, Overrides, WebConfig, resolve,
 };
 
 /// The built-in layer's text.

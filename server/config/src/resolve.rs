@@ -62,6 +62,29 @@ pub struct CheckpointSettings {
     pub budget: Sourced<u64>,
 }
 
+/// `web_fetch` (`[web]`, docs/web_fetch.md).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebConfig {
+    /// Whether `web_fetch` runs while the session's network is off (the user's file only).
+    pub allow: Sourced<bool>,
+    /// Hosts `web_fetch` may reach on loopback, link-local or private addresses; a workspace's
+    /// file may only narrow the list.
+    pub allow_hosts: Sourced<Vec<String>>,
+    /// The overall deadline of one call, in seconds.
+    pub timeout_secs: Sourced<u64>,
+    /// The most body bytes one call reads.
+    pub max_bytes: Sourced<u64>,
+}
+
+/// The default overall deadline of a `web_fetch` call, in seconds.
+pub const DEFAULT_WEB_TIMEOUT_SECS: u64 = 30;
+/// The longest deadline a configuration may set, in seconds.
+pub const MAX_WEB_TIMEOUT_SECS: u64 = 600;
+/// The default body cap of a `web_fetch` call.
+pub const DEFAULT_WEB_MAX_BYTES: u64 = 2 << 20;
+/// The largest body cap a configuration may set.
+pub const MAX_WEB_MAX_BYTES: u64 = 8 << 20;
+
 /// The default cap on a checkpointed file's size.
 pub const DEFAULT_CHECKPOINT_MAX_FILE_SIZE: u64 = 8 << 20;
 /// The default budget of a workspace's checkpoint store.
@@ -86,6 +109,8 @@ pub struct Config {
     pub mcp: BTreeMap<String, McpServer>,
     /// Workspace checkpoints.
     pub checkpoints: CheckpointSettings,
+    /// The `web_fetch` tool.
+    pub web: WebConfig,
     /// Workspaces the user confirmed although they are `/`, `$HOME` or hold dsh's state or
     /// configuration (absolute paths, as written).
     pub allow_workspaces: Vec<PathBuf>,
@@ -234,8 +259,15 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
         max_file_size: Sourced::new(DEFAULT_CHECKPOINT_MAX_FILE_SIZE, Source::Default),
         budget: Sourced::new(DEFAULT_CHECKPOINT_BUDGET, Source::Default),
     };
+    let mut web = WebConfig {
+        allow: Sourced::new(false, Source::Default),
+        allow_hosts: Sourced::new(Vec::new(), Source::Default),
+        timeout_secs: Sourced::new(DEFAULT_WEB_TIMEOUT_SECS, Source::Default),
+        max_bytes: Sourced::new(DEFAULT_WEB_MAX_BYTES, Source::Default),
+    };
     for layer in layers {
         checkpoint_layer(&mut checkpoints, layer)?;
+        web_layer(&mut web, layer)?;
         let file = &layer.file;
         take(&mut profile, layer, &file.profile);
         take(&mut model, layer, &file.model);
@@ -336,6 +368,7 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
         instructions,
         mcp,
         checkpoints,
+        web,
         allow_workspaces,
     };
     let default_model = config.model.as_ref().map(|m| m.value.as_str());
@@ -392,6 +425,88 @@ fn checkpoint_layer(settings: &mut CheckpointSettings, layer: &Layer) -> Result<
         })?;
         if !layer.workspace || bytes < slot.value {
             *slot = Sourced::new(bytes, source);
+        }
+    }
+    Ok(())
+}
+
+/// Merges a layer's `[web]`. A workspace's file only narrows: `allow = true` and a host the
+/// layers below do not list are errors naming the file and line (a repository must not open
+/// the user's network or private addresses to the model); a longer deadline or a larger cap
+/// there is left out.
+fn web_layer(web: &mut WebConfig, layer: &Layer) -> Result<(), ConfigError> {
+    let file = &layer.file.web;
+    let refuse = |source: &Source, what: &str| {
+        at(
+            source,
+            format!(
+                "web.{what} cannot be set in a workspace's configuration: a repository may only \
+                 narrow what web_fetch reaches; set it in your own configuration file"
+            ),
+        )
+    };
+    if let Some(allow) = &file.allow {
+        let source = layer.source(allow);
+        if layer.workspace && *allow.get_ref() {
+            return Err(refuse(&source, "allow = true"));
+        }
+        web.allow = Sourced::new(*allow.get_ref(), source);
+    }
+    if let Some(hosts) = &file.allow_hosts {
+        let source = layer.source(hosts);
+        let normal = |host: &str| {
+            let host = host.trim().trim_end_matches('.').to_ascii_lowercase();
+            host.strip_prefix('[')
+                .and_then(|h| h.strip_suffix(']'))
+                .map(str::to_owned)
+                .unwrap_or(host)
+        };
+        for host in hosts.get_ref() {
+            if normal(host).is_empty() || host.contains(['/', '@', ' ']) {
+                return Err(at(
+                    &source,
+                    format!("web.allow_hosts: `{host}` is not a host name or address"),
+                ));
+            }
+            if layer.workspace
+                && !web.allow_hosts.value.iter().any(|listed| normal(listed) == normal(host))
+            {
+                return Err(refuse(
+                    &source,
+                    &format!("allow_hosts entry `{host}` (not in your own list)"),
+                ));
+            }
+        }
+        web.allow_hosts = Sourced::new(hosts.get_ref().clone(), source);
+    }
+    if let Some(timeout) = &file.timeout_secs {
+        let source = layer.source(timeout);
+        let secs = *timeout.get_ref();
+        if !(1..=MAX_WEB_TIMEOUT_SECS).contains(&secs) {
+            return Err(at(
+                &source,
+                format!("web.timeout_secs: {secs} is not between 1 and {MAX_WEB_TIMEOUT_SECS}"),
+            ));
+        }
+        if !layer.workspace || secs < web.timeout_secs.value {
+            web.timeout_secs = Sourced::new(secs, source);
+        }
+    }
+    if let Some(value) = &file.max_bytes {
+        let source = layer.source(value);
+        let bytes =
+            parse_bytes(value.get_ref()).filter(|bytes| (1..=MAX_WEB_MAX_BYTES).contains(bytes));
+        let Some(bytes) = bytes else {
+            return Err(at(
+                &source,
+                format!(
+                    "web.max_bytes: not a size between 1 byte and {MAX_WEB_MAX_BYTES} (bytes, or a \
+                     string such as \"2 MiB\")"
+                ),
+            ));
+        };
+        if !layer.workspace || bytes < web.max_bytes.value {
+            web.max_bytes = Sourced::new(bytes, source);
         }
     }
     Ok(())

@@ -219,6 +219,10 @@ fn dsh_config_shows_every_value_with_its_source_and_no_secret() {
         checkpoints.enabled = true  # default
         checkpoints.max_file_size = 8388608  # default
         checkpoints.budget = 1073741824  # default
+        web.allow = false  # default
+        web.allow_hosts = []  # default
+        web.timeout_secs = 30  # default
+        web.max_bytes = 2097152  # default
     "#]]
     .assert_eq(&text);
 }
@@ -591,4 +595,56 @@ fn a_workspace_only_tightens_checkpoints_and_sizes_take_units() {
         message.starts_with("/u/config.toml:2: checkpoints.budget: \"lots\" is not a size"),
         "{message}"
     );
+}
+
+#[test]
+fn a_workspace_only_narrows_web_fetch() {
+    let defaults = resolve(&[&builtin()], &Overrides::default()).unwrap().web;
+    assert!(!defaults.allow.value);
+    assert!(defaults.allow_hosts.value.is_empty());
+    assert_eq!((defaults.timeout_secs.value, defaults.max_bytes.value), (30, 2 << 20));
+    let user = layer(
+        "[web]\nallow = true\nallow_hosts = [\"localhost\", \"[::1]\", \"intranet.example\"]\n\
+         timeout_secs = 20\nmax_bytes = \"1 MiB\"\n",
+        "/u/config.toml",
+        false,
+    );
+    let workspace = layer(
+        "[web]\nallow = false\nallow_hosts = [\"LOCALHOST\"]\ntimeout_secs = 60\nmax_bytes = 1000\n",
+        "/w/.dsh/config.toml",
+        true,
+    );
+    let web = resolve(&[&builtin(), &user, &workspace], &Overrides::default()).unwrap().web;
+    assert!(!web.allow.value);
+    assert_eq!(web.allow.source.to_string(), "/w/.dsh/config.toml:2");
+    assert_eq!(web.allow_hosts.value, ["LOCALHOST"]);
+    assert_eq!(web.timeout_secs.value, 20, "a longer deadline from a workspace is left out");
+    assert_eq!(web.max_bytes.value, 1000);
+
+    // Widening is refused, with the file and line.
+    for (text, expected) in [
+        ("[web]\nallow = true\n", "/w/.dsh/config.toml:2: web.allow = true cannot be set"),
+        (
+            "[web]\nallow_hosts = [\"localhost\", \"10.0.0.1\"]\n",
+            "/w/.dsh/config.toml:2: web.allow_hosts entry `10.0.0.1` (not in your own list) cannot be set",
+        ),
+    ] {
+        let widening = layer(text, "/w/.dsh/config.toml", true);
+        let message = resolve(&[&builtin(), &user, &widening], &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(message.starts_with(expected), "{message}");
+    }
+    // A workspace cannot list a host when the user lists none.
+    let listing = layer("[web]\nallow_hosts = [\"localhost\"]\n", "/w/.dsh/config.toml", true);
+    assert!(resolve(&[&builtin(), &listing], &Overrides::default()).is_err());
+    for (text, expected) in [
+        ("[web]\ntimeout_secs = 0\n", "web.timeout_secs: 0 is not between 1 and 600"),
+        ("[web]\nmax_bytes = \"1 GiB\"\n", "web.max_bytes: not a size"),
+        ("[web]\nallow_hosts = [\"http://x/\"]\n", "is not a host name or address"),
+    ] {
+        let bad = layer(text, "/u/config.toml", false);
+        let message = resolve(&[&builtin(), &bad], &Overrides::default()).unwrap_err().to_string();
+        assert!(message.contains(expected), "{message}");
+    }
 }

@@ -12,10 +12,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use dsh_agent::approval::ApprovalPolicy;
 use dsh_agent::prompt::InstructionPolicy;
+use dsh_agent::tools::WebSettings;
 use dsh_agent::{ContextConfig, Endpoint};
 use dsh_config::{Config, ConfigError, KeySource, Layer, Overrides, Profile};
 use dsh_provider::{ApiKey, DeepSeek, DeepSeekConfig};
@@ -505,6 +506,7 @@ impl Settings {
                 "rewrite" => InstructionPolicy::Rewrite,
                 _ => InstructionPolicy::Append,
             }),
+            web: Some(web_settings(&config)),
             // As the usage view prices a step (`views::price_of`).
             price: profile.price(&call.model).cloned(),
         })
@@ -545,6 +547,18 @@ impl Settings {
     }
 }
 
+/// What `web_fetch` is held to under a configuration (`[web]`).
+fn web_settings(config: &Config) -> WebSettings {
+    let web = &config.web;
+    WebSettings {
+        allow_offline: web.allow.value,
+        allow_hosts: web.allow_hosts.value.clone(),
+        timeout: Duration::from_secs(web.timeout_secs.value),
+        max_bytes: web.max_bytes.value,
+        ..WebSettings::default()
+    }
+}
+
 /// The approval policy a configuration gives: classes (`read`, `write`, `command`) and tools.
 fn approval_policy(config: &Config) -> ApprovalPolicy {
     let mut policy = ApprovalPolicy::default();
@@ -554,6 +568,7 @@ fn approval_policy(config: &Config) -> ApprovalPolicy {
             "read" => policy.read = value,
             "write" => policy.write = value,
             "command" => policy.command = value,
+            "web" => policy.web = value,
             "mcp" => policy.mcp = Some(value),
             tool => {
                 policy.per_tool.insert(tool.to_owned(), value);

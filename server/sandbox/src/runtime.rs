@@ -420,6 +420,16 @@ impl CommandSandbox {
         }
     }
 
+    /// Whether the session has the network (the sandbox's network rule): the daemon gives its
+    /// commands the network, or does not confine them (policy `full`), or there is no sandbox
+    /// at all (a toolbox without a daemon). What `web_fetch` is held to.
+    pub fn network(&self) -> bool {
+        match &self.sandbox {
+            Some(sandbox) => sandbox.config.network || sandbox.config.policy == SandboxPolicy::Full,
+            None => true,
+        }
+    }
+
     /// The policy's name, or `none` without a sandbox.
     pub fn policy_name(&self) -> &'static str {
         match &self.sandbox {

@@ -8,6 +8,7 @@ use dsh_session::LlmCallConfig;
 use crate::approval::ApprovalPolicy;
 use crate::compact::ContextPolicy;
 use crate::prompt::InstructionPolicy;
+use crate::tools::WebSettings;
 
 /// Explicit call options (from the command line, `session/create`, a fork): on the first request
 /// of a loop instance they beat the logged header's config.
@@ -83,6 +84,8 @@ pub struct AgentConfig {
     pub context: ContextPolicy,
     /// What an instruction file's edit does, unless the endpoint's configuration says.
     pub instructions: InstructionPolicy,
+    /// `web_fetch`'s rules and limits, unless the endpoint's configuration says.
+    pub web: WebSettings,
 }
 
 impl AgentConfig {
@@ -108,6 +111,7 @@ impl AgentConfig {
             date_context: true,
             context: ContextPolicy::ModelDefaults,
             instructions: InstructionPolicy::default(),
+            web: WebSettings::default(),
         }
     }
 }

@@ -193,6 +193,9 @@ impl Agent {
         let (output, plan) = match (&external, &self.external) {
             (Some(_), Some(tools)) => (tools.call(&call.name, &call.arguments, cancel).await, None),
             _ if access == Some(Access::Plan) => plan::update(&call.id, &call.arguments),
+            _ if access == Some(Access::Web) => {
+                (self.toolbox.web_fetch(&self.config.web, &call.arguments, cancel).await, None)
+            }
             _ => (self.toolbox.call_as(&call.name, &call.arguments, cancel, run_as).await, None),
         };
         // What the call leaves the agent knowing of the workspace's files: the file it read or

@@ -1,5 +1,6 @@
 //! Built-in tools the model calls: reading, listing, searching and editing files in the
-//! workspace, running shell commands there, and keeping a plan (`update_plan`).
+//! workspace, running shell commands there, keeping a plan (`update_plan`), and fetching a web
+//! page (`web_fetch`, see `web.rs`).
 //!
 //! The loop sees one type, [`Toolbox`]: the tool schemas for the request header, the access
 //! class of each tool for the approval policy, a one-line description of a call for approval
@@ -20,6 +21,7 @@ mod files;
 pub(crate) mod plan;
 mod schema;
 mod search;
+pub mod web;
 mod workspace;
 
 #[cfg(test)]
@@ -32,6 +34,7 @@ use dsh_sandbox::CommandSandbox;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+pub use web::WebSettings;
 pub use workspace::Workspace;
 
 /// What a tool may do, which decides the approval policy (auto, ask or deny) the loop applies.
@@ -46,6 +49,8 @@ pub enum Access {
     /// Changes only the session's plan (`update_plan`): no file, no command, so it runs without
     /// asking unless a per-tool policy names it.
     Plan,
+    /// Fetches a URL (`web_fetch`): reaches the network, changes no file.
+    Web,
 }
 
 /// The result of one tool call, as the model will see it.
@@ -144,7 +149,10 @@ pub enum RunAs {
 /// only keep the plan (the write tools, commands, every MCP tool, an unknown name). What a
 /// checkpoint is taken before, and what a rewind's target must come before.
 pub fn may_change_files(name: &str) -> bool {
-    !matches!(Tool::from_name(name).map(Tool::access), Some(Access::Read | Access::Plan))
+    !matches!(
+        Tool::from_name(name).map(Tool::access),
+        Some(Access::Read | Access::Plan | Access::Web)
+    )
 }
 
 /// The built-in tools, in name order (the order of [`Toolbox::schemas`]).
@@ -157,11 +165,12 @@ enum Tool {
     ReadFile,
     RunCommand,
     UpdatePlan,
+    WebFetch,
     WriteFile,
 }
 
 impl Tool {
-    const ALL: [Tool; 8] = [
+    const ALL: [Tool; 9] = [
         Tool::EditFile,
         Tool::Glob,
         Tool::Grep,
@@ -169,6 +178,7 @@ impl Tool {
         Tool::ReadFile,
         Tool::RunCommand,
         Tool::UpdatePlan,
+        Tool::WebFetch,
         Tool::WriteFile,
     ];
 
@@ -181,6 +191,7 @@ impl Tool {
             Tool::ReadFile => "read_file",
             Tool::RunCommand => "run_command",
             Tool::UpdatePlan => dsh_session::UPDATE_PLAN_TOOL,
+            Tool::WebFetch => "web_fetch",
             Tool::WriteFile => "write_file",
         }
     }
@@ -195,6 +206,7 @@ impl Tool {
             Tool::EditFile | Tool::WriteFile => Access::Write,
             Tool::RunCommand => Access::Command,
             Tool::UpdatePlan => Access::Plan,
+            Tool::WebFetch => Access::Web,
         }
     }
 }
@@ -259,6 +271,17 @@ impl Toolbox {
         }
     }
 
+    /// Runs a `web_fetch` call under `settings` (the configuration's `[web]`), refused while
+    /// the session's network is off unless they allow it.
+    pub async fn web_fetch(
+        &self,
+        settings: &WebSettings,
+        arguments: &str,
+        cancel: &CancellationToken,
+    ) -> ToolOutput {
+        web::fetch(settings, self.sandbox.network(), arguments, cancel).await
+    }
+
     /// Runs one tool call. `arguments` is the JSON argument string exactly as the model
     /// produced it. Never panics and never fails: every failure is an error [`ToolOutput`].
     ///
@@ -297,6 +320,9 @@ impl Toolbox {
             // The loop runs it through `plan::update` to log the plan it sets; here (a call
             // outside a session) the output alone.
             return plan::update("", arguments).0;
+        }
+        if tool == Tool::WebFetch {
+            return self.web_fetch(&WebSettings::default(), arguments, cancel).await;
         }
         if tool == Tool::RunCommand {
             let unconfined = run_as == RunAs::Unconfined;
@@ -351,7 +377,7 @@ fn run_blocking(
             let result = parse(tool, arguments).and_then(|args| files::write_file(workspace, args));
             return ToolOutput::from_file_result(result);
         }
-        Tool::RunCommand | Tool::UpdatePlan => {
+        Tool::RunCommand | Tool::UpdatePlan | Tool::WebFetch => {
             Err(format!("{} does not run on the blocking pool", tool.name()))
         }
     };

@@ -155,6 +155,25 @@ pub(super) fn schema(tool: Tool) -> ToolSchema {
             }),
             &["plan"],
         ),
+        Tool::WebFetch => (
+            "Fetch a web page or other text by URL (HTTP GET) and return it: HTML as Markdown \
+             by default, or as plain text, or the body as it came. The result starts with the \
+             final URL, the status and the content type; long pages are cut, with a note. \
+             Only http:// and https:// URLs on public addresses; the user may have to approve \
+             the call.",
+            json!({
+                "url": {
+                    "type": "string",
+                    "description": "The http:// or https:// URL to fetch."
+                },
+                "format": {
+                    "type": "string",
+                    "enum": ["markdown", "text", "raw"],
+                    "description": "How an HTML page is returned: `markdown` (default), `text` (its text only) or `raw` (the HTML itself). Other content is returned as it came."
+                }
+            }),
+            &["url"],
+        ),
         Tool::WriteFile => (
             "Write a file in the workspace, replacing its content if it exists. Missing parent \
              directories are created.",
@@ -225,6 +244,12 @@ pub(super) fn describe(tool: Tool, arguments: &str) -> String {
         Tool::UpdatePlan => {
             let steps = args.get("plan").and_then(Value::as_array).map_or(0, Vec::len);
             format!("{name} ({steps} steps)")
+        }
+        // The whole URL, never cut: a person approves exactly where the request goes.
+        Tool::WebFetch => {
+            let url = args.get("url").and_then(Value::as_str).unwrap_or_default();
+            let format = text("format").unwrap_or_else(|| "markdown".to_owned());
+            format!("{name} {} ({format})", escape_all(url))
         }
         // The whole command, never cut: a person approves exactly what will run.
         Tool::RunCommand => {
