@@ -11,7 +11,8 @@
 //! same endpoints, keys and headers (a repository must not decide where requests and keys go),
 //! no MCP server the user's file does not define and the same transport for each (a repository
 //! must not start programs or pick endpoints), no approval looser than before (tools and MCP
-//! servers alike), and the same confirmed workspaces.
+//! servers alike), the same confirmed workspaces, and no wider `[web]` (`allow`, `allow_hosts`,
+//! a longer deadline or a larger cap).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -49,6 +50,11 @@ enabled = false
 [mcp.servers.web]
 url = "https://mcp.example.com/mcp"
 approval = "auto"
+
+[web]
+allow = true
+allow_hosts = ["localhost", "[::1]"]
+timeout_secs = 20
 "#;
 
 const USER_PATH: &str = "/home/user/.config/dsh/config.toml";
@@ -132,4 +138,22 @@ fn never_looser(base: &Config, with: &Config) {
         );
     }
     assert_eq!(with.allow_workspaces, base.allow_workspaces, "a workspace vouched for itself");
+
+    // `web_fetch`: a workspace never opens the network or private hosts, nor waits or reads
+    // longer.
+    let (web, before) = (&with.web, &base.web);
+    assert!(!web.allow.value || before.allow.value, "a workspace allowed web_fetch offline");
+    let normal = |host: &String| {
+        let host = host.trim().trim_end_matches('.').to_ascii_lowercase();
+        host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).map(str::to_owned).unwrap_or(host)
+    };
+    let listed: BTreeSet<String> = before.allow_hosts.value.iter().map(normal).collect();
+    for host in &web.allow_hosts.value {
+        assert!(listed.contains(&normal(host)), "a workspace listed {host} in web.allow_hosts");
+    }
+    assert!(
+        web.timeout_secs.value <= before.timeout_secs.value,
+        "a workspace lengthened web.timeout_secs"
+    );
+    assert!(web.max_bytes.value <= before.max_bytes.value, "a workspace raised web.max_bytes");
 }

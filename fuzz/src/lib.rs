@@ -16,3 +16,4 @@ pub mod log_line;
 pub mod log_load;
 pub mod mock_request;
 pub mod sse;
+pub mod web_convert;

@@ -22,4 +22,5 @@ mod rewind;
 mod sandbox;
 mod scripting;
 mod structured;
+mod web_fetch;
 mod wire;
