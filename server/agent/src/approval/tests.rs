@@ -91,6 +91,19 @@ fn a_calls_decision_follows_the_table() {
         builtin("a read runs", "read_file", Read),
         builtin("a write asks", "write_file", Write).consults().expect(Ask),
         builtin("a command asks", "run_command", Command).consults().expect(Ask),
+        builtin("a web fetch asks", "web_fetch", Access::Web).consults().expect(Ask),
+        builtin("class web = auto runs a web fetch", "web_fetch", Access::Web)
+            .policies(vec![ApprovalPolicy { web: Auto, ..ApprovalPolicy::default() }]),
+        builtin("the user's web = deny beats a workspace's auto", "web_fetch", Access::Web)
+            .policies(vec![
+                ApprovalPolicy { web: Auto, ..ApprovalPolicy::default() },
+                ApprovalPolicy { web: Deny, ..ApprovalPolicy::default() },
+            ])
+            .consults()
+            .expect(Deny),
+        builtin("a degraded sandbox does not make a web fetch ask", "web_fetch", Access::Web)
+            .policies(vec![ApprovalPolicy { web: Auto, ..ApprovalPolicy::default() }])
+            .degraded(),
         Row {
             access: None,
             ..builtin("a tool nobody offers runs (and fails as unknown)", "nope", Read)

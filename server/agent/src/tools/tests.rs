@@ -1070,3 +1070,23 @@ async fn update_plan_answers_briefly_and_refuses_what_breaks_the_rules() {
     let cleared = fixture.call("update_plan", json!({"plan": []})).await;
     assert_eq!(cleared, ToolOutput::success("Plan cleared.".to_owned()));
 }
+
+// ---------------------------------------------------------------------------------------------
+// web_fetch (its behavior against a server is in web/tests.rs)
+
+#[test]
+fn web_fetch_is_class_web_changes_no_file_and_is_described_whole() {
+    let fixture = fixture();
+    assert_eq!(fixture.toolbox.access("web_fetch"), Some(Access::Web));
+    assert!(!super::may_change_files("web_fetch"));
+    let url = format!("https://example.com/{}?q=\u{202e}x", "a".repeat(300));
+    let arguments = json!({"url": url, "format": "text"}).to_string();
+    let described = fixture.toolbox.describe_call("web_fetch", &arguments);
+    // The whole URL (a person approves where the request goes), invisible characters escaped.
+    assert_eq!(
+        described,
+        format!("web_fetch https://example.com/{}?q=\\u{{202e}}x (text)", "a".repeat(300))
+    );
+    let default = fixture.toolbox.describe_call("web_fetch", r#"{"url": "https://a.example/"}"#);
+    assert_eq!(default, "web_fetch https://a.example/ (markdown)");
+}
