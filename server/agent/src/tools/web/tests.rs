@@ -146,13 +146,20 @@ async fn a_private_address_is_refused_unless_its_host_is_listed() {
     let output =
         call(&allowing(&["localhost"]), &format!("http://localhost:{port}/page"), "markdown").await;
     assert!(!output.is_error, "{}", output.content);
+    // Other spellings of loopback and private addresses: the URL parser normalizes them.
     for url in [
         "http://169.254.169.254/latest/meta-data/",
         "http://[::ffff:10.0.0.1]/",
         "http://[fd00::1]/",
+        "http://2130706433/",
+        "http://0x7f.1/",
+        "http://017700000001/",
+        "http://[::ffff:7f00:1]/",
+        "http://0/",
     ] {
         let output = call(&WebSettings::default(), url, "raw").await;
-        assert!(output.is_error && output.content.contains("refused"), "{url}: {}", output.content);
+        let ruled = output.content.contains("web_fetch reaches only public addresses");
+        assert!(output.is_error && ruled, "{url}: {}", output.content);
     }
 }
 
