@@ -11,7 +11,8 @@
 //! same endpoints, keys and headers (a repository must not decide where requests and keys go),
 //! no MCP server the user's file does not define and the same transport for each (a repository
 //! must not start programs or pick endpoints), no approval looser than before (tools and MCP
-//! servers alike), and the same confirmed workspaces.
+//! servers alike), the same confirmed workspaces, and the same hooks defined the same way (a
+//! workspace may turn off one the user did not mark `required`, nothing more).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -49,6 +50,16 @@ enabled = false
 [mcp.servers.web]
 url = "https://mcp.example.com/mcp"
 approval = "auto"
+
+[[hooks.PreToolUse]]
+name = "guard"
+matcher = "run_command"
+command = "/usr/local/bin/guard"
+required = true
+
+[[hooks.PostToolUse]]
+command = "/usr/local/bin/notes"
+args = ["--post"]
 "#;
 
 const USER_PATH: &str = "/home/user/.config/dsh/config.toml";
@@ -132,4 +143,32 @@ fn never_looser(base: &Config, with: &Config) {
         );
     }
     assert_eq!(with.allow_workspaces, base.allow_workspaces, "a workspace vouched for itself");
+
+    // Hooks: the same ones, defined the same way (a repository never chooses what runs, or
+    // when); it may turn one off, never one the user marked required, never one back on.
+    let names = |config: &Config| config.hooks.iter().map(|h| h.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(with), names(base), "a workspace's file changed the set of hooks");
+    for (after, before) in with.hooks.iter().zip(&base.hooks) {
+        let definition = |hook: &dsh_config::Hook| {
+            (
+                hook.event,
+                hook.matcher.clone(),
+                hook.command.clone(),
+                hook.args.clone(),
+                hook.timeout.value,
+            )
+        };
+        assert_eq!(
+            definition(after),
+            definition(before),
+            "a workspace changed hook {}",
+            after.name
+        );
+        assert!(
+            !after.enabled.value || before.enabled.value,
+            "a workspace turned {} on",
+            after.name
+        );
+        assert!(!before.required || after.enabled.value, "a workspace turned off {}", after.name);
+    }
 }

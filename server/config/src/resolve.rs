@@ -86,6 +86,8 @@ pub struct Config {
     pub mcp: BTreeMap<String, McpServer>,
     /// Workspace checkpoints.
     pub checkpoints: CheckpointSettings,
+    /// Hooks, in the order of their events and then of the user's file (disabled ones too).
+    pub hooks: Vec<crate::hooks::Hook>,
     /// Workspaces the user confirmed although they are `/`, `$HOME` or hold dsh's state or
     /// configuration (absolute paths, as written).
     pub allow_workspaces: Vec<PathBuf>,
@@ -327,7 +329,9 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
     for (name, partial) in servers {
         mcp.insert(name.clone(), finish_server(&name, partial)?);
     }
+    let hooks = crate::hooks::resolve_hooks(layers)?;
     let config = Config {
+        hooks,
         profile,
         model,
         profiles,
