@@ -16,6 +16,7 @@ pub mod compact;
 mod endpoint;
 mod error;
 mod external;
+pub mod hooks;
 mod invariant;
 mod owner;
 pub mod prompt;
