@@ -152,6 +152,7 @@ fn error_codes() -> Value {
         "checkpointUnavailable": code::CHECKPOINT_UNAVAILABLE,
         "rewindConflict": code::REWIND_CONFLICT,
         "rewindFailed": code::REWIND_FAILED,
+        "promptRefused": code::PROMPT_REFUSED,
     }))
 }
 

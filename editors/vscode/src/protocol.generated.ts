@@ -43,6 +43,7 @@ export const ErrorCodes = {
   "invalidWorkspace": 1005,
   "outOfRange": 1003,
   "overloaded": 1004,
+  "promptRefused": 1020,
   "provider": 1007,
   "rewindConflict": 1015,
   "rewindFailed": 1016,
@@ -2338,6 +2339,7 @@ export type LogEvent =
   | { type: "surface/replace"; data: SurfaceReplace }
   | { type: "workspace/checkpoint"; data: WorkspaceCheckpoint }
   | { type: "workspace/rewind"; data: WorkspaceRewind }
+  | { type: "hook/run"; data: HookRun }
 ;
 
 /** Any log event payload. */

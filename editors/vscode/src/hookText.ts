@@ -1,0 +1,33 @@
+// One line for a hook's run (`hook/run`, docs/hooks.md) in the transcript — the words
+// `dsh prompt` prints. Pure: no `vscode`.
+
+import type { HookRun } from "./protocol.generated";
+
+/** "⛔ hook guard (PreToolUse, run_command) blocked: no rm here". */
+export function hookText(r: HookRun): string {
+  const about = r.tool !== undefined ? `${r.event}, ${r.tool}` : r.event;
+  const head = `hook ${r.hook} (${about})`;
+  const reason = (r.stderr ?? "").split("\n").find((line) => line.trim() !== "") ?? "";
+  let text: string;
+  switch (r.outcome) {
+    case "ok":
+      text = `${head} ok, ${r.durationMs} ms`;
+      break;
+    case "blocked":
+      text = reason === "" ? `⛔ ${head} blocked` : `⛔ ${head} blocked: ${reason}`;
+      break;
+    case "failed":
+      text = `⚠ ${head} failed: ${r.error ?? "it failed"}`;
+      break;
+  }
+  if (r.stdoutTruncated) {
+    text += " [its output was cut]";
+  }
+  if (r.stderrTruncated) {
+    text += " [its error output was cut]";
+  }
+  if (r.invalidUtf8) {
+    text += " [invalid UTF-8 was replaced]";
+  }
+  return text;
+}
