@@ -296,21 +296,29 @@ async fn drain(
     out_open: bool,
     err_open: bool,
 ) {
-    let reading = async {
+    let read_out = async {
         let mut buffer = vec![0_u8; 8192];
-        while out_open {
-            match stdout.read(&mut buffer).await {
-                Ok(0) | Err(_) => break,
-                Ok(count) => out.push(&buffer[..count]),
-            }
-        }
-        while err_open {
-            match stderr.read(&mut buffer).await {
-                Ok(0) | Err(_) => break,
-                Ok(count) => err.push(&buffer[..count]),
+        if out_open {
+            loop {
+                match stdout.read(&mut buffer).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(count) => out.push(&buffer[..count]),
+                }
             }
         }
     };
+    let read_err = async {
+        let mut buffer = vec![0_u8; 8192];
+        if err_open {
+            loop {
+                match stderr.read(&mut buffer).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(count) => err.push(&buffer[..count]),
+                }
+            }
+        }
+    };
+    let reading = async { tokio::join!(read_out, read_err) };
     let _ = tokio::time::timeout(DRAIN_GRACE, reading).await;
 }
 
