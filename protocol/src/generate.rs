@@ -339,6 +339,9 @@ fn declarations() -> Vec<String> {
         log::CheckpointReason::decl(&config),
         log::TooLargeFile::decl(&config),
         log::WorkspaceRewind::decl(&config),
+        log::HookRun::decl(&config),
+        log::HookEvent::decl(&config),
+        log::HookOutcome::decl(&config),
     ]
 }
 

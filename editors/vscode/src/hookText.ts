@@ -8,18 +8,14 @@ export function hookText(r: HookRun): string {
   const about = r.tool !== undefined ? `${r.event}, ${r.tool}` : r.event;
   const head = `hook ${r.hook} (${about})`;
   const reason = (r.stderr ?? "").split("\n").find((line) => line.trim() !== "") ?? "";
-  let text: string;
-  switch (r.outcome) {
-    case "ok":
-      text = `${head} ok, ${r.durationMs} ms`;
-      break;
-    case "blocked":
-      text = reason === "" ? `⛔ ${head} blocked` : `⛔ ${head} blocked: ${reason}`;
-      break;
-    case "failed":
-      text = `⚠ ${head} failed: ${r.error ?? "it failed"}`;
-      break;
-  }
+  let text =
+    r.outcome === "ok"
+      ? `${head} ok, ${r.durationMs} ms`
+      : r.outcome === "blocked"
+        ? reason === ""
+          ? `⛔ ${head} blocked`
+          : `⛔ ${head} blocked: ${reason}`
+        : `⚠ ${head} failed: ${r.error ?? "it failed"}`;
   if (r.stdoutTruncated) {
     text += " [its output was cut]";
   }
