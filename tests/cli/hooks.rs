@@ -362,3 +362,85 @@ async fn hooks_that_hang_flood_or_stop_being_executable_never_pass_silently() {
     assert!(said.contains("is not executable"), "{said}");
     assert!(other.requests().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_start_stop_and_pre_compact_hooks_run_where_they_belong() {
+    let env = Env::new().await;
+    let compacted = env.root.join("compacted");
+    let start = script(
+        &env.root.join("start.sh"),
+        "source=$(sed -n 's/.*\"source\":\"\\([a-z]*\\)\".*/\\1/p')\necho \"session context: $source\"",
+    );
+    let stop = script(
+        &env.root.join("stop.sh"),
+        "if grep -q '\"stop_hook_active\":false'; then echo 'run the tests first' >&2; exit 2; fi",
+    );
+    let pre_compact = script(
+        &env.root.join("pre-compact.sh"),
+        &format!("sed -n 's/.*\"trigger\":\"\\([a-z]*\\)\".*/\\1/p' > {}", compacted.display()),
+    );
+    std::fs::write(
+        env.user_config(),
+        format!(
+            "[[hooks.SessionStart]]\ncommand = \"{}\"\n\n[[hooks.Stop]]\nname = \"tests\"\n\
+             command = \"{}\"\n\n[[hooks.PreCompact]]\ncommand = \"{}\"\n",
+            start.display(),
+            stop.display(),
+            pre_compact.display()
+        ),
+    )
+    .unwrap();
+    env.script(json!([
+        {"reasoning": "Easy.", "content": "Done."},
+        {"reasoning": "Tests.", "content": "Tests pass. Done."},
+    ]))
+    .await;
+    let (session, output) = env.prompt_new("fix it").await;
+    assert!(output.status.success(), "{}", all_output(&output));
+    assert!(stdout(&output).contains("⛔ hook tests (Stop) blocked: run the tests first"));
+
+    let runs = hook_runs(&env, &session);
+    let summary: Vec<(HookEvent, HookOutcome)> =
+        runs.iter().map(|run| (run.event, run.outcome)).collect();
+    assert_eq!(
+        summary,
+        [
+            (HookEvent::SessionStart, HookOutcome::Ok),
+            (HookEvent::Stop, HookOutcome::Blocked),
+            (HookEvent::Stop, HookOutcome::Ok),
+        ]
+    );
+    let notes = hook_notes(&env, &session);
+    assert_eq!(
+        notes,
+        [
+            "[hook `SessionStart.1`, SessionStart]\nsession context: startup".to_owned(),
+            "[hook `tests`, Stop] The turn is not finished: run the tests first".to_owned(),
+        ]
+    );
+    // The session's note is in the first request; the stop's only in the second, which is the
+    // same turn going on.
+    let requests = env.requests();
+    assert_eq!(requests.len(), 2);
+    let body = |index: usize| String::from_utf8(requests[index].body.clone()).unwrap();
+    assert!(body(0).contains("session context: startup") && !body(0).contains("run the tests"));
+    assert!(body(1).contains("The turn is not finished: run the tests first"));
+    let turns = env.events(&session).iter().filter(|e| e.kind() == "turn/start").count();
+    assert_eq!(turns, 1);
+    rebuilds_byte_for_byte(&env, &session, 0).await;
+
+    // A second prompt to the loaded session: no second SessionStart.
+    env.script(json!([{"reasoning": "Ok.", "content": "Again."}])).await;
+    let output = env.prompt_in(&session, "again").await;
+    assert!(output.status.success(), "{}", all_output(&output));
+    let starts =
+        hook_runs(&env, &session).iter().filter(|run| run.event == HookEvent::SessionStart).count();
+    assert_eq!(starts, 1);
+
+    // `dsh compact` runs the PreCompact hooks first, told it was asked for.
+    env.dsh(&["compact", &session]).await;
+    assert_eq!(std::fs::read_to_string(&compacted).unwrap().trim(), "manual");
+    let last = hook_runs(&env, &session).pop().unwrap();
+    assert_eq!((last.event, last.outcome), (HookEvent::PreCompact, HookOutcome::Ok));
+    env.assert_audit_ok(&session).await;
+}
