@@ -11,8 +11,9 @@
 //! same endpoints, keys and headers (a repository must not decide where requests and keys go),
 //! no MCP server the user's file does not define and the same transport for each (a repository
 //! must not start programs or pick endpoints), no approval looser than before (tools and MCP
-//! servers alike), the same confirmed workspaces, and no wider `[web]` (`allow`, `allow_hosts`,
-//! a longer deadline or a larger cap).
+//! servers alike), the same confirmed workspaces, no wider `[web]` (`allow`, `allow_hosts`, a
+//! longer deadline or a larger cap), and the same hooks defined the same way (a workspace may
+//! turn off one the user did not mark `required`, nothing more).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -55,6 +56,15 @@ approval = "auto"
 allow = true
 allow_hosts = ["localhost", "[::1]"]
 timeout_secs = 20
+[[hooks.PreToolUse]]
+name = "guard"
+matcher = "run_command"
+command = "/usr/local/bin/guard"
+required = true
+
+[[hooks.PostToolUse]]
+command = "/usr/local/bin/notes"
+args = ["--post"]
 "#;
 
 const USER_PATH: &str = "/home/user/.config/dsh/config.toml";
@@ -156,4 +166,31 @@ fn never_looser(base: &Config, with: &Config) {
         "a workspace lengthened web.timeout_secs"
     );
     assert!(web.max_bytes.value <= before.max_bytes.value, "a workspace raised web.max_bytes");
+    // Hooks: the same ones, defined the same way (a repository never chooses what runs, or
+    // when); it may turn one off, never one the user marked required, never one back on.
+    let names = |config: &Config| config.hooks.iter().map(|h| h.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(with), names(base), "a workspace's file changed the set of hooks");
+    for (after, before) in with.hooks.iter().zip(&base.hooks) {
+        let definition = |hook: &dsh_config::Hook| {
+            (
+                hook.event,
+                hook.matcher.clone(),
+                hook.command.clone(),
+                hook.args.clone(),
+                hook.timeout.value,
+            )
+        };
+        assert_eq!(
+            definition(after),
+            definition(before),
+            "a workspace changed hook {}",
+            after.name
+        );
+        assert!(
+            !after.enabled.value || before.enabled.value,
+            "a workspace turned {} on",
+            after.name
+        );
+        assert!(!before.required || after.enabled.value, "a workspace turned off {}", after.name);
+    }
 }

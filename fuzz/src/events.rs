@@ -22,6 +22,7 @@ use dsh_session::{
     UserMessage,
 };
 use dsh_session::{CheckpointReason, TooLargeFile, WorkspaceCheckpoint, WorkspaceRewind};
+use dsh_session::{HookEvent, HookOutcome, HookRun};
 
 /// The most events after `session/meta` in one log.
 pub const MAX_EVENTS: usize = 64;
@@ -396,6 +397,31 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
             servers: input.list(2, Input::tool),
             reason: input.pick(&[McpWaitReason::Starting, McpWaitReason::ToolsChanged]),
         }),
+        "hook/run" => {
+            let event = input.pick(&HookEvent::ALL);
+            let call = event.is_tool_event() && input.flag();
+            let outcome = input.pick(&[HookOutcome::Ok, HookOutcome::Blocked, HookOutcome::Failed]);
+            EventData::HookRun(HookRun {
+                hook: input.pick(&["guard", "PostToolUse.1", "notes"]).to_owned(),
+                source: "/home/u/.config/dsh/config.toml:3".to_owned(),
+                event,
+                call_id: call.then(|| input.call_id()),
+                tool: call.then(|| input.tool()),
+                outcome,
+                exit_code: match outcome {
+                    HookOutcome::Ok => Some(0),
+                    HookOutcome::Blocked => Some(2),
+                    HookOutcome::Failed => input.flag().then_some(1),
+                },
+                error: (outcome == HookOutcome::Failed).then(|| "timed out after 1 s".to_owned()),
+                duration_ms: input.small(),
+                stderr: input.text(),
+                stdout_bytes: input.small(),
+                stdout_truncated: input.flag(),
+                stderr_truncated: input.flag(),
+                invalid_utf8: input.flag(),
+            })
+        }
         "approval/request" => EventData::ApprovalRequest(ApprovalRequest {
             approval_id: input.approval_id(),
             call_id: input.call_id(),

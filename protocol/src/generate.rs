@@ -152,6 +152,7 @@ fn error_codes() -> Value {
         "checkpointUnavailable": code::CHECKPOINT_UNAVAILABLE,
         "rewindConflict": code::REWIND_CONFLICT,
         "rewindFailed": code::REWIND_FAILED,
+        "promptRefused": code::PROMPT_REFUSED,
     }))
 }
 
@@ -338,6 +339,9 @@ fn declarations() -> Vec<String> {
         log::CheckpointReason::decl(&config),
         log::TooLargeFile::decl(&config),
         log::WorkspaceRewind::decl(&config),
+        log::HookRun::decl(&config),
+        log::HookEvent::decl(&config),
+        log::HookOutcome::decl(&config),
     ]
 }
 

@@ -68,6 +68,7 @@ class ErrorCodes:
     INVALID_WORKSPACE: Final = 1005
     OUT_OF_RANGE: Final = 1003
     OVERLOADED: Final = 1004
+    PROMPT_REFUSED: Final = 1020
     PROVIDER: Final = 1007
     REWIND_CONFLICT: Final = 1015
     REWIND_FAILED: Final = 1016
@@ -109,6 +110,7 @@ EVENT_KINDS: Final = (
     "surface/replace",
     "workspace/checkpoint",
     "workspace/rewind",
+    "hook/run",
 )
 """Every log event kind, in log-vocabulary order."""
 
@@ -3397,6 +3399,117 @@ class HeaderDelta(_w.WireObject):
         return out
 
 
+HookEvent: TypeAlias = Literal["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "PreCompact"]
+"""When a hook runs (Claude Code's names, so existing hook scripts fit).
+
+- ``SessionStart``: Before the first turn a loaded session runs.
+- ``UserPromptSubmit``: Before a prompt is logged: exit 2 refuses it.
+- ``PreToolUse``: Before a tool call runs: exit 2 blocks it.
+- ``PostToolUse``: After a tool call's result is logged.
+- ``Stop``: When the model stops: exit 2 makes the turn go on.
+- ``PreCompact``: Before a compaction.
+"""
+
+
+def _decode_hook_event(value: Any) -> HookEvent:
+    return cast(HookEvent, _w.string(value))
+
+
+HookOutcome: TypeAlias = Literal["ok", "blocked", "failed"]
+"""What a hook's run decided.
+
+- ``ok``: Exit 0: go on.
+- ``blocked``: Exit 2: the call, the prompt or the stop is blocked (`PostToolUse`: its standard error goes to the model).
+- ``failed``: Anything else: another exit code, a signal, a timeout, a start that failed. A failed `PreToolUse` or `UserPromptSubmit` hook blocks (fail closed); the others go on.
+"""
+
+
+def _decode_hook_outcome(value: Any) -> HookOutcome:
+    return cast(HookOutcome, _w.string(value))
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookRun(_w.WireObject):
+    """`hook/run`: one run of a hook the user's configuration defines (docs/hooks.md), with how it
+    ended (not model-visible). What a run adds for the model is logged on its own — a
+    `context/message` of source `hook`, or the tool result a blocked call gets.
+    """
+
+    hook: str
+    """The hook's name (its `name`, else `EVENT.N`, the Nth of its event in the user's file)."""
+    source: str
+    """Where it is defined (`FILE:LINE`)."""
+    event: HookEvent
+    """The event it ran for."""
+    outcome: HookOutcome
+    """What the run decided."""
+    duration_ms: int
+    """Wall-clock time from start to the end of its output."""
+    stdout_bytes: int
+    """Bytes it wrote to standard output (all of them, kept or not)."""
+    call_id: str | None = None
+    """The tool call it ran for (`PreToolUse`, `PostToolUse`)."""
+    error: str | None = None
+    """Why the run failed, when it did: it could not start, it timed out (killed with its
+    process group), a signal ended it, or it exited with a code that means neither go on
+    nor block.
+    """
+    exit_code: int | None = None
+    """The exit code, when the hook exited."""
+    invalid_utf8: bool | None = None
+    """Its output was not valid UTF-8: invalid bytes were replaced by U+FFFD."""
+    stderr: str | None = None
+    """Its standard error, within the output cap (lossy UTF-8): the reason of a block, what a
+    failed hook said.
+    """
+    stderr_truncated: bool | None = None
+    """Standard error was longer than the cap: its middle was cut."""
+    stdout_truncated: bool | None = None
+    """Standard output was longer than the cap: its middle was cut."""
+    tool: str | None = None
+    """The tool of that call."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> HookRun:
+        o = _w.obj(value, "HookRun")
+        return cls(
+            hook=_w.required(o, "hook", _w.string, "HookRun"),
+            source=_w.required(o, "source", _w.string, "HookRun"),
+            event=_w.required(o, "event", _decode_hook_event, "HookRun"),
+            outcome=_w.required(o, "outcome", _decode_hook_outcome, "HookRun"),
+            duration_ms=_w.required(o, "durationMs", _w.integer, "HookRun"),
+            stdout_bytes=_w.required(o, "stdoutBytes", _w.integer, "HookRun"),
+            call_id=_w.optional(o, "callId", _w.string, "HookRun"),
+            error=_w.optional(o, "error", _w.string, "HookRun"),
+            exit_code=_w.optional(o, "exitCode", _w.integer, "HookRun"),
+            invalid_utf8=_w.optional(o, "invalidUtf8", _w.boolean, "HookRun"),
+            stderr=_w.optional(o, "stderr", _w.string, "HookRun"),
+            stderr_truncated=_w.optional(o, "stderrTruncated", _w.boolean, "HookRun"),
+            stdout_truncated=_w.optional(o, "stdoutTruncated", _w.boolean, "HookRun"),
+            tool=_w.optional(o, "tool", _w.string, "HookRun"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"hook": self.hook, "source": self.source, "event": _w.encode(self.event), "outcome": _w.encode(self.outcome), "durationMs": self.duration_ms, "stdoutBytes": self.stdout_bytes}
+        if self.call_id is not None:
+            out["callId"] = self.call_id
+        if self.error is not None:
+            out["error"] = self.error
+        if self.exit_code is not None:
+            out["exitCode"] = self.exit_code
+        if self.invalid_utf8 is not None:
+            out["invalidUtf8"] = self.invalid_utf8
+        if self.stderr is not None:
+            out["stderr"] = self.stderr
+        if self.stderr_truncated is not None:
+            out["stderrTruncated"] = self.stderr_truncated
+        if self.stdout_truncated is not None:
+            out["stdoutTruncated"] = self.stdout_truncated
+        if self.tool is not None:
+            out["tool"] = self.tool
+        return out
+
+
 @dataclass(frozen=True, kw_only=True)
 class InstructionFile(_w.WireObject):
     """One instruction file's text as rendered into the system prompt (trailing whitespace trimmed,
@@ -5067,6 +5180,23 @@ class WorkspaceRewindEvent(BaseEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class HookRunEvent(BaseEvent):
+    """A `hook/run` event: ``data`` is a :class:`HookRun`."""
+
+    type: Literal["hook/run"] = "hook/run"
+    data: HookRun
+
+    @classmethod
+    def from_json(cls, value: Any) -> HookRunEvent:
+        o = _w.obj(value, "HookRunEvent")
+        envelope = _w.fields_of(BaseEvent.from_json(o))
+        return cls(**envelope, data=_w.required(o, "data", HookRun.from_json, "HookRunEvent"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "type": self.type, "data": _w.encode(self.data)}
+
+
+@dataclass(frozen=True, kw_only=True)
 class UnknownEvent(BaseEvent):
     """An event of a kind this client does not know (a newer daemon's addition): its kind and its
     payload as received. Clients ignore what they do not know; its ``seq`` still counts."""
@@ -5115,6 +5245,7 @@ SessionEvent: TypeAlias = Union[
     SurfaceReplaceEvent,
     WorkspaceCheckpointEvent,
     WorkspaceRewindEvent,
+    HookRunEvent,
     UnknownEvent,
 ]
 """One log event as delivered, typed by its kind."""
@@ -5148,6 +5279,7 @@ EVENT_CLASSES: Final[dict[str, Callable[[Any], SessionEvent]]] = {
     "surface/replace": SurfaceReplaceEvent.from_json,
     "workspace/checkpoint": WorkspaceCheckpointEvent.from_json,
     "workspace/rewind": WorkspaceRewindEvent.from_json,
+    "hook/run": HookRunEvent.from_json,
 }
 """Each event kind's decoder."""
 

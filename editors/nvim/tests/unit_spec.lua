@@ -909,3 +909,25 @@ test("checkpoints and rewinds: one line each, as `dsh prompt` prints them", func
   H.eq("⟲ rewound conversation of p to just before step 2", transcript.rewind_text({ fromSession = "p", toStep = 2, conversation = true, files = false }))
   vim.api.nvim_buf_delete(buf, { force = true })
 end)
+
+test("hook runs: one line each, as `dsh prompt` prints them; a block or a failure stands out", function()
+  local t = transcript.get_or_create("unit-hooks")
+  local list = {
+    { "session/meta", { formatVersion = 0, sessionId = "unit-hooks", workspace = "/w" } },
+    { "hook/run", { hook = "greet", source = "/u/c.toml:1", event = "SessionStart", outcome = "ok", exitCode = 0, durationMs = 12, stdoutBytes = 3 } },
+    { "turn/start", { turn = 1 } },
+    { "user/message", { text = "Clean up." } },
+    { "step/start", { step = 1, turn = 1 } },
+    { "assistant/message", { step = 1, message = { content = "", toolCalls = { { id = "c1", name = "run_command", arguments = "{}" } } } } },
+    { "hook/run", { hook = "guard", source = "/u/c.toml:4", event = "PreToolUse", callId = "c1", tool = "run_command", outcome = "blocked", exitCode = 2, durationMs = 5, stderr = "\nno rm here\n", stdoutBytes = 0 } },
+    { "hook/run", { hook = "loud", source = "/u/c.toml:9", event = "PostToolUse", callId = "c1", tool = "run_command", outcome = "failed", error = "timed out after 1 s; it and every process of its group were killed", durationMs = 1000, stdoutBytes = 9000000, stdoutTruncated = true, invalidUtf8 = true } },
+  }
+  for i, e in ipairs(list) do
+    t:on_event({ sessionId = "unit-hooks", seq = i - 1, time = 0, type = e[1], data = e[2] })
+  end
+  local buf = t.buf
+  H.eq(1, #lines_with(buf, "hook greet (SessionStart) ok, 12 ms"))
+  H.eq(1, #lines_with(buf, "⛔ hook guard (PreToolUse, run_command) blocked: no rm here"))
+  H.eq(1, #lines_with(buf, "⚠ hook loud (PostToolUse, run_command) failed: timed out after 1 s; it and every process of its group were killed [its output was cut] [invalid UTF-8 was replaced]"))
+  vim.api.nvim_buf_delete(buf, { force = true })
+end)

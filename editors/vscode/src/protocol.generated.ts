@@ -43,6 +43,7 @@ export const ErrorCodes = {
   "invalidWorkspace": 1005,
   "outOfRange": 1003,
   "overloaded": 1004,
+  "promptRefused": 1020,
   "provider": 1007,
   "rewindConflict": 1015,
   "rewindFailed": 1016,
@@ -2308,6 +2309,71 @@ conversation: boolean,
  */
 files: boolean, };
 
+export type HookRun = { 
+/**
+ * The hook's name (its `name`, else `EVENT.N`, the Nth of its event in the user's file).
+ */
+hook: string, 
+/**
+ * Where it is defined (`FILE:LINE`).
+ */
+source: string, 
+/**
+ * The event it ran for.
+ */
+event: HookEvent, 
+/**
+ * The tool call it ran for (`PreToolUse`, `PostToolUse`).
+ */
+callId?: string, 
+/**
+ * The tool of that call.
+ */
+tool?: string, 
+/**
+ * What the run decided.
+ */
+outcome: HookOutcome, 
+/**
+ * The exit code, when the hook exited.
+ */
+exitCode?: number, 
+/**
+ * Why the run failed, when it did: it could not start, it timed out (killed with its
+ * process group), a signal ended it, or it exited with a code that means neither go on
+ * nor block.
+ */
+error?: string, 
+/**
+ * Wall-clock time from start to the end of its output.
+ */
+durationMs: number, 
+/**
+ * Its standard error, within the output cap (lossy UTF-8): the reason of a block, what a
+ * failed hook said.
+ */
+stderr?: string, 
+/**
+ * Bytes it wrote to standard output (all of them, kept or not).
+ */
+stdoutBytes: number, 
+/**
+ * Standard output was longer than the cap: its middle was cut.
+ */
+stdoutTruncated?: boolean, 
+/**
+ * Standard error was longer than the cap: its middle was cut.
+ */
+stderrTruncated?: boolean, 
+/**
+ * Its output was not valid UTF-8: invalid bytes were replaced by U+FFFD.
+ */
+invalidUtf8?: boolean, };
+
+export type HookEvent = "SessionStart" | "UserPromptSubmit" | "PreToolUse" | "PostToolUse" | "Stop" | "PreCompact";
+
+export type HookOutcome = "ok" | "blocked" | "failed";
+
 /** A log event's `type` and its `data`, one member per event kind. */
 export type LogEvent =
   | { type: "session/meta"; data: SessionMeta }
@@ -2338,6 +2404,7 @@ export type LogEvent =
   | { type: "surface/replace"; data: SurfaceReplace }
   | { type: "workspace/checkpoint"; data: WorkspaceCheckpoint }
   | { type: "workspace/rewind"; data: WorkspaceRewind }
+  | { type: "hook/run"; data: HookRun }
 ;
 
 /** Any log event payload. */

@@ -22,6 +22,7 @@ import type {
   UsageEntry,
 } from "./protocol.generated";
 import { checkpointText, rewindText } from "./checkpointText";
+import { hookText } from "./hookText";
 import { toolDisplayName, type McpWait } from "./mcp";
 
 export type ApprovalView = {
@@ -515,6 +516,9 @@ export class Transcript {
         return { kind: "structure" };
       case "workspace/rewind":
         this.entries.push({ kind: "notice", seq: e.seq, text: rewindText(e.data) });
+        return { kind: "structure" };
+      case "hook/run":
+        this.entries.push({ kind: "notice", seq: e.seq, text: hookText(e.data) });
         return { kind: "structure" };
       default:
         return { kind: "none" };

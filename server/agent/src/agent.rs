@@ -59,6 +59,7 @@ use crate::seen::Memory;
 use crate::tools::{Toolbox, Workspace};
 
 mod config;
+mod hooks;
 mod instructions;
 mod limits;
 mod output;
@@ -66,6 +67,7 @@ mod recovery;
 mod tool_calls;
 
 pub use config::{AgentConfig, CallOverrides};
+pub use hooks::{HOOK_SOURCE, pre_compact_hooks, run_hooks};
 pub use limits::TurnLimits;
 use limits::{Spent, TurnTimer};
 pub use output::{MAX_SCHEMA_BYTES, OUTPUT_INVALID_SOURCE, OUTPUT_SCHEMA_SOURCE, OutputSchema};
@@ -174,6 +176,12 @@ pub struct Agent {
     checkpoints: Option<Arc<dyn Checkpoints>>,
     /// The running turn's output schema, if any: its requests ask for the provider's JSON mode.
     output: Option<OutputSchema>,
+    /// The user's hooks (docs/hooks.md), asked for at each point they run.
+    user_hooks: Option<Arc<dyn crate::hooks::HookSource>>,
+    /// Whether this instance ran the `SessionStart` hooks.
+    session_started: bool,
+    /// Whether the last call [`Agent::run_tool`] answered was run (`tool/call` logged).
+    call_ran: bool,
 }
 
 enum StepOutcome {
@@ -226,6 +234,9 @@ impl Agent {
             max_cost: None,
             checkpoints: None,
             output: None,
+            user_hooks: None,
+            session_started: false,
+            call_ran: false,
         }
     }
 
@@ -325,7 +336,21 @@ impl Agent {
             })
             .await?;
         self.dates = dates;
+        // Hooks before the turn: what `SessionStart` adds, and `UserPromptSubmit`'s verdict —
+        // a refused prompt opens no turn.
+        let session_notes = self.session_start_hooks(session, turn > 1, cancel).await?;
+        let prompted = match self.prompt_hooks(session, prompt, cancel).await {
+            Err(refused @ AgentError::PromptRefused { .. }) => {
+                // `SessionStart` runs again before the next prompt.
+                self.session_started = false;
+                return Err(refused);
+            }
+            other => other?,
+        };
         session.append(EventData::TurnStart(TurnStart { turn })).await?;
+        for note in session_notes {
+            session.append(EventData::ContextMessage(note)).await?;
+        }
         if self.config.date_context {
             let today = date_context(&local_date((self.clock)()));
             if self.dates.last.as_deref() != Some(today.as_str()) {
@@ -339,6 +364,9 @@ impl Agent {
             }
         }
         session.append(EventData::UserMessage(UserMessage { text: prompt.to_owned() })).await?;
+        for note in prompted {
+            session.append(EventData::ContextMessage(note)).await?;
+        }
         if let Some(output) = &self.output {
             session.append(EventData::ContextMessage(output.note())).await?;
         }
@@ -361,6 +389,8 @@ impl Agent {
         // and whether the one correction was asked for.
         let mut correction: Option<Vec<String>> = None;
         let mut corrected = false;
+        // Whether a `Stop` hook already made the turn go on (its next run is told).
+        let mut stop_hook_active = false;
         loop {
             // Between steps: a budget reached stops the turn here, never inside a step.
             let spent = Spent { steps: outcome.steps, usage: outcome.usage, usd };
@@ -417,6 +447,14 @@ impl Agent {
                         }
                         corrected = true;
                         correction = Some(problems);
+                        continue;
+                    }
+                    // A `Stop` hook may send the model back to work, with a logged note.
+                    if let Some(note) =
+                        self.stop_hooks(session, &answer, stop_hook_active, cancel).await?
+                    {
+                        session.append(EventData::ContextMessage(note)).await?;
+                        stop_hook_active = true;
                         continue;
                     }
                     // What the turn's tools left, recorded before its end (a client takes
@@ -530,6 +568,7 @@ impl Agent {
         if let Some(context) = context {
             let mut call = pinned.clone();
             call.wire.clone_from(&endpoint.wire);
+            self.pre_compact(session, &context, cancel).await?;
             let relief =
                 relieve_pressure(&endpoint.client, session, &context, &call, cancel).await?;
             if matches!(relief, CompactOutcome::Failed { cancelled: true, .. }) {
@@ -681,6 +720,9 @@ impl Agent {
         // Tools, inside the step: every call is answered before step/end.
         for call in &calls {
             let (result, plan) = self.run_tool(session, step, call, cancel).await?;
+            // A call a `PreToolUse` hook blocked did not run: no `PostToolUse` for it.
+            let ran = std::mem::take(&mut self.call_ran);
+            let held = ran.then(|| result.clone());
             match plan {
                 // The plan follows its result at once: a client's steering never lands between.
                 Some(plan) => {
@@ -690,6 +732,9 @@ impl Agent {
                 None => {
                     session.append(EventData::ToolResult(result)).await?;
                 }
+            }
+            if let Some(result) = held {
+                self.post_tool_hooks(session, call, &result, cancel).await?;
             }
         }
         session.append(EventData::StepEnd(StepEnd { step, finish_reason, usage })).await?;

@@ -20,6 +20,15 @@ pub enum AgentError {
         /// The first differing field.
         difference: String,
     },
+    /// A `UserPromptSubmit` hook refused the prompt (exit 2, or it failed): nothing
+    /// model-visible was logged, the hook's run was.
+    #[error("the prompt was refused: {reason}")]
+    PromptRefused {
+        /// The hook's name.
+        hook: String,
+        /// Why, in words (the hook's standard error, or its failure).
+        reason: String,
+    },
     /// A task of the loop's own failed (a panic): a bug.
     #[error("internal error: {0}")]
     Internal(String),

@@ -16,6 +16,7 @@ pub mod compact;
 mod endpoint;
 mod error;
 mod external;
+pub mod hooks;
 mod invariant;
 mod owner;
 pub mod prompt;
@@ -23,9 +24,10 @@ mod seen;
 pub mod tools;
 
 pub use agent::{
-    Agent, AgentConfig, CallOverrides, Clock, HookContext, INTERRUPTED, MAX_SCHEMA_BYTES,
-    OUTPUT_INVALID_SOURCE, OUTPUT_SCHEMA_SOURCE, OutputSchema, RequestHook, StepTiming, TurnLimits,
-    TurnOutcome, close_interrupted, close_open_turn,
+    Agent, AgentConfig, CallOverrides, Clock, HOOK_SOURCE, HookContext, INTERRUPTED,
+    MAX_SCHEMA_BYTES, OUTPUT_INVALID_SOURCE, OUTPUT_SCHEMA_SOURCE, OutputSchema, RequestHook,
+    StepTiming, TurnLimits, TurnOutcome, close_interrupted, close_open_turn, pre_compact_hooks,
+    run_hooks,
 };
 pub use checkpoints::Checkpoints;
 pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compact_now};

@@ -45,7 +45,11 @@ pub fn show(settings: &Settings, workspace: &Path) -> anyhow::Result<ExitCode> {
         workspace.canonicalize().with_context(|| format!("workspace {}", workspace.display()))?;
     let resolved = layers(settings, &workspace).and_then(|(layers, looked)| {
         let refs: Vec<&Layer> = layers.iter().collect();
-        dsh_config::resolve(&refs, &settings.overrides()).map(|config| (config, looked))
+        let config = dsh_config::resolve(&refs, &settings.overrides())?;
+        // As a daemon loads it: a hook whose command cannot run is refused at its line.
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        config.check_hook_commands(home.as_deref().filter(|home| home.is_absolute()))?;
+        Ok((config, looked))
     });
     let (config, looked) = match resolved {
         Ok(resolved) => resolved,

@@ -207,6 +207,15 @@ where
             state.end_line();
             println!("{}", rewind_line(rewind));
         }
+        // A hook that went on is a dim line; one that blocked or failed is always seen.
+        EventData::HookRun(run) => {
+            state.end_line();
+            let line = clean(&hook_line(run)).into_owned();
+            match run.outcome {
+                dsh_session::HookOutcome::Ok => println!("{}", state.dim(&line)),
+                _ => println!("{line}"),
+            }
+        }
         // The one correction of an answer that does not match the output schema: what is
         // wrong, as the model is told it.
         EventData::ContextMessage(note)
@@ -241,6 +250,35 @@ where
         _ => {}
     }
     false
+}
+
+/// One line for a `hook/run`: the hook, its event (and call), and how it ended.
+pub fn hook_line(run: &dsh_session::HookRun) -> String {
+    let about = match &run.tool {
+        Some(tool) => format!("{}, {tool}", run.event.name()),
+        None => run.event.name().to_owned(),
+    };
+    let head = format!("hook {} ({about})", run.hook);
+    let reason = run.stderr.lines().find(|line| !line.trim().is_empty()).unwrap_or("");
+    let mut line = match run.outcome {
+        dsh_session::HookOutcome::Ok => format!("{head} ok, {} ms", run.duration_ms),
+        dsh_session::HookOutcome::Blocked if reason.is_empty() => format!("⛔ {head} blocked"),
+        dsh_session::HookOutcome::Blocked => format!("⛔ {head} blocked: {reason}"),
+        dsh_session::HookOutcome::Failed => {
+            format!("⚠ {head} failed: {}", run.error.as_deref().unwrap_or("it failed"))
+        }
+    };
+    let cut = [
+        (run.stdout_truncated, "its output was cut"),
+        (run.stderr_truncated, "its error output was cut"),
+        (run.invalid_utf8, "invalid UTF-8 was replaced"),
+    ];
+    for (flag, said) in cut {
+        if flag {
+            line.push_str(&format!(" [{said}]"));
+        }
+    }
+    line
 }
 
 /// One line for a `workspace/checkpoint`.

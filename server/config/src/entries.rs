@@ -199,6 +199,24 @@ impl Config {
             }
             put(at("approval"), quoted(server.approval.value.name()), &server.approval.source);
         }
+        for hook in &self.hooks {
+            let at = |field: &str| format!("hooks.{}.{field}", hook.name);
+            put(at("event"), quoted(hook.event.name()), &hook.source);
+            if let Some(matcher) = &hook.matcher {
+                put(at("matcher"), quoted(matcher), &hook.source);
+            }
+            put(at("command"), quoted(&hook.command), &hook.source);
+            if !hook.args.is_empty() {
+                let args = hook.args.iter().map(|a| quoted(a)).collect::<Vec<_>>();
+                put(at("args"), format!("[{}]", args.join(", ")), &hook.source);
+            }
+            let timeout = &hook.timeout;
+            put(at("timeout_secs"), timeout.value.as_secs().to_string(), &timeout.source);
+            if hook.required {
+                put(at("required"), "true".to_owned(), &hook.source);
+            }
+            put(at("enabled"), hook.enabled.value.to_string(), &hook.enabled.source);
+        }
         out
     }
 }

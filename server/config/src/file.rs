@@ -122,6 +122,7 @@ impl Layer {
                 }
             }
         }
+        crate::hooks::check_layer(self, &self.file.hooks)?;
         if self.workspace
             && let Some(allowed) = &self.file.allow_workspaces
         {
@@ -217,6 +218,9 @@ pub(crate) struct FileConfig {
     /// The `web_fetch` tool.
     #[serde(default)]
     pub web: FileWeb,
+    /// Hooks (`[[hooks.EVENT]]`, the user's file only) and the names turned off.
+    #[serde(default)]
+    pub hooks: crate::hooks::FileHooks,
     /// Workspaces confirmed although they are `/`, `$HOME` or hold dsh's own state or
     /// configuration (the user's file only).
     #[serde(default)]

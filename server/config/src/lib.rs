@@ -6,8 +6,9 @@
 //! It holds provider profiles (kind, base URL, where the key is, headers, timeouts, wire
 //! options, models with their window, output limit and prices), the default profile and model,
 //! the approval policy per tool, context settings, the instruction-file policy and the MCP tool
-//! servers (`[mcp.servers.NAME]`, defined only in the user's file), and what `web_fetch` may
-//! reach (`[web]`, which a workspace's file only narrows).
+//! servers (`[mcp.servers.NAME]`, defined only in the user's file), the hooks
+//! (`[[hooks.EVENT]]`, defined only there too), and what `web_fetch` may reach (`[web]`, which a
+//! workspace's file only narrows).
 //!
 //! What it does not do: read keys (it names where they are; the daemon reads them when a
 //! request needs one), watch files, or know about sessions. A secret never passes through it:
@@ -16,6 +17,7 @@
 mod approval;
 mod entries;
 mod file;
+mod hooks;
 mod mcp;
 mod profile;
 mod resolve;
@@ -29,6 +31,7 @@ use std::path::{Path, PathBuf};
 pub use dsh_session::Approval;
 pub use entries::Entry;
 pub use file::{Layer, MAX_FILE_BYTES};
+pub use hooks::{HOOK_TIMEOUT, Hook, MAX_HOOK_TIMEOUT_SECS, check_program, matcher_regex};
 pub use mcp::{
     MCP_CALL_TIMEOUT, MCP_STARTUP_TIMEOUT, McpServer, McpTransport, TransportError,
     check_server_name,

@@ -111,6 +111,8 @@ pub struct Config {
     pub checkpoints: CheckpointSettings,
     /// The `web_fetch` tool.
     pub web: WebConfig,
+    /// Hooks, in the order of their events and then of the user's file (disabled ones too).
+    pub hooks: Vec<crate::hooks::Hook>,
     /// Workspaces the user confirmed although they are `/`, `$HOME` or hold dsh's state or
     /// configuration (absolute paths, as written).
     pub allow_workspaces: Vec<PathBuf>,
@@ -359,7 +361,9 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
     for (name, partial) in servers {
         mcp.insert(name.clone(), finish_server(&name, partial)?);
     }
+    let hooks = crate::hooks::resolve_hooks(layers)?;
     let config = Config {
+        hooks,
         profile,
         model,
         profiles,

@@ -648,3 +648,159 @@ fn a_workspace_only_narrows_web_fetch() {
         assert!(message.contains(expected), "{message}");
     }
 }
+const HOOKS: &str = r#"
+[[hooks.PreToolUse]]
+name = "guard"
+matcher = "run_command"
+command = "~/bin/check-cmd.sh"
+timeout_secs = 30
+required = true
+
+[[hooks.PreToolUse]]
+matcher = "write_file|edit_file"
+command = "/usr/local/bin/fmt-check"
+args = ["--quiet"]
+
+[[hooks.PostToolUse]]
+command = "/bin/true"
+
+[[hooks.Stop]]
+name = "tests"
+command = "/bin/true"
+"#;
+
+#[test]
+fn hooks_resolve_with_names_defaults_and_sources() {
+    let (builtin, user) = (builtin(), layer(HOOKS, "/u/config.toml", false));
+    let config = resolve(&[&builtin, &user], &Overrides::default()).unwrap();
+    let names = config.hooks.iter().map(|h| h.name.as_str()).collect::<Vec<_>>();
+    assert_eq!(names, ["guard", "PreToolUse.2", "PostToolUse.1", "tests"]);
+    let guard = &config.hooks[0];
+    assert_eq!(guard.event, dsh_session::HookEvent::PreToolUse);
+    assert_eq!(guard.timeout.value, std::time::Duration::from_secs(30));
+    assert_eq!(guard.source.to_string(), "/u/config.toml:2");
+    assert!(guard.required && guard.enabled.value);
+    assert_eq!(config.hooks[1].timeout.value, HOOK_TIMEOUT);
+    assert_eq!(config.hooks[1].args, ["--quiet"]);
+    // A matcher is a regular expression over the whole name.
+    assert!(guard.matches("run_command"));
+    assert!(!guard.matches("my_run_command"));
+    assert!(config.hooks[1].matches("edit_file") && !config.hooks[1].matches("read_file"));
+    assert!(config.hooks[2].matches("anything"));
+    let pre = config.hooks_for(dsh_session::HookEvent::PreToolUse).count();
+    assert_eq!(pre, 2);
+    let program = guard.program(Some(Path::new("/home/me"))).unwrap();
+    assert_eq!(program, Path::new("/home/me/bin/check-cmd.sh"));
+    let entries = config.entries();
+    let shown = entries
+        .iter()
+        .filter(|entry| entry.key.starts_with("hooks."))
+        .map(|entry| format!("{} = {}  # {}", entry.key, entry.value, entry.source))
+        .collect::<Vec<_>>()
+        .join("\n");
+    expect![[r#"
+        hooks.guard.event = "PreToolUse"  # /u/config.toml:2
+        hooks.guard.matcher = "run_command"  # /u/config.toml:2
+        hooks.guard.command = "~/bin/check-cmd.sh"  # /u/config.toml:2
+        hooks.guard.timeout_secs = 30  # /u/config.toml:6
+        hooks.guard.required = true  # /u/config.toml:2
+        hooks.guard.enabled = true  # default
+        hooks.PreToolUse.2.event = "PreToolUse"  # /u/config.toml:9
+        hooks.PreToolUse.2.matcher = "write_file|edit_file"  # /u/config.toml:9
+        hooks.PreToolUse.2.command = "/usr/local/bin/fmt-check"  # /u/config.toml:9
+        hooks.PreToolUse.2.args = ["--quiet"]  # /u/config.toml:9
+        hooks.PreToolUse.2.timeout_secs = 60  # default
+        hooks.PreToolUse.2.enabled = true  # default
+        hooks.PostToolUse.1.event = "PostToolUse"  # /u/config.toml:14
+        hooks.PostToolUse.1.command = "/bin/true"  # /u/config.toml:14
+        hooks.PostToolUse.1.timeout_secs = 60  # default
+        hooks.PostToolUse.1.enabled = true  # default
+        hooks.tests.event = "Stop"  # /u/config.toml:17
+        hooks.tests.command = "/bin/true"  # /u/config.toml:17
+        hooks.tests.timeout_secs = 60  # default
+        hooks.tests.enabled = true  # default"#]]
+    .assert_eq(&shown);
+}
+
+#[test]
+fn a_workspace_cannot_define_a_hook_and_may_disable_one_not_required() {
+    let refused = error(
+        "model = \"x\"\n\n[[hooks.PostToolUse]]\ncommand = \"/bin/sh\"\n",
+        "/w/.dsh/config.toml",
+        true,
+    );
+    assert!(refused.starts_with("/w/.dsh/config.toml:3: `[[hooks.PostToolUse]]` cannot be set"));
+    assert!(refused.contains("disable = [\"NAME\"]"), "{refused}");
+
+    let (builtin, user) = (builtin(), layer(HOOKS, "/u/config.toml", false));
+    let workspace =
+        layer("[hooks]\ndisable = [\"PreToolUse.2\", \"not-mine\"]\n", "/w/.dsh/config.toml", true);
+    let config = resolve(&[&builtin, &user, &workspace], &Overrides::default()).unwrap();
+    let disabled = &config.hooks[1];
+    assert!(!disabled.enabled.value);
+    assert_eq!(disabled.enabled.source.to_string(), "/w/.dsh/config.toml:2");
+    assert_eq!(config.hooks_for(dsh_session::HookEvent::PreToolUse).count(), 1);
+
+    let required = layer("[hooks]\ndisable = [\"guard\"]\n", "/w/.dsh/config.toml", true);
+    let refused = resolve(&[&builtin, &user, &required], &Overrides::default()).unwrap_err();
+    assert_eq!(refused.location, "/w/.dsh/config.toml:2");
+    assert!(refused.message.contains("marked `required`"), "{refused}");
+}
+
+#[test]
+fn bad_hook_definitions_are_refused_with_file_and_line() {
+    let builtin = builtin();
+    let cases = [
+        ("[[hooks.PreToolUse]]\nmatcher = \"x\"\n", ":1:", "has no `command`"),
+        ("[[hooks.Stop]]\ncommand = \"/bin/true\"\nmatcher = \"x\"\n", ":3:", "PreToolUse and"),
+        ("[[hooks.PreToolUse]]\ncommand = \"/bin/true\"\nmatcher = \"(\"\n", ":3:", "regular"),
+        ("[[hooks.Stop]]\ncommand = \"/bin/true\"\ntimeout_secs = 0\n", ":3:", "out of range"),
+        ("[[hooks.Stop]]\ncommand = \"/bin/true\"\nname = \"a b\"\n", ":3:", "not allowed"),
+        (
+            "[[hooks.Stop]]\nname = \"x\"\ncommand = \"/bin/true\"\n[[hooks.PreCompact]]\n\
+             name = \"x\"\ncommand = \"/bin/true\"\n",
+            ":4:",
+            "already defined at /u/config.toml:1",
+        ),
+        ("[hooks]\ndisable = [\"nope\"]\n", ":2:", "there is no hook `nope`"),
+        ("[[hooks.Nope]]\ncommand = \"/bin/true\"\n", ":1:", "unknown field `Nope`"),
+    ];
+    for (text, line, message) in cases {
+        let refused = Layer::parse(text, Some(Path::new("/u/config.toml")), false)
+            .and_then(|user| resolve(&[&builtin, &user], &Overrides::default()))
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains(line) && refused.contains(message), "{text}\n→ {refused}");
+    }
+}
+
+#[test]
+fn a_hook_command_that_is_missing_or_not_executable_is_refused_at_load() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let script = bin.join("check.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = "\n[[hooks.PreToolUse]]\ncommand = \"~/bin/check.sh\"\n\
+                [[hooks.Stop]]\ncommand = \"~/bin/gone.sh\"\n";
+    let (builtin, user) = (builtin(), layer(text, "/u/config.toml", false));
+    let config = resolve(&[&builtin, &user], &Overrides::default()).unwrap();
+    let refused = config.check_hook_commands(Some(home.path())).unwrap_err().to_string();
+    assert!(refused.starts_with("/u/config.toml:2: hook `PreToolUse.1`"), "{refused}");
+    assert!(refused.contains("is not executable"), "{refused}");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let refused = config.check_hook_commands(Some(home.path())).unwrap_err().to_string();
+    assert!(refused.starts_with("/u/config.toml:4: hook `Stop.1`"), "{refused}");
+    assert!(refused.contains("gone.sh` does not exist"), "{refused}");
+    // A disabled hook is not checked; a relative command is refused with what to do.
+    let off = format!("{text}[hooks]\ndisable = [\"Stop.1\"]\n");
+    let config =
+        resolve(&[&builtin, &layer(&off, "/u/config.toml", false)], &Overrides::default()).unwrap();
+    config.check_hook_commands(Some(home.path())).unwrap();
+    let relative = layer("[[hooks.Stop]]\ncommand = \"check.sh --x\"\n", "/u/c.toml", false);
+    let config = resolve(&[&builtin, &relative], &Overrides::default()).unwrap();
+    let refused = config.check_hook_commands(Some(home.path())).unwrap_err().to_string();
+    assert!(refused.contains("put its arguments in `args`"), "{refused}");
+}

@@ -415,6 +415,10 @@ impl Daemon {
                     live.id.clone(),
                 )));
                 agent.share_wire_cache(Arc::clone(&live.loop_wire));
+                agent.set_hooks(Arc::new(crate::hooks::Seam {
+                    settings: Arc::clone(&daemon.settings),
+                    workspace: live.workspace.clone(),
+                }));
                 agent
             });
             let turn = async {
@@ -479,9 +483,15 @@ impl Daemon {
         let running = RunningTurn::start(&live, cancel.clone());
         // Like a turn, the compaction runs to its end in a tracked task, whatever the caller does.
         let handle = live.handle.clone();
+        let hooks = crate::hooks::Seam {
+            settings: Arc::clone(&self.settings),
+            workspace: live.workspace.clone(),
+        };
+        let workspace = live.workspace.clone();
         let task = self.tasks.spawn(async move {
             let _slot = slot;
             let _running = running;
+            dsh_agent::pre_compact_hooks(&hooks, &handle, &workspace, "manual", &cancel).await?;
             compact_now(&client, &handle, &context, &call, &cancel).await
         });
         let outcome = task.await.map_err(|_| ApiError::store("the compaction task failed"))?;

@@ -122,6 +122,9 @@ impl ApiError {
         match error {
             AgentError::Store(error) => Self::from_store(error),
             AgentError::SessionClosed => Self::unavailable("the session is closed"),
+            error @ AgentError::PromptRefused { .. } => {
+                Self::new(code::PROMPT_REFUSED, error.to_string())
+            }
             error @ (AgentError::Invariant { .. } | AgentError::Internal(_)) => {
                 Self::unavailable(error.to_string())
             }

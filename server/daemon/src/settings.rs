@@ -279,7 +279,7 @@ impl Settings {
         let file = user.as_mut()?;
         file.refresh(|layer| {
             let layers: Vec<&Layer> = std::iter::once(builtin).chain(layer).collect();
-            dsh_config::resolve(&layers, overrides).map(drop)
+            dsh_config::resolve(&layers, overrides).and_then(|config| check_hooks(&config))
         })
     }
 
@@ -361,7 +361,9 @@ impl Settings {
             // never lands after the newer.
             let error = match read {
                 Some(read) if file.stamp != Some(now) && stamp(&path) == now => {
-                    file.apply(now, read, |layer| self.resolve_layers(layer).map(drop))
+                    file.apply(now, read, |layer| {
+                        self.resolve_layers(layer).and_then(|config| check_hooks(&config))
+                    })
                 }
                 _ => None,
             };
@@ -560,6 +562,13 @@ fn web_settings(config: &Config) -> WebSettings {
 }
 
 /// The approval policy a configuration gives: classes (`read`, `write`, `command`) and tools.
+/// A file is taken only if every hook it leaves enabled names a program this user can run
+/// (docs/hooks.md): a guard that cannot run is an error at load, never a silent pass.
+fn check_hooks(config: &Config) -> Result<(), ConfigError> {
+    let home = std::env::var_os("HOME").map(PathBuf::from).filter(|home| home.is_absolute());
+    config.check_hook_commands(home.as_deref())
+}
+
 fn approval_policy(config: &Config) -> ApprovalPolicy {
     let mut policy = ApprovalPolicy::default();
     for (name, approval) in &config.approvals {

@@ -18,8 +18,8 @@
 use std::fmt;
 
 use crate::event::{
-    CheckpointReason, Event, EventData, StepError, StopReason, SurfaceNode, SurfaceReplace,
-    ToolResult, TurnEnd, WorkspaceCheckpoint,
+    CheckpointReason, Event, EventData, HookEvent, HookRun, StepError, StopReason, SurfaceNode,
+    SurfaceReplace, ToolResult, TurnEnd, WorkspaceCheckpoint,
 };
 use crate::header::fold_header_event;
 use crate::message::Message;
@@ -209,6 +209,7 @@ impl Checker {
                 }
             }
             EventData::WorkspaceCheckpoint(checkpoint) => self.checkpoint(seq, checkpoint),
+            EventData::HookRun(run) => self.hook_run(seq, run),
             EventData::WorkspaceRewind(_) if self.open_turn.is_some() => {
                 self.error(seq, "workspace/rewind inside a turn")
             }
@@ -223,6 +224,38 @@ impl Checker {
             }
             _ => None,
         };
+    }
+
+    /// Each hook's run where its event happens: `PreToolUse` inside a step, naming a call of
+    /// the step not answered yet; `PostToolUse` inside a step, naming a call; `SessionStart`
+    /// and `UserPromptSubmit` before the turn they open (outside every turn); `Stop` inside a
+    /// turn, between steps; `PreCompact` outside every step.
+    fn hook_run(&mut self, seq: u64, run: &HookRun) {
+        let name = &run.hook;
+        let (turn, step) = (self.open_turn.is_some(), self.open_step.as_ref());
+        let problem = match run.event {
+            HookEvent::PreToolUse | HookEvent::PostToolUse => match (step, &run.call_id) {
+                (None, _) => Some("outside a step".to_owned()),
+                (Some(_), None) => Some("names no tool call".to_owned()),
+                (Some(step), Some(call))
+                    if run.event == HookEvent::PreToolUse && !step.pending_calls.contains(call) =>
+                {
+                    Some(format!("names call `{call}`, which the open step does not wait for"))
+                }
+                _ => None,
+            },
+            HookEvent::SessionStart | HookEvent::UserPromptSubmit if turn => {
+                Some("inside a turn".to_owned())
+            }
+            HookEvent::Stop if !turn => Some("outside a turn".to_owned()),
+            HookEvent::Stop | HookEvent::PreCompact if step.is_some() => {
+                Some("inside a step".to_owned())
+            }
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            self.error(seq, format!("hook/run of {name} ({}) {problem}", run.event.name()));
+        }
     }
 
     /// A checkpoint of a step sits inside that step; any other checkpoint outside every step.

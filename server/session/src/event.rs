@@ -156,6 +156,8 @@ event_kinds! {
     /// `workspace/rewind`: files and/or the conversation returned to a checkpoint (not
     /// model-visible).
     WorkspaceRewind(WorkspaceRewind) = "workspace/rewind",
+    /// `hook/run`: a hook of the user's configuration ran, and how it ended (not model-visible).
+    HookRun(HookRun) = "hook/run",
 }
 
 /// The events of a seq-ordered log from `seq` on: what an incremental fold has not seen yet.

@@ -35,11 +35,11 @@ pub use event::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantTurn, ChangeKind,
     CheckpointReason, ChunkDelta, CompactStart, CompactSummary, ContextMessage, DecodeError,
     DecodeErrorKind, EVENT_KINDS, EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, FileChange,
-    FileSeen, ForkOrigin, InstructionFile, LimitKind, LlmRetry, McpWait, McpWaitReason,
-    RequestHeader, RequestSent, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd,
-    StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace, TooLargeFile, ToolCallStarted,
-    ToolProgress, ToolResult, TurnEnd, TurnLimit, TurnStart, Usage, UserMessage,
-    WorkspaceCheckpoint, WorkspaceRewind, decode_event, decode_log, encode_event,
+    FileSeen, ForkOrigin, HookEvent, HookOutcome, HookRun, InstructionFile, LimitKind, LlmRetry,
+    McpWait, McpWaitReason, RequestHeader, RequestSent, SessionMeta, SessionPin, SnapshotReason,
+    SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace,
+    TooLargeFile, ToolCallStarted, ToolProgress, ToolResult, TurnEnd, TurnLimit, TurnStart, Usage,
+    UserMessage, WorkspaceCheckpoint, WorkspaceRewind, decode_event, decode_log, encode_event,
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,

@@ -1085,3 +1085,54 @@ fn an_event_decodes_from_parts_with_the_log_checks() {
     assert_eq!(event, decode_event(line, 1).unwrap());
     assert_eq!(encode_event(&event), line);
 }
+
+#[test]
+fn each_hook_run_sits_where_its_event_happens() {
+    use crate::{HookEvent, HookOutcome, HookRun};
+    let run = |event: HookEvent, call: Option<&str>| {
+        EventData::HookRun(HookRun {
+            hook: "h".into(),
+            source: "/u/c.toml:1".into(),
+            event,
+            call_id: call.map(Into::into),
+            tool: call.map(|_| "read_file".into()),
+            outcome: HookOutcome::Ok,
+            exit_code: Some(0),
+            error: None,
+            duration_ms: 1,
+            stderr: String::new(),
+            stdout_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            invalid_utf8: false,
+        })
+    };
+    let with = |at: usize, data: EventData| {
+        let mut events = tool_turn();
+        events.insert(at, event(0, data));
+        for (i, e) in events.iter_mut().enumerate() {
+            e.seq = i as u64;
+        }
+        check_log(&events)
+    };
+    // Before the turn; before call c1 runs and after its result; between steps; after it all.
+    assert_eq!(with(1, run(HookEvent::SessionStart, None)), vec![]);
+    assert_eq!(with(1, run(HookEvent::UserPromptSubmit, None)), vec![]);
+    assert_eq!(with(6, run(HookEvent::PreToolUse, Some("c1"))), vec![]);
+    assert_eq!(with(8, run(HookEvent::PostToolUse, Some("c1"))), vec![]);
+    assert_eq!(with(9, run(HookEvent::Stop, None)), vec![]);
+    assert_eq!(with(9, run(HookEvent::PreCompact, None)), vec![]);
+    assert_eq!(with(14, run(HookEvent::PreCompact, None)), vec![]);
+    let wrong = [
+        (2, run(HookEvent::UserPromptSubmit, None), "(UserPromptSubmit) inside a turn"),
+        (8, run(HookEvent::PreToolUse, Some("c1")), "does not wait for"),
+        (6, run(HookEvent::PreToolUse, None), "names no tool call"),
+        (2, run(HookEvent::PostToolUse, Some("c1")), "(PostToolUse) outside a step"),
+        (14, run(HookEvent::Stop, None), "(Stop) outside a turn"),
+        (6, run(HookEvent::PreCompact, None), "(PreCompact) inside a step"),
+    ];
+    for (at, data, message) in wrong {
+        let found = with(at, data);
+        assert!(found.iter().any(|d| d.message.contains(message)), "{message}: {found:?}");
+    }
+}

@@ -51,7 +51,8 @@ pub fn is_boundary(data: &EventData) -> bool {
         | EventData::StepError(_)
         | EventData::SurfaceReplace(_)
         | EventData::CompactSummary(_)
-        | EventData::WorkspaceRewind(_) => true,
+        | EventData::WorkspaceRewind(_)
+        | EventData::HookRun(_) => true,
         EventData::StepStart(_)
         | EventData::RequestHeader(_)
         | EventData::RequestHeaderDelta(_)

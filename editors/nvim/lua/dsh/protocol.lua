@@ -45,6 +45,7 @@ M.error_codes = {
   invalidWorkspace = 1005,
   outOfRange = 1003,
   overloaded = 1004,
+  promptRefused = 1020,
   provider = 1007,
   rewindConflict = 1015,
   rewindFailed = 1016,
@@ -87,6 +88,7 @@ M.event_kinds = {
   { kind = "surface/replace", payload = "SurfaceReplace" },
   { kind = "workspace/checkpoint", payload = "WorkspaceCheckpoint" },
   { kind = "workspace/rewind", payload = "WorkspaceRewind" },
+  { kind = "hook/run", payload = "HookRun" },
 }
 
 -- The API's types.
@@ -451,7 +453,7 @@ M.event_kinds = {
 ---@field seq integer The event's seq in the log.
 ---@field sessionId string The session.
 ---@field time integer Unix ms.
----@field type "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"|"workspace/checkpoint"|"workspace/rewind" The event kind.
+---@field type "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"|"workspace/checkpoint"|"workspace/rewind"|"hook/run" The event kind.
 
 --- `session/events` params.
 ---@class dsh.SessionEventsParams
@@ -800,6 +802,29 @@ M.event_kinds = {
 ---@field system? dsh.SystemDelta The system prompt changed.
 ---@field tools? dsh.ToolsDelta The tool list changed.
 
+--- When a hook runs (Claude Code's names, so existing hook scripts fit).
+---@alias dsh.HookEvent "SessionStart"|"UserPromptSubmit"|"PreToolUse"|"PostToolUse"|"Stop"|"PreCompact"
+
+--- What a hook's run decided.
+---@alias dsh.HookOutcome "ok"|"blocked"|"failed"
+
+--- `hook/run`: one run of a hook the user's configuration defines (docs/hooks.md), with how it ended (not model-visible). What a run adds for the model is logged on its own — a `context/message` of source `hook`, or the tool result a blocked call gets.
+---@class dsh.HookRun
+---@field callId? string The tool call it ran for (`PreToolUse`, `PostToolUse`).
+---@field durationMs integer Wall-clock time from start to the end of its output.
+---@field error? string Why the run failed, when it did: it could not start, it timed out (killed with its process group), a signal ended it, or it exited with a code that means neither go on nor block.
+---@field event dsh.HookEvent The event it ran for.
+---@field exitCode? integer The exit code, when the hook exited.
+---@field hook string The hook's name (its `name`, else `EVENT.N`, the Nth of its event in the user's file).
+---@field invalidUtf8? boolean Its output was not valid UTF-8: invalid bytes were replaced by U+FFFD.
+---@field outcome dsh.HookOutcome What the run decided.
+---@field source string Where it is defined (`FILE:LINE`).
+---@field stderr? string Its standard error, within the output cap (lossy UTF-8): the reason of a block, what a failed hook said.
+---@field stderrTruncated? boolean Standard error was longer than the cap: its middle was cut.
+---@field stdoutBytes integer Bytes it wrote to standard output (all of them, kept or not).
+---@field stdoutTruncated? boolean Standard output was longer than the cap: its middle was cut.
+---@field tool? string The tool of that call.
+
 --- One instruction file's text as rendered into the system prompt (trailing whitespace trimmed, long files cut with a note).
 ---@class dsh.InstructionFile
 ---@field name string Its path relative to the workspace root (`AGENTS.md`).
@@ -1049,7 +1074,7 @@ M.event_kinds = {
 ---@field restored? string[] Files rewritten to their checkpoint content.
 ---@field toStep? integer The step the rewind returned to (just before it ran); absent for a rewind to a checkpoint named by its seq.
 
----@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"|"workspace/checkpoint"|"workspace/rewind"
+---@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"|"workspace/checkpoint"|"workspace/rewind"|"hook/run"
 
 -- One class per event kind: the `session/event` envelope with its typed payload.
 
@@ -1164,5 +1189,9 @@ M.event_kinds = {
 ---@class dsh.Event.workspace_rewind: dsh.SessionEvent
 ---@field type "workspace/rewind"
 ---@field data dsh.WorkspaceRewind
+
+---@class dsh.Event.hook_run: dsh.SessionEvent
+---@field type "hook/run"
+---@field data dsh.HookRun
 
 return M

@@ -130,6 +130,7 @@ M.limit_text = words.limit_text
 M.plan_lines = words.plan_lines
 M.checkpoint_text = words.checkpoint_text
 M.rewind_text = words.rewind_text
+M.hook_text = words.hook_text
 
 --- Create (or find) the transcript for a session. Does not subscribe.
 ---@param session_id string
@@ -625,6 +626,12 @@ end
 ---@param data dsh.WorkspaceRewind
 handlers["workspace/rewind"] = function(self, data)
   self:append({ M.rewind_text(data) }, "DshLanded")
+end
+
+---@param data dsh.HookRun
+handlers["hook/run"] = function(self, data)
+  -- A hook that went on is dim; one that blocked or failed is always seen.
+  self:append({ "  " .. M.hook_text(data) }, data.outcome == "ok" and "DshDim" or "DshError")
 end
 
 ---@param data dsh.StepEnd

@@ -203,4 +203,39 @@ function M.rewind_text(data)
   return text
 end
 
+--- The one line the transcript shows for a `hook/run` event (a hook of the user's configuration
+--- ran, docs/hooks.md), the words `dsh prompt` prints: "⛔ hook guard (PreToolUse, run_command)
+--- blocked: no rm here".
+---@param data dsh.HookRun
+---@return string
+function M.hook_text(data)
+  local about = type(data.tool) == "string" and (data.event .. ", " .. data.tool) or data.event
+  local head = ("hook %s (%s)"):format(tostring(data.hook), about)
+  local reason = ""
+  for line in (type(data.stderr) == "string" and data.stderr or ""):gmatch("[^\n]+") do
+    if line:match("%S") then
+      reason = line
+      break
+    end
+  end
+  local text
+  if data.outcome == "ok" then
+    text = ("%s ok, %d ms"):format(head, tonumber(data.durationMs) or 0)
+  elseif data.outcome == "blocked" then
+    text = reason == "" and ("⛔ " .. head .. " blocked") or ("⛔ " .. head .. " blocked: " .. reason)
+  else
+    text = "⚠ " .. head .. " failed: " .. (type(data.error) == "string" and data.error or "it failed")
+  end
+  if data.stdoutTruncated then
+    text = text .. " [its output was cut]"
+  end
+  if data.stderrTruncated then
+    text = text .. " [its error output was cut]"
+  end
+  if data.invalidUtf8 then
+    text = text .. " [invalid UTF-8 was replaced]"
+  end
+  return text
+end
+
 return M

@@ -92,6 +92,9 @@ impl Agent {
         if cancel.is_cancelled() {
             return Ok((refuse("not run: the turn was cancelled".to_owned()), None));
         }
+        if let Some(blocked) = self.pre_tool_hooks(session, call, cancel).await? {
+            return Ok((blocked, None));
+        }
         let access = self.toolbox.access(&call.name);
         let external = match access {
             Some(_) => None,
@@ -190,6 +193,7 @@ impl Agent {
         let started =
             ToolCallStarted { step, call_id: call.id.clone(), name: call.name.clone(), unconfined };
         session.append(EventData::ToolCall(started)).await?;
+        self.call_ran = true;
         let (output, plan) = match (&external, &self.external) {
             (Some(_), Some(tools)) => (tools.call(&call.name, &call.arguments, cancel).await, None),
             _ if access == Some(Access::Plan) => plan::update(&call.id, &call.arguments),

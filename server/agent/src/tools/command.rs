@@ -231,7 +231,7 @@ fn seconds(duration: Duration) -> String {
     }
 }
 
-fn describe_status(status: ExitStatus) -> String {
+pub(crate) fn describe_status(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit code {code}"),
         (None, Some(signal)) => match Signal::try_from(signal) {
@@ -243,14 +243,14 @@ fn describe_status(status: ExitStatus) -> String {
 }
 
 /// Kills a process group with SIGKILL when dropped, unless disarmed.
-struct GroupGuard {
-    group: Pid,
-    armed: bool,
+pub(crate) struct GroupGuard {
+    pub(crate) group: Pid,
+    pub(crate) armed: bool,
 }
 
 impl GroupGuard {
     /// Sends SIGKILL to the whole group; true if any process was still in it.
-    fn kill(&self) -> bool {
+    pub(crate) fn kill(&self) -> bool {
         killpg(self.group, Signal::SIGKILL).is_ok()
     }
 }
@@ -264,7 +264,7 @@ impl Drop for GroupGuard {
 }
 
 /// Output kept within a byte cap: the first half and the last half, and a count of the rest.
-struct Capture {
+pub(crate) struct Capture {
     head: Vec<u8>,
     head_cap: usize,
     tail: VecDeque<u8>,
@@ -273,7 +273,7 @@ struct Capture {
 }
 
 impl Capture {
-    fn new(cap: usize) -> Capture {
+    pub(crate) fn new(cap: usize) -> Capture {
         let head_cap = cap / 2;
         Capture {
             head: Vec::new(),
@@ -284,7 +284,7 @@ impl Capture {
         }
     }
 
-    fn push(&mut self, mut bytes: &[u8]) {
+    pub(crate) fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len();
         let head_room = self.head_cap - self.head.len();
         let into_head = head_room.min(bytes.len());
@@ -300,7 +300,25 @@ impl Capture {
         }
     }
 
-    fn render(&self) -> String {
+    /// Bytes pushed in all.
+    pub(crate) fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Whether bytes were cut between the head and the tail.
+    pub(crate) fn truncated(&self) -> bool {
+        self.total > self.head.len() + self.tail.len()
+    }
+
+    /// Whether what is kept is valid UTF-8 (a character cut at the head's or tail's edge by the
+    /// cap counts as invalid).
+    pub(crate) fn is_utf8(&self) -> bool {
+        let (front, back) = self.tail.as_slices();
+        std::str::from_utf8(&self.head).is_ok()
+            && std::str::from_utf8(&[front, back].concat()).is_ok()
+    }
+
+    pub(crate) fn render(&self) -> String {
         let cut = self.total - self.head.len() - self.tail.len();
         let (tail_front, tail_back) = self.tail.as_slices();
         let tail = [tail_front, tail_back].concat();

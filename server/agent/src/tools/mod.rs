@@ -16,7 +16,7 @@
 //! a built environment, never the daemon's. This module does not apply the approval policy —
 //! the loop does, from [`Toolbox::access`] and the sandbox's state.
 
-mod command;
+pub(crate) mod command;
 mod files;
 pub(crate) mod plan;
 mod schema;

@@ -752,3 +752,117 @@ pub struct WorkspaceRewind {
     /// Whether the files were restored.
     pub files: bool,
 }
+
+/// `hook/run`: one run of a hook the user's configuration defines (docs/hooks.md), with how it
+/// ended (not model-visible). What a run adds for the model is logged on its own — a
+/// `context/message` of source `hook`, or the tool result a blocked call gets.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HookRun {
+    /// The hook's name (its `name`, else `EVENT.N`, the Nth of its event in the user's file).
+    pub hook: String,
+    /// Where it is defined (`FILE:LINE`).
+    pub source: String,
+    /// The event it ran for.
+    pub event: HookEvent,
+    /// The tool call it ran for (`PreToolUse`, `PostToolUse`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The tool of that call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// What the run decided.
+    pub outcome: HookOutcome,
+    /// The exit code, when the hook exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why the run failed, when it did: it could not start, it timed out (killed with its
+    /// process group), a signal ended it, or it exited with a code that means neither go on
+    /// nor block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Wall-clock time from start to the end of its output.
+    pub duration_ms: u64,
+    /// Its standard error, within the output cap (lossy UTF-8): the reason of a block, what a
+    /// failed hook said.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<String>", optional))]
+    pub stderr: String,
+    /// Bytes it wrote to standard output (all of them, kept or not).
+    pub stdout_bytes: u64,
+    /// Standard output was longer than the cap: its middle was cut.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
+    pub stdout_truncated: bool,
+    /// Standard error was longer than the cap: its middle was cut.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
+    pub stderr_truncated: bool,
+    /// Its output was not valid UTF-8: invalid bytes were replaced by U+FFFD.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
+    pub invalid_utf8: bool,
+}
+
+/// When a hook runs (Claude Code's names, so existing hook scripts fit).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum HookEvent {
+    /// Before the first turn a loaded session runs.
+    SessionStart,
+    /// Before a prompt is logged: exit 2 refuses it.
+    UserPromptSubmit,
+    /// Before a tool call runs: exit 2 blocks it.
+    PreToolUse,
+    /// After a tool call's result is logged.
+    PostToolUse,
+    /// When the model stops: exit 2 makes the turn go on.
+    Stop,
+    /// Before a compaction.
+    PreCompact,
+}
+
+impl HookEvent {
+    /// Every event, in the order above.
+    pub const ALL: [HookEvent; 6] = [
+        HookEvent::SessionStart,
+        HookEvent::UserPromptSubmit,
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::Stop,
+        HookEvent::PreCompact,
+    ];
+
+    /// Its name, as written in the configuration and the log.
+    pub fn name(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::Stop => "Stop",
+            HookEvent::PreCompact => "PreCompact",
+        }
+    }
+
+    /// Whether it is about one tool call (and a `matcher` applies).
+    pub fn is_tool_event(self) -> bool {
+        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
+    }
+}
+
+/// What a hook's run decided.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HookOutcome {
+    /// Exit 0: go on.
+    Ok,
+    /// Exit 2: the call, the prompt or the stop is blocked (`PostToolUse`: its standard error
+    /// goes to the model).
+    Blocked,
+    /// Anything else: another exit code, a signal, a timeout, a start that failed. A failed
+    /// `PreToolUse` or `UserPromptSubmit` hook blocks (fail closed); the others go on.
+    Failed,
+}
