@@ -338,6 +338,11 @@ fn declarations() -> Vec<String> {
         log::CheckpointReason::decl(&config),
         log::TooLargeFile::decl(&config),
         log::WorkspaceRewind::decl(&config),
+        log::ParentLink::decl(&config),
+        log::TaskContext::decl(&config),
+        log::TaskSpawn::decl(&config),
+        ChildUsage::decl(&config),
+        UsageWithChildren::decl(&config),
     ]
 }
 

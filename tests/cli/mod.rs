@@ -22,4 +22,5 @@ mod rewind;
 mod sandbox;
 mod scripting;
 mod structured;
+mod subagents;
 mod wire;

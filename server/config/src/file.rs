@@ -214,6 +214,9 @@ pub(crate) struct FileConfig {
     /// Workspace checkpoints (rewind).
     #[serde(default)]
     pub checkpoints: FileCheckpoints,
+    /// Sub-agents' budgets.
+    #[serde(default)]
+    pub subagents: crate::subagents::FileSubagents,
     /// Workspaces confirmed although they are `/`, `$HOME` or hold dsh's own state or
     /// configuration (the user's file only).
     #[serde(default)]

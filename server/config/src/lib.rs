@@ -18,6 +18,7 @@ mod file;
 mod mcp;
 mod profile;
 mod resolve;
+mod subagents;
 
 #[cfg(test)]
 mod tests;
@@ -36,6 +37,10 @@ pub use profile::{KeySource, Model, Profile};
 pub use resolve::{
     CheckpointSettings, Config, ContextSettings, DEFAULT_CHECKPOINT_BUDGET,
     DEFAULT_CHECKPOINT_MAX_FILE_SIZE, InstructionSettings, Overrides, resolve,
+};
+pub use subagents::{
+    DEFAULT_SUBAGENT_MAX_DEPTH, DEFAULT_SUBAGENT_MAX_PARALLEL, DEFAULT_SUBAGENT_MAX_STEPS,
+    DEFAULT_SUBAGENT_MAX_TOKENS, DEFAULT_SUBAGENT_TIMEOUT_SECS, SubagentSettings,
 };
 
 /// The built-in layer's text.

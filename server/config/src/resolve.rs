@@ -86,6 +86,8 @@ pub struct Config {
     pub mcp: BTreeMap<String, McpServer>,
     /// Workspace checkpoints.
     pub checkpoints: CheckpointSettings,
+    /// Sub-agents' budgets (`[subagents]`).
+    pub subagents: crate::subagents::SubagentSettings,
     /// Workspaces the user confirmed although they are `/`, `$HOME` or hold dsh's state or
     /// configuration (absolute paths, as written).
     pub allow_workspaces: Vec<PathBuf>,
@@ -234,8 +236,10 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
         max_file_size: Sourced::new(DEFAULT_CHECKPOINT_MAX_FILE_SIZE, Source::Default),
         budget: Sourced::new(DEFAULT_CHECKPOINT_BUDGET, Source::Default),
     };
+    let mut subagents = crate::subagents::SubagentSettings::default();
     for layer in layers {
         checkpoint_layer(&mut checkpoints, layer)?;
+        crate::subagents::subagent_layer(&mut subagents, layer)?;
         let file = &layer.file;
         take(&mut profile, layer, &file.profile);
         take(&mut model, layer, &file.model);
@@ -336,6 +340,7 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
         instructions,
         mcp,
         checkpoints,
+        subagents,
         allow_workspaces,
     };
     let default_model = config.model.as_ref().map(|m| m.value.as_str());
