@@ -94,8 +94,10 @@ async fn a_fresh_and_a_fork_child_run_in_one_step_and_the_parent_reads_both_answ
     // The parent logged both children, in the calls' order, and answered both calls with
     // their answers and a summary line.
     let events = env.events(&parent);
-    let children = spawned(&events);
+    let mut children = spawned(&events);
     assert_eq!(children.len(), 2, "{children:?}");
+    // Logged as each child exists (they are created at once): put them in the calls' order.
+    children.sort_by_key(|(_, _, context)| *context == TaskContext::Fork);
     assert_eq!((children[0].2, children[1].2), (TaskContext::Fresh, TaskContext::Fork));
     let results = tool_results(&events);
     assert_eq!(results.len(), 2);
@@ -143,6 +145,9 @@ async fn a_fresh_and_a_fork_child_run_in_one_step_and_the_parent_reads_both_answ
     assert!(!body(fresh).contains(r#""name":"task""#));
     assert!(body(fork).contains(r#""name":"task""#));
     let (parent_prompt, fork_hit) = (requests[0].prompt_tokens, requests[fork].hit);
+    eprintln!(
+        "the fork child's first request hit {fork_hit} of the parent's {parent_prompt} tokens"
+    );
     assert!(
         fork_hit as f64 >= 0.9 * parent_prompt as f64,
         "the fork child's first request hit {fork_hit} of the parent's {parent_prompt} tokens"
@@ -157,9 +162,9 @@ async fn a_fresh_and_a_fork_child_run_in_one_step_and_the_parent_reads_both_answ
     let own = usage_sum(&events);
     let mut total = own;
     let mut cost = by_hand(&own);
-    for ((_, child, _), entry) in children.iter().zip(entries) {
+    for (_, child, _) in &children {
         let spent = usage_sum(&env.events(child));
-        assert_eq!(entry["sessionId"], json!(child));
+        let entry = entries.iter().find(|entry| entry["sessionId"] == json!(child)).unwrap();
         assert_eq!(entry["steps"], json!(2));
         assert_eq!(entry["usage"], serde_json::to_value(spent).unwrap());
         let child_cost = entry["cost"]["amount"].as_f64().unwrap();
@@ -325,5 +330,109 @@ async fn bad_task_calls_and_a_failing_child_are_tool_errors_and_the_parent_goes_
     assert!(last.contains("unknown context"), "the parent's next request carries the errors");
     assert!(stdout(&output).contains("Carried on."));
     env.assert_audit_ok(&children[0].1).await;
+    env.assert_audit_ok(&parent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_parent_cancels_its_children() {
+    let env = Env::new().await;
+    env.script(json!([
+        when(
+            "PARENT",
+            json!({"reasoning": "Go.", "tool_calls": [
+                task("slow one", "SLOW-TASK one", "fresh"),
+                task("slow two", "SLOW-TASK two", "fresh"),
+            ]})
+        ),
+        when("SLOW-TASK", json!({"content": "never", "delay_ms": 600_000})),
+        when("SLOW-TASK", json!({"content": "never", "delay_ms": 600_000})),
+    ]))
+    .await;
+    let served = env.serve(&[]).await;
+    let conn = env.client().await;
+    let created =
+        conn.ok("session/create", json!({"workspace": env.workspace.display().to_string()})).await;
+    let parent = created["sessionId"].as_str().unwrap().to_owned();
+    let prompting = {
+        let conn = std::sync::Arc::clone(&conn);
+        let params = json!({"sessionId": parent, "text": "PARENT: two slow tasks"});
+        tokio::spawn(async move { conn.request("session/prompt", params).await })
+    };
+    // Both children's requests are held by the mock: cancel the parent then.
+    env.wait_for_requests(3).await;
+    assert_eq!(
+        conn.ok("session/cancel", json!({"sessionId": parent})).await,
+        json!({"cancelled": true})
+    );
+    let answer = prompting.await.unwrap();
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    let events = env.events(&parent);
+    let children = spawned(&events);
+    assert_eq!(children.len(), 2);
+    for result in tool_results(&events) {
+        assert!(result.is_error && result.content.contains("was cancelled"), "{result:?}");
+    }
+    for (_, child, _) in &children {
+        let child_events = env.events(child);
+        let ends = of_kind(&child_events, "turn/end");
+        let EventData::TurnEnd(end) = &ends.last().unwrap().data else { unreachable!() };
+        assert_eq!(end.reason, dsh_session::StopReason::Cancelled);
+        env.assert_audit_ok(child).await;
+    }
+    env.assert_audit_ok(&parent).await;
+    served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_while_a_child_runs_closes_both_at_the_next_turn() {
+    let env = Env::new().await;
+    let _guard = crate::support::DaemonGuard(env.home.clone());
+    env.script(json!([
+        when(
+            "PARENT",
+            json!({"reasoning": "Go.", "tool_calls": [
+                task("slow", "SLOW-TASK: wait", "fresh"),
+            ]})
+        ),
+        when("SLOW-TASK", json!({"content": "never", "delay_ms": 600_000})),
+    ]))
+    .await;
+    let mut command = env.prompt_new_command("PARENT: one slow task");
+    let running = command.spawn().unwrap();
+    env.wait_for_requests(2).await;
+    let daemon = crate::support::lock_pid(&env.home).unwrap();
+    crate::support::kill_daemon_of(&env.home);
+    crate::support::wait_gone(daemon).await;
+    let output = crate::support::run_child(running).await;
+    assert!(!output.status.success(), "{}", describe(&output));
+    let parent = crate::support::session_id_of(&output);
+    let child = {
+        let events = env.events(&parent);
+        let children = spawned(&events);
+        assert_eq!(children.len(), 1, "the spawn was synced before the kill");
+        children[0].1.clone()
+    };
+    // The child's log ends inside its turn, as the kill left it.
+    assert!(of_kind(&env.events(&child), "turn/end").is_empty());
+
+    // The parent's next turn closes the child like a crashed session, and the parent's
+    // unanswered call with a result naming the child.
+    env.script(json!([when("AGAIN", json!({"reasoning": "Ok.", "content": "Recovered."}))])).await;
+    let output = env.prompt_in(&parent, "AGAIN: go on").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let child_events = env.events(&child);
+    let EventData::TurnEnd(end) = &of_kind(&child_events, "turn/end")[0].data else {
+        unreachable!()
+    };
+    assert_eq!(end.reason, dsh_session::StopReason::Cancelled);
+    let events = env.events(&parent);
+    let result = &tool_results(&events)[0];
+    assert!(result.is_error, "{result:?}");
+    assert!(
+        result.content.contains(&format!("child session {child} (slow) was interrupted")),
+        "{}",
+        result.content
+    );
+    env.assert_audit_ok(&child).await;
     env.assert_audit_ok(&parent).await;
 }
