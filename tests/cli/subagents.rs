@@ -436,3 +436,70 @@ async fn a_daemon_killed_while_a_child_runs_closes_both_at_the_next_turn() {
     env.assert_audit_ok(&child).await;
     env.assert_audit_ok(&parent).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_childs_approval_is_asked_through_its_parent_naming_the_child() {
+    let env = Env::new().await;
+    env.script(json!([
+        when(
+            "PARENT",
+            json!({"reasoning": "Go.", "tool_calls": [
+                task("write it", "WRITE-TASK: write b.txt", "fresh"),
+            ]})
+        ),
+        when(
+            "WRITE-TASK",
+            json!({"reasoning": "Write.", "tool_calls": [
+                call("write_file", json!({"path": "b.txt", "content": "beta\n"})),
+            ]})
+        ),
+        when("WRITE-TASK", json!({"reasoning": "Done.", "content": "WROTE"})),
+        when("PARENT", json!({"reasoning": "Done.", "content": "Written."})),
+    ]))
+    .await;
+    // No `--yes`: a write asks.
+    let served = env.serve(&[]).await;
+    let conn = env.client().await;
+    let created =
+        conn.ok("session/create", json!({"workspace": env.workspace.display().to_string()})).await;
+    let parent = created["sessionId"].as_str().unwrap().to_owned();
+    let subscription = conn.subscribe(&parent, Some(0)).await;
+    let prompting = {
+        let conn = std::sync::Arc::clone(&conn);
+        let params = json!({"sessionId": parent, "text": "PARENT: write through a child"});
+        tokio::spawn(async move { conn.request("session/prompt", params).await })
+    };
+    // The question arrives on the parent's subscription, naming the child.
+    let asked = conn.wait_event(&subscription, "approval/request", |_| true).await;
+    let events = env.events(&parent);
+    let child = spawned(&events).remove(0).1;
+    let approval_id = asked["data"]["approvalId"].as_str().unwrap().to_owned();
+    assert!(approval_id.starts_with(&format!("{child}/")), "{asked}");
+    let summary = asked["data"]["summary"].as_str().unwrap();
+    assert!(summary.starts_with(&format!("sub-agent {child} (write it): ")), "{summary}");
+    assert_eq!(asked["data"]["tool"], "write_file");
+    let answer = conn
+        .ok(
+            "approval/respond",
+            json!({"sessionId": parent, "approvalId": approval_id, "decision": "allow"}),
+        )
+        .await;
+    assert_eq!(answer["accepted"], true, "{answer}");
+    let answer = prompting.await.unwrap();
+    assert_eq!(answer["result"]["stopReason"], "completed", "{answer}");
+    assert_eq!(std::fs::read_to_string(env.workspace.join("b.txt")).unwrap(), "beta\n");
+    // Both logs hold the question and the answer; both audit clean.
+    let decided = |events: &[dsh_session::Event]| {
+        events.iter().any(|event| {
+            matches!(&event.data, EventData::ApprovalDecision(decision)
+                if decision.decision == dsh_session::ApprovalVerdict::Allow)
+        })
+    };
+    assert!(decided(&env.events(&parent)) && decided(&env.events(&child)));
+    let parent_events = env.events(&parent);
+    let result = &tool_results(&parent_events)[0];
+    assert!(result.content.starts_with("WROTE"), "{}", result.content);
+    env.assert_audit_ok(&child).await;
+    env.assert_audit_ok(&parent).await;
+    served.shutdown().await;
+}
