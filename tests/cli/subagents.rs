@@ -503,3 +503,41 @@ async fn a_childs_approval_is_asked_through_its_parent_naming_the_child() {
     env.assert_audit_ok(&parent).await;
     served.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parents_own_budget_counts_its_childrens_spend() {
+    let env = Env::new().await;
+    env.script(json!([
+        when(
+            "PARENT",
+            json!({"reasoning": "Go.", "tool_calls": [
+                task("look", "SPEND-TASK: look around", "fresh"),
+            ]})
+        ),
+        when(
+            "SPEND-TASK",
+            json!({"reasoning": "List.", "tool_calls": [call("list_dir", json!({"path": "."}))]})
+        ),
+        when("SPEND-TASK", json!({"reasoning": "Done.", "content": "Nothing here."})),
+        when("PARENT", json!({"reasoning": "Done.", "content": "Never asked."})),
+    ]))
+    .await;
+    let workspace = env.workspace.display().to_string();
+    let output = env
+        .dsh(&["prompt", "--yes", "--workspace", &workspace, "--max-tokens", "5000", "PARENT: go"])
+        .await;
+    let parent = crate::support::session_id_of(&output);
+    let events = env.events(&parent);
+    let (_, child, _) = spawned(&events).remove(0);
+    let tokens = |usage: Usage| usage.prompt_tokens + usage.completion_tokens;
+    let own = tokens(usage_sum(&events));
+    let children = tokens(usage_sum(&env.events(&child)));
+    // The parent's own step stays under the budget; with its child's it is past it, so the
+    // turn stops before its second step, the spent tokens counting both.
+    assert!(own < 5000 && own + children >= 5000, "own {own}, child {children}");
+    assert_eq!(of_kind(&events, "step/start").len(), 1, "{}", describe(&output));
+    let logged = limits(&events);
+    assert_eq!((logged.len(), logged[0].limit), (1, LimitKind::MaxTokens));
+    assert_eq!(logged[0].spent.as_u64(), Some(own + children));
+    env.assert_audit_ok(&parent).await;
+}
