@@ -541,3 +541,51 @@ async fn a_parents_own_budget_counts_its_childrens_spend() {
     assert_eq!(logged[0].spent.as_u64(), Some(own + children));
     env.assert_audit_ok(&parent).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_max_depth_2_a_child_starts_a_grandchild_and_usage_counts_both() {
+    let env = Env::new().await;
+    std::fs::write(env.user_config(), "[subagents]\nmax_depth = 2\n").unwrap();
+    env.script(json!([
+        when(
+            "PARENT",
+            json!({"reasoning": "Go.", "tool_calls": [task("one", "L1-TASK: go deeper", "fresh")]})
+        ),
+        when(
+            "L1-TASK",
+            json!({"reasoning": "Deeper.", "tool_calls": [task("two", "L2-TASK: answer", "fresh")]})
+        ),
+        when("L2-TASK", json!({"reasoning": "Answer.", "content": "L2-ANSWER"})),
+        when("L1-TASK", json!({"reasoning": "Pass it on.", "content": "L1-ANSWER"})),
+        when("PARENT", json!({"reasoning": "Done.", "content": "Deep enough."})),
+    ]))
+    .await;
+    let (parent, output) = env.prompt_new("PARENT: nest").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let (_, child, _) = spawned(&env.events(&parent)).remove(0);
+    let child_events = env.events(&child);
+    let (_, grandchild, _) = spawned(&child_events).remove(0);
+    let grandchild_events = env.events(&grandchild);
+    let EventData::SessionMeta(meta) = &grandchild_events[0].data else { unreachable!() };
+    let link = meta.parent.as_ref().unwrap();
+    assert_eq!((link.session_id.as_str(), link.depth), (child.as_str(), 2));
+    // The depth-1 child was offered `task`; the depth-2 grandchild, at the limit, was not.
+    let requests = env.requests();
+    let offered = |marker: &str| {
+        let body = requests
+            .iter()
+            .map(|request| String::from_utf8(request.body.clone()).unwrap())
+            .find(|body| body.contains(&format!(r#""content":"{marker}"#)))
+            .unwrap();
+        body.contains(r#""name":"task""#)
+    };
+    assert!(offered("L1-TASK") && !offered("L2-TASK"));
+    // The parent's usage: its child's entry includes the grandchild's spend.
+    let conn = env.client().await;
+    let usage = conn.ok("session/usage", json!({"sessionId": parent})).await;
+    let with_grandchild = usage_sum(&child_events).add(&usage_sum(&grandchild_events));
+    assert_eq!(usage["children"][0]["usage"], serde_json::to_value(with_grandchild).unwrap());
+    for session in [&grandchild, &child, &parent] {
+        env.assert_audit_ok(session).await;
+    }
+}
