@@ -23,6 +23,7 @@ use dsh_session::{
 };
 use dsh_session::{CheckpointReason, TooLargeFile, WorkspaceCheckpoint, WorkspaceRewind};
 use dsh_session::{HookEvent, HookOutcome, HookRun};
+use dsh_session::{ParentLink, TaskContext, TaskSpawn};
 
 /// The most events after `session/meta` in one log.
 pub const MAX_EVENTS: usize = 64;
@@ -163,6 +164,7 @@ pub fn build(data: &[u8]) -> Vec<Event> {
         workspace: "/w".to_owned(),
         forked_from: None,
         pin: None,
+        parent: None,
     };
     let mut events = vec![Event { seq: 0, time: 0, data: EventData::SessionMeta(meta) }];
     let mut input = Input::new(data);
@@ -196,6 +198,11 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
                 model: Some(input.pick(MODELS).to_owned()),
                 max_steps: input.flag().then(|| u32::from(input.byte())),
                 ..SessionPin::default()
+            }),
+            parent: input.flag().then(|| ParentLink {
+                session_id: "parent".to_owned(),
+                tool_call_id: input.call_id(),
+                depth: u32::from(input.byte() % 4),
             }),
         }),
         "turn/start" => EventData::TurnStart(TurnStart { turn: input.small() }),
@@ -496,6 +503,13 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
                 files,
             })
         }
+        "task/spawn" => EventData::TaskSpawn(TaskSpawn {
+            call_id: input.call_id(),
+            session_id: format!("child-{seq}"),
+            context: input.pick(&[TaskContext::Fresh, TaskContext::Fork]),
+            description: input.text(),
+            depth: u32::from(input.byte() % 4),
+        }),
         _ => return None,
     })
 }

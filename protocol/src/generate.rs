@@ -342,6 +342,11 @@ fn declarations() -> Vec<String> {
         log::HookRun::decl(&config),
         log::HookEvent::decl(&config),
         log::HookOutcome::decl(&config),
+        log::ParentLink::decl(&config),
+        log::TaskContext::decl(&config),
+        log::TaskSpawn::decl(&config),
+        ChildUsage::decl(&config),
+        UsageWithChildren::decl(&config),
     ]
 }
 

@@ -41,6 +41,7 @@ pub use dsh_session::{
     RequestSent, StopReason, TurnLimit, Usage, UsageRow,
 };
 pub use dsh_session::{CurrentPlan, PlanEntry, PlanStatus, PlanUpdate, UPDATE_PLAN_TOOL};
+pub use dsh_session::{ParentLink, TASK_TOOL, TaskContext, TaskSpawn};
 
 /// The protocol version this build speaks; `initialize` refuses another.
 pub const PROTOCOL_VERSION: u32 = 1;

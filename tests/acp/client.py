@@ -383,6 +383,29 @@ async def scenarios(env, recorders):
     check("at most one step may be in_progress" in env.mock.requests()[-2]["body"], "the model saw the refusal")
     PASSED.append("plan updates live")
 
+    # A sub-agent (docs/subagents.md): a `task` call is a `think` tool call; the moment its
+    # child session exists an update names it in `_meta`, and the call completes with the
+    # child's answer and the line on its spend.
+    env.mock.script(
+        [
+            {"match": {"last_user_contains": "delegate it"}, "content": "", "tool_calls": [{"name": "task", "arguments": {"description": "look around", "prompt": "CHILD: say hi", "context": "fresh"}}]},
+            {"match": {"last_user_contains": "CHILD: say hi"}, "content": "hi from the child"},
+            {"match": {"last_user_contains": "delegate it"}, "content": "Delegated."},
+        ]
+    )
+    result = await conn.prompt(session_id=sid, prompt=[text_block("delegate it")])
+    check(result.stop_reason == "end_turn", result)
+    task_calls = [u for u in client.updates[sid] if u["sessionUpdate"] == "tool_call" and u["title"] == "task"]
+    check(len(task_calls) == 1 and task_calls[0]["kind"] == "think", task_calls)
+    task_id = task_calls[0]["toolCallId"]
+    of_task = [u for u in client.updates[sid] if u["sessionUpdate"] == "tool_call_update" and u["toolCallId"] == task_id]
+    spawned = [u for u in of_task if "dsh/task" in (u.get("_meta") or {})]
+    check(len(spawned) == 1 and spawned[0]["_meta"]["dsh/task"]["context"] == "fresh", spawned)
+    child = spawned[0]["_meta"]["dsh/task"]["sessionId"]
+    done = [u for u in of_task if u.get("status") == "completed"]
+    check(done and "hi from the child" in json.dumps(done[0]) and f"[sub-agent {child} (fresh)" in json.dumps(done[0]), done)
+    PASSED.append("a task call: a think call naming its child session, live and on load")
+
     live = list(client.updates[sid])
     await close(proc, conn)
 

@@ -24,4 +24,5 @@ mod sandbox;
 mod scripting;
 mod structured;
 mod web_fetch;
+mod subagents;
 mod wire;

@@ -111,6 +111,7 @@ EVENT_KINDS: Final = (
     "workspace/checkpoint",
     "workspace/rewind",
     "hook/run",
+    "task/spawn",
 )
 """Every log event kind, in log-vocabulary order."""
 
@@ -326,6 +327,55 @@ class CheckpointUnavailableData(_w.WireObject):
         out: dict[str, Any] = {}
         if self.missing_objects != []:
             out["missingObjects"] = self.missing_objects
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildUsage(_w.WireObject):
+    """One sub-agent of `session/usage`."""
+
+    session_id: str
+    """The child session."""
+    call_id: str
+    """The parent's `task` call it answered."""
+    description: str
+    """The call's description."""
+    context: TaskContext
+    """How it started."""
+    steps: int
+    """Steps it ran."""
+    usage: Usage
+    """Its finished steps' usage, with its own children's."""
+    hit_percent: float
+    """Cache hits in percent of its prompt tokens."""
+    cost: Cost | None = None
+    """What it cost (with its own children), at the prices configured now; absent when a
+    step ran on a model without prices.
+    """
+    error: str | None = None
+    """Set when its log cannot be read: why."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> ChildUsage:
+        o = _w.obj(value, "ChildUsage")
+        return cls(
+            session_id=_w.required(o, "sessionId", _w.string, "ChildUsage"),
+            call_id=_w.required(o, "callId", _w.string, "ChildUsage"),
+            description=_w.required(o, "description", _w.string, "ChildUsage"),
+            context=_w.required(o, "context", _decode_task_context, "ChildUsage"),
+            steps=_w.required(o, "steps", _w.integer, "ChildUsage"),
+            usage=_w.required(o, "usage", Usage.from_json, "ChildUsage"),
+            hit_percent=_w.required(o, "hitPercent", _w.number, "ChildUsage"),
+            cost=_w.optional(o, "cost", Cost.from_json, "ChildUsage"),
+            error=_w.optional(o, "error", _w.string, "ChildUsage"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sessionId": self.session_id, "callId": self.call_id, "description": self.description, "context": _w.encode(self.context), "steps": self.steps, "usage": _w.encode(self.usage), "hitPercent": self.hit_percent}
+        if self.cost is not None:
+            out["cost"] = _w.encode(self.cost)
+        if self.error is not None:
+            out["error"] = self.error
         return out
 
 
@@ -2370,6 +2420,10 @@ class SessionSummary(_w.WireObject):
     """Usage of the last finished step."""
     model: str | None = None
     """The model of its latest request."""
+    parent: ParentLink | None = None
+    """The parent of a sub-agent's session: the session and the `task` call it answers,
+    and its depth (docs/subagents.md).
+    """
     profile: str | None = None
     """The profile of its latest request (absent before the first request, and for logs
     from before profiles).
@@ -2393,6 +2447,7 @@ class SessionSummary(_w.WireObject):
             forked_from=_w.optional(o, "forkedFrom", ForkOrigin.from_json, "SessionSummary"),
             last_usage=_w.optional(o, "lastUsage", Usage.from_json, "SessionSummary"),
             model=_w.optional(o, "model", _w.string, "SessionSummary"),
+            parent=_w.optional(o, "parent", ParentLink.from_json, "SessionSummary"),
             profile=_w.optional(o, "profile", _w.string, "SessionSummary"),
             title=_w.optional(o, "title", _w.string, "SessionSummary"),
         )
@@ -2409,6 +2464,8 @@ class SessionSummary(_w.WireObject):
             out["lastUsage"] = _w.encode(self.last_usage)
         if self.model is not None:
             out["model"] = self.model
+        if self.parent is not None:
+            out["parent"] = _w.encode(self.parent)
         if self.profile is not None:
             out["profile"] = self.profile
         if self.title is not None:
@@ -2436,12 +2493,20 @@ class SessionUsageResult(_w.WireObject):
     """
     model: str
     """The model the session's next request uses (as `profile`)."""
+    children: list[ChildUsage] | None = None
+    """The sub-agents its `task` calls ran (docs/subagents.md), in order; each one's own
+    children are counted in its row.
+    """
     cost: Cost | None = None
     """The cost of every finished step and what the cache saved; absent when a step ran on
     a model without prices or the currencies differ.
     """
     prices: list[PriceUsed] = field(default_factory=list)
     """The prices used, one entry per profile and model the session ran on."""
+    with_children: UsageWithChildren | None = None
+    """The session's own finished steps and its children's together; absent without
+    children.
+    """
 
     @classmethod
     def from_json(cls, value: Any) -> SessionUsageResult:
@@ -2452,16 +2517,22 @@ class SessionUsageResult(_w.WireObject):
             context_window=_w.required(o, "contextWindow", _w.integer, "SessionUsageResult"),
             profile=_w.required(o, "profile", _w.string, "SessionUsageResult"),
             model=_w.required(o, "model", _w.string, "SessionUsageResult"),
+            children=_w.optional(o, "children", lambda value: _w.array(value, ChildUsage.from_json), "SessionUsageResult"),
             cost=_w.optional(o, "cost", Cost.from_json, "SessionUsageResult"),
             prices=_w.defaulted(o, "prices", lambda value: _w.array(value, PriceUsed.from_json), "SessionUsageResult", []),
+            with_children=_w.optional(o, "withChildren", UsageWithChildren.from_json, "SessionUsageResult"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rows": _w.encode(self.rows), "totals": _w.encode(self.totals), "contextWindow": self.context_window, "profile": self.profile, "model": self.model}
+        if self.children is not None:
+            out["children"] = _w.encode(self.children)
         if self.cost is not None:
             out["cost"] = _w.encode(self.cost)
         if self.prices != []:
             out["prices"] = _w.encode(self.prices)
+        if self.with_children is not None:
+            out["withChildren"] = _w.encode(self.with_children)
         return out
 
 
@@ -2568,6 +2639,30 @@ class UsageEntry(_w.WireObject):
             out["profile"] = self.profile
         if self.usage is not None:
             out["usage"] = _w.encode(self.usage)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageWithChildren(_w.WireObject):
+    """A session's spend with its sub-agents'."""
+
+    usage: Usage
+    """Usage summed over its own finished steps and its children's."""
+    cost: Cost | None = None
+    """What all of it cost; absent when a step ran on a model without prices."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> UsageWithChildren:
+        o = _w.obj(value, "UsageWithChildren")
+        return cls(
+            usage=_w.required(o, "usage", Usage.from_json, "UsageWithChildren"),
+            cost=_w.optional(o, "cost", Cost.from_json, "UsageWithChildren"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"usage": _w.encode(self.usage)}
+        if self.cost is not None:
+            out["cost"] = _w.encode(self.cost)
         return out
 
 
@@ -3673,6 +3768,30 @@ def _decode_mcp_wait_reason(value: Any) -> McpWaitReason:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ParentLink(_w.WireObject):
+    """A child session's parent (`session/meta.parent`)."""
+
+    session_id: str
+    """The parent session."""
+    tool_call_id: str
+    """The parent's `task` call this child answers."""
+    depth: int
+    """How deep the child is: 1 for a child of a top-level session."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> ParentLink:
+        o = _w.obj(value, "ParentLink")
+        return cls(
+            session_id=_w.required(o, "sessionId", _w.string, "ParentLink"),
+            tool_call_id=_w.required(o, "toolCallId", _w.string, "ParentLink"),
+            depth=_w.required(o, "depth", _w.integer, "ParentLink"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sessionId": self.session_id, "toolCallId": self.tool_call_id, "depth": self.depth}
+
+
+@dataclass(frozen=True, kw_only=True)
 class PlanEntry(_w.WireObject):
     """One entry of a plan."""
 
@@ -3838,6 +3957,10 @@ class SessionMeta(_w.WireObject):
     """The canonical workspace path."""
     forked_from: ForkOrigin | None = None
     """Where this session was forked from, if it was."""
+    parent: ParentLink | None = None
+    """The parent of a child session a `task` call runs: the parent session, the call and the
+    child's depth. Absent for every other session.
+    """
     pin: SessionPin | None = None
     """What the session was pinned to when it was created (or forked): the call options its
     requests start from until a header is logged, and on top of the logged header at the
@@ -3852,6 +3975,7 @@ class SessionMeta(_w.WireObject):
             session_id=_w.required(o, "sessionId", _w.string, "SessionMeta"),
             workspace=_w.required(o, "workspace", _w.string, "SessionMeta"),
             forked_from=_w.optional(o, "forkedFrom", ForkOrigin.from_json, "SessionMeta"),
+            parent=_w.optional(o, "parent", ParentLink.from_json, "SessionMeta"),
             pin=_w.optional(o, "pin", SessionPin.from_json, "SessionMeta"),
         )
 
@@ -3859,6 +3983,8 @@ class SessionMeta(_w.WireObject):
         out: dict[str, Any] = {"formatVersion": self.format_version, "sessionId": self.session_id, "workspace": self.workspace}
         if self.forked_from is not None:
             out["forkedFrom"] = _w.encode(self.forked_from)
+        if self.parent is not None:
+            out["parent"] = _w.encode(self.parent)
         if self.pin is not None:
             out["pin"] = _w.encode(self.pin)
         return out
@@ -4159,6 +4285,50 @@ class SystemDelta(_w.WireObject):
 
     def to_json(self) -> dict[str, Any]:
         return {"keepPrefix": self.keep_prefix, "keepSuffix": self.keep_suffix, "lines": self.lines}
+
+
+TaskContext: TypeAlias = Literal["fresh", "fork"]
+"""How a child session starts.
+
+- ``fresh``: From the system prompt and the task's prompt alone.
+- ``fork``: As a fork of the parent at the boundary of the step that called `task`: the parent's conversation so far, then the task's prompt (its first request reuses the parent's cached prefix).
+"""
+
+
+def _decode_task_context(value: Any) -> TaskContext:
+    return cast(TaskContext, _w.string(value))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskSpawn(_w.WireObject):
+    """`task/spawn`: the child session of a `task` call was created (not model-visible). Logged in
+    the parent inside the step, after the call's `tool/call`, before its `tool/result`.
+    """
+
+    call_id: str
+    """The `task` call."""
+    session_id: str
+    """The child session."""
+    context: TaskContext
+    """How it started."""
+    description: str
+    """The call's short description."""
+    depth: int
+    """The child's depth."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> TaskSpawn:
+        o = _w.obj(value, "TaskSpawn")
+        return cls(
+            call_id=_w.required(o, "callId", _w.string, "TaskSpawn"),
+            session_id=_w.required(o, "sessionId", _w.string, "TaskSpawn"),
+            context=_w.required(o, "context", _decode_task_context, "TaskSpawn"),
+            description=_w.required(o, "description", _w.string, "TaskSpawn"),
+            depth=_w.required(o, "depth", _w.integer, "TaskSpawn"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"callId": self.call_id, "sessionId": self.session_id, "context": _w.encode(self.context), "description": self.description, "depth": self.depth}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -5197,6 +5367,23 @@ class HookRunEvent(BaseEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TaskSpawnEvent(BaseEvent):
+    """A `task/spawn` event: ``data`` is a :class:`TaskSpawn`."""
+
+    type: Literal["task/spawn"] = "task/spawn"
+    data: TaskSpawn
+
+    @classmethod
+    def from_json(cls, value: Any) -> TaskSpawnEvent:
+        o = _w.obj(value, "TaskSpawnEvent")
+        envelope = _w.fields_of(BaseEvent.from_json(o))
+        return cls(**envelope, data=_w.required(o, "data", TaskSpawn.from_json, "TaskSpawnEvent"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "type": self.type, "data": _w.encode(self.data)}
+
+
+@dataclass(frozen=True, kw_only=True)
 class UnknownEvent(BaseEvent):
     """An event of a kind this client does not know (a newer daemon's addition): its kind and its
     payload as received. Clients ignore what they do not know; its ``seq`` still counts."""
@@ -5246,6 +5433,7 @@ SessionEvent: TypeAlias = Union[
     WorkspaceCheckpointEvent,
     WorkspaceRewindEvent,
     HookRunEvent,
+    TaskSpawnEvent,
     UnknownEvent,
 ]
 """One log event as delivered, typed by its kind."""
@@ -5280,6 +5468,7 @@ EVENT_CLASSES: Final[dict[str, Callable[[Any], SessionEvent]]] = {
     "workspace/checkpoint": WorkspaceCheckpointEvent.from_json,
     "workspace/rewind": WorkspaceRewindEvent.from_json,
     "hook/run": HookRunEvent.from_json,
+    "task/spawn": TaskSpawnEvent.from_json,
 }
 """Each event kind's decoder."""
 

@@ -931,3 +931,22 @@ test("hook runs: one line each, as `dsh prompt` prints them; a block or a failur
   H.eq(1, #lines_with(buf, "⚠ hook loud (PostToolUse, run_command) failed: timed out after 1 s; it and every process of its group were killed [its output was cut] [invalid UTF-8 was replaced]"))
   vim.api.nvim_buf_delete(buf, { force = true })
 end)
+
+test("a sub-agent: its task/spawn is one line under the step that spawned it", function()
+  local t = transcript.get_or_create("unit-task")
+  local list = {
+    { "session/meta", { formatVersion = 0, sessionId = "unit-task", workspace = "/w" } },
+    { "turn/start", { turn = 1 } },
+    { "user/message", { text = "Delegate." } },
+    { "step/start", { step = 1, turn = 1 } },
+    { "assistant/message", { step = 1, message = { content = "", toolCalls = { { id = "c1", name = "task", arguments = "{}" } } } } },
+    { "tool/call", { step = 1, callId = "c1", name = "task" } },
+    { "task/spawn", { callId = "c1", sessionId = "child-1", context = "fork", description = "read\nthe code", depth = 1 } },
+  }
+  for i, e in ipairs(list) do
+    t:on_event({ sessionId = "unit-task", seq = i - 1, time = 0, type = e[1], data = e[2] })
+  end
+  local buf = t.buf
+  H.eq(1, #lines_with(buf, "⇢ sub-agent child-1 (fork, depth 1): read the code"))
+  vim.api.nvim_buf_delete(buf, { force = true })
+end)

@@ -214,6 +214,11 @@ steps: number,
  */
 forkedFrom?: ForkOrigin, 
 /**
+ * The parent of a sub-agent's session: the session and the `task` call it answers,
+ * and its depth (docs/subagents.md).
+ */
+parent?: ParentLink, 
+/**
  * Usage of the last finished step.
  */
 lastUsage?: Usage, 
@@ -558,7 +563,17 @@ profile: string,
 /**
  * The model the session's next request uses (as `profile`).
  */
-model: string, };
+model: string, 
+/**
+ * The sub-agents its `task` calls ran (docs/subagents.md), in order; each one's own
+ * children are counted in its row.
+ */
+children?: Array<ChildUsage>, 
+/**
+ * The session's own finished steps and its children's together; absent without
+ * children.
+ */
+withChildren?: UsageWithChildren, };
 
 export type SessionPlanResult = { 
 /**
@@ -1762,7 +1777,12 @@ forkedFrom?: ForkOrigin,
  * requests start from until a header is logged, and on top of the logged header at the
  * first request of each loop. Absent in logs from before pins were logged.
  */
-pin?: SessionPin, };
+pin?: SessionPin, 
+/**
+ * The parent of a child session a `task` call runs: the parent session, the call and the
+ * child's depth. Absent for every other session.
+ */
+parent?: ParentLink, };
 
 export type TurnStart = { 
 /**
@@ -2374,6 +2394,93 @@ export type HookEvent = "SessionStart" | "UserPromptSubmit" | "PreToolUse" | "Po
 
 export type HookOutcome = "ok" | "blocked" | "failed";
 
+export type ParentLink = { 
+/**
+ * The parent session.
+ */
+sessionId: string, 
+/**
+ * The parent's `task` call this child answers.
+ */
+toolCallId: string, 
+/**
+ * How deep the child is: 1 for a child of a top-level session.
+ */
+depth: number, };
+
+export type TaskContext = "fresh" | "fork";
+
+export type TaskSpawn = { 
+/**
+ * The `task` call.
+ */
+callId: string, 
+/**
+ * The child session.
+ */
+sessionId: string, 
+/**
+ * How it started.
+ */
+context: TaskContext, 
+/**
+ * The call's short description.
+ */
+description: string, 
+/**
+ * The child's depth.
+ */
+depth: number, };
+
+export type ChildUsage = { 
+/**
+ * The child session.
+ */
+sessionId: string, 
+/**
+ * The parent's `task` call it answered.
+ */
+callId: string, 
+/**
+ * The call's description.
+ */
+description: string, 
+/**
+ * How it started.
+ */
+context: TaskContext, 
+/**
+ * Steps it ran.
+ */
+steps: number, 
+/**
+ * Its finished steps' usage, with its own children's.
+ */
+usage: Usage, 
+/**
+ * Cache hits in percent of its prompt tokens.
+ */
+hitPercent: number, 
+/**
+ * What it cost (with its own children), at the prices configured now; absent when a
+ * step ran on a model without prices.
+ */
+cost?: Cost, 
+/**
+ * Set when its log cannot be read: why.
+ */
+error?: string, };
+
+export type UsageWithChildren = { 
+/**
+ * Usage summed over its own finished steps and its children's.
+ */
+usage: Usage, 
+/**
+ * What all of it cost; absent when a step ran on a model without prices.
+ */
+cost?: Cost, };
+
 /** A log event's `type` and its `data`, one member per event kind. */
 export type LogEvent =
   | { type: "session/meta"; data: SessionMeta }
@@ -2405,6 +2512,7 @@ export type LogEvent =
   | { type: "workspace/checkpoint"; data: WorkspaceCheckpoint }
   | { type: "workspace/rewind"; data: WorkspaceRewind }
   | { type: "hook/run"; data: HookRun }
+  | { type: "task/spawn"; data: TaskSpawn }
 ;
 
 /** Any log event payload. */

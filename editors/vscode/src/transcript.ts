@@ -520,6 +520,17 @@ export class Transcript {
       case "hook/run":
         this.entries.push({ kind: "notice", seq: e.seq, text: hookText(e.data) });
         return { kind: "structure" };
+      case "task/spawn": {
+        // A `task` call's sub-agent, a session of its own (docs/subagents.md): named under the
+        // step that spawned it; its answer is the call's result.
+        const t = e.data;
+        this.entries.push({
+          kind: "notice",
+          seq: e.seq,
+          text: `⇢ sub-agent ${t.sessionId} (${t.context}, depth ${t.depth}): ${t.description}`,
+        });
+        return { kind: "structure" };
+      }
       default:
         return { kind: "none" };
     }

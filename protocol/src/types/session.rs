@@ -114,6 +114,11 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub forked_from: Option<ForkOrigin>,
+        /// The parent of a sub-agent's session: the session and the `task` call it answers,
+        /// and its depth (docs/subagents.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub parent: Option<ParentLink>,
         /// Usage of the last finished step.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
@@ -430,6 +435,57 @@ api_type! {
         pub profile: String,
         /// The model the session's next request uses (as `profile`).
         pub model: String,
+        /// The sub-agents its `task` calls ran (docs/subagents.md), in order; each one's own
+        /// children are counted in its row.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[ts(as = "Option<Vec<ChildUsage>>", optional)]
+        pub children: Vec<ChildUsage>,
+        /// The session's own finished steps and its children's together; absent without
+        /// children.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub with_children: Option<UsageWithChildren>,
+    }
+}
+
+api_type! {
+    /// One sub-agent of `session/usage`.
+    pub struct ChildUsage {
+        /// The child session.
+        pub session_id: String,
+        /// The parent's `task` call it answered.
+        pub call_id: String,
+        /// The call's description.
+        pub description: String,
+        /// How it started.
+        pub context: TaskContext,
+        /// Steps it ran.
+        pub steps: u64,
+        /// Its finished steps' usage, with its own children's.
+        pub usage: Usage,
+        /// Cache hits in percent of its prompt tokens.
+        pub hit_percent: f64,
+        /// What it cost (with its own children), at the prices configured now; absent when a
+        /// step ran on a model without prices.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub cost: Option<Cost>,
+        /// Set when its log cannot be read: why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub error: Option<String>,
+    }
+}
+
+api_type! {
+    /// A session's spend with its sub-agents'.
+    pub struct UsageWithChildren {
+        /// Usage summed over its own finished steps and its children's.
+        pub usage: Usage,
+        /// What all of it cost; absent when a step ran on a model without prices.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub cost: Option<Cost>,
     }
 }
 

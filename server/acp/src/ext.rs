@@ -33,6 +33,8 @@ const APPROVAL_ID: &str = "dsh/approvalId";
 const SANDBOX: &str = "dsh/sandbox";
 /// The `update_plan` call that set a plan, its seq and the model's explanation, on the plan.
 const PLAN: &str = "dsh/plan";
+/// A `task` call's sub-agent (docs/subagents.md): its dsh session, how it started, its depth.
+const TASK: &str = "dsh/task";
 
 /// `_session/steering` params.
 #[derive(Debug, Deserialize)]
@@ -226,6 +228,12 @@ pub(crate) fn plan_meta(seq: u64, call_id: &str, explanation: Option<&str>) -> M
         plan["explanation"] = explanation.into();
     }
     meta(PLAN, plan)
+}
+
+/// A `task` call's `tool_call_update` when its child session exists: the child's dsh session
+/// id (a client may load it as a session of its own), its context and depth.
+pub(crate) fn task_meta(spawn: &dsh_protocol::TaskSpawn) -> Meta {
+    meta(TASK, spawn)
 }
 
 fn meta(key: &str, value: impl Serialize) -> Meta {

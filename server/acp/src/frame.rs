@@ -137,6 +137,7 @@ fn sessions(workspace: &str) -> Vec<SessionSummary> {
             turns: n % 4,
             steps: n % 9,
             forked_from: None,
+            parent: None,
             last_usage: None,
             profile: None,
             model: Some(MODEL.to_owned()),

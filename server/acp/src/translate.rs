@@ -134,6 +134,15 @@ impl Translator {
                 vec![SessionUpdate::ToolCallUpdate(update)]
             }
             EventData::PlanUpdate(update) => vec![SessionUpdate::Plan(plan(event.seq, update))],
+            // A sub-agent started: the call names it, and carries its session id.
+            EventData::TaskSpawn(spawn) => {
+                let fields = ToolCallUpdateFields::new()
+                    .title(format!("sub-agent ({}): {}", spawn.context.as_str(), spawn.description))
+                    .status(ToolCallStatus::InProgress);
+                let update =
+                    ToolCallUpdate::new(spawn.call_id.clone(), fields).meta(ext::task_meta(spawn));
+                vec![SessionUpdate::ToolCallUpdate(update)]
+            }
             EventData::StepEnd(end) => {
                 self.last_finish_reason = Some(end.finish_reason.clone());
                 vec![SessionUpdate::UsageUpdate(self.usage_update(end.step, &end.usage))]
@@ -295,7 +304,7 @@ pub fn tool_kind(name: &str) -> ToolKind {
         "grep" | "glob" => ToolKind::Search,
         "run_command" => ToolKind::Execute,
         "web_fetch" => ToolKind::Fetch,
-        dsh_protocol::UPDATE_PLAN_TOOL => ToolKind::Think,
+        dsh_protocol::UPDATE_PLAN_TOOL | dsh_protocol::TASK_TOOL => ToolKind::Think,
         _ => ToolKind::Other,
     }
 }

@@ -56,8 +56,10 @@ use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
 use crate::prompt::{date_context, local_date};
 use crate::seen::Memory;
+use crate::subagents::Subagents;
 use crate::tools::{Toolbox, Workspace};
 
+mod children;
 mod config;
 mod hooks;
 mod instructions;
@@ -109,6 +111,8 @@ pub struct TurnOutcome {
     pub output_errors: Vec<String>,
     /// Where each step's time went.
     pub timings: Vec<StepTiming>,
+    /// What the turn's priced steps cost, in USD (its children's not included).
+    pub usd: f64,
 }
 
 /// Wall-clock split of one step: the provider call versus everything else (the harness).
@@ -182,6 +186,10 @@ pub struct Agent {
     session_started: bool,
     /// Whether the last call [`Agent::run_tool`] answered was run (`tool/call` logged).
     call_ran: bool,
+    /// Runs the children of `task` calls (the daemon's); without it, no `task` tool.
+    subagents: Option<Arc<dyn Subagents>>,
+    /// What the running turn's children have spent: usage and USD (its budgets count it).
+    children_spent: (Usage, f64),
 }
 
 enum StepOutcome {
@@ -237,7 +245,15 @@ impl Agent {
             user_hooks: None,
             session_started: false,
             call_ran: false,
+            subagents: None,
+            children_spent: (Usage::default(), 0.0),
         }
+    }
+
+    /// Runs the children of `task` calls through `subagents` (and offers the tool when it
+    /// says so).
+    pub fn set_subagents(&mut self, subagents: Arc<dyn Subagents>) {
+        self.subagents = Some(subagents);
     }
 
     /// Records the workspace's files before each step that runs a tool that can change them,
@@ -381,7 +397,9 @@ impl Agent {
             output: None,
             output_errors: Vec::new(),
             timings: Vec::new(),
+            usd: 0.0,
         };
+        self.children_spent = (Usage::default(), 0.0);
         let mut usd = 0.0;
         // Whether the turn's end was checkpointed (before a budget's `turn/limit`).
         let mut checkpointed = false;
@@ -392,8 +410,12 @@ impl Agent {
         // Whether a `Stop` hook already made the turn go on (its next run is told).
         let mut stop_hook_active = false;
         loop {
-            // Between steps: a budget reached stops the turn here, never inside a step.
-            let spent = Spent { steps: outcome.steps, usage: outcome.usage, usd };
+            // Between steps: a budget reached stops the turn here, never inside a step. The
+            // children's spend counts.
+            outcome.usd = usd;
+            let (children_usage, children_usd) = self.children_spent;
+            let usage = outcome.usage.add(&children_usage);
+            let spent = Spent { steps: outcome.steps, usage, usd: usd + children_usd };
             if let Some(limit) = limits.reached(&spent) {
                 // The turn's end: its checkpoint first, then the limit, right before `turn/end`.
                 self.checkpoint(session, None, CheckpointReason::TurnEnd).await?;
@@ -475,6 +497,7 @@ impl Agent {
                         })
                         .await?;
                     if ended.is_some() {
+                        outcome.usd = usd;
                         outcome.output = checked.and_then(Result::ok);
                         return Ok(outcome);
                     }
@@ -508,6 +531,7 @@ impl Agent {
             outcome.stop_reason = StopReason::Limit;
             outcome.limit = Some(limit);
         }
+        outcome.usd = usd;
         let end = TurnEnd { turn, reason: outcome.stop_reason, error: outcome.error.clone() };
         session.append(EventData::TurnEnd(end)).await?;
         Ok(outcome)
@@ -717,8 +741,16 @@ impl Agent {
         if calls.iter().any(|call| crate::tools::may_change_files(&call.name)) {
             self.checkpoint(session, Some(step), CheckpointReason::Step).await?;
         }
-        // Tools, inside the step: every call is answered before step/end.
+        // Tools, inside the step: every call is answered before step/end. The children of
+        // `task` calls start first and run while the other calls run in order.
+        let mut children =
+            self.start_children(session, step, snapshot.boundary_seq, &calls, cancel).await?;
         for call in &calls {
+            if let Some(child) = children.remove(&call.id) {
+                let result = self.await_child(call, child).await;
+                session.append(EventData::ToolResult(result)).await?;
+                continue;
+            }
             let (result, plan) = self.run_tool(session, step, call, cancel).await?;
             // A call a `PreToolUse` hook blocked did not run: no `PostToolUse` for it.
             let ran = std::mem::take(&mut self.call_ran);

@@ -21,6 +21,7 @@ mod invariant;
 mod owner;
 pub mod prompt;
 mod seen;
+pub mod subagents;
 pub mod tools;
 
 pub use agent::{
@@ -36,3 +37,4 @@ pub use error::AgentError;
 pub use external::{ExternalTool, ExternalTools, Waits};
 pub use invariant::first_difference;
 pub use owner::{SessionHandle, StepSnapshot, spawn_owner};
+pub use subagents::{Subagents, TaskReport, TaskRequest};

@@ -17,7 +17,8 @@ use dsh_protocol::method::{self, Method};
 use dsh_protocol::{
     ApprovalChoice, ApprovalRespondParams, NoParams, SessionAuditResult, SessionCreateParams,
     SessionEventsParams, SessionForkParams, SessionInjectParams, SessionListParams, SessionParams,
-    SessionPromptParams, SessionRequestParams, SessionSubscribeParams, UsageEntry, WhenBusy,
+    SessionPromptParams, SessionRequestParams, SessionSubscribeParams, SessionSummary, UsageEntry,
+    WhenBusy,
 };
 use dsh_session::{EventData, StopReason};
 use serde_json::json;
@@ -130,9 +131,11 @@ pub async fn sessions(settings: &Settings, workspace: &Path) -> anyhow::Result<E
     if result.sessions.is_empty() {
         println!("no sessions in this workspace");
     }
-    for summary in &result.sessions {
+    for summary in nested(&result.sessions) {
+        let (summary, depth) = summary;
+        let indent = "  ".repeat(depth);
         if let Some(error) = &summary.error {
-            println!("{}  ! unreadable: {error}", summary.session_id);
+            println!("{indent}{}  ! unreadable: {error}", summary.session_id);
             continue;
         }
         let fork = summary
@@ -150,8 +153,16 @@ pub async fn sessions(settings: &Settings, workspace: &Path) -> anyhow::Result<E
             (None, Some(model)) => model.clone(),
             _ => "-".to_owned(),
         };
+        let fork = if summary.parent.is_some() { "" } else { fork.as_str() };
+        let child = summary
+            .parent
+            .as_ref()
+            .map(|parent| {
+                format!(" (sub-agent of {}, call {})", parent.session_id, parent.tool_call_id)
+            })
+            .unwrap_or_default();
         println!(
-            "{}  {:>3} turns {:>4} steps {cost:>11}  {provider}  {}{fork}{running}",
+            "{indent}{}  {:>3} turns {:>4} steps {cost:>11}  {provider}  {}{fork}{child}{running}",
             summary.session_id,
             summary.turns,
             summary.steps,
@@ -165,6 +176,42 @@ pub async fn sessions(settings: &Settings, workspace: &Path) -> anyhow::Result<E
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sessions in listing order, each sub-agent's session right under its parent (indented
+/// one level per depth); a child whose parent is not listed stays where it is.
+fn nested(sessions: &[SessionSummary]) -> Vec<(&SessionSummary, usize)> {
+    let listed = |id: &str| sessions.iter().any(|summary| summary.session_id == id);
+    fn parent_id(summary: &SessionSummary) -> Option<&str> {
+        summary.parent.as_ref().map(|parent| parent.session_id.as_str())
+    }
+    let parent_of = |summary: &SessionSummary| parent_id(summary).filter(|id| listed(id)).is_some();
+    let child_of = |child: &SessionSummary, parent: &str| parent_id(child) == Some(parent);
+    let mut out = Vec::with_capacity(sessions.len());
+    let mut stack: Vec<(&SessionSummary, usize)> = sessions
+        .iter()
+        .rev()
+        .filter(|summary| !parent_of(summary))
+        .map(|summary| (summary, 0))
+        .collect();
+    while let Some((summary, depth)) = stack.pop() {
+        out.push((summary, depth));
+        // Bounded by the listing: a session is never its own ancestor (ids are unique and a
+        // child is created after its parent), and `out` is checked all the same.
+        let children = sessions.iter().rev().filter(|child| {
+            child_of(child, &summary.session_id)
+                && !out.iter().any(|(seen, _)| seen.session_id == child.session_id)
+        });
+        stack.extend(children.map(|child| (child, depth + 1)));
+    }
+    // Whatever no root reached (parents naming each other, in broken logs) is listed all the
+    // same: a listing drops no session.
+    for summary in sessions {
+        if !out.iter().any(|(seen, _)| seen.session_id == summary.session_id) {
+            out.push((summary, 0));
+        }
+    }
+    out
 }
 
 /// `dsh usage SESSION`.

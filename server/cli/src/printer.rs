@@ -155,6 +155,22 @@ where
         EventData::ApprovalDecision(decision) => {
             println!("{}", state.dim(&format!("  decision: {:?}", decision.decision)));
         }
+        EventData::TaskSpawn(spawn) => {
+            state.end_line();
+            println!(
+                "⇢ sub-agent {} started ({}): {}",
+                spawn.session_id,
+                spawn.context.as_str(),
+                clean(&spawn.description)
+            );
+        }
+        // A sub-agent's end: the summary line its result closes with.
+        EventData::ToolResult(result) if result.name == dsh_session::TASK_TOOL => {
+            state.end_line();
+            let last = result.content.lines().last().unwrap_or("");
+            let status = if result.is_error { "error" } else { "ok" };
+            println!("⇠ task {status}: {}", clean(last));
+        }
         EventData::ToolResult(result) => {
             state.end_line();
             let lines = result.content.lines().count();

@@ -73,6 +73,36 @@ pub fn usage_table(result: &SessionUsageResult) -> String {
             money(price.output, &price.currency)
         );
     }
+    for child in &result.children {
+        let cost = child
+            .cost
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |cost| money(cost.amount, &cost.currency));
+        let usage = &child.usage;
+        let _ = writeln!(
+            out,
+            "sub-agent {} ({}, {}): {} steps, {} prompt, {} out, {:.1}% hit, {cost}{}",
+            child.session_id,
+            child.context.as_str(),
+            child.description,
+            child.steps,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            child.hit_percent,
+            child.error.as_ref().map(|error| format!(" ({error})")).unwrap_or_default()
+        );
+    }
+    if let Some(all) = &result.with_children {
+        let cost = all
+            .cost
+            .as_ref()
+            .map_or_else(|| "cost unknown".to_owned(), |cost| money(cost.amount, &cost.currency));
+        let _ = writeln!(
+            out,
+            "with sub-agents: {} prompt, {} cached, {} out, {cost}",
+            all.usage.prompt_tokens, all.usage.cache_hit_tokens, all.usage.completion_tokens
+        );
+    }
     out
 }
 
@@ -266,6 +296,8 @@ mod tests {
             context_window: 1_048_576,
             profile: "deepseek".to_owned(),
             model: "deepseek-v4-flash".to_owned(),
+            children: Vec::new(),
+            with_children: None,
         };
         let cost: Cost = cost.unwrap();
         assert_eq!(money(cost.amount, "USD"), "$0.001724");
@@ -313,6 +345,8 @@ mod tests {
             context_window: 200_000,
             profile: "claude".to_owned(),
             model: "claude-sonnet-4-5".to_owned(),
+            children: Vec::new(),
+            with_children: None,
         };
         expect![[r#"
             turn  step    prompt    cached       new     out   hit%        cost  cause of a cache drop

@@ -167,6 +167,19 @@ impl Config {
             &web.timeout_secs.source,
         );
         put("web.max_bytes".to_owned(), web.max_bytes.value.to_string(), &web.max_bytes.source);
+        let subagents = &self.subagents;
+        for (key, value) in [
+            ("max_steps", &subagents.max_steps),
+            ("max_tokens", &subagents.max_tokens),
+            ("timeout_secs", &subagents.timeout_secs),
+            ("max_parallel", &subagents.max_parallel),
+            ("max_depth", &subagents.max_depth),
+        ] {
+            put(format!("subagents.{key}"), value.value.to_string(), &value.source);
+        }
+        if let Some(cost) = &subagents.max_cost {
+            put("subagents.max_cost".to_owned(), cost.value.to_string(), &cost.source);
+        }
         for (name, server) in &self.mcp {
             let at = |field: &str| format!("mcp.servers.{name}.{field}");
             let source = &server.transport.source;

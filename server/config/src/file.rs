@@ -221,6 +221,9 @@ pub(crate) struct FileConfig {
     /// Hooks (`[[hooks.EVENT]]`, the user's file only) and the names turned off.
     #[serde(default)]
     pub hooks: crate::hooks::FileHooks,
+    /// Sub-agents' budgets.
+    #[serde(default)]
+    pub subagents: crate::subagents::FileSubagents,
     /// Workspaces confirmed although they are `/`, `$HOME` or hold dsh's own state or
     /// configuration (the user's file only).
     #[serde(default)]

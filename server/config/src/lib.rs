@@ -21,6 +21,7 @@ mod hooks;
 mod mcp;
 mod profile;
 mod resolve;
+mod subagents;
 
 #[cfg(test)]
 mod tests;
@@ -41,6 +42,10 @@ pub use resolve::{
     CheckpointSettings, Config, ContextSettings, DEFAULT_CHECKPOINT_BUDGET,
     DEFAULT_CHECKPOINT_MAX_FILE_SIZE, DEFAULT_WEB_MAX_BYTES, DEFAULT_WEB_TIMEOUT_SECS,
     InstructionSettings, MAX_WEB_MAX_BYTES, MAX_WEB_TIMEOUT_SECS, Overrides, WebConfig, resolve,
+};
+pub use subagents::{
+    DEFAULT_SUBAGENT_MAX_DEPTH, DEFAULT_SUBAGENT_MAX_PARALLEL, DEFAULT_SUBAGENT_MAX_STEPS,
+    DEFAULT_SUBAGENT_MAX_TOKENS, DEFAULT_SUBAGENT_TIMEOUT_SECS, SubagentSettings,
 };
 
 /// The built-in layer's text.

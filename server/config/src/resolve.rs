@@ -113,6 +113,8 @@ pub struct Config {
     pub web: WebConfig,
     /// Hooks, in the order of their events and then of the user's file (disabled ones too).
     pub hooks: Vec<crate::hooks::Hook>,
+    /// Sub-agents' budgets (`[subagents]`).
+    pub subagents: crate::subagents::SubagentSettings,
     /// Workspaces the user confirmed although they are `/`, `$HOME` or hold dsh's state or
     /// configuration (absolute paths, as written).
     pub allow_workspaces: Vec<PathBuf>,
@@ -267,9 +269,11 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
         timeout_secs: Sourced::new(DEFAULT_WEB_TIMEOUT_SECS, Source::Default),
         max_bytes: Sourced::new(DEFAULT_WEB_MAX_BYTES, Source::Default),
     };
+    let mut subagents = crate::subagents::SubagentSettings::default();
     for layer in layers {
         checkpoint_layer(&mut checkpoints, layer)?;
         web_layer(&mut web, layer)?;
+        crate::subagents::subagent_layer(&mut subagents, layer)?;
         let file = &layer.file;
         take(&mut profile, layer, &file.profile);
         take(&mut model, layer, &file.model);
@@ -373,6 +377,7 @@ pub fn resolve(layers: &[&Layer], overrides: &Overrides) -> Result<Config, Confi
         mcp,
         checkpoints,
         web,
+        subagents,
         allow_workspaces,
     };
     let default_model = config.model.as_ref().map(|m| m.value.as_str());

@@ -223,6 +223,11 @@ fn dsh_config_shows_every_value_with_its_source_and_no_secret() {
         web.allow_hosts = []  # default
         web.timeout_secs = 30  # default
         web.max_bytes = 2097152  # default
+        subagents.max_steps = 20  # default
+        subagents.max_tokens = 500000  # default
+        subagents.timeout_secs = 600  # default
+        subagents.max_parallel = 4  # default
+        subagents.max_depth = 1  # default
     "#]]
     .assert_eq(&text);
 }
@@ -803,4 +808,54 @@ fn a_hook_command_that_is_missing_or_not_executable_is_refused_at_load() {
     let config = resolve(&[&builtin, &relative], &Overrides::default()).unwrap();
     let refused = config.check_hook_commands(Some(home.path())).unwrap_err().to_string();
     assert!(refused.contains("put its arguments in `args`"), "{refused}");
+}
+
+#[test]
+fn a_workspace_only_lowers_subagent_budgets() {
+    let defaults = resolve(&[&builtin()], &Overrides::default()).unwrap().subagents;
+    assert_eq!(defaults.max_parallel.value, 4);
+    assert_eq!(defaults.max_depth.value, 1);
+    assert!(defaults.max_cost.is_none());
+    let user = layer(
+        "[subagents]\nmax_steps = 5\nmax_cost = 0.5\nmax_depth = 2\nmax_parallel = 2\n",
+        "/u/config.toml",
+        false,
+    );
+    // The workspace tries to raise two of them and lowers two.
+    let workspace = layer(
+        "[subagents]\nmax_steps = 50\nmax_cost = 0.1\nmax_depth = 3\nmax_parallel = 1\n",
+        "/w/.dsh/config.toml",
+        true,
+    );
+    let config = resolve(&[&builtin(), &user, &workspace], &Overrides::default()).unwrap();
+    let subagents = config.subagents;
+    assert_eq!(subagents.max_steps.value, 5);
+    assert_eq!(subagents.max_steps.source.to_string(), "/u/config.toml:2");
+    assert_eq!(subagents.max_cost.as_ref().map(|cost| cost.value), Some(0.1));
+    assert_eq!(subagents.max_depth.value, 2);
+    assert_eq!(subagents.max_parallel.value, 1);
+    assert_eq!(subagents.max_parallel.source.to_string(), "/w/.dsh/config.toml:5");
+    // A workspace may turn sub-agents off (depth 0); any cost it sets tightens "no budget".
+    let off = layer("[subagents]\nmax_depth = 0\nmax_cost = 2.0\n", "/w/.dsh/config.toml", true);
+    let config = resolve(&[&builtin(), &off], &Overrides::default()).unwrap();
+    assert_eq!(config.subagents.max_depth.value, 0);
+    assert_eq!(config.subagents.max_cost.map(|cost| cost.value), Some(2.0));
+    for (text, expected) in [
+        (
+            "[subagents]\nmax_parallel = 0\n",
+            "/u/config.toml:2: subagents.max_parallel: 0 is below 1",
+        ),
+        (
+            "[subagents]\nmax_cost = -1.0\n",
+            "/u/config.toml:2: subagents.max_cost: -1 is not a positive amount in USD",
+        ),
+    ] {
+        let bad = layer(text, "/u/config.toml", false);
+        let message = resolve(&[&builtin(), &bad], &Overrides::default())
+            .map(|_| String::new())
+            .unwrap_or_else(|error| error.to_string());
+        assert!(message.contains(expected), "{text}: {message}");
+    }
+    let unknown = error("[subagents]\nmax_children = 3\n", "/u/config.toml", false);
+    assert!(unknown.contains("unknown field `max_children`"), "{unknown}");
 }

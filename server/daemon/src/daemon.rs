@@ -355,6 +355,21 @@ impl Daemon {
         limits: TurnLimits,
         output: Option<dsh_agent::OutputSchema>,
     ) -> ApiResult<TurnOutcome> {
+        let turn = crate::subagents::TurnRun::top_level(self.shutdown.child_token());
+        self.prompt_as(live, text, queue, limits, output, turn).await
+    }
+
+    /// [`Daemon::prompt`], the turn cancelled with `run.cancel` and its approvals asked as
+    /// `run` says (a child's through its parent's clients).
+    pub(crate) async fn prompt_as(
+        self: &Arc<Self>,
+        live: Arc<LiveSession>,
+        text: String,
+        queue: bool,
+        limits: TurnLimits,
+        output: Option<dsh_agent::OutputSchema>,
+        run: crate::subagents::TurnRun,
+    ) -> ApiResult<TurnOutcome> {
         self.check_usable(&live)?;
         // Resolve the endpoint now so a missing key or profile is reported before anything is
         // logged.
@@ -384,8 +399,10 @@ impl Daemon {
         self.check_usable(&live)?;
         let root = live.toolbox.workspace().root().to_path_buf();
         self.watch_workspace(&root).await;
-        let cancel = self.shutdown.child_token();
+        let cancel = run.cancel.clone();
         let running = RunningTurn::start(&live, cancel.clone());
+        // A child's crashed children are closed, and where this session stands among parents.
+        let seam = crate::subagents::Seam::for_session(self, &live).await;
         self.announce_turn(&live, &root).await;
         let (done, outcome) = oneshot::channel();
         let task_live = Arc::clone(&live);
@@ -401,14 +418,16 @@ impl Daemon {
             let _running = running;
             let live = task_live;
             let agent = slot.get_or_insert_with(|| {
+                let approver = run.approver.clone().unwrap_or_else(|| live.approver());
                 let mut agent = Agent::new(
                     endpoints,
                     Arc::clone(&live.toolbox),
-                    live.approver(),
+                    approver,
                     live.agent_config.clone(),
                     &live.workspace,
                 );
                 agent.set_external_tools(live.mcp_tools.clone());
+                agent.set_subagents(seam);
                 let workspace = daemon.checkpoints.workspace(&root_for_checkpoints);
                 agent.set_checkpoints(Arc::new(crate::checkpoints::Seam(
                     workspace,

@@ -102,6 +102,7 @@ pub fn session_list(
         turns: 0,
         steps: 0,
         forked_from: None,
+        parent: None,
         last_usage: None,
         profile: None,
         model: None,
@@ -132,6 +133,7 @@ pub fn session_list(
             turns: summary.turns,
             steps: summary.steps,
             forked_from: summary.forked_from,
+            parent: summary.parent,
             last_usage: summary.last_usage,
             error: None,
         })
@@ -297,14 +299,15 @@ pub async fn session_usage(
     daemon: Arc<Daemon>,
     params: SessionParams,
 ) -> ApiResult<SessionUsageResult> {
-    let (rows, workspace, call, pin) = with_log(&daemon, &params.session_id, |log| {
+    let (rows, workspace, call, pin, spawns) = with_log(&daemon, &params.session_id, |log| {
         let answer = |usage: &UsageFold, events: &[Event]| {
             let call = usage.header().map(|header| header.config.clone());
             let pin = match events.first().map(|event| &event.data) {
                 Some(EventData::SessionMeta(meta)) => meta.pin.clone(),
                 _ => None,
             };
-            (usage.rows().to_vec(), views::workspace_of(events), call, pin)
+            let spawns = crate::subagents::own_children(events);
+            (usage.rows().to_vec(), views::workspace_of(events), call, pin, spawns)
         };
         match log {
             Log::Loaded(session, live) => {
@@ -322,7 +325,17 @@ pub async fn session_usage(
     .await?;
     let config = workspace.and_then(|workspace| daemon.config_for(&workspace).ok());
     let next = views::next_model(config.as_deref(), call.as_ref(), pin.as_ref());
-    Ok(views::usage_result(rows, config.as_deref(), next))
+    let mut result = views::usage_result(rows, config.as_deref(), next);
+    if !spawns.is_empty() {
+        let daemon = Arc::clone(&daemon);
+        let children = blocking(move || {
+            Ok(crate::subagents::children_usage(&daemon, &spawns, config.as_deref(), 0))
+        })
+        .await?;
+        result.with_children = Some(crate::subagents::with_children(&result, &children));
+        result.children = children;
+    }
+    Ok(result)
 }
 
 /// `session/plan`: the session's current plan, the last `plan/update` of its log.

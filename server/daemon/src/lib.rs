@@ -14,7 +14,8 @@
 //! `error.rs`, `admission.rs` and `connection.rs` (the line transport), `network.rs`
 //! (WebSocket/HTTP with a token), `serve.rs` (lifecycle), `startup.rs` (what a daemon is started
 //! with: `DaemonConfig`, the key handover), `settings.rs` (the configuration files, live),
-//! `mcp.rs` and `mcp/` (MCP tool servers), `client.rs`.
+//! `mcp.rs` and `mcp/` (MCP tool servers), `subagents.rs` (the children of `task` calls),
+//! `client.rs`.
 
 pub mod admission;
 pub mod api;
@@ -33,6 +34,7 @@ mod rewind;
 pub mod serve;
 pub mod settings;
 pub mod startup;
+mod subagents;
 pub mod views;
 mod watch;
 

@@ -388,6 +388,8 @@ pub fn usage_result(
         context_window,
         profile,
         model,
+        children: Vec::new(),
+        with_children: None,
     }
 }
 

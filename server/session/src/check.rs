@@ -356,6 +356,12 @@ impl Checker {
                     findings.push(format!("plan/update breaks a rule of plans: {rule}"));
                 }
             }
+            EventData::TaskSpawn(spawn) if !step.pending_calls.contains(&spawn.call_id) => {
+                findings.push(format!(
+                    "task/spawn names call `{}`, which step {step_number} did not make or already answered",
+                    spawn.call_id
+                ));
+            }
             EventData::StepEnd(_) | EventData::StepError(_) => {
                 for call in step.pending_calls.drain(..) {
                     findings.push(format!(
@@ -461,13 +467,11 @@ pub fn closing_events(events: &[Event], closing: Closing<'_>) -> Vec<EventData> 
     let mut out = Vec::new();
     if let Some(step) = open_step {
         out.extend(pending.into_iter().map(|(call_id, name)| {
-            EventData::ToolResult(ToolResult {
-                call_id,
-                name,
-                content: closing.tool_result.to_owned(),
-                is_error: true,
-                seen: None,
-            })
+            // A `task` call names the child it was waiting for.
+            let content =
+                crate::task::interrupted_task_result(&events[start..], &call_id, closing.error)
+                    .unwrap_or_else(|| closing.tool_result.to_owned());
+            EventData::ToolResult(ToolResult { call_id, name, content, is_error: true, seen: None })
         }));
         out.push(EventData::StepError(StepError {
             step,

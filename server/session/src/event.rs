@@ -14,6 +14,7 @@ use serde::ser::SerializeStruct;
 
 use crate::header::HeaderDelta;
 use crate::plan::PlanUpdate;
+use crate::task::TaskSpawn;
 
 /// The only session log format version this build reads and writes.
 pub const FORMAT_VERSION: u32 = 0;
@@ -158,6 +159,8 @@ event_kinds! {
     WorkspaceRewind(WorkspaceRewind) = "workspace/rewind",
     /// `hook/run`: a hook of the user's configuration ran, and how it ended (not model-visible).
     HookRun(HookRun) = "hook/run",
+    /// `task/spawn`: a `task` call's child session was created (not model-visible).
+    TaskSpawn(TaskSpawn) = "task/spawn",
 }
 
 /// The events of a seq-ordered log from `seq` on: what an incremental fold has not seen yet.

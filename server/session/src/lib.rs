@@ -25,6 +25,7 @@ mod provenance;
 mod reconstruct;
 mod seen;
 mod surface;
+mod task;
 mod usage;
 
 pub use approval::Approval;
@@ -66,6 +67,9 @@ pub use reconstruct::{
 };
 pub use seen::{SeenFiles, WORKSPACE_SOURCE};
 pub use surface::{SeqError, Session, StepIndex, SurfaceEntry, SurfaceMark};
+pub use task::{
+    ParentLink, TASK_TOOL, TaskContext, TaskSpawn, interrupted_task_result, task_children,
+};
 pub use usage::{
     DROP_SLACK_TOKENS, PrefixCause, UsageFold, UsageRow, is_drop, usage_rows, usage_totals,
 };

@@ -199,6 +199,7 @@ pub(crate) fn is_response_event(data: &EventData) -> bool {
             | EventData::ToolProgress(_)
             | EventData::ToolResult(_)
             | EventData::PlanUpdate(_)
+            | EventData::TaskSpawn(_)
             | EventData::ApprovalRequest(_)
             | EventData::ApprovalDecision(_)
             | EventData::StepEnd(_)

@@ -41,6 +41,7 @@ fn meta() -> EventData {
         workspace: "/w".to_owned(),
         forked_from: None,
         pin: None,
+        parent: None,
     })
 }
 

@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use dsh_session::{
-    Closing, Event, EventData, FORMAT_VERSION, ForkOrigin, SessionMeta, SessionPin, StopReason,
-    closing_events,
+    Closing, Event, EventData, FORMAT_VERSION, ForkOrigin, ParentLink, SessionMeta, SessionPin,
+    StopReason, closing_events,
 };
 
 use crate::error::StoreError;
@@ -54,6 +54,7 @@ pub fn fork_events(
         workspace: parent_meta.workspace.clone(),
         forked_from: Some(ForkOrigin { session_id: parent_meta.session_id.clone(), seq: at_seq }),
         pin: parent_meta.pin.clone(),
+        parent: None,
     };
     let mut events = Vec::with_capacity(at_seq as usize + 4);
     events.push(Event { seq: 0, time: time_ms, data: EventData::SessionMeta(meta) });
@@ -82,6 +83,20 @@ pub fn fork_log(
     policy: SyncPolicy,
     pin: Option<SessionPin>,
 ) -> Result<LiveLog, StoreError> {
+    fork_child_log(parent, at_seq, new_id, time_ms, policy, pin, None)
+}
+
+/// [`fork_log`] for the child session of a `task` call: its `session/meta` names `link` too
+/// (`None`: an ordinary fork).
+pub fn fork_child_log(
+    parent: &Path,
+    at_seq: Option<u64>,
+    new_id: &SessionId,
+    time_ms: u64,
+    policy: SyncPolicy,
+    pin: Option<SessionPin>,
+    link: Option<ParentLink>,
+) -> Result<LiveLog, StoreError> {
     let read = read_log(parent)?;
     let mut events =
         fork_events(&read.events, at_seq, new_id, time_ms).map_err(|error| match error {
@@ -92,6 +107,9 @@ pub fn fork_log(
         (pin, events.first_mut().map(|event| &mut event.data))
     {
         meta.pin = Some(pin);
+    }
+    if let Some(EventData::SessionMeta(meta)) = events.first_mut().map(|event| &mut event.data) {
+        meta.parent = link;
     }
     let dir = parent.parent().unwrap_or(Path::new("."));
     let path = dir.join(format!("{new_id}.jsonl"));

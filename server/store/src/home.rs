@@ -13,7 +13,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use dsh_session::{Event, EventData, FORMAT_VERSION, SessionMeta, SessionPin};
+use dsh_session::{Event, EventData, FORMAT_VERSION, ParentLink, SessionMeta, SessionPin};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
@@ -275,7 +275,7 @@ impl Workspace {
         time_ms: u64,
         policy: SyncPolicy,
     ) -> Result<LiveLog, StoreError> {
-        self.create_pinned_at(id, time_ms, policy, None)
+        self.create_pinned_at(id, time_ms, policy, None, None)
     }
 
     /// A new log whose `session/meta` carries `pin`: the log appears atomically, pin included.
@@ -285,6 +285,7 @@ impl Workspace {
         time_ms: u64,
         policy: SyncPolicy,
         pin: Option<SessionPin>,
+        parent: Option<ParentLink>,
     ) -> Result<LiveLog, StoreError> {
         let meta = SessionMeta {
             format_version: FORMAT_VERSION,
@@ -292,6 +293,7 @@ impl Workspace {
             workspace: self.canonical.to_string_lossy().into_owned(),
             forked_from: None,
             pin,
+            parent,
         };
         let event = Event { seq: 0, time: time_ms, data: EventData::SessionMeta(meta) };
         LiveLog::create_with(&self.session_path(id), vec![event], policy)
@@ -309,12 +311,23 @@ impl Workspace {
         policy: SyncPolicy,
         pin: Option<SessionPin>,
     ) -> Result<LiveLog, StoreError> {
+        self.create_child_session(policy, pin, None)
+    }
+
+    /// [`Workspace::create_pinned_session`] for the child session of a `task` call: its
+    /// `session/meta` names `parent` too (a top-level session: `None`).
+    pub fn create_child_session(
+        &self,
+        policy: SyncPolicy,
+        pin: Option<SessionPin>,
+        parent: Option<ParentLink>,
+    ) -> Result<LiveLog, StoreError> {
         let mut rng = fastrand::Rng::new();
         let mut attempts = 0;
         loop {
             let time_ms = now_ms();
             let id = SessionId::generate(time_ms, &mut rng);
-            match self.create_pinned_at(&id, time_ms, policy, pin.clone()) {
+            match self.create_pinned_at(&id, time_ms, policy, pin.clone(), parent.clone()) {
                 Err(StoreError::SessionExists { .. }) if attempts < 8 => attempts += 1,
                 result => return result,
             }

@@ -34,6 +34,8 @@ pub struct SessionSummary {
     pub steps: u64,
     /// Where it was forked from.
     pub forked_from: Option<ForkOrigin>,
+    /// The parent of a sub-agent's session (`session/meta.parent`).
+    pub parent: Option<dsh_session::ParentLink>,
     /// Usage of the last step that ended.
     pub last_usage: Option<Usage>,
     /// The profile and model of the latest request header, else of the pin in `session/meta`
@@ -58,11 +60,14 @@ pub struct SessionListing {
 
 /// Summarizes a whole log (its events start with `session/meta`).
 pub fn summarize(path: &Path, events: Vec<Event>, torn: Option<TornTail>) -> SessionSummary {
-    let (id, workspace, forked_from) = match events.first().map(|event| &event.data) {
-        Some(EventData::SessionMeta(meta)) => {
-            (meta.session_id.clone(), meta.workspace.clone(), meta.forked_from.clone())
-        }
-        _ => (crate::live::session_id_of(path), String::new(), None),
+    let (id, workspace, forked_from, parent) = match events.first().map(|event| &event.data) {
+        Some(EventData::SessionMeta(meta)) => (
+            meta.session_id.clone(),
+            meta.workspace.clone(),
+            meta.forked_from.clone(),
+            meta.parent.clone(),
+        ),
+        _ => (crate::live::session_id_of(path), String::new(), None, None),
     };
     let created_ms = events.first().map_or(0, |event| event.time);
     let updated_ms = events.last().map_or(0, |event| event.time);
@@ -120,6 +125,7 @@ pub fn summarize(path: &Path, events: Vec<Event>, torn: Option<TornTail>) -> Ses
         turns,
         steps,
         forked_from,
+        parent,
         last_usage,
         pinned,
         usage_by_model,

@@ -46,6 +46,8 @@ pub fn is_boundary(data: &EventData) -> bool {
         | EventData::AssistantMessage(_)
         | EventData::ToolResult(_)
         | EventData::PlanUpdate(_)
+        // Synced: after a crash, the parent's log names the child to close.
+        | EventData::TaskSpawn(_)
         | EventData::ApprovalDecision(_)
         | EventData::StepEnd(_)
         | EventData::StepError(_)

@@ -99,6 +99,7 @@ fn meta_line() -> String {
         workspace: "/w".into(),
         forked_from: None,
         pin: None,
+        parent: None,
     };
     encode_event(&Event { seq: 0, time: 1, data: EventData::SessionMeta(meta) })
 }

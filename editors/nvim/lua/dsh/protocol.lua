@@ -89,6 +89,7 @@ M.event_kinds = {
   { kind = "workspace/checkpoint", payload = "WorkspaceCheckpoint" },
   { kind = "workspace/rewind", payload = "WorkspaceRewind" },
   { kind = "hook/run", payload = "HookRun" },
+  { kind = "task/spawn", payload = "TaskSpawn" },
 }
 
 -- The API's types.
@@ -137,6 +138,18 @@ M.event_kinds = {
 --- The error data of a rewind refused because the checkpoint cannot be restored (`checkpointUnavailable`).
 ---@class dsh.CheckpointUnavailableData
 ---@field missingObjects? string[] The objects (SHA-256, hex) the workspace's store no longer has.
+
+--- One sub-agent of `session/usage`.
+---@class dsh.ChildUsage
+---@field callId string The parent's `task` call it answered.
+---@field context dsh.TaskContext How it started.
+---@field cost? dsh.Cost What it cost (with its own children), at the prices configured now; absent when a step ran on a model without prices.
+---@field description string The call's description.
+---@field error? string Set when its log cannot be read: why.
+---@field hitPercent number Cache hits in percent of its prompt tokens.
+---@field sessionId string The child session.
+---@field steps integer Steps it ran.
+---@field usage dsh.Usage Its finished steps' usage, with its own children's.
 
 --- Who is calling.
 ---@class dsh.ClientInfo
@@ -453,7 +466,7 @@ M.event_kinds = {
 ---@field seq integer The event's seq in the log.
 ---@field sessionId string The session.
 ---@field time integer Unix ms.
----@field type "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"|"workspace/checkpoint"|"workspace/rewind"|"hook/run" The event kind.
+---@field type "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"|"workspace/checkpoint"|"workspace/rewind"|"hook/run"|"task/spawn" The event kind.
 
 --- `session/events` params.
 ---@class dsh.SessionEventsParams
@@ -590,6 +603,7 @@ M.event_kinds = {
 ---@field forkedFrom? dsh.ForkOrigin Fork origin.
 ---@field lastUsage? dsh.Usage Usage of the last finished step.
 ---@field model? string The model of its latest request.
+---@field parent? dsh.ParentLink The parent of a sub-agent's session: the session and the `task` call it answers, and its depth (docs/subagents.md).
 ---@field profile? string The profile of its latest request (absent before the first request, and for logs from before profiles).
 ---@field running boolean Whether a turn is running now.
 ---@field sessionId string The id.
@@ -601,6 +615,7 @@ M.event_kinds = {
 
 --- `session/usage` result.
 ---@class dsh.SessionUsageResult
+---@field children? dsh.ChildUsage[] The sub-agents its `task` calls ran (docs/subagents.md), in order; each one's own children are counted in its row.
 ---@field contextWindow integer The context window, in tokens, of the model the session's next request uses (what a step's prompt and output are measured against).
 ---@field cost? dsh.Cost The cost of every finished step and what the cache saved; absent when a step ran on a model without prices or the currencies differ.
 ---@field model string The model the session's next request uses (as `profile`).
@@ -608,6 +623,7 @@ M.event_kinds = {
 ---@field profile string The provider profile the session's next request uses: its last request's, else the one it was pinned to at creation (`session/meta.pin`), else the configured default.
 ---@field rows dsh.UsageEntry[] One row per step; a row's `cost` is at the prices of the profile and model it ran on, as configured now.
 ---@field totals dsh.Usage Sums over finished steps.
+---@field withChildren? dsh.UsageWithChildren The session's own finished steps and its children's together; absent without children.
 
 --- Budgets of one turn (`session/prompt`'s `limits`); each is optional and must be positive. Steps, tokens and cost are checked between steps (a step and its tools always finish); the timeout cancels the turn as `session/cancel` does. A budget reached logs `turn/limit` and ends the turn with `stopReason` `limit`.
 ---@class dsh.TurnLimits
@@ -629,6 +645,11 @@ M.event_kinds = {
 ---@field step integer Step number.
 ---@field turn integer Its turn.
 ---@field usage? dsh.Usage Its usage; `None` when the step never finished (error, cancel, interruption).
+
+--- A session's spend with its sub-agents'.
+---@class dsh.UsageWithChildren
+---@field cost? dsh.Cost What all of it cost; absent when a step ran on a model without prices.
+---@field usage dsh.Usage Usage summed over its own finished steps and its children's.
 
 --- What to do with a prompt while a turn runs.
 ---@alias dsh.WhenBusy "reject"|"queue"
@@ -860,6 +881,12 @@ M.event_kinds = {
 --- Why a step waits for MCP servers.
 ---@alias dsh.McpWaitReason "starting"|"toolsChanged"
 
+--- A child session's parent (`session/meta.parent`).
+---@class dsh.ParentLink
+---@field depth integer How deep the child is: 1 for a child of a top-level session.
+---@field sessionId string The parent session.
+---@field toolCallId string The parent's `task` call this child answers.
+
 --- One entry of a plan.
 ---@class dsh.PlanEntry
 ---@field status dsh.PlanStatus Where it stands.
@@ -899,6 +926,7 @@ M.event_kinds = {
 ---@class dsh.SessionMeta
 ---@field forkedFrom? dsh.ForkOrigin Where this session was forked from, if it was.
 ---@field formatVersion integer Must equal [`FORMAT_VERSION`].
+---@field parent? dsh.ParentLink The parent of a child session a `task` call runs: the parent session, the call and the child's depth. Absent for every other session.
 ---@field pin? dsh.SessionPin What the session was pinned to when it was created (or forked): the call options its requests start from until a header is logged, and on top of the logged header at the first request of each loop. Absent in logs from before pins were logged.
 ---@field sessionId string The session's id.
 ---@field workspace string The canonical workspace path.
@@ -968,6 +996,17 @@ M.event_kinds = {
 ---@field keepPrefix integer Leading lines kept.
 ---@field keepSuffix integer Trailing lines kept.
 ---@field lines string[] The new middle lines.
+
+--- How a child session starts.
+---@alias dsh.TaskContext "fresh"|"fork"
+
+--- `task/spawn`: the child session of a `task` call was created (not model-visible). Logged in the parent inside the step, after the call's `tool/call`, before its `tool/result`.
+---@class dsh.TaskSpawn
+---@field callId string The `task` call.
+---@field context dsh.TaskContext How it started.
+---@field depth integer The child's depth.
+---@field description string The call's short description.
+---@field sessionId string The child session.
 
 --- A file a checkpoint did not record because it is over the size cap.
 ---@class dsh.TooLargeFile
@@ -1074,7 +1113,7 @@ M.event_kinds = {
 ---@field restored? string[] Files rewritten to their checkpoint content.
 ---@field toStep? integer The step the rewind returned to (just before it ran); absent for a rewind to a checkpoint named by its seq.
 
----@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"|"workspace/checkpoint"|"workspace/rewind"|"hook/run"
+---@alias dsh.EventKind "session/meta"|"turn/start"|"turn/end"|"turn/limit"|"user/message"|"steering/message"|"context/message"|"step/start"|"request/header"|"request/header-delta"|"request/sent"|"assistant/chunk"|"assistant/message"|"tool/call"|"tool/progress"|"tool/result"|"plan/update"|"step/end"|"step/error"|"llm/retry"|"mcp/wait"|"approval/request"|"approval/decision"|"compact/start"|"compact/summary"|"surface/replace"|"workspace/checkpoint"|"workspace/rewind"|"hook/run"|"task/spawn"
 
 -- One class per event kind: the `session/event` envelope with its typed payload.
 
@@ -1193,5 +1232,9 @@ M.event_kinds = {
 ---@class dsh.Event.hook_run: dsh.SessionEvent
 ---@field type "hook/run"
 ---@field data dsh.HookRun
+
+---@class dsh.Event.task_spawn: dsh.SessionEvent
+---@field type "task/spawn"
+---@field data dsh.TaskSpawn
 
 return M

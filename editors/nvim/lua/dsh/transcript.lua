@@ -634,6 +634,12 @@ handlers["hook/run"] = function(self, data)
   self:append({ "  " .. M.hook_text(data) }, data.outcome == "ok" and "DshDim" or "DshError")
 end
 
+---@param data dsh.TaskSpawn
+handlers["task/spawn"] = function(self, data)
+  -- A `task` call's sub-agent, a session of its own (docs/subagents.md), under its step.
+  self:append({ ("  ⇢ sub-agent %s (%s, depth %d): %s"):format(data.sessionId, data.context, data.depth, ((data.description or ""):gsub("\n", " "))) }, "DshDim")
+end
+
 ---@param data dsh.StepEnd
 handlers["step/end"] = function(self, data)
   self.stream = nil

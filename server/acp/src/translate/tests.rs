@@ -207,3 +207,25 @@ fn a_plan_update_is_an_acp_plan_with_every_entry() {
     .assert_eq(&render(log));
     assert_eq!(tool_kind("update_plan"), ToolKind::Think);
 }
+
+#[test]
+fn a_task_call_is_a_think_call_naming_its_child_session() {
+    let log = r#"{"seq":0,"time":1,"type":"session/meta","data":{"formatVersion":0,"sessionId":"s","workspace":"/work/demo"}}
+{"seq":1,"time":2,"type":"step/start","data":{"step":1,"turn":1}}
+{"seq":2,"time":3,"type":"assistant/message","data":{"step":1,"message":{"content":"","toolCalls":[{"id":"call_1","name":"task","arguments":"{\"description\":\"find it\",\"prompt\":\"Find x.\",\"context\":\"fresh\"}"}]}}}
+{"seq":3,"time":4,"type":"tool/call","data":{"step":1,"callId":"call_1","name":"task"}}
+{"seq":4,"time":5,"type":"task/spawn","data":{"callId":"call_1","sessionId":"child","context":"fresh","description":"find it","depth":1}}
+{"seq":5,"time":6,"type":"tool/result","data":{"callId":"call_1","name":"task","content":"x is in a.rs\n\n[sub-agent child (fresh): completed · 2 steps · 900 tokens, 40% cache hits · $0.0001]"}}"#;
+    let rendered = render(log);
+    let lines: Vec<&str> = rendered.lines().collect();
+    assert!(lines[0].starts_with("2 ") && lines[0].contains(r#""kind":"think""#), "{rendered}");
+    let spawned = lines.iter().find(|line| line.starts_with("4 ")).unwrap();
+    assert!(spawned.contains(r#""title":"sub-agent (fresh): find it""#), "{rendered}");
+    assert!(
+        spawned.contains(r#""_meta":{"dsh/task":{"callId":"call_1","sessionId":"child","context":"fresh","description":"find it","depth":1}}"#),
+        "{rendered}"
+    );
+    let ended = lines.iter().find(|line| line.starts_with("5 ")).unwrap();
+    assert!(ended.contains(r#""status":"completed""#) && ended.contains("$0.0001"), "{rendered}");
+    assert_eq!(tool_kind("task"), ToolKind::Think);
+}

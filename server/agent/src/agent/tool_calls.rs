@@ -29,6 +29,13 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<Option<Vec<ToolSchema>>, AgentError> {
         let mut schemas = self.toolbox.schemas();
+        // The `task` tool, when children may be started (or this session forked from a parent
+        // that offered it: its header stays the parent's), in name order with the others.
+        let task = self.subagents.as_ref().is_some_and(|subagents| subagents.offered());
+        if task {
+            schemas.push(crate::subagents::task_schema());
+            schemas.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         let mut external = match self.external.clone() {
             Some(external) => {
                 let (waits, mut waited) = tokio::sync::mpsc::unbounded_channel();
@@ -56,7 +63,8 @@ impl Agent {
             None => Vec::new(),
         };
         external.retain(|tool| {
-            let taken = self.toolbox.access(&tool.schema.name).is_some();
+            let taken = self.toolbox.access(&tool.schema.name).is_some()
+                || (task && tool.schema.name == dsh_session::TASK_TOOL);
             if taken {
                 tracing::warn!(
                     tool = %tool.schema.name,

@@ -26,6 +26,7 @@ impl Log {
             workspace: "/w".to_owned(),
             forked_from: None,
             pin: None,
+            parent: None,
         }));
         log
     }

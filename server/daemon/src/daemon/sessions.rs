@@ -194,6 +194,15 @@ impl Daemon {
         Ok(overrides)
     }
 
+    /// Registers a new log pinned to `pin` (a sub-agent's, which keeps its parent's pin).
+    pub(crate) fn register_pinned(
+        &self,
+        log: LiveLog,
+        pin: &SessionPin,
+    ) -> ApiResult<Arc<LiveSession>> {
+        self.register(log, overrides_of(pin), pin.max_steps)
+    }
+
     pub(super) fn register(
         &self,
         log: LiveLog,

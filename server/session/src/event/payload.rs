@@ -26,6 +26,10 @@ pub struct SessionMeta {
     /// first request of each loop. Absent in logs from before pins were logged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pin: Option<SessionPin>,
+    /// The parent of a child session a `task` call runs: the parent session, the call and the
+    /// child's depth. Absent for every other session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<crate::task::ParentLink>,
 }
 
 /// The call options a session is pinned to (`session/meta.pin`): the profile and model asked for

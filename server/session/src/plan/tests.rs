@@ -47,6 +47,7 @@ fn turn(result_is_error: bool, after_result: Vec<EventData>) -> Vec<Event> {
             workspace: "/w".to_owned(),
             forked_from: None,
             pin: None,
+            parent: None,
         }),
         EventData::TurnStart(TurnStart { turn: 1 }),
         EventData::UserMessage(UserMessage { text: "plan it".to_owned() }),

@@ -202,6 +202,7 @@ fn run(ops: Vec<Op>) -> Writer {
         workspace: "/w".to_owned(),
         forked_from: None,
         pin: None,
+        parent: None,
     }));
     for op in ops {
         match op {

@@ -479,6 +479,7 @@ fn meta(session: &str) -> EventData {
         workspace: "/w".into(),
         forked_from: None,
         pin: None,
+        parent: None,
     })
 }
 
