@@ -34,6 +34,7 @@ pub mod settings;
 pub mod startup;
 pub mod views;
 mod watch;
+pub mod web;
 
 pub use client::{Client, ClientError, Unsolicited};
 /// A prompt's output schema, checked as `session/prompt` checks it: a client (`dsh prompt
