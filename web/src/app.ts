@@ -405,12 +405,18 @@ function sessionView(sessionId: string): () => void {
         const page = await rpc.request<SessionEventsResult>(Methods.SessionEvents, { sessionId, fromSeq: from, limit: PAGE });
         transcript.append(page.events);
         earlier.hidden = from === 0;
-        // The state of a turn that started before the page: from the session list.
-        const list = await rpc.request<SessionListResult>(Methods.SessionList, {});
-        setRunning(list.sessions.find((session) => session.sessionId === sessionId)?.running ?? false);
+        // Whether a turn runs: the page's last turn boundary says; without one in the page,
+        // the session list does.
+        const boundary = [...page.events].reverse().find((event) => event.type === "turn/start" || event.type === "turn/end");
+        if (boundary) {
+          setRunning(boundary.type === "turn/start");
+        } else {
+          const list = await rpc.request<SessionListResult>(Methods.SessionList, {});
+          setRunning(list.sessions.find((session) => session.sessionId === sessionId)?.running ?? false);
+        }
       }
-      subscription = await rpc.request(Methods.SessionSubscribe, { sessionId, fromSeq: transcript.lastSeq + 1 });
       refreshUsage();
+      subscription = await rpc.request(Methods.SessionSubscribe, { sessionId, fromSeq: transcript.lastSeq + 1 });
     } catch (error) {
       if (!(error instanceof RpcError && error.code === -32099)) {
         say(`cannot open the session: ${message(error)}`);

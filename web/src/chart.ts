@@ -11,7 +11,7 @@ const HEIGHT = 200;
 const TOP = 14;
 const BOTTOM = 18;
 const LEFT = 52;
-const RIGHT = 52;
+const RIGHT = 70;
 
 function svg<K extends keyof SVGElementTagNameMap>(tag: K, attributes: Record<string, string | number>): SVGElementTagNameMap[K] {
   const element = document.createElementNS(SVG, tag);
@@ -245,28 +245,38 @@ export class StepChart {
       svg("path", { class: "series-cost", d: cost || "M0 0", "data-series": "cost", fill: "none" }),
     );
 
-    // Drops: a marker and a label each (there are few; their text is the logged cause).
+    // Drops: one path of markers (a long session may drop at many steps), and a label with the
+    // logged cause for those that have room (at most one per 90 px), so text never piles up.
+    // The caption names the cause of any step picked.
     const dropGroup = svg("g", { class: "drops" });
-    for (const { x, row } of drops) {
-      const mark = svg("path", { class: "drop", d: `M${x.toFixed(2)} ${TOP}l-4 -7h8z`, "data-step": row.step });
-      const title = svg("title", {});
-      title.textContent = `step ${row.step}: cache dropped — ${row.explanation}`;
-      mark.append(title);
-      dropGroup.append(mark);
-    }
-    // Label the drops that have room (at most one per 90 px), so text never piles up.
-    let lastLabel = -Infinity;
-    for (const { x, row } of drops) {
-      if (x - lastLabel < 90 || row.causes.some((cause) => cause.kind === "firstRequest")) {
+    const marks = drops.map(({ x }) => `M${x.toFixed(2)} ${TOP}l-4 -7h8z`).join("");
+    const markPath = svg("path", { class: "drop", d: marks || "M0 0", "data-series": "drops", "data-steps": drops.map(({ row }) => row.step).join(" ") });
+    dropGroup.append(markPath);
+    // Labels where they fit without overlapping (text about 5.5 px a character): the drops
+    // with a logged cause first, then those without one.
+    const taken: [number, number][] = [];
+    const byCause = [...drops].sort((a, b) => Number(b.row.causes.length > 0) - Number(a.row.causes.length > 0));
+    for (const { x, row } of byCause) {
+      if (row.causes.some((cause) => cause.kind === "firstRequest")) {
         continue;
       }
-      lastLabel = x;
-      const label = svg("text", { class: "drop-label", x: x + 4, y: TOP + 10, "data-step": row.step });
-      label.textContent = row.causes.length ? row.causes.map(causeLabel).join(", ") : row.explanation;
+      const text = row.causes.length ? row.causes.map(causeLabel).join(", ") : "drop, no logged cause";
+      const start = x + 2;
+      const end = start + text.length * 5.5;
+      if (end > width || taken.some(([from, to]) => start < to + 6 && end > from - 6)) {
+        continue;
+      }
+      taken.push([start, end]);
+      const label = svg("text", { class: "drop-label", x: start, y: TOP + 10, "data-step": row.step });
+      label.textContent = text;
+      const title = svg("title", {});
+      title.textContent = `step ${row.step}: cache dropped — ${row.explanation}`;
+      label.append(title);
       dropGroup.append(label);
     }
     picture.append(dropGroup);
-    picture.append(svg("rect", { class: "selection", x: 0, y: TOP, width: 0, height: span }));
+    // The picked step: a mark under its bar (not over it, so its colours stay readable).
+    picture.append(svg("rect", { class: "selection", x: 0, y: base + 1, width: 0, height: 4 }));
     this.drawSelection();
 
     const legend = document.createElement("div");
@@ -298,7 +308,7 @@ export class StepChart {
       rect.setAttribute("width", "0");
       return;
     }
-    rect.setAttribute("x", String(LEFT + this.selected * slot - 1));
-    rect.setAttribute("width", String(Math.max(2, slot)));
+    rect.setAttribute("x", String(LEFT + this.selected * slot));
+    rect.setAttribute("width", String(Math.max(2, slot * (slot > 3 ? 0.8 : 1))));
   }
 }

@@ -51,6 +51,7 @@ export class Transcript {
   private readonly streams = new Map<number, HTMLElement>();
   private readonly approvals = new Map<string, HTMLElement>();
   private readonly steering = new Map<number, string>();
+  private readonly notes = new Map<number, string>();
   private readonly toolNames = new Map<string, string>();
   /** The seq of the first event shown (pages before it can be loaded). */
   firstSeq = Number.POSITIVE_INFINITY;
@@ -149,6 +150,7 @@ export class Transcript {
         return item;
       }
       case "context/message": {
+        this.notes.set(event.seq, event.data.source ?? "context");
         const item = this.item(event, "context");
         item.append(folded(`note · ${event.data.source ?? "context"}`, clip(event.data.text)));
         return item;
@@ -161,7 +163,8 @@ export class Transcript {
         item.append(button);
         for (const seq of event.joined ?? []) {
           const text = this.steering.get(seq);
-          const joined = element("span", "joined", text !== undefined ? `steering joined: ${text}` : `note #${seq} joined`);
+          const note = this.notes.get(seq);
+          const joined = element("span", "joined", text !== undefined ? `steering joined: ${text}` : `${note ?? "note"} note joined`);
           item.append(joined);
           const row = this.list.querySelector<HTMLElement>(`li[data-seq="${seq}"] .pending`);
           if (row) {
