@@ -324,6 +324,7 @@ function sessionView(sessionId: string): () => void {
       tab.setAttribute("aria-selected", String(name === view));
     }
     if (!sawResult) {
+      sawBody.replaceChildren(element("p", "saw-meta", "Pick a step: click a bar in the chart (or focus it and use ←/→, Enter), or a step's button in the transcript."));
       return;
     }
     sawBody.replaceChildren(view === "readable" ? renderReadable(sawResult) : view === "wire" ? renderWire(sawResult) : renderDiff(sawResult));

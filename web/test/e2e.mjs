@@ -6,7 +6,7 @@
 // a reused login link's page; no cookie or a forged Origin refused. Takes the README's
 // screenshots. Prints `N passed, N failed`.
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { browser, environment, until } from "./harness.mjs";
@@ -28,6 +28,23 @@ async function check(name, body) {
     results.push(`FAIL ${name}: ${error instanceof Error ? error.stack : error}`);
   }
   console.log(results[results.length - 1]);
+}
+
+/** The path of the file named `name` under `dir`, searched depth first. */
+function findFile(dir, name) {
+  for (const entry of readdirSync(dir)) {
+    const path = join(dir, entry);
+    if (entry === name) {
+      return path;
+    }
+    if (statSync(path).isDirectory()) {
+      const found = findFile(path, name);
+      if (found) {
+        return found;
+      }
+    }
+  }
+  return undefined;
 }
 
 const agents = (marker) => `# Project notes\n\n${marker}\n\n${Array.from({ length: 120 }, (_, n) => `- rule ${n}: keep functions short and name things plainly.\n`).join("")}`;
@@ -71,6 +88,7 @@ try {
   });
 
   let sessionId = "";
+  let second;
   await check("open the session while its turn runs and see its steps arrive", async () => {
     await page.locator("tr.running a").click();
     sessionId = decodeURIComponent(new URL(page.url()).hash.replace("#/s/", ""));
@@ -81,7 +99,10 @@ try {
     writeFileSync(join(workspace, "AGENTS.md"), agents("Scripts use /bin/sh, never bash."));
   });
 
-  await check("steer the running turn from the page; the steering lands in the next request", async () => {
+  await check("steer the running turn from the page; the steering lands in the next request (a second tab sees it land)", async () => {
+    second = await context.newPage();
+    await second.goto(page.url());
+    await second.locator('[data-testid="status"][data-running="true"]').waitFor();
     await page.locator(".controls textarea").fill("STEER-FROM-THE-PAGE: answer in one line");
     assert.equal(await page.locator("button.send").innerText(), "Steer");
     await page.locator("button.send").click();
@@ -94,6 +115,7 @@ try {
     assert.ok(requests[1].body.includes("STEER-FROM-THE-PAGE"), "the second request carries the steering");
     await until("the steering marked as joined", async () => (await page.locator('li[data-type="steering/message"] .landed').innerText()) === "joined step 2");
     await page.locator('li[data-type="step/start"] .joined', { hasText: "STEER-FROM-THE-PAGE" }).waitFor();
+    await until("the second tab showing it joined", async () => (await second.locator('li[data-type="steering/message"] .landed').innerText()) === "joined step 2");
     await page.locator('li[data-type="turn/end"]').waitFor();
     await page.locator('[data-testid="status"][data-running="false"]').waitFor();
   });
@@ -152,6 +174,44 @@ try {
     const seqs = await page.locator("li[data-seq]").evaluateAll((items) => items.map((item) => Number(item.getAttribute("data-seq"))));
     assert.equal(new Set(seqs).size, seqs.length, "no event shown twice");
     await until("the chart redrawn with step 3", async () => (await page.locator('[data-testid="chart"]').getAttribute("data-steps")) === "3");
+  });
+
+  await check("prompt from the page; its approval is answered in the other tab", async () => {
+    await second.reload();
+    await page.locator(".controls textarea").fill('write it down [[fake:tool write_file {"path":"from-the-page.txt","content":"written\\n"}]]');
+    await page.locator(".controls textarea").press("Control+Enter");
+    const allow = second.locator('li[data-type="approval/request"] button.approve-allow');
+    await allow.waitFor();
+    assert.match(await second.locator('li[data-type="approval/request"]').innerText(), /write_file/);
+    await allow.click();
+    await page.locator('li[data-type="approval/request"].decided').waitFor();
+    await until("the turn's end", async () => (await page.locator('li[data-type="turn/end"]').count()) === 3);
+    assert.equal(readFileSync(join(workspace, "from-the-page.txt"), "utf8"), "written\n");
+    await second.close();
+  });
+
+  await check("the list shows a log that cannot be read, with its error", async () => {
+    const log = findFile(env.home, `${sessionId}.jsonl`);
+    assert.ok(log, "the session's log");
+    writeFileSync(join(dirname(log), "broken.jsonl"), "this is not JSON\n");
+    await page.goto(`${origin}/#/`);
+    const row = page.locator('tr.broken[data-session="broken"]');
+    await row.waitFor();
+    assert.match(await row.innerText(), /unreadable: .*line 1/);
+    await page.locator(`tr[data-session="${sessionId}"]`).waitFor();
+  });
+
+  await check("dark mode: the session page in dark colours", async () => {
+    const dark = await chrome.newContext({ viewport: { width: 1280, height: 720 }, colorScheme: "dark" });
+    await dark.addCookies(await context.cookies(origin));
+    const tab = await dark.newPage();
+    await tab.goto(`${origin}/#/s/${encodeURIComponent(sessionId)}`);
+    const steps = String(JSON.parse(env.dsh("--json", "usage", sessionId)).rows.length);
+    await until("the chart", async () => (await tab.locator('[data-testid="chart"]').getAttribute("data-steps")) === steps);
+    const background = await tab.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.equal(background, "rgb(20, 23, 29)");
+    await tab.screenshot({ path: join(media, "web-session-dark.png") });
+    await dark.close();
   });
 
   await check("a reused login link gets a page that says so", async () => {
