@@ -19,8 +19,8 @@ import { Rpc, RpcError, socketUrl } from "./rpc";
 import { renderDiff, renderReadable, renderWire, type SawView } from "./saw";
 import { Transcript } from "./transcript";
 
-/** Events per page of `session/events`. */
-const PAGE = 400;
+/** Events per page of `session/events` (`?page=N` in the address, 10 to 5,000, changes it). */
+const PAGE = Math.min(5000, Math.max(10, Number(new URLSearchParams(location.search).get("page")) || 400));
 
 const rpc = new Rpc(socketUrl());
 
@@ -184,6 +184,9 @@ function sessionView(sessionId: string): () => void {
   });
   const earlier = button("load earlier events", "earlier", () => void loadEarlier());
   earlier.hidden = true;
+  transcript.onTrim = () => {
+    earlier.hidden = false;
+  };
   const left = element("div", "left");
   left.append(earlier, transcript.element);
 

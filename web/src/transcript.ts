@@ -30,6 +30,9 @@ function folded(summary: string, body: string, className = "fold"): HTMLElement 
 
 const SHOWN_CHARS = 20_000;
 
+/** Rows kept in the DOM while following a live session. */
+const MAX_ROWS = 1500;
+
 function clip(text: string): string {
   return text.length > SHOWN_CHARS ? `${text.slice(0, SHOWN_CHARS)}\n… (${text.length - SHOWN_CHARS} more characters)` : text;
 }
@@ -75,7 +78,8 @@ export class Transcript {
     const height = this.element.scrollHeight;
     const fragment = document.createDocumentFragment();
     for (const event of events) {
-      if (event.seq < this.firstSeq) {
+      // An earlier step's streamed chunks: its message (or its error) says what they said.
+      if (event.seq < this.firstSeq && event.type !== "assistant/chunk") {
         const item = this.render(event);
         if (item) {
           fragment.append(item);
@@ -86,6 +90,7 @@ export class Transcript {
       this.firstSeq = Math.min(this.firstSeq, events[0]?.seq ?? this.firstSeq);
     }
     this.list.prepend(fragment);
+    this.element.dataset.firstSeq = String(this.firstSeq);
     this.element.scrollTop += this.element.scrollHeight - height;
   }
 
@@ -104,10 +109,31 @@ export class Transcript {
       }
     }
     this.list.append(fragment);
+    this.element.dataset.firstSeq = String(this.firstSeq);
     if (this.follow) {
+      this.trim();
       this.element.scrollTop = this.element.scrollHeight;
     }
   }
+
+  /** While following the end, the oldest rows beyond [`MAX_ROWS`] leave the DOM (a long live
+   * turn does not grow the page without bound); "load earlier events" brings them back. */
+  private trim(): void {
+    const excess = this.list.children.length - MAX_ROWS;
+    if (excess <= 0) {
+      return;
+    }
+    for (let index = 0; index < excess; index++) {
+      this.list.firstElementChild?.remove();
+    }
+    const first = this.list.querySelector<HTMLElement>("li[data-seq]");
+    this.firstSeq = first ? Number(first.dataset.seq) : this.lastSeq + 1;
+    this.element.dataset.firstSeq = String(this.firstSeq);
+    this.onTrim?.();
+  }
+
+  /** Called when rows were trimmed from the top. */
+  onTrim: (() => void) | undefined;
 
   private item(event: SessionEvent, className: string): HTMLLIElement {
     const item = element("li", `event ${className}`);

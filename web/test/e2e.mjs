@@ -116,6 +116,8 @@ try {
     await until("the steering marked as joined", async () => (await page.locator('li[data-type="steering/message"] .landed').innerText()) === "joined step 2");
     await page.locator('li[data-type="step/start"] .joined', { hasText: "STEER-FROM-THE-PAGE" }).waitFor();
     await until("the second tab showing it joined", async () => (await second.locator('li[data-type="steering/message"] .landed').innerText()) === "joined step 2");
+    // The first tab in front again (a background tab's animation frames are throttled).
+    await page.bringToFront();
     await page.locator('li[data-type="turn/end"]').waitFor();
     await page.locator('[data-testid="status"][data-running="false"]').waitFor();
   });
@@ -181,13 +183,38 @@ try {
     await page.locator(".controls textarea").fill('write it down [[fake:tool write_file {"path":"from-the-page.txt","content":"written\\n"}]]');
     await page.locator(".controls textarea").press("Control+Enter");
     const allow = second.locator('li[data-type="approval/request"] button.approve-allow');
+    await second.bringToFront();
     await allow.waitFor();
-    assert.match(await second.locator('li[data-type="approval/request"]').innerText(), /write_file/);
+    assert.match(await second.locator('li[data-type="approval/request"]').textContent(), /write_file/);
     await allow.click();
+    await page.bringToFront();
     await page.locator('li[data-type="approval/request"].decided').waitFor();
     await until("the turn's end", async () => (await page.locator('li[data-type="turn/end"]').count()) === 3);
     assert.equal(readFileSync(join(workspace, "from-the-page.txt"), "utf8"), "written\n");
     await second.close();
+  });
+
+  await check("pages of events: the last page first, earlier ones on demand, none twice", async () => {
+    await page.goto(`${origin}/?page=20#/s/${encodeURIComponent(sessionId)}`);
+    const earlier = page.locator("button.earlier");
+    await earlier.waitFor();
+    const seqs = () => page.locator(".transcript li[data-seq]").evaluateAll((items) => items.map((item) => Number(item.getAttribute("data-seq"))));
+    const first = await seqs();
+    assert.ok(Math.min(...first) >= 20, `only the last page: ${first}`);
+    let pages = 0;
+    while (await earlier.isVisible()) {
+      const firstSeq = async () => Number(await page.locator(".transcript").getAttribute("data-first-seq"));
+      const before = await firstSeq();
+      await earlier.click();
+      await until("an earlier page", async () => (await firstSeq()) < before);
+      pages++;
+      assert.ok(pages < 50, "paging does not end");
+    }
+    const all = await seqs();
+    assert.ok(pages >= 2, `${pages} earlier pages`);
+    assert.equal(Math.min(...all), 0, "back to session/meta");
+    assert.equal(new Set(all).size, all.length, "no event twice");
+    assert.deepEqual(all, [...all].sort((a, b) => a - b), "in log order");
   });
 
   await check("the list shows a log that cannot be read, with its error", async () => {

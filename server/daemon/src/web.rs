@@ -147,8 +147,12 @@ impl Web {
 
     /// Redeems a code: it works once, within its lifetime.
     pub fn redeem(&self, code: &str) -> Result<(), Refused> {
+        self.redeem_at(code, Instant::now())
+    }
+
+    fn redeem_at(&self, code: &str, now: Instant) -> Result<(), Refused> {
         let minted = lock(&self.codes).remove(code).ok_or(Refused::Unknown)?;
-        if minted.elapsed() >= CODE_LIFETIME {
+        if now.saturating_duration_since(minted) >= CODE_LIFETIME {
             return Err(Refused::Expired);
         }
         Ok(())
@@ -192,3 +196,34 @@ pub(crate) fn origin_of(addr: SocketAddr) -> String {
 
 /// Set once the front is bound: the page's own origin.
 pub(crate) type OwnOrigin = Arc<OnceLock<String>>;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_code_expires_after_its_lifetime_and_is_gone_then() {
+        let web = Web::default();
+        let code = web.mint().expect("a code");
+        let late = Instant::now() + CODE_LIFETIME + Duration::from_secs(1);
+        assert_eq!(web.redeem_at(&code, late), Err(Refused::Expired));
+        assert_eq!(web.redeem(&code), Err(Refused::Unknown), "an expired code is used up too");
+        let code = web.mint().expect("a code");
+        assert_eq!(web.redeem(&code), Ok(()));
+        assert_eq!(web.redeem(&code), Err(Refused::Unknown));
+    }
+
+    #[test]
+    fn codes_are_distinct_and_at_most_the_newest_are_kept() {
+        let web = Web::default();
+        let first = web.mint().expect("a code");
+        let codes: Vec<String> = (0..MAX_CODES).map(|_| web.mint().expect("a code")).collect();
+        assert_eq!(codes.iter().collect::<std::collections::HashSet<_>>().len(), MAX_CODES);
+        assert_eq!(web.redeem(&first), Err(Refused::Unknown), "the oldest was dropped");
+        for code in &codes {
+            assert_eq!(web.redeem(code), Ok(()));
+        }
+    }
+}
