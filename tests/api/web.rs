@@ -206,3 +206,21 @@ async fn after_a_restart_dsh_web_listens_on_the_same_port_and_the_cookie_still_w
     assert!(message.contains("absolute"), "{message}");
     env.dsh_ok(&["shutdown"]).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dsh_web_reuses_the_front_of_a_daemon_started_with_listen() {
+    let env = Env::new().await;
+    let served = env.serve(&["--listen", "127.0.0.1:0"]).await;
+    let address = super::security::bound_address(&env).await;
+    let output = env.dsh_ok(&["--json", "web", "--no-open"]).await;
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(answer["started"], false, "{answer}");
+    assert_eq!(answer["origin"], format!("http://{address}"));
+    // Its port is not recorded: `--listen` chose it, not `dsh web`.
+    assert!(!env.home.join("web.port").exists());
+    let cookie = log_in(answer["url"].as_str().unwrap()).await;
+    let origin = format!("http://{address}");
+    let page = no_redirects().get(format!("{origin}/")).header("cookie", &cookie).send().await;
+    assert_eq!(page.unwrap().status().as_u16(), 200);
+    served.shutdown().await;
+}

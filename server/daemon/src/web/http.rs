@@ -35,13 +35,14 @@ fn answer(status: u16, content_type: &'static str, body: impl Into<HttpBody>) ->
     response
 }
 
-/// A page that explains itself (no script, the embedded stylesheet).
+/// A page that explains itself: plain HTML, no script and no stylesheet (a browser that is not
+/// logged in gets none of the page's files).
 pub(crate) fn page(status: u16, title: &str, text: &str) -> HttpResponse {
     let body = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width\">\
-         <link rel=\"stylesheet\" href=\"/app.css\"><title>dsh · {title}</title></head>\
-         <body class=\"notice\"><main><h1>{title}</h1><p>{text}</p>\
+         <meta name=\"color-scheme\" content=\"light dark\"><title>dsh · {title}</title></head>\
+         <body><main><h1>{title}</h1><p>{text}</p>\
          <p>Run <code>dsh web</code> in a terminal for a new login link.</p></main></body></html>\n"
     );
     answer(status, "text/html; charset=utf-8", body)
