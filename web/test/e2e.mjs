@@ -217,6 +217,29 @@ try {
     assert.deepEqual(all, [...all].sort((a, b) => a - b), "in log order");
   });
 
+  await check("cancel a turn from the page; fork at a step picked in the chart", async () => {
+    await page.goto(`${origin}/#/s/${encodeURIComponent(sessionId)}`);
+    await env.post("/_fake/script", [{ delay_ms: 5000, content: "too late" }]);
+    await page.locator(".controls textarea").fill("a slow one");
+    await page.locator("button.send").click();
+    await page.locator('[data-testid="status"][data-running="true"]').waitFor();
+    await until("the slow request", async () => (await env.requests()).some((request) => request.body.includes("a slow one")));
+    await page.locator("button.cancel").click();
+    await page.locator('li[data-type="turn/end"].reason-cancelled').waitFor();
+    await page.locator('[data-testid="status"][data-running="false"]').waitFor();
+    // Fork at step 1: the chart picks it (Home), the fork opens.
+    const chart = page.locator('[data-testid="chart"]');
+    await chart.focus();
+    await page.keyboard.press("Home");
+    assert.equal(await page.locator(".step-label").innerText(), "step 1");
+    await page.locator("button.fork").click();
+    await until("the fork's page", async () => !page.url().endsWith(encodeURIComponent(sessionId)));
+    const meta = page.locator('li[data-type="session/meta"]');
+    await meta.waitFor();
+    assert.match(await meta.innerText(), new RegExp(`fork of ${sessionId}`));
+    assert.ok((await page.locator('li[data-type="assistant/message"]').count()) === 0, "a fork at step 1 keeps nothing of step 1's answer");
+  });
+
   await check("the list shows a log that cannot be read, with its error", async () => {
     const log = findFile(env.home, `${sessionId}.jsonl`);
     assert.ok(log, "the session's log");
