@@ -231,8 +231,10 @@ fn fronts_and_editors_read_events_typed_never_by_string_key() {
             }
         }
     }
-    let vscode = root.join("editors/vscode/src");
-    for entry in std::fs::read_dir(&vscode).unwrap() {
+    // VS Code's sources and the browser viewer's (`dsh web`) narrow events alike.
+    let typescript =
+        ["editors/vscode/src", "web/src"].map(|dir| std::fs::read_dir(root.join(dir)).unwrap());
+    for entry in typescript.into_iter().flatten() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         if !name.ends_with(".ts") || name.ends_with(".generated.ts") {

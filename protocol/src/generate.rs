@@ -276,6 +276,8 @@ fn declarations() -> Vec<String> {
         SessionMcpServersResult::decl(&config),
         DaemonStatusResult::decl(&config),
         DaemonShutdownResult::decl(&config),
+        DaemonWebParams::decl(&config),
+        DaemonWebResult::decl(&config),
         // The log vocabulary the API hands out.
         log::Usage::decl(&config),
         log::StopReason::decl(&config),

@@ -39,6 +39,9 @@ pub const DAEMON_STATUS: &str = "daemon/status";
 pub const DAEMON_SHUTDOWN: &str = "daemon/shutdown";
 /// Hand provider keys to a daemon that has none for them.
 pub const DAEMON_KEYS: &str = "daemon/keys";
+/// Serve the browser viewer: start (or reuse) the loopback network front and mint a one-time
+/// login code.
+pub const DAEMON_WEB: &str = "daemon/web";
 /// Rebuild every step of a session and compare with what was sent.
 pub const SESSION_AUDIT: &str = "session/audit";
 /// Subscribe to the daemon's notices (a configuration edit that cannot be used, …).
@@ -94,6 +97,7 @@ pub const ALL: &[&str] = &[
     DAEMON_STATUS,
     DAEMON_SHUTDOWN,
     DAEMON_KEYS,
+    DAEMON_WEB,
     DAEMON_SUBSCRIBE,
     DAEMON_UNSUBSCRIBE,
 ];
@@ -222,4 +226,6 @@ methods! {
     DaemonShutdown = DAEMON_SHUTDOWN (NoParams) -> DaemonShutdownResult;
     /// `daemon/keys`.
     DaemonKeys = DAEMON_KEYS (DaemonKeysParams) -> DaemonKeysResult;
+    /// `daemon/web`.
+    DaemonWeb = DAEMON_WEB (DaemonWebParams) -> DaemonWebResult;
 }

@@ -14,6 +14,7 @@
 //! - `bad_input`: malformed and impossible requests on a live daemon.
 //! - `provenance`: `workspace/provenance` — which step wrote each line, across sessions.
 //! - `security`: permissions, the network listener's token and Origin checks, no key leaks.
+//! - `web`: `dsh web`, the browser's login, cookie, Origin rule and security headers.
 //! - `websocket`: the network listener's WebSockets, served like the socket (budget included).
 
 mod bad_input;
@@ -23,4 +24,5 @@ mod lifecycle;
 mod methods;
 mod provenance;
 mod security;
+mod web;
 mod websocket;

@@ -34,6 +34,7 @@ class Methods:
     DAEMON_SHUTDOWN: Final = "daemon/shutdown"
     DAEMON_STATUS: Final = "daemon/status"
     DAEMON_SUBSCRIBE: Final = "daemon/subscribe"
+    DAEMON_WEB: Final = "daemon/web"
     INITIALIZE: Final = "initialize"
     MCP_LIST: Final = "mcp/list"
     SESSION_AUDIT: Final = "session/audit"
@@ -599,6 +600,53 @@ class DaemonStatusResult(_w.WireObject):
         if self.warnings != []:
             out["warnings"] = self.warnings
         return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonWebParams(_w.WireObject):
+    """`daemon/web` params."""
+
+    workspace: str | None = None
+    """The workspace the page opens at (an absolute path; else the list of every workspace)."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> DaemonWebParams:
+        o = _w.obj(value, "DaemonWebParams")
+        return cls(
+            workspace=_w.optional(o, "workspace", _w.string, "DaemonWebParams"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.workspace is not None:
+            out["workspace"] = self.workspace
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonWebResult(_w.WireObject):
+    """`daemon/web` result."""
+
+    origin: str
+    """The page's origin, `http://127.0.0.1:PORT`."""
+    url: str
+    """The login URL: the origin, `/login` and a one-time code that works once, within
+    [`WEB_CODE_SECONDS`] seconds, and is exchanged for a session cookie.
+    """
+    started: bool
+    """Whether this call started the network front (false: it was already listening)."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> DaemonWebResult:
+        o = _w.obj(value, "DaemonWebResult")
+        return cls(
+            origin=_w.required(o, "origin", _w.string, "DaemonWebResult"),
+            url=_w.required(o, "url", _w.string, "DaemonWebResult"),
+            started=_w.required(o, "started", _w.boolean, "DaemonWebResult"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"origin": self.origin, "url": self.url, "started": self.started}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -5508,6 +5556,10 @@ class Api:
     async def daemon_subscribe(self) -> str | int:
         """`daemon/subscribe`; the result is the subscription id."""
         return await self._call("daemon/subscribe", None, lambda value: cast("str | int", _w.instance(value, (str, int,))))
+
+    async def daemon_web(self, params: DaemonWebParams) -> DaemonWebResult:
+        """`daemon/web`."""
+        return await self._call("daemon/web", _w.encode(params), DaemonWebResult.from_json)
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
         """`initialize`."""

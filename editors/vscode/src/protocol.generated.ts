@@ -31,6 +31,7 @@ export const Methods = {
   DaemonStatus: "daemon/status",
   DaemonShutdown: "daemon/shutdown",
   DaemonKeys: "daemon/keys",
+  DaemonWeb: "daemon/web",
   DaemonSubscribe: "daemon/subscribe",
   DaemonUnsubscribe: "daemon/unsubscribe",
   SessionEvent: "session/event",
@@ -1343,6 +1344,27 @@ export type DaemonShutdownResult = {
  * exits after answering.
  */
 stopping: boolean, };
+
+export type DaemonWebParams = { 
+/**
+ * The workspace the page opens at (an absolute path; else the list of every workspace).
+ */
+workspace?: string, };
+
+export type DaemonWebResult = { 
+/**
+ * The page's origin, `http://127.0.0.1:PORT`.
+ */
+origin: string, 
+/**
+ * The login URL: the origin, `/login` and a one-time code that works once, within
+ * [`WEB_CODE_SECONDS`] seconds, and is exchanged for a session cookie.
+ */
+url: string, 
+/**
+ * Whether this call started the network front (false: it was already listening).
+ */
+started: boolean, };
 
 export type Usage = { 
 /**

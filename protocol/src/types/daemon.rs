@@ -242,6 +242,33 @@ api_type! {
 }
 
 api_type! {
+    /// `daemon/web` params.
+    #[derive(Default)]
+    pub struct DaemonWebParams {
+        /// The workspace the page opens at (an absolute path; else the list of every workspace).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub workspace: Option<String>,
+    }
+}
+
+api_type! {
+    /// `daemon/web` result.
+    pub struct DaemonWebResult {
+        /// The page's origin, `http://127.0.0.1:PORT`.
+        pub origin: String,
+        /// The login URL: the origin, `/login` and a one-time code that works once, within
+        /// [`WEB_CODE_SECONDS`] seconds, and is exchanged for a session cookie.
+        pub url: String,
+        /// Whether this call started the network front (false: it was already listening).
+        pub started: bool,
+    }
+}
+
+/// How long a `daemon/web` login code works (seconds).
+pub const WEB_CODE_SECONDS: u64 = 300;
+
+api_type! {
     /// The params of a method that takes none: `{}` (absent params are accepted too).
     #[derive(Default)]
     pub struct NoParams {}

@@ -101,6 +101,9 @@ pub enum Command {
     /// Serve the Language Server Protocol on stdin/stdout (any editor's LSP client spawns
     /// this): which agent step wrote each line, and prompt/steer/cancel/fork/saw commands.
     Lsp,
+    /// Open the browser viewer: starts (or reuses) the daemon's loopback network front and
+    /// prints and opens a URL with a one-time login code.
+    Web(WebArgs),
     /// Show the daemon's status.
     Status,
     /// List the workspace's MCP tool servers: state, tools, last error. `--start` starts them
@@ -247,6 +250,17 @@ pub struct WorkspaceArgs {
     /// Workspace directory (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+}
+
+/// `dsh web`.
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    /// Open the page at this workspace's sessions (default: every workspace).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Only print the URL; do not start a browser.
+    #[arg(long)]
+    pub no_open: bool,
 }
 
 /// `dsh allow-workspace`.

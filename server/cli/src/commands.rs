@@ -30,11 +30,13 @@ use crate::settings::Settings;
 mod connect;
 mod rewind;
 mod turn;
+mod web;
 
 pub use connect::*;
 use connect::{join, refusal};
 pub use rewind::*;
 pub use turn::*;
+pub use web::*;
 
 /// What arrives on a connection besides answers.
 type Inbox = mpsc::UnboundedReceiver<Unsolicited>;

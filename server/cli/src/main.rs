@@ -262,6 +262,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Stdio(args) => stdio(settings, &args).await,
         Command::Acp => commands::acp(&settings).await,
         Command::Lsp => commands::lsp(&settings).await,
+        Command::Web(args) => {
+            commands::web(&settings, args.workspace.as_deref(), args.no_open).await
+        }
         Command::Status => commands::status(&settings).await,
         Command::Mcp(args) => {
             let workspace = workspace_dir(args.workspace.as_deref())?;

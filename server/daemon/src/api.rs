@@ -52,6 +52,7 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     inline::<method::DaemonStatus>(m, h::daemon_status)?;
     inline::<method::DaemonShutdown>(m, h::daemon_shutdown)?;
     inline::<method::DaemonKeys>(m, h::daemon_keys)?;
+    spawned::<method::DaemonWeb, _>(m, crate::web::daemon_web)?;
     // `daemon/subscribe` and its `daemon/unsubscribe`, delivering `daemon/notice`.
     m.register_subscription(
         method::DAEMON_SUBSCRIBE,

@@ -83,6 +83,8 @@ pub struct Daemon {
     pub(crate) mcp: Arc<crate::mcp::McpManager>,
     /// The places for large answers, shared by every front.
     pub(crate) large_places: crate::connection::LargePlaces,
+    /// The network front and the browser's logins (`dsh web`).
+    pub(crate) web: crate::web::Web,
     /// Each workspace's checkpoints (rewind).
     pub(crate) checkpoints: crate::checkpoints::Checkpoints,
 }
@@ -168,6 +170,7 @@ impl Daemon {
             loaded_since_check: std::sync::atomic::AtomicBool::new(false),
             provenance: crate::provenance::Cache::default(),
             large_places: crate::connection::LargePlaces::default(),
+            web: crate::web::Web::default(),
         }))
     }
 

@@ -37,6 +37,7 @@ pub mod startup;
 mod subagents;
 pub mod views;
 mod watch;
+pub mod web;
 
 pub use client::{Client, ClientError, Unsolicited};
 /// A prompt's output schema, checked as `session/prompt` checks it: a client (`dsh prompt

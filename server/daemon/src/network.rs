@@ -69,22 +69,37 @@ pub fn load_token(home: &Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
-/// Starts the network listener.
+/// Writes a small file only the user can read (replacing it).
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Starts the network listener; answers its handle and the address it is bound to.
 pub async fn start(
     home: &Path,
     addr: SocketAddr,
     allow_origins: &[String],
     websockets: WebSockets,
-) -> anyhow::Result<ServerHandle> {
+) -> anyhow::Result<(ServerHandle, SocketAddr)> {
     if !addr.ip().is_loopback() {
         bail!("--listen {addr}: only loopback addresses are allowed");
     }
     let token = load_token(home)?;
     let methods = websockets.methods.clone();
     let places = websockets.daemon.large_places.clone();
+    let own_origin = crate::web::OwnOrigin::default();
     let layer = AuthLayer {
-        token: Arc::from(format!("Bearer {token}")),
+        bearer: Arc::from(format!("Bearer {token}")),
+        token: Arc::from(token),
         origins: Arc::new(allow_origins.to_vec()),
+        own_origin: Arc::clone(&own_origin),
         websockets,
     };
     // As on the socket: one request per message, no batches. Answers up to `MAX_ANSWER_BYTES`:
@@ -106,8 +121,9 @@ pub async fn start(
         .await
         .with_context(|| format!("listening on {addr}"))?;
     let bound = server.local_addr().unwrap_or(addr);
-    tracing::info!(%bound, "network listener (WebSocket/HTTP, bearer token required)");
-    Ok(server.start(methods))
+    let _ = own_origin.set(crate::web::origin_of(bound));
+    tracing::info!(%bound, "network listener (WebSocket/HTTP, bearer token or web login required)");
+    Ok((server.start(methods), bound))
 }
 
 /// The largest answer the network front sends (256 MiB); a larger one is an error.
@@ -175,11 +191,18 @@ where
     }
 }
 
-/// The middleware: bearer token, then Origin; then a WebSocket upgrade is taken over.
+/// The middleware: the browser's login; the bearer token or the session cookie, then Origin;
+/// then a WebSocket upgrade is taken over and the page's assets are served.
 #[derive(Clone)]
 struct AuthLayer {
+    /// `Bearer TOKEN`, as the header says it.
+    bearer: Arc<str>,
+    /// The token itself (the session cookie's key).
     token: Arc<str>,
+    /// Origins allowed with `--allow-origin`.
     origins: Arc<Vec<String>>,
+    /// The page's own origin (once bound): allowed too.
+    own_origin: crate::web::OwnOrigin,
     websockets: WebSockets,
 }
 
@@ -198,7 +221,7 @@ struct Auth<S> {
 }
 
 /// Compares without an early exit, so timing does not tell how much of a guess was right.
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -220,26 +243,83 @@ where
     }
 
     fn call(&mut self, request: HttpRequest<B>) -> Self::Future {
-        let headers = request.headers();
-        let authorized = headers
-            .get("authorization")
-            .is_some_and(|value| same(value.as_bytes(), self.layer.token.as_bytes()));
-        if !authorized {
-            return Box::pin(async { Ok(refuse(401, "missing or wrong bearer token\n")) });
-        }
-        if let Some(origin) = headers.get("origin") {
-            let allowed = origin
-                .to_str()
-                .is_ok_and(|origin| self.layer.origins.iter().any(|allowed| allowed == origin));
-            if !allowed {
-                return Box::pin(async { Ok(refuse(403, "origin not allowed\n")) });
+        let own_origin = self.layer.own_origin.get().cloned();
+        let response = match self.check(&request, own_origin.as_deref()) {
+            Checked::Answer(response) => response,
+            Checked::Upgrade => self.layer.websockets.upgrade(request),
+            Checked::Api => {
+                let future = self.inner.call(request);
+                return Box::pin(async move {
+                    let mut response = future.await.map_err(Into::into)?;
+                    crate::web::http::secure(&mut response, own_origin.as_deref());
+                    Ok(response)
+                });
             }
+        };
+        let mut response = response;
+        crate::web::http::secure(&mut response, own_origin.as_deref());
+        Box::pin(async { Ok(response) })
+    }
+}
+
+/// What the middleware does with a request.
+enum Checked {
+    /// Answered here (a refusal, the login, an asset).
+    Answer(HttpResponse),
+    /// An authorized WebSocket upgrade.
+    Upgrade,
+    /// An authorized API call over HTTP.
+    Api,
+}
+
+impl<S> Auth<S> {
+    fn check<B>(&self, request: &HttpRequest<B>, own_origin: Option<&str>) -> Checked {
+        let get = request.method() == http::Method::GET;
+        let path = request.uri().path();
+        let upgrade = websocket::is_upgrade_request(request);
+        if get && !upgrade && path == "/login" {
+            let web = &self.layer.websockets.daemon.web;
+            return Checked::Answer(crate::web::http::login(
+                web,
+                &self.layer.token,
+                request.uri().query(),
+            ));
         }
-        if websocket::is_upgrade_request(&request) {
-            let response = self.layer.websockets.upgrade(request);
-            return Box::pin(async { Ok(response) });
+        let headers = request.headers();
+        let bearer = headers
+            .get("authorization")
+            .is_some_and(|value| same(value.as_bytes(), self.layer.bearer.as_bytes()));
+        let cookie = !bearer
+            && headers.get_all("cookie").iter().any(|header| {
+                header
+                    .to_str()
+                    .ok()
+                    .and_then(crate::web::cookie::from_header)
+                    .is_some_and(|value| crate::web::cookie::valid(&self.layer.token, value))
+            });
+        if !bearer && !cookie {
+            return Checked::Answer(crate::web::http::not_logged_in(get && !upgrade));
         }
-        let future = self.inner.call(request);
-        Box::pin(async move { future.await.map_err(Into::into) })
+        let origin = headers.get("origin").map(|origin| origin.to_str().unwrap_or("\0"));
+        let own = |origin: &str| own_origin == Some(origin);
+        let allowed = match origin {
+            Some(origin) => {
+                own(origin) || self.layer.origins.iter().any(|allowed| allowed == origin)
+            }
+            // A cookie comes with any request the browser makes to this site, from pages of
+            // other local servers too: what it authorizes beyond fetching the page's own files
+            // must say it comes from the page.
+            None => bearer || (get && !upgrade),
+        };
+        if !allowed {
+            return Checked::Answer(refuse(403, "origin not allowed\n"));
+        }
+        if upgrade {
+            Checked::Upgrade
+        } else if get {
+            Checked::Answer(crate::web::http::asset(path))
+        } else {
+            Checked::Api
+        }
     }
 }

@@ -267,19 +267,21 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
     let methods: Methods = api::module(Arc::clone(&daemon))?.into();
     // Every connection's task, so shutdown can wait for the answers they still owe.
     let connections = TaskTracker::new();
-    // The network front first: if it cannot start, nothing is left behind.
-    let network = match options.listen {
-        Some(addr) => {
-            let websockets = WebSockets {
-                methods: methods.clone(),
-                daemon: Arc::clone(&daemon),
-                connections: connections.clone(),
-                max_connections: options.max_connections,
-            };
-            Some(crate::network::start(&home, addr, &options.allow_origins, websockets).await?)
-        }
-        None => None,
+    // The network front first: if it cannot start, nothing is left behind. Without
+    // `--listen`, `daemon/web` may start it later.
+    let websockets = WebSockets {
+        methods: methods.clone(),
+        daemon: Arc::clone(&daemon),
+        connections: connections.clone(),
+        max_connections: options.max_connections,
     };
+    daemon.web.install(websockets, options.allow_origins.clone());
+    if let Some(addr) = options.listen
+        && let Err(error) = daemon.web.start(&home, addr).await
+    {
+        daemon.web.stop().await;
+        return Err(error);
+    }
     let socket_path = dsh_home.socket();
     let listener = bind_private(&dsh_home, &socket_path)?;
     let _ = daemon.socket.set(socket_path.clone());
@@ -336,9 +338,7 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
     // Step 1: no new connections — the socket goes now, the network front stops now.
     drop(listener);
     let _ = std::fs::remove_file(&socket_path);
-    if let Some(network) = network {
-        let _ = network.stop();
-    }
+    daemon.web.stop().await;
     shut_down(&daemon, &connections).await;
     Ok(())
 }

@@ -109,6 +109,11 @@ impl DshHome {
         self.root.join("token")
     }
 
+    /// The port the browser viewer's network front last listened on (`dsh web`).
+    pub fn web_port_file(&self) -> PathBuf {
+        self.root.join("web.port")
+    }
+
     /// The DeepSeek API key file older builds kept (read when no variable holds a key).
     pub fn legacy_key_file(&self) -> PathBuf {
         self.root.join("deepseek-api-key")

@@ -14,6 +14,7 @@ M.methods = {
   DaemonStatus = "daemon/status",
   DaemonSubscribe = "daemon/subscribe",
   DaemonUnsubscribe = "daemon/unsubscribe",
+  DaemonWeb = "daemon/web",
   Initialize = "initialize",
   McpList = "mcp/list",
   SessionAudit = "session/audit",
@@ -192,6 +193,16 @@ M.event_kinds = {
 ---@field uptimeMs integer Milliseconds since it started.
 ---@field version string The daemon's version.
 ---@field warnings? string[] What the user should know about this daemon's setup (a state directory others can read, descriptors running out, …); empty when all is well.
+
+--- `daemon/web` params.
+---@class dsh.DaemonWebParams
+---@field workspace? string The workspace the page opens at (an absolute path; else the list of every workspace).
+
+--- `daemon/web` result.
+---@class dsh.DaemonWebResult
+---@field origin string The page's origin, `http://127.0.0.1:PORT`.
+---@field started boolean Whether this call started the network front (false: it was already listening).
+---@field url string The login URL: the origin, `/login` and a one-time code that works once, within [`WEB_CODE_SECONDS`] seconds, and is exchanged for a session cookie.
 
 --- `initialize` params.
 ---@class dsh.InitializeParams

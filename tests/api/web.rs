@@ -1,0 +1,226 @@
+//! `dsh web` and the browser's way in: the printed one-time login URL, the session cookie it
+//! is exchanged for, the pages and assets served only with it (or the bearer token), the
+//! Origin rule for what the cookie authorizes, the security headers, a reused code's page, and
+//! the same port and a still-good cookie after the daemon restarts.
+
+use std::time::Duration;
+
+use dsh_protocol::jsonrpc::{Id, Request, raw};
+use futures::io::{BufReader, BufWriter};
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+use soketto::handshake::client::{Client, Header, ServerResponse};
+use tokio::net::TcpStream;
+use tokio_util::compat::TokioAsyncReadCompatExt;
+
+use crate::support::Env;
+
+/// Runs `dsh web --no-open ARGS…`: the URL it printed.
+async fn web_url(env: &Env, args: &[&str]) -> String {
+    let mut all = vec!["web", "--no-open"];
+    all.extend_from_slice(args);
+    let output = env.dsh_ok(&all).await;
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let url = stdout.trim().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:") && url.contains("/login?code="), "{stdout}");
+    url
+}
+
+fn origin_of(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    format!("http://{}", rest.split('/').next().unwrap())
+}
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+/// Logs in with `url`: the cookie pair (`dsh_web=…`) the redirect set.
+async fn log_in(url: &str) -> String {
+    let response = no_redirects().get(url).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 303, "{url}");
+    let set = response.headers()["set-cookie"].to_str().unwrap().to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attribute), "cookie without {attribute}: {set}");
+    }
+    set.split(';').next().unwrap().to_owned()
+}
+
+fn assert_secure(headers: &HeaderMap, what: &str) {
+    let policy = headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("default-src 'self'"), "{what}: {policy}");
+    assert!(policy.contains("script-src 'self';"), "{what}: {policy}");
+    assert!(!policy.contains("unsafe-inline"), "{what}: {policy}");
+    assert!(policy.contains("frame-ancestors 'none'"), "{what}: {policy}");
+    assert_eq!(headers["x-content-type-options"], "nosniff", "{what}");
+    assert_eq!(headers["referrer-policy"], "no-referrer", "{what}");
+}
+
+/// A WebSocket upgrade with these headers: the status when refused, 101 when accepted.
+async fn upgrade(origin: &str, headers: &[(&str, &str)]) -> u16 {
+    let host = origin.strip_prefix("http://").unwrap();
+    let stream = TcpStream::connect(host).await.unwrap();
+    let mut client = Client::new(BufReader::new(BufWriter::new(stream.compat())), host, "/");
+    let headers: Vec<Header<'_>> =
+        headers.iter().map(|(name, value)| Header { name, value: value.as_bytes() }).collect();
+    client.set_headers(&headers);
+    match client.handshake().await.unwrap() {
+        ServerResponse::Accepted { .. } => 101,
+        ServerResponse::Rejected { status_code } | ServerResponse::Redirect { status_code, .. } => {
+            status_code
+        }
+    }
+}
+
+fn status_call() -> String {
+    Request::new(Id::Number(1), "daemon/status", raw(&json!({}))).to_line()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dsh_web_logs_a_browser_in_once_and_serves_nothing_without_the_cookie_or_token() {
+    let env = Env::new().await;
+    // A daemon started on demand, without `--listen`: `dsh web` gives it its front.
+    let url = web_url(&env, &[]).await;
+    let origin = origin_of(&url);
+    let http = no_redirects();
+
+    // Nothing without a login: the page says so, the assets and the API are refused.
+    let page = http.get(format!("{origin}/")).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 401);
+    assert_secure(page.headers(), "the refusal");
+    assert!(page.text().await.unwrap().contains("Not logged in"));
+    for path in ["/app.js", "/app.css", "/index.html"] {
+        let response = http.get(format!("{origin}{path}")).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 401, "{path}");
+    }
+    let post = http.post(&origin).header("content-type", "application/json").body(status_call());
+    assert_eq!(post.send().await.unwrap().status().as_u16(), 401);
+    assert_eq!(upgrade(&origin, &[("Origin", &origin)]).await, 401);
+
+    // The login: a redirect to the page with the cookie.
+    let cookie = log_in(&url).await;
+    let response = http.get(&url).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 403, "the code works once");
+    assert!(response.headers().get("set-cookie").is_none());
+    let text = response.text().await.unwrap();
+    assert!(text.contains("already used") && text.contains("dsh web"), "{text}");
+    let forged = format!("{origin}/login?code=00000000000000000000000000000000");
+    assert_eq!(http.get(forged).send().await.unwrap().status().as_u16(), 403);
+
+    // With the cookie: the page and its assets, with the headers.
+    for (path, kind) in
+        [("/", "text/html"), ("/app.js", "text/javascript"), ("/app.css", "text/css")]
+    {
+        let response = http.get(format!("{origin}{path}")).header("cookie", &cookie).send();
+        let response = response.await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+        assert!(response.headers()["content-type"].to_str().unwrap().starts_with(kind), "{path}");
+        assert_secure(response.headers(), path);
+    }
+    let index = http.get(format!("{origin}/")).header("cookie", &cookie).send().await.unwrap();
+    let index = index.text().await.unwrap();
+    assert!(index.contains("src=\"/app.js\"") && !index.contains("<script>"), "{index}");
+    let missing = http.get(format!("{origin}/nope")).header("cookie", &cookie).send().await;
+    assert_eq!(missing.unwrap().status().as_u16(), 404);
+
+    // What the cookie authorizes beyond the page's files must come from the page's origin.
+    let call = |origin_header: Option<&str>, cookie: &str| {
+        let mut request = http
+            .post(&origin)
+            .header("content-type", "application/json")
+            .header("cookie", cookie)
+            .body(status_call());
+        if let Some(value) = origin_header {
+            request = request.header("origin", value);
+        }
+        request.send()
+    };
+    let answer = call(Some(&origin), &cookie).await.unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    let answer: Value = answer.json().await.unwrap();
+    assert!(answer["result"]["pid"].is_u64(), "{answer}");
+    for forged in [None, Some("http://127.0.0.1:1"), Some("http://evil.example"), Some("null")] {
+        let response = call(forged, &cookie).await.unwrap();
+        assert_eq!(response.status().as_u16(), 403, "origin {forged:?}");
+    }
+    let (nonce, mac) = cookie.split_once('.').unwrap();
+    let flipped = if mac.starts_with('0') { "1" } else { "0" };
+    let tampered = format!("{nonce}.{flipped}{}", &mac[1..]);
+    assert_eq!(call(Some(&origin), &tampered).await.unwrap().status().as_u16(), 401);
+    assert_eq!(upgrade(&origin, &[("Cookie", &cookie), ("Origin", &origin)]).await, 101);
+    let evil = [("Cookie", cookie.as_str()), ("Origin", "http://evil.example")];
+    assert_eq!(upgrade(&origin, &evil).await, 403);
+    assert_eq!(upgrade(&origin, &[("Cookie", &cookie)]).await, 403, "an upgrade without Origin");
+
+    // The bearer token still works as before (no Origin needed).
+    let token = std::fs::read_to_string(env.home.join("token")).unwrap();
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "authorization",
+        HeaderValue::from_str(&format!("Bearer {}", token.trim())).unwrap(),
+    );
+    let response = http.get(format!("{origin}/app.js")).headers(headers).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+
+    // A second `dsh web` reuses the front; its code is a new one.
+    let output = env.dsh_ok(&["--json", "web", "--no-open"]).await;
+    let second: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(second["origin"], origin.as_str());
+    assert_eq!(second["started"], false);
+    assert_ne!(second["url"], url.as_str());
+    env.dsh_ok(&["shutdown"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_restart_dsh_web_listens_on_the_same_port_and_the_cookie_still_works() {
+    let env = Env::new().await;
+    let workspace = env.workspace.display().to_string();
+    let url = web_url(&env, &["--workspace", &workspace]).await;
+    assert!(url.contains("&workspace=/"), "{url}");
+    let origin = origin_of(&url);
+    let cookie = log_in(&url).await;
+    assert_eq!(
+        std::fs::metadata(env.home.join("web.port"))
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+            .unwrap(),
+        0o600
+    );
+    env.dsh_ok(&["shutdown"]).await;
+    // The port is free again: a new daemon's front takes it.
+    let again = web_url(&env, &[]).await;
+    assert_eq!(origin_of(&again), origin);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let page = loop {
+        let response =
+            no_redirects().get(format!("{origin}/")).header("cookie", &cookie).send().await;
+        if let Ok(response) = response {
+            break response;
+        }
+        assert!(std::time::Instant::now() < deadline, "the restarted front does not answer");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(page.status().as_u16(), 200, "the cookie of the daemon before");
+    // A relative workspace is refused with its reason.
+    let conn = env.client().await;
+    let message = conn.err("daemon/web", json!({"workspace": "relative/dir"}), 1005).await;
+    assert!(message.contains("absolute"), "{message}");
+    env.dsh_ok(&["shutdown"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dsh_web_reuses_the_front_of_a_daemon_started_with_listen() {
+    let env = Env::new().await;
+    let served = env.serve(&["--listen", "127.0.0.1:0"]).await;
+    let address = super::security::bound_address(&env).await;
+    let output = env.dsh_ok(&["--json", "web", "--no-open"]).await;
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(answer["started"], false, "{answer}");
+    assert_eq!(answer["origin"], format!("http://{address}"));
+    // Its port is not recorded: `--listen` chose it, not `dsh web`.
+    assert!(!env.home.join("web.port").exists());
+    let cookie = log_in(answer["url"].as_str().unwrap()).await;
+    let origin = format!("http://{address}");
+    let page = no_redirects().get(format!("{origin}/")).header("cookie", &cookie).send().await;
+    assert_eq!(page.unwrap().status().as_u16(), 200);
+    served.shutdown().await;
+}
