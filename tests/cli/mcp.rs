@@ -96,13 +96,15 @@ fn results(env: &Env, session: &str) -> Vec<(String, String, bool)> {
         .collect()
 }
 
-const BUILT_IN: [&str; 8] = [
+const BUILT_IN: [&str; 9] = [
     "edit_file",
     "glob",
     "grep",
     "list_dir",
     "read_file",
     "run_command",
+    // The sub-agent tool: offered to every top-level session (docs/subagents.md).
+    "task",
     "update_plan",
     "write_file",
 ];
