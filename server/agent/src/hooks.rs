@@ -188,6 +188,10 @@ fn can_block(event: HookEvent) -> bool {
 /// Whether `program` can be started, in words if not (the configuration checked it when it was
 /// loaded; it may have gone since).
 fn check_program(program: &Path) -> Result<(), String> {
+    if !program.is_absolute() {
+        // Never resolved against the daemon's working directory.
+        return Err(format!("cannot start `{}`: not an absolute path", program.display()));
+    }
     match std::fs::metadata(program) {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             Err(format!("cannot start `{}`: it does not exist", program.display()))

@@ -149,9 +149,12 @@ async fn a_program_missing_or_not_executable_is_a_failed_run_saying_why() {
     let plain = dir.path().join("plain.sh");
     std::fs::write(&plain, "#!/bin/sh\nexit 0\n").unwrap();
     std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
-    for (program, says) in
-        [(plain, "is not executable"), (dir.path().join("gone"), "does not exist")]
-    {
+    let cases = [
+        (plain, "is not executable"),
+        (dir.path().join("gone"), "does not exist"),
+        (PathBuf::from("plain.sh"), "not an absolute path"),
+    ];
+    for (program, says) in cases {
         let report = go(
             &spec(program, HookEvent::PreToolUse, Duration::from_secs(5)),
             &HookSet::default(),
