@@ -444,3 +444,46 @@ async fn session_start_stop_and_pre_compact_hooks_run_where_they_belong() {
     assert_eq!((last.event, last.outcome), (HookEvent::PreCompact, HookOutcome::Ok));
     env.assert_audit_ok(&session).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_tool_use_hook_sees_a_task_call_and_a_blocked_one_starts_no_child() {
+    let env = Env::new().await;
+    let guard = script(
+        &env.root.join("no-tasks.sh"),
+        "cat >/dev/null\necho 'no sub-agents today' >&2\nexit 2",
+    );
+    std::fs::write(
+        env.user_config(),
+        format!(
+            "[[hooks.PreToolUse]]\nname = \"no-tasks\"\nmatcher = \"task\"\ncommand = \"{}\"\n",
+            guard.display()
+        ),
+    )
+    .unwrap();
+    env.script(json!([
+        tool_reply(
+            "Delegate.",
+            "task",
+            json!({"description": "look", "prompt": "list the files", "context": "fresh"})
+        ),
+        {"reasoning": "Alone, then.", "content": "Done without help."},
+    ]))
+    .await;
+    let (session, output) = env.prompt_new("look around").await;
+    assert!(output.status.success(), "{}", all_output(&output));
+
+    // No child: no `task/spawn`, no `tool/call`, no second session; the model read the reason.
+    let events = env.events(&session);
+    assert!(!events.iter().any(|e| matches!(e.data, EventData::TaskSpawn(_))));
+    assert!(!events.iter().any(|e| matches!(e.data, EventData::ToolCall(_))));
+    let runs = hook_runs(&env, &session);
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0].hook.as_str(), runs[0].outcome), ("no-tasks", HookOutcome::Blocked));
+    assert_eq!(runs[0].tool.as_deref(), Some("task"));
+    let requests = env.requests();
+    assert_eq!(requests.len(), 2, "only the parent's two requests: no child ran");
+    let body = String::from_utf8(requests[1].body.clone()).unwrap();
+    assert!(body.contains("not run: blocked by hook `no-tasks` (PreToolUse): no sub-agents today"));
+    rebuilds_byte_for_byte(&env, &session, 0).await;
+    env.assert_audit_ok(&session).await;
+}

@@ -747,8 +747,13 @@ impl Agent {
             self.start_children(session, step, snapshot.boundary_seq, &calls, cancel).await?;
         for call in &calls {
             if let Some(child) = children.remove(&call.id) {
+                // A child that ran is a call that ran: its `PostToolUse` hooks see its answer.
+                let ran = matches!(child, children::Child::Running(_));
                 let result = self.await_child(call, child).await;
-                session.append(EventData::ToolResult(result)).await?;
+                session.append(EventData::ToolResult(result.clone())).await?;
+                if ran {
+                    self.post_tool_hooks(session, call, &result, cancel).await?;
+                }
                 continue;
             }
             let (result, plan) = self.run_tool(session, step, call, cancel).await?;

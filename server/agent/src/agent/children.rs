@@ -21,6 +21,8 @@ pub(super) enum Child {
     Running(BoxFuture<'static, TaskReport>),
     /// Answered without a child: the error the model sees.
     Refused(String),
+    /// Blocked by a `PreToolUse` hook of the user's: the result it gave.
+    Blocked(ToolResult),
 }
 
 impl Agent {
@@ -40,6 +42,12 @@ impl Agent {
             if cancel.is_cancelled() {
                 let refused = Child::Refused("not run: the turn was cancelled".to_owned());
                 children.insert(call.id.clone(), refused);
+                continue;
+            }
+            // The user's `PreToolUse` hooks see a `task` call as any other: a blocked one starts
+            // no child (and, as for any blocked call, no `tool/call` is logged).
+            if let Some(blocked) = self.pre_tool_hooks(session, call, cancel).await? {
+                children.insert(call.id.clone(), Child::Blocked(blocked));
                 continue;
             }
             let started = ToolCallStarted {
@@ -72,6 +80,7 @@ impl Agent {
     /// turn's children's), or the refusal.
     pub(super) async fn await_child(&mut self, call: &ToolCall, child: Child) -> ToolResult {
         let (content, is_error) = match child {
+            Child::Blocked(result) => return result,
             Child::Refused(content) => (content, true),
             Child::Running(report) => {
                 let report = report.await;
