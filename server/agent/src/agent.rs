@@ -161,6 +161,11 @@ pub struct Agent {
     dates: DateFold,
     /// What the model knows of the instruction files, folded from the log step by step.
     instructions: InstructionFold,
+    /// The files the agent's tools read or wrote, folded from the log: their directories'
+    /// nested instruction files apply.
+    touched: dsh_session::SeenFiles,
+    /// The skills of the current step's endpoint: the `skill` tool's, when there are any.
+    skills: Vec<dsh_session::prompt_file::Skill>,
     /// What the agent has seen of the files it read and wrote.
     memory: Option<Memory>,
     /// Tools from MCP servers, asked for at every step.
@@ -220,6 +225,8 @@ impl Agent {
             user_approvals: None,
             dates: DateFold::default(),
             instructions: InstructionFold::default(),
+            touched: dsh_session::SeenFiles::default(),
+            skills: Vec::new(),
             memory: Some(Memory::default()),
             external: None,
             external_tools: Vec::new(),
@@ -514,6 +521,7 @@ impl Agent {
             self.turn_floor = Some(self.config.approvals.clone());
         }
         self.user_approvals = endpoint.user_approvals.clone();
+        self.skills.clone_from(&endpoint.skills);
         // Waiting for MCP servers that are starting: a cancel ends the wait (nothing of the step
         // is logged yet but the wait itself).
         let Some(tools) = self.tool_schemas(session, cancel).await? else {

@@ -33,6 +33,13 @@ pub struct Endpoint {
     pub instruction_files: Option<Vec<String>>,
     /// What an edit of an instruction file does; `None` keeps the loop's own policy.
     pub instruction_policy: Option<InstructionPolicy>,
+    /// The user's dsh directory (the one holding the user's configuration file): its
+    /// `AGENTS.md` is the global instruction file, its `skills/` the global skills. `None`:
+    /// none.
+    pub user_dir: Option<std::path::PathBuf>,
+    /// The skills found now (the user's and the workspace's, `docs/skills.md`): offered through
+    /// the `skill` tool when there are any.
+    pub skills: Vec<dsh_session::prompt_file::Skill>,
     /// The model's prices, as configured now (`None`: no price known): what a step costs, as
     /// `session/usage` prices it, when the turn has a cost budget.
     pub price: Option<Price>,
@@ -59,6 +66,8 @@ impl Endpoints for DeepSeek {
             user_approvals: None,
             instruction_files: None,
             instruction_policy: None,
+            user_dir: None,
+            skills: Vec::new(),
             price: None,
             label: self.url().to_owned(),
         })

@@ -17,6 +17,7 @@ mod entries;
 mod file;
 mod mcp;
 mod profile;
+pub mod prompt_files;
 mod resolve;
 
 #[cfg(test)]

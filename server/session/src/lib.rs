@@ -21,6 +21,7 @@ mod joined;
 mod message;
 mod money;
 mod plan;
+pub mod prompt_file;
 mod provenance;
 mod reconstruct;
 mod seen;
