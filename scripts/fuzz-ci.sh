@@ -30,6 +30,7 @@ declare -A seeds=(
   [mock_request]=server/mock/tests/data/fuzz/mock_request
   [config]=server/config/tests/data/fuzz/config
   [acp_frame]=server/acp/tests/data/fuzz/acp_frame
+  [prompt_file]=server/session/tests/data/fuzz/prompt_file
 )
 declare -A options=(
   [log_line]="-dict=dict/log.dict"
@@ -40,6 +41,7 @@ declare -A options=(
   [mock_request]="-dict=dict/mock_request.dict"
   [config]="-dict=dict/config.dict -max_len=8192"
   [acp_frame]="-dict=dict/acp_frame.dict -max_len=8192"
+  [prompt_file]="-max_len=4096"
 )
 
 # The targets fuzz/Cargo.toml declares: each must have an entry above.

@@ -15,4 +15,5 @@ pub mod log_events;
 pub mod log_line;
 pub mod log_load;
 pub mod mock_request;
+pub mod prompt_file;
 pub mod sse;

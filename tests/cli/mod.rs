@@ -22,5 +22,6 @@ mod resume;
 mod rewind;
 mod sandbox;
 mod scripting;
+mod skills;
 mod structured;
 mod wire;

@@ -1055,6 +1055,10 @@ class PrefixCauseToolsChanged(_w.WireObject):
     """The MCP servers whose tools changed (the `SERVER` of `SERVER__TOOL`): a tool list
     that changed, a server that started, restarted with other tools, or died.
     """
+    skills: bool | None = None
+    """The set of skills changed (the `skill` tool's description lists them:
+    `docs/skills.md`).
+    """
 
     @classmethod
     def from_json(cls, value: Any) -> PrefixCauseToolsChanged:
@@ -1062,12 +1066,15 @@ class PrefixCauseToolsChanged(_w.WireObject):
         return cls(
             seq=_w.required(o, "seq", _w.integer, "PrefixCauseToolsChanged"),
             servers=_w.optional(o, "servers", lambda value: _w.array(value, _w.string), "PrefixCauseToolsChanged"),
+            skills=_w.optional(o, "skills", _w.boolean, "PrefixCauseToolsChanged"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "seq": self.seq}
         if self.servers is not None:
             out["servers"] = self.servers
+        if self.skills is not None:
+            out["skills"] = self.skills
         return out
 
 

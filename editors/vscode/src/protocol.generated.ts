@@ -1669,7 +1669,12 @@ seq: number,
  * The MCP servers whose tools changed (the `SERVER` of `SERVER__TOOL`): a tool list
  * that changed, a server that started, restarted with other tools, or died.
  */
-servers?: Array<string>, } | { "kind": "configChanged", 
+servers?: Array<string>, 
+/**
+ * The set of skills changed (the `skill` tool's description lists them:
+ * `docs/skills.md`).
+ */
+skills?: boolean, } | { "kind": "configChanged", 
 /**
  * Seq of the delta.
  */

@@ -68,7 +68,8 @@ pub use reconstruct::{
 pub use seen::{SeenFiles, WORKSPACE_SOURCE};
 pub use surface::{SeqError, Session, StepIndex, SurfaceEntry, SurfaceMark};
 pub use usage::{
-    DROP_SLACK_TOKENS, PrefixCause, UsageFold, UsageRow, is_drop, usage_rows, usage_totals,
+    DROP_SLACK_TOKENS, PrefixCause, SKILL_TOOL, UsageFold, UsageRow, is_drop, usage_rows,
+    usage_totals,
 };
 
 #[cfg(test)]

@@ -292,6 +292,7 @@ M.event_kinds = {
 ---@field kind "toolsChanged"
 ---@field seq integer Seq of the delta.
 ---@field servers? string[] The MCP servers whose tools changed (the `SERVER` of `SERVER__TOOL`): a tool list that changed, a server that started, restarted with other tools, or died.
+---@field skills? boolean The set of skills changed (the `skill` tool's description lists them: `docs/skills.md`).
 
 --- The call config (model, sampling) changed.
 ---@class dsh.PrefixCause.configChanged

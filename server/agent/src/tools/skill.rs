@@ -16,7 +16,7 @@ use serde::Deserialize;
 use super::ToolOutput;
 
 /// The tool's name.
-pub const SKILL_TOOL: &str = "skill";
+pub use dsh_session::SKILL_TOOL;
 
 /// The largest file the tool returns.
 const FILE_CAP_BYTES: u64 = 64 * 1024;
