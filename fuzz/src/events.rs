@@ -21,7 +21,9 @@ use dsh_session::{
     ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit, TurnStart, Usage,
     UserMessage,
 };
-use dsh_session::{CheckpointReason, TooLargeFile, WorkspaceCheckpoint, WorkspaceRewind};
+use dsh_session::{
+    CheckpointReason, PromptCommand, TooLargeFile, WorkspaceCheckpoint, WorkspaceRewind,
+};
 
 /// The most events after `session/meta` in one log.
 pub const MAX_EVENTS: usize = 64;
@@ -224,7 +226,13 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
                 spent: input.number(whole),
             })
         }
-        "user/message" => EventData::UserMessage(UserMessage { text: input.text() }),
+        "user/message" => EventData::UserMessage(UserMessage {
+            text: input.text(),
+            command: input.flag().then(|| PromptCommand {
+                name: input.pick(&["review", "fix"]).into(),
+                source: input.text(),
+            }),
+        }),
         "steering/message" => EventData::SteeringMessage(SteeringMessage { text: input.text() }),
         "context/message" => EventData::ContextMessage(ContextMessage {
             text: input.text(),

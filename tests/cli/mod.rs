@@ -7,6 +7,7 @@
 
 mod anthropic;
 mod changed;
+mod commands;
 mod compact;
 mod config;
 mod confinement;

@@ -578,6 +578,48 @@ seq?: number,
  */
 callId?: string, };
 
+export type CommandInfo = { 
+/**
+ * Its name, without the slash.
+ */
+name: string, 
+/**
+ * What it does, from its front matter.
+ */
+description?: string, 
+/**
+ * What its arguments are, from its front matter (`argument-hint`).
+ */
+argumentHint?: string, 
+/**
+ * Its file: absolute for the user's, relative to the workspace root for the workspace's.
+ */
+source: string, };
+
+export type SkillInfo = { 
+/**
+ * Its name.
+ */
+name: string, 
+/**
+ * Its description.
+ */
+description: string, 
+/**
+ * Its folder.
+ */
+source: string, };
+
+export type SessionCommandsResult = { 
+/**
+ * The prompt commands.
+ */
+commands: Array<CommandInfo>, 
+/**
+ * The skills.
+ */
+skills: Array<SkillInfo>, };
+
 export type SessionEventsParams = { 
 /**
  * The session.
@@ -1807,9 +1849,24 @@ spent: number, };
 
 export type UserMessage = { 
 /**
- * The prompt text.
+ * The prompt text (a prompt command's expansion, when `command` is set).
  */
-text: string, };
+text: string, 
+/**
+ * The prompt command this text is the expansion of (`/name args`: `docs/skills.md`);
+ * absent for a prompt sent as typed. Not model-visible: the model sees `text`.
+ */
+command?: PromptCommand, };
+
+export type PromptCommand = { 
+/**
+ * Its name (`review` for `/review`).
+ */
+name: string, 
+/**
+ * Its file: absolute for the user's, relative to the workspace root for the workspace's.
+ */
+source: string, };
 
 export type SteeringMessage = { 
 /**

@@ -37,10 +37,10 @@ pub use event::{
     CheckpointReason, ChunkDelta, CompactStart, CompactSummary, ContextMessage, DecodeError,
     DecodeErrorKind, EVENT_KINDS, EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, FileChange,
     FileSeen, ForkOrigin, InstructionFile, LimitKind, LlmRetry, McpWait, McpWaitReason,
-    RequestHeader, RequestSent, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd,
-    StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace, TooLargeFile, ToolCallStarted,
-    ToolProgress, ToolResult, TurnEnd, TurnLimit, TurnStart, Usage, UserMessage,
-    WorkspaceCheckpoint, WorkspaceRewind, decode_event, decode_log, encode_event,
+    PromptCommand, RequestHeader, RequestSent, SessionMeta, SessionPin, SnapshotReason,
+    SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace,
+    TooLargeFile, ToolCallStarted, ToolProgress, ToolResult, TurnEnd, TurnLimit, TurnStart, Usage,
+    UserMessage, WorkspaceCheckpoint, WorkspaceRewind, decode_event, decode_log, encode_event,
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,
