@@ -19,6 +19,7 @@ export const Methods = {
   SessionRequest: "session/request",
   SessionUsage: "session/usage",
   SessionPlan: "session/plan",
+  SessionCommands: "session/commands",
   SessionEvents: "session/events",
   SessionCompact: "session/compact",
   SessionAudit: "session/audit",

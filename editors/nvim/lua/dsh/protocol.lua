@@ -19,6 +19,7 @@ M.methods = {
   SessionAudit = "session/audit",
   SessionCancel = "session/cancel",
   SessionCheckpoints = "session/checkpoints",
+  SessionCommands = "session/commands",
   SessionCompact = "session/compact",
   SessionCreate = "session/create",
   SessionEvent = "session/event",
