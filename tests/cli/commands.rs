@@ -70,6 +70,16 @@ async fn the_users_command_comes_first_and_a_command_naming_itself_is_expanded_o
     assert_eq!(messages[1].command.as_ref().unwrap().name, "again");
     assert_eq!(env.requests().len(), 2);
     env.assert_audit_ok(&session).await;
+    // `dsh config` lists them, and the workspace's /review left out for the user's.
+    let config = env.dsh_ok(&["config"]).await;
+    let config = String::from_utf8_lossy(&config.stdout);
+    let review = config.lines().find(|line| line.starts_with("commands.review = \"\"")).unwrap();
+    assert!(review.ends_with(&format!("# {source}")), "{review}");
+    assert!(config.contains("commands.again = \"\""), "{config}");
+    assert!(
+        config.contains("left out: .claude/commands/review.md: `review` is taken by"),
+        "{config}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
