@@ -31,6 +31,7 @@ declare -A seeds=(
   [config]=server/config/tests/data/fuzz/config
   [acp_frame]=server/acp/tests/data/fuzz/acp_frame
   [web_convert]=server/agent/tests/data/fuzz/web_convert
+  [prompt_file]=server/session/tests/data/fuzz/prompt_file
 )
 declare -A options=(
   [log_line]="-dict=dict/log.dict"
@@ -42,6 +43,7 @@ declare -A options=(
   [config]="-dict=dict/config.dict -max_len=8192"
   [acp_frame]="-dict=dict/acp_frame.dict -max_len=8192"
   [web_convert]="-dict=dict/html.dict -max_len=65536"
+  [prompt_file]="-max_len=4096"
 )
 
 # The targets fuzz/Cargo.toml declares: each must have an entry above.

@@ -10,6 +10,7 @@
 //! is one arm here. Only `dsh_session` and `serde_json`: the session crate's integration test
 //! includes this file by path.
 
+use dsh_session::PromptCommand;
 use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantMessage,
     AssistantTurn, ChangeKind, ChunkDelta, CompactStart, CompactSummary, ContentBlock,
@@ -232,7 +233,13 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
                 spent: input.number(whole),
             })
         }
-        "user/message" => EventData::UserMessage(UserMessage { text: input.text() }),
+        "user/message" => EventData::UserMessage(UserMessage {
+            text: input.text(),
+            command: input.flag().then(|| PromptCommand {
+                name: input.pick(&["review", "fix"]).into(),
+                source: input.text(),
+            }),
+        }),
         "steering/message" => EventData::SteeringMessage(SteeringMessage { text: input.text() }),
         "context/message" => EventData::ContextMessage(ContextMessage {
             text: input.text(),

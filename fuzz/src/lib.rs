@@ -15,5 +15,6 @@ pub mod log_events;
 pub mod log_line;
 pub mod log_load;
 pub mod mock_request;
+pub mod prompt_file;
 pub mod sse;
 pub mod web_convert;

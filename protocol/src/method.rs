@@ -27,6 +27,8 @@ pub const SESSION_REQUEST: &str = "session/request";
 pub const SESSION_USAGE: &str = "session/usage";
 /// The session's current plan (the model's `update_plan`).
 pub const SESSION_PLAN: &str = "session/plan";
+/// The prompt commands and skills of a session's workspace.
+pub const SESSION_COMMANDS: &str = "session/commands";
 /// A page of raw events.
 pub const SESSION_EVENTS: &str = "session/events";
 /// Compact a session now.
@@ -85,6 +87,7 @@ pub const ALL: &[&str] = &[
     SESSION_REQUEST,
     SESSION_USAGE,
     SESSION_PLAN,
+    SESSION_COMMANDS,
     SESSION_EVENTS,
     SESSION_COMPACT,
     SESSION_AUDIT,
@@ -200,6 +203,8 @@ methods! {
     SessionUsage = SESSION_USAGE (SessionParams) -> SessionUsageResult;
     /// `session/plan`.
     SessionPlan = SESSION_PLAN (SessionParams) -> SessionPlanResult;
+    /// `session/commands`.
+    SessionCommands = SESSION_COMMANDS (SessionParams) -> SessionCommandsResult;
     /// `session/events`.
     SessionEvents = SESSION_EVENTS (SessionEventsParams) -> SessionEventsResult;
     /// `session/compact`.

@@ -133,6 +133,11 @@ async def main(dsh, schema, node_client):
         await rewind_scenarios(env, recorders)
     finally:
         env.stop()
+    env = Env(dsh)
+    try:
+        await command_scenarios(env, recorders)
+    finally:
+        env.stop()
     print(f"python ACP SDK: {len(PASSED)} scenarios passed: {', '.join(PASSED)}")
     if node_client:
         recorders.append(run_node_client(dsh, node_client))
@@ -724,6 +729,36 @@ async def mcp_scenarios(env, recorders):
             with open(path, "rb") as f:
                 check(SECRET.encode() not in f.read(), f"the env value leaked into {path}")
     PASSED.append("session/load with the same servers resumes byte-identical; one fewer is one delta")
+
+
+async def command_scenarios(env, recorders):
+    """The workspace's prompt commands reach the editor as `available_commands_update` after
+    `session/new`, and a `/review …` prompt is expanded by the daemon."""
+    recorder = Recorder()
+    recorders.append(recorder)
+    client = Client()
+    os.makedirs(os.path.join(env.ws, ".dsh", "commands"), exist_ok=True)
+    with open(os.path.join(env.ws, ".dsh", "commands", "review.md"), "w") as f:
+        f.write("---\ndescription: Reviews a file\nargument-hint: FILE\n---\nReview $ARGUMENTS with care.\n")
+    proc, conn, init = await connect(env, recorder, client)
+    sid = (await conn.new_session(cwd=env.ws, mcp_servers=[])).session_id
+
+    def advertised():
+        return [u for u in client.updates.get(sid, []) if u["sessionUpdate"] == "available_commands_update"]
+
+    await wait_until_async(lambda: advertised(), what="available_commands_update")
+    commands = advertised()[0]["availableCommands"]
+    check(commands == [{"name": "review", "description": "Reviews a file", "input": {"hint": "FILE"}}], commands)
+    PASSED.append("available_commands_update after session/new")
+
+    env.mock.script([{"content": "Reviewed."}])
+    result = await conn.prompt(session_id=sid, prompt=[text_block("/review src/a.rs")])
+    check(result.stop_reason == "end_turn", result)
+    body = json.loads(env.mock.requests()[-1]["body"])
+    last = [m for m in body["messages"] if m["role"] == "user"][-1]
+    check(last["content"] == "Review src/a.rs with care.", last)
+    PASSED.append("a /command prompt is expanded")
+    await close(proc, conn)
 
 
 def check_saw(env, saw):

@@ -7,6 +7,7 @@
 
 mod anthropic;
 mod changed;
+mod commands;
 mod compact;
 mod config;
 mod confinement;
@@ -15,6 +16,7 @@ mod faults;
 mod first_use;
 mod header;
 mod hooks;
+mod instructions;
 mod llama;
 mod mcp;
 mod plan;
@@ -22,6 +24,7 @@ mod resume;
 mod rewind;
 mod sandbox;
 mod scripting;
+mod skills;
 mod structured;
 mod subagents;
 mod web_fetch;

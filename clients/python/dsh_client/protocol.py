@@ -40,6 +40,7 @@ class Methods:
     SESSION_AUDIT: Final = "session/audit"
     SESSION_CANCEL: Final = "session/cancel"
     SESSION_CHECKPOINTS: Final = "session/checkpoints"
+    SESSION_COMMANDS: Final = "session/commands"
     SESSION_COMPACT: Final = "session/compact"
     SESSION_CREATE: Final = "session/create"
     SESSION_EVENT: Final = "session/event"
@@ -401,6 +402,38 @@ class ClientInfo(_w.WireObject):
         out: dict[str, Any] = {"name": self.name}
         if self.version is not None:
             out["version"] = self.version
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandInfo(_w.WireObject):
+    """A prompt command (`docs/skills.md`, "Prompt commands"): `/NAME args…` in a prompt."""
+
+    name: str
+    """Its name, without the slash."""
+    source: str
+    """Its file: absolute for the user's, relative to the workspace root for the workspace's."""
+    argument_hint: str | None = None
+    """What its arguments are, from its front matter (`argument-hint`)."""
+    description: str | None = None
+    """What it does, from its front matter."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> CommandInfo:
+        o = _w.obj(value, "CommandInfo")
+        return cls(
+            name=_w.required(o, "name", _w.string, "CommandInfo"),
+            source=_w.required(o, "source", _w.string, "CommandInfo"),
+            argument_hint=_w.optional(o, "argumentHint", _w.string, "CommandInfo"),
+            description=_w.optional(o, "description", _w.string, "CommandInfo"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "source": self.source}
+        if self.argument_hint is not None:
+            out["argumentHint"] = self.argument_hint
+        if self.description is not None:
+            out["description"] = self.description
         return out
 
 
@@ -1155,6 +1188,10 @@ class PrefixCauseToolsChanged(_w.WireObject):
     """The MCP servers whose tools changed (the `SERVER` of `SERVER__TOOL`): a tool list
     that changed, a server that started, restarted with other tools, or died.
     """
+    skills: bool | None = None
+    """The set of skills changed (the `skill` tool's description lists them:
+    `docs/skills.md`).
+    """
 
     @classmethod
     def from_json(cls, value: Any) -> PrefixCauseToolsChanged:
@@ -1162,12 +1199,15 @@ class PrefixCauseToolsChanged(_w.WireObject):
         return cls(
             seq=_w.required(o, "seq", _w.integer, "PrefixCauseToolsChanged"),
             servers=_w.optional(o, "servers", lambda value: _w.array(value, _w.string), "PrefixCauseToolsChanged"),
+            skills=_w.optional(o, "skills", _w.boolean, "PrefixCauseToolsChanged"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "seq": self.seq}
         if self.servers is not None:
             out["servers"] = self.servers
+        if self.skills is not None:
+            out["skills"] = self.skills
         return out
 
 
@@ -1705,6 +1745,29 @@ class SessionCheckpointsResult(_w.WireObject):
 
     def to_json(self) -> dict[str, Any]:
         return {"checkpoints": _w.encode(self.checkpoints)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionCommandsResult(_w.WireObject):
+    """`session/commands` result: the prompt commands and skills of the session's workspace,
+    as found now, in the order their names are looked up (the first of a name wins).
+    """
+
+    commands: list[CommandInfo]
+    """The prompt commands."""
+    skills: list[SkillInfo]
+    """The skills."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> SessionCommandsResult:
+        o = _w.obj(value, "SessionCommandsResult")
+        return cls(
+            commands=_w.required(o, "commands", lambda value: _w.array(value, CommandInfo.from_json), "SessionCommandsResult"),
+            skills=_w.required(o, "skills", lambda value: _w.array(value, SkillInfo.from_json), "SessionCommandsResult"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"commands": _w.encode(self.commands), "skills": _w.encode(self.skills)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2582,6 +2645,30 @@ class SessionUsageResult(_w.WireObject):
         if self.with_children is not None:
             out["withChildren"] = _w.encode(self.with_children)
         return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkillInfo(_w.WireObject):
+    """A skill (`docs/skills.md`, "Skills"), as the `skill` tool offers it."""
+
+    name: str
+    """Its name."""
+    description: str
+    """Its description."""
+    source: str
+    """Its folder."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> SkillInfo:
+        o = _w.obj(value, "SkillInfo")
+        return cls(
+            name=_w.required(o, "name", _w.string, "SkillInfo"),
+            description=_w.required(o, "description", _w.string, "SkillInfo"),
+            source=_w.required(o, "source", _w.string, "SkillInfo"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "source": self.source}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3903,6 +3990,27 @@ class PlanUpdate(_w.WireObject):
         return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class PromptCommand(_w.WireObject):
+    """The prompt command a `user/message` was expanded from."""
+
+    name: str
+    """Its name (`review` for `/review`)."""
+    source: str
+    """Its file: absolute for the user's, relative to the workspace root for the workspace's."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> PromptCommand:
+        o = _w.obj(value, "PromptCommand")
+        return cls(
+            name=_w.required(o, "name", _w.string, "PromptCommand"),
+            source=_w.required(o, "source", _w.string, "PromptCommand"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "source": self.source}
+
+
 ProviderKind: TypeAlias = Literal["deepseek", "openai-compatible", "anthropic"]
 """The kind of endpoint a provider profile speaks.
 
@@ -4688,17 +4796,25 @@ class UserMessage(_w.WireObject):
     """`user/message`."""
 
     text: str
-    """The prompt text."""
+    """The prompt text (a prompt command's expansion, when `command` is set)."""
+    command: PromptCommand | None = None
+    """The prompt command this text is the expansion of (`/name args`: `docs/skills.md`);
+    absent for a prompt sent as typed. Not model-visible: the model sees `text`.
+    """
 
     @classmethod
     def from_json(cls, value: Any) -> UserMessage:
         o = _w.obj(value, "UserMessage")
         return cls(
             text=_w.required(o, "text", _w.string, "UserMessage"),
+            command=_w.optional(o, "command", PromptCommand.from_json, "UserMessage"),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text}
+        out: dict[str, Any] = {"text": self.text}
+        if self.command is not None:
+            out["command"] = _w.encode(self.command)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -5580,6 +5696,10 @@ class Api:
     async def session_checkpoints(self, params: SessionParams) -> SessionCheckpointsResult:
         """`session/checkpoints`."""
         return await self._call("session/checkpoints", _w.encode(params), SessionCheckpointsResult.from_json)
+
+    async def session_commands(self, params: SessionParams) -> SessionCommandsResult:
+        """`session/commands`."""
+        return await self._call("session/commands", _w.encode(params), SessionCommandsResult.from_json)
 
     async def session_compact(self, params: SessionParams) -> SessionCompactResult:
         """`session/compact`."""

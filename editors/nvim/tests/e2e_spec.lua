@@ -953,6 +953,29 @@ test("e2e: :Dsh rewind lists the files, asks, refuses a file edited by hand unti
   H.contains(text_of(t), "Rewriting the notes.")
 end)
 
+test("e2e: :Dsh prompt /<Tab> completes the workspace's prompt commands; the expansion names its command", function()
+  setup()
+  vim.fn.mkdir(E.ws .. "/.dsh/commands", "p")
+  vim.fn.writefile({ "---", "description: Reviews a file", "---", "Review $ARGUMENTS now." }, E.ws .. "/.dsh/commands/review.md")
+  local created = call(methods.SessionCreate, { workspace = E.ws, config = { baseUrl = E.url } })
+  vim.cmd("Dsh open " .. created.sessionId)
+  local t = wait_current(function(c)
+    return c.session_id == created.sessionId
+  end, "the command session's transcript")
+  wait_text(t, "workspace ")
+  -- The first <Tab> offers what the daemon last listed; a later one has the file.
+  H.wait_for(function()
+    return vim.tbl_contains(vim.fn.getcompletion("Dsh prompt /re", "cmdline"), "/review")
+  end, 10000, "/review among the completions")
+  H.eq({}, vim.fn.getcompletion("Dsh prompt /zz", "cmdline"))
+  script({ { content = "Reviewed." } })
+  vim.cmd("Dsh prompt /review notes.txt")
+  wait_text(t, "❯ /review (.dsh/commands/review.md)", 30000)
+  wait_text(t, "Review notes.txt now.")
+  wait_text(t, "━━ turn 1 completed", 30000)
+  vim.fn.delete(E.ws .. "/.dsh/commands", "rf")
+end)
+
 test("e2e: teardown (daemon shutdown, mock stopped)", function()
   if not E.ready then
     return

@@ -59,6 +59,9 @@ async function main() {
   }
   writeFileSync(path.join(ws, "src/greet.sh"), '#!/bin/sh\necho "Helo, $1!"\n');
   writeFileSync(path.join(ws, "AGENTS.md"), "# Project notes\n\nShell scripts use /bin/sh, not bash.\n");
+  // A prompt command, for the prompt box's `/` completion (commandFromPalette).
+  mkdirSync(path.join(ws, ".dsh/commands"), { recursive: true });
+  writeFileSync(path.join(ws, ".dsh/commands/review.md"), "---\ndescription: Reviews a file\nargument-hint: FILE\n---\nReview $ARGUMENTS.\n");
 
   // The mock provider.
   const mock = spawn(dsh, ["--home", path.join(run, "mock-home"), "mock", "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
@@ -211,6 +214,7 @@ async function main() {
   // The step diff from the command palette, as a person runs it: F1, the command, a step.
   const diffShot = shot.replace(/\.png$/, "") + "-diff.png";
   await diffFromPalette(page, diffShot);
+  await commandFromPalette(page);
   await reloadRestoresTranscript(page, state.expect);
 
   await browser.close();
@@ -336,6 +340,32 @@ async function arrangeForScreenshot(page) {
   }
   await page.mouse.move(900, 1045);
   await sleep(1200);
+}
+
+/** "dsh: Prompt" from the palette, as a person runs it: typing `/re` in the prompt box offers
+ * the workspace's `/review` command (its description beside it); Escape sends nothing. */
+async function commandFromPalette(page) {
+  try {
+    const input = page.locator(".quick-input-widget input.input").first();
+    for (let attempt = 0; attempt < 3 && !(await input.isVisible().catch(() => false)); attempt++) {
+      await page.locator(".part.sidebar").click({ position: { x: 20, y: 300 } }).catch(() => undefined);
+      await page.keyboard.press(attempt === 1 ? "F1" : "Control+Shift+P");
+      await input.waitFor({ state: "visible", timeout: 5000 }).catch(() => undefined);
+    }
+    await input.fill(">dsh: Prompt");
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: /^dsh: Prompt/ }).first().waitFor({ timeout: 10_000 });
+    await page.keyboard.press("Enter");
+    // The prompt box (a session is open, so it asks for the text at once).
+    await page.locator(".quick-input-widget", { hasText: "Prompt dsh" }).first().waitFor({ timeout: 10_000 });
+    await input.fill("/re");
+    const row = page.locator(".quick-input-list .monaco-list-row", { hasText: "/review" }).first();
+    await row.waitFor({ timeout: 10_000 });
+    const text = (await row.innerText()).replace(/\s+/g, " ");
+    check("the prompt box completes `/re` to the workspace's /review command, with its description", text.includes("/review") && text.includes("Reviews a file"), text);
+    await page.keyboard.press("Escape");
+  } catch (e) {
+    check("the prompt box completes `/re` to the workspace's /review command", false, e instanceof Error ? e.message : String(e));
+  }
 }
 
 async function diffFromPalette(page, file) {

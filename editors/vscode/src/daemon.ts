@@ -12,6 +12,7 @@ import {
   type DaemonStatusResult,
   type InitializeResult,
   type SessionCancelResult,
+  type SessionCommandsResult,
   type SessionCompactResult,
   type SessionConfig,
   type SessionEvent,
@@ -298,6 +299,11 @@ export class DshClient {
 
   prompt(sessionId: string, text: string, whenBusy?: WhenBusy): Promise<SessionPromptResult> {
     return this.rpc.request(Methods.SessionPrompt, { sessionId, text, ...(whenBusy ? { whenBusy } : {}) });
+  }
+
+  /** The prompt commands and skills of the session's workspace (`session/commands`). */
+  commands(sessionId: string): Promise<SessionCommandsResult> {
+    return this.rpc.request(Methods.SessionCommands, { sessionId });
   }
 
   inject(sessionId: string, text: string): Promise<SessionInjectResult> {

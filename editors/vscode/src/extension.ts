@@ -5,6 +5,7 @@ import * as path from "node:path";
 import * as vscode from "vscode";
 import { Connection } from "./connection";
 import { describeError, type DshClient } from "./daemon";
+import { askPrompt } from "./promptInput";
 import type { ApprovalChoice, SessionPromptResult, WhenBusy } from "./protocol.generated";
 import { rewind, type RewindOutcome } from "./rewind";
 import { SessionManager, type SessionChange } from "./sessions";
@@ -198,7 +199,14 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
       }
       const s = await sessions.openSession(id);
       await panels.show(id, vscode.ViewColumn.Active);
-      const text = (typeof arg === "object" && arg && !("kind" in arg) ? arg.text : undefined) ?? (await vscode.window.showInputBox({ prompt: "Prompt dsh", placeHolder: "What should the agent do?", ignoreFocusOut: true }));
+      const given = typeof arg === "object" && arg && !("kind" in arg) ? arg.text : undefined;
+      const text =
+        given ??
+        (await askPrompt(
+          async () => (await (await conn.get()).commands(id)).commands,
+          "Prompt dsh",
+          "What should the agent do? (/ for the workspace's prompt commands)",
+        ));
       if (!text) {
         return undefined;
       }

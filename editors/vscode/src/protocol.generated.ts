@@ -19,6 +19,7 @@ export const Methods = {
   SessionRequest: "session/request",
   SessionUsage: "session/usage",
   SessionPlan: "session/plan",
+  SessionCommands: "session/commands",
   SessionEvents: "session/events",
   SessionCompact: "session/compact",
   SessionAudit: "session/audit",
@@ -594,6 +595,48 @@ seq?: number,
  * The `update_plan` call that set it; absent when there is none.
  */
 callId?: string, };
+
+export type CommandInfo = { 
+/**
+ * Its name, without the slash.
+ */
+name: string, 
+/**
+ * What it does, from its front matter.
+ */
+description?: string, 
+/**
+ * What its arguments are, from its front matter (`argument-hint`).
+ */
+argumentHint?: string, 
+/**
+ * Its file: absolute for the user's, relative to the workspace root for the workspace's.
+ */
+source: string, };
+
+export type SkillInfo = { 
+/**
+ * Its name.
+ */
+name: string, 
+/**
+ * Its description.
+ */
+description: string, 
+/**
+ * Its folder.
+ */
+source: string, };
+
+export type SessionCommandsResult = { 
+/**
+ * The prompt commands.
+ */
+commands: Array<CommandInfo>, 
+/**
+ * The skills.
+ */
+skills: Array<SkillInfo>, };
 
 export type SessionEventsParams = { 
 /**
@@ -1707,7 +1750,12 @@ seq: number,
  * The MCP servers whose tools changed (the `SERVER` of `SERVER__TOOL`): a tool list
  * that changed, a server that started, restarted with other tools, or died.
  */
-servers?: Array<string>, } | { "kind": "configChanged", 
+servers?: Array<string>, 
+/**
+ * The set of skills changed (the `skill` tool's description lists them:
+ * `docs/skills.md`).
+ */
+skills?: boolean, } | { "kind": "configChanged", 
 /**
  * Seq of the delta.
  */
@@ -1845,9 +1893,24 @@ spent: number, };
 
 export type UserMessage = { 
 /**
- * The prompt text.
+ * The prompt text (a prompt command's expansion, when `command` is set).
  */
-text: string, };
+text: string, 
+/**
+ * The prompt command this text is the expansion of (`/name args`: `docs/skills.md`);
+ * absent for a prompt sent as typed. Not model-visible: the model sees `text`.
+ */
+command?: PromptCommand, };
+
+export type PromptCommand = { 
+/**
+ * Its name (`review` for `/review`).
+ */
+name: string, 
+/**
+ * Its file: absolute for the user's, relative to the workspace root for the workspace's.
+ */
+source: string, };
 
 export type SteeringMessage = { 
 /**

@@ -232,11 +232,13 @@ export class Transcript {
         return { kind: "structure" };
       }
       case "user/message": {
-        const { text } = e.data;
+        const { text, command } = e.data;
         if (this.currentTurn && this.currentTurn.prompt === undefined) {
-          this.currentTurn.prompt = text;
+          this.currentTurn.prompt = command ? `/${command.name}` : text;
         }
-        this.entries.push({ kind: "user", seq: e.seq, text });
+        // A prompt command's expansion names the command and its file first.
+        const shown = command ? `/${command.name} (${command.source}):\n${text}` : text;
+        this.entries.push({ kind: "user", seq: e.seq, text: shown });
         return { kind: "structure" };
       }
       case "context/message": {

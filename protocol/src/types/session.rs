@@ -632,3 +632,44 @@ impl SessionPlanResult {
         }
     }
 }
+
+api_type! {
+    /// A prompt command (`docs/skills.md`, "Prompt commands"): `/NAME args…` in a prompt.
+    pub struct CommandInfo {
+        /// Its name, without the slash.
+        pub name: String,
+        /// What it does, from its front matter.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub description: Option<String>,
+        /// What its arguments are, from its front matter (`argument-hint`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub argument_hint: Option<String>,
+        /// Its file: absolute for the user's, relative to the workspace root for the workspace's.
+        pub source: String,
+    }
+}
+
+api_type! {
+    /// A skill (`docs/skills.md`, "Skills"), as the `skill` tool offers it.
+    pub struct SkillInfo {
+        /// Its name.
+        pub name: String,
+        /// Its description.
+        pub description: String,
+        /// Its folder.
+        pub source: String,
+    }
+}
+
+api_type! {
+    /// `session/commands` result: the prompt commands and skills of the session's workspace,
+    /// as found now, in the order their names are looked up (the first of a name wins).
+    pub struct SessionCommandsResult {
+        /// The prompt commands.
+        pub commands: Vec<CommandInfo>,
+        /// The skills.
+        pub skills: Vec<SkillInfo>,
+    }
+}

@@ -2,7 +2,8 @@
 //! response structs, dsh's params and results): ACP params as dsh's (a `cwd` as a workspace, the
 //! editor's MCP servers, prompt blocks as text, a permission answer as a decision, a model
 //! choice), and dsh's answers as ACP's (`initialize`, the model selector, a `session/list`
-//! page, a prompt's stop reason, a permission request). dsh's own data rides in `_meta`, built
+//! page, a prompt's stop reason, a permission request, the prompt commands as
+//! `available_commands_update`). dsh's own data rides in `_meta`, built
 //! by `ext.rs`; errors are `error.rs`'s. No I/O: each is table-tested (`convert/tests.rs`).
 
 use std::collections::HashMap;
@@ -10,16 +11,19 @@ use std::path::Path;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, ContentBlock, EmbeddedResourceResource, Implementation, InitializeResponse,
+    AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
+    ContentBlock, EmbeddedResourceResource, Implementation, InitializeResponse,
     ListSessionsResponse, McpCapabilities, McpServer, PermissionOption, PermissionOptionKind,
     PromptCapabilities, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
     RequestPermissionResponse, SessionCapabilities, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionInfo,
-    SessionListCapabilities, SessionResumeCapabilities, SetSessionConfigOptionRequest,
-    StopReason as AcpStopReason, ToolCallUpdate, ToolCallUpdateFields,
+    SessionListCapabilities, SessionResumeCapabilities, SessionUpdate,
+    SetSessionConfigOptionRequest, StopReason as AcpStopReason, ToolCallUpdate,
+    ToolCallUpdateFields, UnstructuredCommandInput,
 };
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRequest, McpServerSpec, SessionPromptResult, SessionSummary, StopReason,
+    ApprovalChoice, ApprovalRequest, McpServerSpec, SessionCommandsResult, SessionPromptResult,
+    SessionSummary, StopReason,
 };
 
 use crate::error::{invalid_params, turn_failed};
@@ -348,3 +352,26 @@ fn iso8601(unix_ms: u64) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// The workspace's prompt commands as ACP's `available_commands_update`: each with its
+/// description (else its argument hint, else its file) and, when it has an argument hint, an
+/// unstructured input with that hint. The editor sends `/name args` as the prompt's text, which
+/// the daemon expands (`docs/skills.md`, "Prompt commands").
+pub(crate) fn available_commands(listed: &SessionCommandsResult) -> SessionUpdate {
+    let commands = listed
+        .commands
+        .iter()
+        .map(|command| {
+            let about = command
+                .description
+                .clone()
+                .or_else(|| command.argument_hint.clone())
+                .unwrap_or_else(|| command.source.clone());
+            let input = command.argument_hint.as_ref().map(|hint| {
+                AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(hint.clone()))
+            });
+            AvailableCommand::new(command.name.clone(), about).input(input)
+        })
+        .collect();
+    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands))
+}

@@ -122,13 +122,26 @@ impl Front {
                 let front = Arc::clone(self);
                 tokio::spawn(async move {
                     let UntypedMessage { method, params } = request;
+                    let asked = params.get("sessionId").and_then(Value::as_str).map(str::to_owned);
                     let answer = front.answer(&method, params, &connection).await;
+                    // The session a successful `session/new`, `session/load` or
+                    // `session/resume` opened: its commands are advertised after the answer.
+                    let opened = match (&answer, method.as_str()) {
+                        (Ok(result), "session/new") => {
+                            result.get("sessionId").and_then(Value::as_str).map(str::to_owned)
+                        }
+                        (Ok(_), "session/load" | "session/resume") => asked,
+                        _ => None,
+                    };
                     let sent = match answer {
                         Ok(result) => responder.respond(result),
                         Err(error) => responder.respond_with_error(error),
                     };
                     if let Err(error) = sent {
                         tracing::debug!("answering {method}: {error}");
+                    }
+                    if let Some(session_id) = opened {
+                        front.advertise_commands(&session_id, &connection).await;
                     }
                 });
                 Ok(())
@@ -154,6 +167,25 @@ impl Front {
         let params = SessionParams { session_id: cancel.session_id.to_string() };
         if let Err(error) = self.client.call::<method::SessionCancel>(params).await {
             tracing::warn!("cancelling {}: {error}", cancel.session_id);
+        }
+    }
+
+    /// Sends the session's prompt commands as `available_commands_update` (after the answer
+    /// that opened it, so the editor knows the session), when it has any. A daemon that cannot
+    /// list them is logged and nothing is sent.
+    async fn advertise_commands(&self, session_id: &str, connection: &Connection) {
+        let params = SessionParams { session_id: session_id.to_owned() };
+        match self.client.call::<method::SessionCommands>(params).await {
+            // Nothing to offer: nothing sent (the editor's list stays empty).
+            Ok(listed) if listed.commands.is_empty() => {}
+            Ok(listed) => {
+                let update = convert::available_commands(&listed);
+                let _ = crate::backlog::send_update(connection, &self.backlog, session_id, update)
+                    .await;
+            }
+            Err(error) => {
+                tracing::warn!(session = %session_id, "no commands to advertise: {error}")
+            }
         }
     }
 

@@ -167,6 +167,13 @@ pub struct Agent {
     dates: DateFold,
     /// What the model knows of the instruction files, folded from the log step by step.
     instructions: InstructionFold,
+    /// The files the agent's tools read or wrote, folded from the log: their directories'
+    /// nested instruction files apply.
+    touched: dsh_session::SeenFiles,
+    /// The skills of the current step's endpoint: the `skill` tool's, when there are any.
+    skills: Vec<dsh_session::prompt_file::Skill>,
+    /// The prompt command the next turn's prompt was expanded from, logged with it.
+    prompt_command: Option<dsh_session::PromptCommand>,
     /// What the agent has seen of the files it read and wrote.
     memory: Option<Memory>,
     /// Tools from MCP servers, asked for at every step.
@@ -236,6 +243,9 @@ impl Agent {
             user_approvals: None,
             dates: DateFold::default(),
             instructions: InstructionFold::default(),
+            touched: dsh_session::SeenFiles::default(),
+            skills: Vec::new(),
+            prompt_command: None,
             memory: Some(Memory::default()),
             external: None,
             external_tools: Vec::new(),
@@ -321,6 +331,12 @@ impl Agent {
         self.run_turn_shaped(session, prompt, cancel, limits, None).await
     }
 
+    /// Names the prompt command the next turn's prompt is the expansion of: logged with its
+    /// `user/message` (`docs/skills.md`, "Prompt commands"), then forgotten.
+    pub fn set_prompt_command(&mut self, command: Option<dsh_session::PromptCommand>) {
+        self.prompt_command = command;
+    }
+
     /// Runs one turn for `prompt` to its end, within `limits`, its final answer held to
     /// `output` when given (docs/scripting.md, "Structured answers"): the schema is logged as a
     /// context note after the prompt; an answer that does not validate is named in one logged
@@ -379,7 +395,10 @@ impl Agent {
                 session.append(EventData::ContextMessage(context)).await?;
             }
         }
-        session.append(EventData::UserMessage(UserMessage { text: prompt.to_owned() })).await?;
+        let command = self.prompt_command.take();
+        session
+            .append(EventData::UserMessage(UserMessage { text: prompt.to_owned(), command }))
+            .await?;
         for note in prompted {
             session.append(EventData::ContextMessage(note)).await?;
         }
@@ -579,6 +598,7 @@ impl Agent {
         if let Some(web) = &endpoint.web {
             self.config.web = web.clone();
         }
+        self.skills.clone_from(&endpoint.skills);
         // Waiting for MCP servers that are starting: a cancel ends the wait (nothing of the step
         // is logged yet but the wait itself).
         let Some(tools) = self.tool_schemas(session, cancel).await? else {

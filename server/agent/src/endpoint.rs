@@ -36,6 +36,13 @@ pub struct Endpoint {
     pub instruction_policy: Option<InstructionPolicy>,
     /// `web_fetch`'s rules and limits (`[web]`) as configured now; `None` keeps the loop's own.
     pub web: Option<WebSettings>,
+    /// The user's dsh directory (the one holding the user's configuration file): its
+    /// `AGENTS.md` is the global instruction file, its `skills/` the global skills. `None`:
+    /// none.
+    pub user_dir: Option<std::path::PathBuf>,
+    /// The skills found now (the user's and the workspace's, `docs/skills.md`): offered through
+    /// the `skill` tool when there are any.
+    pub skills: Vec<dsh_session::prompt_file::Skill>,
     /// The model's prices, as configured now (`None`: no price known): what a step costs, as
     /// `session/usage` prices it, when the turn has a cost budget.
     pub price: Option<Price>,
@@ -63,6 +70,8 @@ impl Endpoints for DeepSeek {
             instruction_files: None,
             instruction_policy: None,
             web: None,
+            user_dir: None,
+            skills: Vec::new(),
             price: None,
             label: self.url().to_owned(),
         })

@@ -1,9 +1,11 @@
 //! The system prompt assembly, rendered every step and compared by value.
 //!
 //! Sections, in order: the built-in base prompt (stable text: no clock, no ids, nothing that
-//! changes per step or per host), the workspace's instruction files (`AGENTS.md`, then
-//! `.dsh/instructions.md`, when present), and a configuration section (the workspace root and
-//! the command sandbox's policy, in words). An edited instruction
+//! changes per step or per host), the instruction files ([`InstructionSources`]: the user's
+//! global `AGENTS.md`, the workspace's `AGENTS.md` — `AGENTS.override.md` before it,
+//! `CLAUDE.md` after it — then `.dsh/instructions.md`, when present; nested ones once the
+//! prompt is rewritten after the agent worked under them), and a configuration section (the
+//! workspace root and the command sandbox's policy, in words). An edited instruction
 //! file changes the rendered text, so the next step logs a header delta — never a silent change.
 //! What the model should know about time enters the conversation as a logged `context/message`
 //! instead (see [`date_context`]), appended, so it costs only the tail of the prompt cache.
@@ -38,8 +40,94 @@ pub enum InstructionPolicy {
 /// Instruction files read from the workspace root, in order.
 pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", ".dsh/instructions.md"];
 
+/// The names a directory's agent instructions go by, in order of precedence: a configured
+/// `AGENTS.md` (at the root, or a nested one) is read from the first of these present.
+pub const AGENTS_NAMES: &[&str] = &["AGENTS.override.md", "AGENTS.md", "CLAUDE.md"];
+
 /// The largest instruction file read; longer files are cut with a note.
 const INSTRUCTION_CAP_BYTES: usize = 64 * 1024;
+
+/// The most instruction text in all (the global file, the workspace's, the nested ones, in that
+/// order): the files past it are cut, or left out, with a note.
+pub const INSTRUCTIONS_TOTAL_CAP_BYTES: usize = 128 * 1024;
+
+/// Where the instruction files come from: the user's global file, the configured files of the
+/// workspace root and the nested `AGENTS.md` of the directories the agent worked in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstructionSources {
+    /// The user's global file (`AGENTS.md` beside the user's configuration file), if any.
+    pub global: Option<std::path::PathBuf>,
+    /// The configured files, relative to the workspace root.
+    pub files: Vec<String>,
+    /// Directories (relative, `/`-separated) whose own agent instructions apply: the nested
+    /// ones, sorted.
+    pub nested: Vec<String>,
+}
+
+impl InstructionSources {
+    /// The workspace's configured `files` alone.
+    pub fn workspace<S: AsRef<str>>(files: &[S]) -> InstructionSources {
+        InstructionSources {
+            files: files.iter().map(|name| name.as_ref().to_owned()).collect(),
+            ..InstructionSources::default()
+        }
+    }
+
+    /// Each source's candidate names, in order: the first present of a group is read.
+    fn groups(&self) -> Vec<Vec<String>> {
+        let mut groups = Vec::new();
+        if let Some(global) = &self.global {
+            groups.push(vec![global.display().to_string()]);
+        }
+        for name in &self.files {
+            match name.strip_suffix("AGENTS.md").filter(|dir| dir.is_empty() || dir.ends_with('/'))
+            {
+                Some(dir) => groups.push(agents_names_in(dir.trim_end_matches('/'))),
+                None => groups.push(vec![name.clone()]),
+            }
+        }
+        for dir in &self.nested {
+            groups.push(agents_names_in(dir));
+        }
+        groups
+    }
+
+    /// Every name a section of a prompt rendered from these sources may carry, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.groups().into_iter().flatten().collect()
+    }
+}
+
+/// The agent-instruction names of directory `dir` (relative; empty: the root).
+fn agents_names_in(dir: &str) -> Vec<String> {
+    AGENTS_NAMES
+        .iter()
+        .map(|name| if dir.is_empty() { (*name).to_owned() } else { format!("{dir}/{name}") })
+        .collect()
+}
+
+/// The directories (relative, sorted) holding agent instructions of their own among the
+/// ancestors of `touched` (paths the agent's tools read or wrote), the root excluded: read
+/// through the workspace's handle, so a nested file that is a link out of the workspace, or in
+/// a hidden directory, is never found.
+pub fn nested_instruction_dirs<'a>(
+    beneath: &Beneath,
+    touched: impl IntoIterator<Item = &'a String>,
+) -> Vec<String> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for path in touched {
+        let mut dir = Path::new(path.as_str()).parent();
+        while let Some(current) = dir.filter(|d| !d.as_os_str().is_empty()) {
+            dirs.insert(current.to_string_lossy().into_owned());
+            dir = current.parent();
+        }
+    }
+    dirs.into_iter()
+        .filter(|dir| {
+            agents_names_in(dir).iter().any(|name| beneath.open_file(Path::new(name)).is_ok())
+        })
+        .collect()
+}
 
 /// The instruction `files` present in `workspace`, in order, as the system prompt renders them.
 pub fn read_instructions<S: AsRef<str>>(workspace: &Path, files: &[S]) -> Vec<InstructionFile> {
@@ -55,18 +143,48 @@ pub fn read_instructions_beneath<S: AsRef<str>>(
     beneath: &Beneath,
     files: &[S],
 ) -> Vec<InstructionFile> {
-    files
-        .iter()
-        .map(AsRef::as_ref)
-        .filter_map(|name| {
-            let text = read_instruction_file(beneath, name)?;
-            // A file that writes a section heading of its own would make the prompt's sections
-            // ambiguous: its heading gets a word joiner, so each prompt splits one way only.
-            let text = text.trim_end().replace(SECTION_HEADING, ESCAPED_HEADING);
-            Some(InstructionFile { name: name.to_owned(), text })
-        })
-        .collect()
+    read_instruction_sources(beneath, &InstructionSources::workspace(files))
 }
+
+/// The instruction files of `sources` present now, in order, each group's first present one,
+/// within the per-file and total caps (a cut is said in the text).
+pub fn read_instruction_sources(
+    beneath: &Beneath,
+    sources: &InstructionSources,
+) -> Vec<InstructionFile> {
+    let global = sources.global.as_ref().map(|path| path.display().to_string());
+    let mut total = 0usize;
+    let mut out = Vec::new();
+    for group in sources.groups() {
+        let found = group.iter().find_map(|name| {
+            let text = if Some(name) == global.as_ref() {
+                read_global_file(Path::new(name))?
+            } else {
+                read_instruction_file(beneath, name)?
+            };
+            Some((name, text))
+        });
+        let Some((name, text)) = found else { continue };
+        // A file that writes a section heading of its own would make the prompt's sections
+        // ambiguous: its heading gets a word joiner, so each prompt splits one way only.
+        let mut text = text.trim_end().replace(SECTION_HEADING, ESCAPED_HEADING);
+        let room = INSTRUCTIONS_TOTAL_CAP_BYTES.saturating_sub(total);
+        if text.len() > room {
+            let mut cut = room;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push_str(TOTAL_CUT_NOTE);
+        }
+        total += text.len();
+        out.push(InstructionFile { name: name.clone(), text });
+    }
+    out
+}
+
+/// Ends a file cut by the total cap.
+const TOTAL_CUT_NOTE: &str = "\n[... instruction files cut: they exceed 128 KiB in all ...]";
 
 /// Renders the system prompt for `workspace` (the canonical root) with the given instruction
 /// texts (from [`read_instructions`], or as the model knows them), whose commands run as
@@ -179,7 +297,20 @@ pub fn instructions_note(
             }
             None => {
                 changed(&file.name, ChangeKind::Added);
-                let _ = write!(out, "\n\n{} was added; it reads:\n\n{}", file.name, file.text);
+                match nested_dir(&file.name) {
+                    Some(dir) => {
+                        let _ = write!(
+                            out,
+                            "\n\n{} holds the instructions for the files under {dir}/ (you \
+                             worked there); it reads:\n\n{}",
+                            file.name, file.text
+                        );
+                    }
+                    None => {
+                        let _ =
+                            write!(out, "\n\n{} was added; it reads:\n\n{}", file.name, file.text);
+                    }
+                }
             }
         }
     }
@@ -190,12 +321,32 @@ pub fn instructions_note(
     (out, files)
 }
 
+/// The user's global instruction file: the user's own, so read by its path (a link is
+/// followed), but only a regular file (a FIFO is not waited on).
+fn read_global_file(path: &Path) -> Option<String> {
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    read_capped_text(std::fs::File::open(path).ok()?)
+}
+
+/// The directory of a nested agent-instructions file (`sub/AGENTS.md` → `sub`), `None` for any
+/// other name.
+fn nested_dir(name: &str) -> Option<&str> {
+    let (dir, file) = name.rsplit_once('/')?;
+    (AGENTS_NAMES.contains(&file) && !dir.is_empty() && !name.starts_with('/')).then_some(dir)
+}
+
 fn read_instruction_file(beneath: &Beneath, name: &str) -> Option<String> {
     // Opened beneath the workspace's handle: an instruction file that is (or is raced into)
     // a symlink out of the workspace, or into a hidden path, is not read — the model must
     // never see such a file through the system prompt either — and a FIFO or device is not
     // waited on.
-    let file = beneath.open_file(Path::new(name)).ok()?;
+    read_capped_text(beneath.open_file(Path::new(name)).ok()?)
+}
+
+/// A file's text within the per-file cap (a cut is said in the text).
+fn read_capped_text(file: std::fs::File) -> Option<String> {
     let mut bytes = Vec::new();
     let cap = u64::try_from(INSTRUCTION_CAP_BYTES).unwrap_or(u64::MAX).saturating_add(4);
     std::io::Read::read_to_end(&mut std::io::Read::take(file, cap), &mut bytes).ok()?;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use dsh_config::prompt_files;
 use dsh_config::{Config, ConfigError, Layer};
 
 use crate::settings::Settings;
@@ -58,7 +59,9 @@ pub fn show(settings: &Settings, workspace: &Path) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let entries = config.entries();
+    let mut entries = config.entries();
+    let (prompt_entries, problems) = prompt_files(settings, &workspace);
+    entries.extend(prompt_entries);
     if settings.json {
         let entries: Vec<serde_json::Value> = entries
             .iter()
@@ -68,10 +71,12 @@ pub fn show(settings: &Settings, workspace: &Path) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|(path, found)| serde_json::json!({"path": path.display().to_string(), "found": found}))
             .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"files": files, "entries": entries}))?
-        );
+        let problems: Vec<serde_json::Value> = problems
+            .iter()
+            .map(|p| serde_json::json!({"file": p.file.to_string(), "message": p.message}))
+            .collect();
+        let all = serde_json::json!({"files": files, "entries": entries, "problems": problems});
+        println!("{}", serde_json::to_string_pretty(&all)?);
         return Ok(ExitCode::SUCCESS);
     }
     for (path, found) in &looked {
@@ -83,7 +88,43 @@ pub fn show(settings: &Settings, workspace: &Path) -> anyhow::Result<ExitCode> {
         let assignment = format!("{} = {}", entry.key, entry.value);
         println!("{assignment:<width$}  # {}", entry.source);
     }
+    for problem in &problems {
+        println!("# left out: {}: {}", problem.file, problem.message);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The skills and prompt commands found for `workspace` as entries (`skills.NAME` = its
+/// description, `commands.NAME` = its description or hint, each sourced by its file), and the
+/// files left out with why (`docs/skills.md`).
+fn prompt_files(
+    settings: &Settings,
+    workspace: &Path,
+) -> (Vec<dsh_config::Entry>, Vec<prompt_files::Problem>) {
+    let user_dir = settings.user_config.as_deref().and_then(Path::parent);
+    let beneath = dsh_sandbox::beneath::Beneath::open(workspace, Vec::new()).ok();
+    let skills = prompt_files::find_skills(user_dir, beneath.as_ref());
+    let commands = prompt_files::find_commands(user_dir, beneath.as_ref());
+    let quoted = |text: &str| toml_string(text);
+    let mut entries = Vec::new();
+    for skill in &skills.items {
+        entries.push(dsh_config::Entry {
+            key: format!("skills.{}", skill.name),
+            value: quoted(&skill.description),
+            source: format!("{}/SKILL.md", skill.dir),
+        });
+    }
+    for command in &commands.items {
+        let about = command.description.as_deref().or(command.argument_hint.as_deref());
+        entries.push(dsh_config::Entry {
+            key: format!("commands.{}", command.name),
+            value: quoted(about.unwrap_or("")),
+            source: command.file.to_string(),
+        });
+    }
+    let mut problems = skills.problems;
+    problems.extend(commands.problems);
+    (entries, problems)
 }
 
 /// `dsh allow-workspace DIR`: records DIR in `allow_workspaces` of the user's configuration

@@ -179,6 +179,20 @@ where
             let status = if result.is_error { "error" } else { "ok" };
             println!("← {} {status} ({lines} lines): {first}", result.name);
         }
+        // A prompt command's expansion: which command, from which file (the text is the
+        // user's own prompt, expanded; `dsh saw` shows it whole).
+        EventData::UserMessage(message) if message.command.is_some() => {
+            if let Some(command) = &message.command {
+                state.end_line();
+                let line = format!(
+                    "/{} expanded from {} ({} lines)",
+                    clean(&command.name),
+                    clean(&command.source),
+                    message.text.lines().count()
+                );
+                println!("{}", state.dim(&line));
+            }
+        }
         EventData::SteeringMessage(steering) => {
             state.end_line();
             println!("» steering: {}", clean(&steering.text));

@@ -20,6 +20,7 @@ mod file;
 mod hooks;
 mod mcp;
 mod profile;
+pub mod prompt_files;
 mod resolve;
 mod subagents;
 

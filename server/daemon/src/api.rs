@@ -40,6 +40,7 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     spawned::<method::SessionRequest, _>(m, h::session_request)?;
     spawned::<method::SessionUsage, _>(m, h::session_usage)?;
     spawned::<method::SessionPlan, _>(m, h::session_plan)?;
+    spawned::<method::SessionCommands, _>(m, h::session_commands)?;
     spawned::<method::SessionEvents, _>(m, h::session_events)?;
     spawned::<method::SessionCompact, _>(m, h::session_compact)?;
     blocking::<method::SessionAudit>(m, h::session_audit)?;

@@ -374,6 +374,9 @@ impl Daemon {
         run: crate::subagents::TurnRun,
     ) -> ApiResult<TurnOutcome> {
         self.check_usable(&live)?;
+        // A prompt command is expanded (or refused) before anything is logged.
+        let (text, command) =
+            crate::commands::expand(&self.settings, live.toolbox.workspace().root(), text)?;
         // Resolve the endpoint now so a missing key or profile is reported before anything is
         // logged.
         let call = self.pinned_call(&live).await?;
@@ -450,6 +453,7 @@ impl Daemon {
                 if std::env::var("DSH_DEBUG_PANIC_ON_PROMPT").is_ok_and(|trigger| trigger == text) {
                     panic!("DSH_DEBUG_PANIC_ON_PROMPT matched the prompt");
                 }
+                agent.set_prompt_command(command);
                 agent.run_turn_shaped(&live.handle, &text, &cancel, &limits, output).await
             };
             let result = match AssertUnwindSafe(turn).catch_unwind().await {

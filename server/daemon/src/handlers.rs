@@ -347,6 +347,21 @@ pub async fn session_plan(
     Ok(SessionPlanResult::from_current(current))
 }
 
+/// `session/commands`: the prompt commands and skills of the session's workspace.
+pub async fn session_commands(
+    daemon: Arc<Daemon>,
+    params: SessionParams,
+) -> ApiResult<dsh_protocol::SessionCommandsResult> {
+    let live = load(&daemon, &params.session_id).await?;
+    let root = live.toolbox.workspace().root().to_path_buf();
+    let settings = Arc::clone(&daemon.settings);
+    let (commands, skills) =
+        tokio::task::spawn_blocking(move || crate::commands::list(&settings, &root))
+            .await
+            .map_err(|_| ApiError::unavailable("listing the commands failed"))?;
+    Ok(dsh_protocol::SessionCommandsResult { commands, skills })
+}
+
 /// `session/events`: a page of the log's events, bounded in count and in bytes.
 pub async fn session_events(
     daemon: Arc<Daemon>,

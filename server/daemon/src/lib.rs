@@ -21,6 +21,7 @@ pub mod admission;
 pub mod api;
 mod checkpoints;
 pub mod client;
+mod commands;
 pub mod connection;
 pub mod daemon;
 pub mod error;

@@ -18,6 +18,7 @@ use dsh_agent::approval::ApprovalPolicy;
 use dsh_agent::prompt::InstructionPolicy;
 use dsh_agent::tools::WebSettings;
 use dsh_agent::{ContextConfig, Endpoint};
+use dsh_config::prompt_files::{self, Found};
 use dsh_config::{Config, ConfigError, KeySource, Layer, Overrides, Profile};
 use dsh_provider::{ApiKey, DeepSeek, DeepSeekConfig};
 use dsh_session::{LlmCallConfig, ProviderKind};
@@ -326,6 +327,25 @@ impl Settings {
         }
     }
 
+    /// The user's dsh directory: the one holding the user's configuration file (by default
+    /// `$XDG_CONFIG_HOME/dsh`), where the global `AGENTS.md`, skills and commands live.
+    pub fn user_dir(&self) -> Option<PathBuf> {
+        lock(&self.user).as_ref().and_then(|file| file.path.parent().map(Path::to_path_buf))
+    }
+
+    /// The skills found now for `workspace` (`docs/skills.md`): the user's, then the
+    /// workspace's, read beneath its root (never through a hidden path).
+    pub fn skills(&self, workspace: &Path) -> Found<prompt_files::Skill> {
+        let beneath = dsh_sandbox::beneath::Beneath::open(workspace, self.hidden.clone()).ok();
+        prompt_files::find_skills(self.user_dir().as_deref(), beneath.as_ref())
+    }
+
+    /// The prompt commands found now for `workspace`, in the same places' order.
+    pub fn commands(&self, workspace: &Path) -> Found<prompt_files::Command> {
+        let beneath = dsh_sandbox::beneath::Beneath::open(workspace, self.hidden.clone()).ok();
+        prompt_files::find_commands(self.user_dir().as_deref(), beneath.as_ref())
+    }
+
     /// The layers below a workspace's file, resolved with `workspace` on top.
     fn resolve_layers(&self, workspace: Option<&Layer>) -> Result<Config, ConfigError> {
         let user = lock(&self.user);
@@ -509,6 +529,8 @@ impl Settings {
                 _ => InstructionPolicy::Append,
             }),
             web: Some(web_settings(&config)),
+            user_dir: self.user_dir(),
+            skills: self.skills(workspace).items,
             // As the usage view prices a step (`views::price_of`).
             price: profile.price(&call.model).cloned(),
         })

@@ -21,6 +21,7 @@ mod joined;
 mod message;
 mod money;
 mod plan;
+pub mod prompt_file;
 mod provenance;
 mod reconstruct;
 mod seen;
@@ -37,10 +38,11 @@ pub use event::{
     CheckpointReason, ChunkDelta, CompactStart, CompactSummary, ContextMessage, DecodeError,
     DecodeErrorKind, EVENT_KINDS, EVENT_PAYLOADS, Event, EventData, FORMAT_VERSION, FileChange,
     FileSeen, ForkOrigin, HookEvent, HookOutcome, HookRun, InstructionFile, LimitKind, LlmRetry,
-    McpWait, McpWaitReason, RequestHeader, RequestSent, SessionMeta, SessionPin, SnapshotReason,
-    SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace,
-    TooLargeFile, ToolCallStarted, ToolProgress, ToolResult, TurnEnd, TurnLimit, TurnStart, Usage,
-    UserMessage, WorkspaceCheckpoint, WorkspaceRewind, decode_event, decode_log, encode_event,
+    McpWait, McpWaitReason, PromptCommand, RequestHeader, RequestSent, SessionMeta, SessionPin,
+    SnapshotReason, SteeringMessage, StepEnd, StepError, StepStart, StopReason, SurfaceNode,
+    SurfaceReplace, TooLargeFile, ToolCallStarted, ToolProgress, ToolResult, TurnEnd, TurnLimit,
+    TurnStart, Usage, UserMessage, WorkspaceCheckpoint, WorkspaceRewind, decode_event, decode_log,
+    encode_event,
 };
 pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,
@@ -71,7 +73,8 @@ pub use task::{
     ParentLink, TASK_TOOL, TaskContext, TaskSpawn, interrupted_task_result, task_children,
 };
 pub use usage::{
-    DROP_SLACK_TOKENS, PrefixCause, UsageFold, UsageRow, is_drop, usage_rows, usage_totals,
+    DROP_SLACK_TOKENS, PrefixCause, SKILL_TOOL, UsageFold, UsageRow, is_drop, usage_rows,
+    usage_totals,
 };
 
 #[cfg(test)]

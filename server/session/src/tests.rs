@@ -46,7 +46,7 @@ fn meta() -> EventData {
 }
 
 fn user(text: &str) -> EventData {
-    EventData::UserMessage(UserMessage { text: text.to_owned() })
+    EventData::UserMessage(UserMessage { text: text.to_owned(), command: None })
 }
 
 fn assistant(step: u64, content: &str, calls: &[(&str, &str)]) -> EventData {
@@ -1054,15 +1054,15 @@ fn steering_and_notes_join_the_next_step_and_only_it() {
     let steer = |text: &str| EventData::SteeringMessage(SteeringMessage { text: text.into() });
     let step = |step| EventData::StepStart(StepStart { step, turn: 1 });
     let events = log(vec![
-        meta(),                                                    // 0
-        EventData::TurnStart(TurnStart { turn: 1 }),               // 1
-        EventData::UserMessage(UserMessage { text: "go".into() }), // 2
-        steer("early"),                                            // 3
-        step(1),                                                   // 4
-        steer("during one"),                                       // 5
-        steer("also during one"),                                  // 6
-        step(2),                                                   // 7
-        step(3),                                                   // 8
+        meta(),                                                                   // 0
+        EventData::TurnStart(TurnStart { turn: 1 }),                              // 1
+        EventData::UserMessage(UserMessage { text: "go".into(), command: None }), // 2
+        steer("early"),                                                           // 3
+        step(1),                                                                  // 4
+        steer("during one"),                                                      // 5
+        steer("also during one"),                                                 // 6
+        step(2),                                                                  // 7
+        step(3),                                                                  // 8
     ]);
     assert_eq!(joined_at(&events, 4), vec![3]);
     assert_eq!(joined_at(&events, 7), vec![5, 6]);

@@ -52,6 +52,11 @@ pub enum PrefixCause {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         #[cfg_attr(feature = "schema", ts(as = "Option<Vec<String>>", optional))]
         servers: Vec<String>,
+        /// The set of skills changed (the `skill` tool's description lists them:
+        /// `docs/skills.md`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
+        skills: bool,
     },
     /// The call config (model, sampling) changed.
     ConfigChanged {
@@ -97,8 +102,9 @@ impl std::fmt::Display for PrefixCause {
             Self::SystemChanged { seq, folded_instructions: true } => {
                 write!(f, "system prompt changed at seq {seq} (the instruction notes folded in)")
             }
-            Self::ToolsChanged { seq, servers } => {
-                write!(f, "tools changed at seq {seq}{}", named_servers(servers))
+            Self::ToolsChanged { seq, servers, skills } => {
+                let skills = if *skills { " (the skills changed)" } else { "" };
+                write!(f, "tools changed at seq {seq}{}{skills}", named_servers(servers))
             }
             Self::ConfigChanged { seq } => write!(f, "model config changed at seq {seq}"),
             Self::ProviderChanged { seq, from, to } => {
@@ -143,6 +149,14 @@ pub fn changed_tool_servers(
     }
     servers.into_iter().collect()
 }
+
+/// The `skill` tool of a header (`docs/skills.md`): its description lists the skills.
+fn skill_tool(header: Option<&EpochHeader>) -> Option<&crate::header::ToolSchema> {
+    header?.tools.as_ref()?.iter().find(|tool| tool.name == SKILL_TOOL)
+}
+
+/// The name of the tool that loads skills; its description lists them (`docs/skills.md`).
+pub const SKILL_TOOL: &str = "skill";
 
 /// One step of the usage view.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
@@ -296,7 +310,8 @@ impl UsageFold {
                 }
                 if delta.tools.is_some() {
                     let servers = changed_tool_servers(before.as_ref(), self.header.as_ref());
-                    let cause = PrefixCause::ToolsChanged { seq, servers };
+                    let skills = skill_tool(before.as_ref()) != skill_tool(self.header.as_ref());
+                    let cause = PrefixCause::ToolsChanged { seq, servers, skills };
                     push_cause(&mut self.rows, &mut self.pending_causes, cause);
                 }
                 // A move to another profile or model says so instead.

@@ -80,14 +80,68 @@ function M.prompt(t, text)
   end)
 end
 
+--- The prompt commands last listed for each session (`session/commands`), for completion.
+---@type table<string, dsh.CommandInfo[]>
+M._prompt_commands = {}
+
+--- Ask the daemon for the current session's prompt commands (when connected); completion
+--- answers at once with what it last listed.
+---@param session_id string
+function M.refresh_prompt_commands(session_id)
+  local c = dsh._client
+  if not c or c.closed then
+    return
+  end
+  c:request(methods.SessionCommands, { sessionId = session_id }, function(err, result)
+    if not err and result then
+      M._prompt_commands[session_id] = result.commands or {}
+    end
+  end)
+end
+
+--- `/name` completions for a prompt's first word `lead` (nothing unless it starts with `/`).
+---@param lead string
+---@return string[]
+function M.complete_prompt(lead)
+  if not vim.startswith(lead, "/") or lead:find("%s") then
+    return {}
+  end
+  local t = dsh.current()
+  if not t then
+    return {}
+  end
+  M.refresh_prompt_commands(t.session_id)
+  local out = {}
+  for _, command in ipairs(M._prompt_commands[t.session_id] or {}) do
+    local name = "/" .. command.name
+    if vim.startswith(name, lead) then
+      table.insert(out, name)
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+--- `vim.ui.input`'s completion of a prompt (`customlist`): the whole line so far is the lead.
+---@param lead string
+---@param line string
+---@return string[]
+function _G.dsh_complete_prompt(lead, line)
+  return M.complete_prompt(line ~= "" and line or lead)
+end
+
 M.subcommands.prompt = {
-  desc = "send a prompt (asks for it without an argument)",
+  desc = "send a prompt (asks for it without an argument; `/` completes prompt commands)",
+  complete = function(lead)
+    return M.complete_prompt(lead)
+  end,
   run = function(_, rest)
     local function ask(t)
       if rest ~= "" then
         return M.prompt(t, rest)
       end
-      vim.ui.input({ prompt = "dsh prompt: " }, function(text)
+      M.refresh_prompt_commands(t.session_id)
+      vim.ui.input({ prompt = "dsh prompt: ", completion = "customlist,v:lua.dsh_complete_prompt" }, function(text)
         if text and text ~= "" then
           M.prompt(t, text)
         end

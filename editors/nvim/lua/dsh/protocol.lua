@@ -20,6 +20,7 @@ M.methods = {
   SessionAudit = "session/audit",
   SessionCancel = "session/cancel",
   SessionCheckpoints = "session/checkpoints",
+  SessionCommands = "session/commands",
   SessionCompact = "session/compact",
   SessionCreate = "session/create",
   SessionEvent = "session/event",
@@ -156,6 +157,13 @@ M.event_kinds = {
 ---@class dsh.ClientInfo
 ---@field name string Client name, e.g. `dsh-vscode`.
 ---@field version? string Client version.
+
+--- A prompt command (`docs/skills.md`, "Prompt commands"): `/NAME args…` in a prompt.
+---@class dsh.CommandInfo
+---@field argumentHint? string What its arguments are, from its front matter (`argument-hint`).
+---@field description? string What it does, from its front matter.
+---@field name string Its name, without the slash.
+---@field source string Its file: absolute for the user's, relative to the workspace root for the workspace's.
 
 --- What a step (or a sum of steps) cost.
 ---@class dsh.Cost
@@ -318,6 +326,7 @@ M.event_kinds = {
 ---@field kind "toolsChanged"
 ---@field seq integer Seq of the delta.
 ---@field servers? string[] The MCP servers whose tools changed (the `SERVER` of `SERVER__TOOL`): a tool list that changed, a server that started, restarted with other tools, or died.
+---@field skills? boolean The set of skills changed (the `skill` tool's description lists them: `docs/skills.md`).
 
 --- The call config (model, sampling) changed.
 ---@class dsh.PrefixCause.configChanged
@@ -445,6 +454,11 @@ M.event_kinds = {
 --- `session/checkpoints` result.
 ---@class dsh.SessionCheckpointsResult
 ---@field checkpoints dsh.CheckpointEntry[] The session's checkpoints, oldest first.
+
+--- `session/commands` result: the prompt commands and skills of the session's workspace, as found now, in the order their names are looked up (the first of a name wins).
+---@class dsh.SessionCommandsResult
+---@field commands dsh.CommandInfo[] The prompt commands.
+---@field skills dsh.SkillInfo[] The skills.
 
 --- `session/compact` result.
 ---@class dsh.SessionCompactResult
@@ -635,6 +649,12 @@ M.event_kinds = {
 ---@field rows dsh.UsageEntry[] One row per step; a row's `cost` is at the prices of the profile and model it ran on, as configured now.
 ---@field totals dsh.Usage Sums over finished steps.
 ---@field withChildren? dsh.UsageWithChildren The session's own finished steps and its children's together; absent without children.
+
+--- A skill (`docs/skills.md`, "Skills"), as the `skill` tool offers it.
+---@class dsh.SkillInfo
+---@field description string Its description.
+---@field name string Its name.
+---@field source string Its folder.
 
 --- Budgets of one turn (`session/prompt`'s `limits`); each is optional and must be positive. Steps, tokens and cost are checked between steps (a step and its tools always finish); the timeout cancels the turn as `session/cancel` does. A budget reached logs `turn/limit` and ends the turn with `stopReason` `limit`.
 ---@class dsh.TurnLimits
@@ -912,6 +932,11 @@ M.event_kinds = {
 ---@field explanation? string Why the plan is what it is, when the model said.
 ---@field plan dsh.PlanEntry[] The entries in order; empty when the model cleared its plan.
 
+--- The prompt command a `user/message` was expanded from.
+---@class dsh.PromptCommand
+---@field name string Its name (`review` for `/review`).
+---@field source string Its file: absolute for the user's, relative to the workspace root for the workspace's.
+
 --- The kind of endpoint a provider profile speaks.
 ---@alias dsh.ProviderKind "deepseek"|"openai-compatible"|"anthropic"
 
@@ -1089,7 +1114,8 @@ M.event_kinds = {
 
 --- `user/message`.
 ---@class dsh.UserMessage
----@field text string The prompt text.
+---@field command? dsh.PromptCommand The prompt command this text is the expansion of (`/name args`: `docs/skills.md`); absent for a prompt sent as typed. Not model-visible: the model sees `text`.
+---@field text string The prompt text (a prompt command's expansion, when `command` is set).
 
 --- How a request body is written: the endpoint kind and the options of that kind that change the bytes. Logged in the call config, because the rebuilt body depends on every one of them.
 ---@class dsh.WireFormat

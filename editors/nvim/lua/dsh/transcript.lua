@@ -477,6 +477,12 @@ end
 
 ---@param data dsh.UserMessage
 handlers["user/message"] = function(self, data)
+  if data.command then
+    -- A prompt command's expansion: the command and its file, then the text the model got.
+    self:append({ ("  ❯ /%s (%s)"):format(data.command.name, data.command.source) }, "DshUser")
+    self:append(lines_of(data.text, "    ", "    "), "DshUser")
+    return
+  end
   self:append(lines_of(data.text, "  ", "❯ "), "DshUser")
 end
 

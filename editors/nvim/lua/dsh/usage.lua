@@ -172,6 +172,9 @@ function M.cause(row)
       trim = "trim",
     })[c.kind] or c.kind
     local folded = c.kind == "systemChanged" and c.foldedInstructions and " (the instruction notes folded in)" or ""
+    if c.kind == "toolsChanged" and c.skills then
+      folded = " (the skills changed)"
+    end
     table.insert(words, ("%s at seq %d%s"):format(name, c.seq, folded))
   end
   if #words == 0 then

@@ -401,3 +401,28 @@ fn timestamps_are_rfc3339_utc() {
     assert_eq!(iso8601(951_782_400_123), "2000-02-29T00:00:00.123Z");
     assert_eq!(iso8601(1_796_059_392_438), "2026-11-30T17:23:12.438Z");
 }
+
+#[test]
+fn prompt_commands_become_available_commands() {
+    let listed: SessionCommandsResult = from(json!({
+        "commands": [
+            {"name": "review", "description": "Reviews a file", "argumentHint": "FILE",
+             "source": ".dsh/commands/review.md"},
+            {"name": "hinted", "argumentHint": "WHAT", "source": "/u/commands/hinted.md"},
+            {"name": "bare", "source": ".claude/commands/bare.md"},
+        ],
+        "skills": [{"name": "deploy", "description": "Deploys.", "source": ".dsh/skills/deploy"}],
+    }));
+    check(vec![(
+        "available commands",
+        wire(available_commands(&listed)),
+        json!({
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [
+                {"name": "review", "description": "Reviews a file", "input": {"hint": "FILE"}},
+                {"name": "hinted", "description": "WHAT", "input": {"hint": "WHAT"}},
+                {"name": "bare", "description": ".claude/commands/bare.md"},
+            ],
+        }),
+    )]);
+}

@@ -1,7 +1,9 @@
-//! Instruction edits: which system prompt the next request gets under the instruction policy
+//! Instruction edits and nested instruction files: which system prompt the next request gets under the instruction policy
 //! (`docs/loop.md`, "Instruction edits") — rendered with the files as they are (`rewrite`, or
 //! whenever the prefix is rewritten anyway), or kept as the model knows it with the edit
-//! appended first as a logged `instructions` note (`append`), so the provider's cache holds.
+//! appended first as a logged `instructions` note (`append`), so the provider's cache holds. A
+//! nested `AGENTS.md` joins the files the model should know once the agent's tools touched a
+//! file under its directory, so it reaches the model the same way: an appended note.
 
 use dsh_session::{
     ContextMessage, EpochHeader, EventData, HeaderPlan, INSTRUCTIONS_SOURCE, LlmCallConfig,
@@ -13,8 +15,8 @@ use crate::endpoint::Endpoint;
 use crate::error::AgentError;
 use crate::owner::SessionHandle;
 use crate::prompt::{
-    INSTRUCTION_FILES, InstructionPolicy, instructions_in, instructions_note,
-    read_instructions_beneath, render_system_prompt,
+    INSTRUCTION_FILES, InstructionPolicy, InstructionSources, instructions_in, instructions_note,
+    nested_instruction_dirs, read_instruction_sources, render_system_prompt,
 };
 
 impl Agent {
@@ -34,30 +36,41 @@ impl Agent {
             Some(files) => files.clone(),
             None => INSTRUCTION_FILES.iter().map(|name| (*name).to_owned()).collect(),
         };
-        let current = read_instructions_beneath(self.toolbox.workspace().beneath(), &files);
+        // What the model knows: the last note standing, while it is on the surface (a
+        // compaction may have summarized it away), or else the system prompt itself. The files
+        // the agent's tools touched say which nested instruction files apply.
+        let mut fold = std::mem::take(&mut self.instructions);
+        let mut touched = std::mem::take(&mut self.touched);
+        let (fold, touched, note_on_surface) = session
+            .query(move |s| {
+                fold.advance(s.events());
+                touched.advance(s.events());
+                let on_surface =
+                    fold.noted().map(|noted| s.surface().iter().any(|entry| entry.id == noted.seq));
+                (fold, touched, on_surface)
+            })
+            .await?;
+        self.instructions = fold;
+        self.touched = touched;
+        let beneath = self.toolbox.workspace().beneath();
+        let sources = InstructionSources {
+            global: endpoint.user_dir.as_ref().map(|dir| dir.join("AGENTS.md")),
+            files,
+            nested: nested_instruction_dirs(beneath, self.touched.files().keys()),
+        };
+        let current = read_instruction_sources(beneath, &sources);
         let rewritten = render_system_prompt(&self.workspace, &current, &sandbox);
         let policy = endpoint.instruction_policy.unwrap_or(self.config.instructions);
         if policy == InstructionPolicy::Rewrite {
             return Ok(rewritten);
         }
-        // What the model knows: the last note standing, while it is on the surface (a
-        // compaction may have summarized it away), or else the system prompt itself.
-        let mut fold = std::mem::take(&mut self.instructions);
-        let (fold, note_on_surface) = session
-            .query(move |s| {
-                fold.advance(s.events());
-                let on_surface =
-                    fold.noted().map(|noted| s.surface().iter().any(|entry| entry.id == noted.seq));
-                (fold, on_surface)
-            })
-            .await?;
-        self.instructions = fold;
         if self.instructions.compacted_since_last_step() {
             return Ok(rewritten);
         }
         let Some(header) = self.instructions.header().cloned() else { return Ok(rewritten) };
         let Some(system) = header.system.as_deref() else { return Ok(rewritten) };
-        let Some((in_prompt, kept)) = instructions_in(system, &self.workspace, &files, &sandbox)
+        let Some((in_prompt, kept)) =
+            instructions_in(system, &self.workspace, &sources.names(), &sandbox)
         else {
             return Ok(rewritten);
         };

@@ -3,7 +3,8 @@
 //! [`decide`] (run, ask, refuse), asked and logged (`approval/request`, `approval/decision`),
 //! then run with the turn's token (`tool/call`; confined unless approved unconfined), with what
 //! it leaves the agent knowing of the workspace's files, or the plan it sets (`update_plan`,
-//! logged as `plan/update` after its result). Every call is answered.
+//! logged as `plan/update` after its result), or the skill it loads (`skill`, offered when
+//! there are skills). Every call is answered.
 
 use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, EventData, PlanUpdate, ToolCall,
@@ -17,6 +18,7 @@ use crate::error::AgentError;
 use crate::external::ExternalTool;
 use crate::owner::SessionHandle;
 use crate::seen::Memory;
+use crate::tools::skill::{self, SKILL_TOOL};
 use crate::tools::{Access, RunAs, plan};
 
 impl Agent {
@@ -36,6 +38,8 @@ impl Agent {
             schemas.push(crate::subagents::task_schema());
             schemas.sort_by(|a, b| a.name.cmp(&b.name));
         }
+        let skills = (!self.skills.is_empty()).then(|| skill::schema(&self.skills));
+        schemas.extend(skills);
         let mut external = match self.external.clone() {
             Some(external) => {
                 let (waits, mut waited) = tokio::sync::mpsc::unbounded_channel();
@@ -64,7 +68,8 @@ impl Agent {
         };
         external.retain(|tool| {
             let taken = self.toolbox.access(&tool.schema.name).is_some()
-                || (task && tool.schema.name == dsh_session::TASK_TOOL);
+                || (task && tool.schema.name == dsh_session::TASK_TOOL)
+                || (tool.schema.name == SKILL_TOOL && !self.skills.is_empty());
             if taken {
                 tracing::warn!(
                     tool = %tool.schema.name,
@@ -104,6 +109,26 @@ impl Agent {
             return Ok((blocked, None));
         }
         let access = self.toolbox.access(&call.name);
+        if access.is_none() && call.name == SKILL_TOOL && !self.skills.is_empty() {
+            // Loading a skill reads only the skill's own files: it runs without approval.
+            let started = ToolCallStarted {
+                step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                unconfined: false,
+            };
+            session.append(EventData::ToolCall(started)).await?;
+            let output =
+                skill::call(&self.skills, self.toolbox.workspace().beneath(), &call.arguments);
+            let result = ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: output.content,
+                is_error: output.is_error,
+                seen: None,
+            };
+            return Ok((result, None));
+        }
         let external = match access {
             Some(_) => None,
             None => self.external_tools.iter().find(|tool| tool.schema.name == call.name).cloned(),

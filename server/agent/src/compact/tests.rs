@@ -40,7 +40,7 @@ impl Log {
     fn turn(&mut self, prompt: &str) {
         self.turn += 1;
         self.push(EventData::TurnStart(TurnStart { turn: self.turn }));
-        self.push(EventData::UserMessage(UserMessage { text: prompt.to_owned() }));
+        self.push(EventData::UserMessage(UserMessage { text: prompt.to_owned(), command: None }));
     }
 
     fn end_turn(&mut self) {

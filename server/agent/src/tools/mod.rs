@@ -21,6 +21,7 @@ mod files;
 pub(crate) mod plan;
 mod schema;
 mod search;
+pub mod skill;
 pub mod web;
 mod workspace;
 
@@ -146,13 +147,14 @@ pub enum RunAs {
 }
 
 /// Whether a call of the tool `name` may change files: anything not known to only read or to
-/// only keep the plan (the write tools, commands, every MCP tool, an unknown name). What a
-/// checkpoint is taken before, and what a rewind's target must come before.
+/// only keep the plan (the write tools, commands, every MCP tool, an unknown name; `skill` only
+/// reads). What a checkpoint is taken before, and what a rewind's target must come before.
 pub fn may_change_files(name: &str) -> bool {
-    !matches!(
-        Tool::from_name(name).map(Tool::access),
-        Some(Access::Read | Access::Plan | Access::Web)
-    )
+    name != skill::SKILL_TOOL
+        && !matches!(
+            Tool::from_name(name).map(Tool::access),
+            Some(Access::Read | Access::Plan | Access::Web)
+        )
 }
 
 /// The built-in tools, in name order (the order of [`Toolbox::schemas`]).

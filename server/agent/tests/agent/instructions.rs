@@ -201,3 +201,83 @@ proptest! {
         runtime.block_on(run(ops));
     }
 }
+
+mod chain {
+    //! The instruction chain as read from disk: the names a root file goes by, the caps, the
+    //! nested files found from the paths the agent touched.
+
+    use dsh_agent::prompt::{
+        INSTRUCTIONS_TOTAL_CAP_BYTES, InstructionSources, nested_instruction_dirs,
+        read_instruction_sources,
+    };
+    use dsh_sandbox::beneath::Beneath;
+
+    fn write(root: &std::path::Path, path: &str, text: &str) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_root_file_is_read_from_the_first_of_its_names_present() {
+        let dir = tempfile::tempdir().unwrap();
+        let beneath = Beneath::open(dir.path(), Vec::new()).unwrap();
+        let sources = InstructionSources::workspace(&["AGENTS.md", ".dsh/instructions.md"]);
+        assert!(read_instruction_sources(&beneath, &sources).is_empty());
+        write(dir.path(), "CLAUDE.md", "claude");
+        let names = |sources: &InstructionSources| -> Vec<String> {
+            read_instruction_sources(&beneath, sources).into_iter().map(|f| f.name).collect()
+        };
+        assert_eq!(names(&sources), ["CLAUDE.md"]);
+        write(dir.path(), "AGENTS.md", "agents");
+        assert_eq!(names(&sources), ["AGENTS.md"]);
+        write(dir.path(), "AGENTS.override.md", "override");
+        write(dir.path(), ".dsh/instructions.md", "dsh");
+        assert_eq!(names(&sources), ["AGENTS.override.md", ".dsh/instructions.md"]);
+        // A configured name that is not `AGENTS.md` has no other names.
+        assert_eq!(names(&InstructionSources::workspace(&["CLAUDE.md"])), ["CLAUDE.md"]);
+    }
+
+    #[test]
+    fn the_total_cap_cuts_the_files_past_it_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let global = dir.path().join("user/AGENTS.md");
+        write(dir.path(), "user/AGENTS.md", &"g".repeat(60 * 1024));
+        let workspace = dir.path().join("ws");
+        // Over the per-file cap: cut at 64 KiB, said.
+        write(&workspace, "AGENTS.md", &"a".repeat(70 * 1024));
+        write(&workspace, "sub/AGENTS.md", &"s".repeat(10 * 1024));
+        let beneath = Beneath::open(&workspace, Vec::new()).unwrap();
+        let sources = InstructionSources {
+            global: Some(global.clone()),
+            files: vec!["AGENTS.md".to_owned()],
+            nested: vec!["sub".to_owned()],
+        };
+        let files = read_instruction_sources(&beneath, &sources);
+        assert_eq!(files.len(), 3);
+        assert_eq!(files[0].name, global.display().to_string());
+        assert_eq!(files[0].text.len(), 60 * 1024);
+        assert!(files[1].text.ends_with("[... instruction file cut at 64 KiB ...]"));
+        assert!(files[2].text.ends_with("they exceed 128 KiB in all ...]"), "{}", &files[2].text);
+        let total: usize = files.iter().map(|f| f.text.len()).sum();
+        assert!(total <= INSTRUCTIONS_TOTAL_CAP_BYTES + 200, "{total}");
+    }
+
+    #[test]
+    fn nested_dirs_are_the_touched_paths_ancestors_with_instructions_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        write(&root, "AGENTS.md", "root");
+        write(&root, "a/AGENTS.md", "a");
+        write(&root, "a/b/CLAUDE.md", "ab");
+        write(&root, "a/b/c/x.rs", "x");
+        write(&root, "d/AGENTS.md", "never touched");
+        write(dir.path(), "outside.md", "secret");
+        std::fs::create_dir_all(root.join("e")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("outside.md"), root.join("e/AGENTS.md"))
+            .unwrap();
+        let beneath = Beneath::open(&root, Vec::new()).unwrap();
+        let touched = ["a/b/c/x.rs".to_owned(), "e/y.txt".to_owned(), "top.txt".to_owned()];
+        assert_eq!(nested_instruction_dirs(&beneath, touched.iter()), ["a", "a/b"]);
+    }
+}

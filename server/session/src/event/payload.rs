@@ -182,8 +182,23 @@ pub struct TurnLimit {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserMessage {
-    /// The prompt text.
+    /// The prompt text (a prompt command's expansion, when `command` is set).
     pub text: String,
+    /// The prompt command this text is the expansion of (`/name args`: `docs/skills.md`);
+    /// absent for a prompt sent as typed. Not model-visible: the model sees `text`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<PromptCommand>,
+}
+
+/// The prompt command a `user/message` was expanded from.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptCommand {
+    /// Its name (`review` for `/review`).
+    pub name: String,
+    /// Its file: absolute for the user's, relative to the workspace root for the workspace's.
+    pub source: String,
 }
 
 /// `steering/message`.

@@ -50,7 +50,7 @@ fn turn(result_is_error: bool, after_result: Vec<EventData>) -> Vec<Event> {
             parent: None,
         }),
         EventData::TurnStart(TurnStart { turn: 1 }),
-        EventData::UserMessage(UserMessage { text: "plan it".to_owned() }),
+        EventData::UserMessage(UserMessage { text: "plan it".to_owned(), command: None }),
         EventData::StepStart(StepStart { step: 1, turn: 1 }),
         EventData::RequestHeader(RequestHeader { reason: SnapshotReason::Initial, header }),
         EventData::AssistantMessage(AssistantTurn {

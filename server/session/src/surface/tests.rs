@@ -60,7 +60,7 @@ impl Writer {
         self.turn += 1;
         self.turn_open = true;
         self.push(EventData::TurnStart(TurnStart { turn: self.turn }));
-        self.push(EventData::UserMessage(UserMessage { text }));
+        self.push(EventData::UserMessage(UserMessage { text, command: None }));
     }
 
     fn step(&mut self, calls: usize, text: String) {

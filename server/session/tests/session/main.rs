@@ -1,7 +1,8 @@
 //! Integration tests of dsh-session through its public API, kept out of `src/` so that the
 //! crate's own sources name no I/O (tests/tidy.rs): the `log_line` fuzz target's regression
 //! inputs. Every file under `tests/data/fuzz/log_line/` (the seeds, and any line a fuzzing run
-//! found failing, minimized) goes through the target's own checks, `fuzz/src/log_line.rs`; and
+//! found failing, minimized) goes through the target's own checks, `fuzz/src/log_line.rs`; the
+//! `prompt_file` target's likewise (`fuzz/src/prompt_file.rs`); and
 //! the `log_events` target's generator, `fuzz/src/events.rs`, builds every event kind.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,6 +10,8 @@
 mod events;
 #[path = "../../../../fuzz/src/log_line.rs"]
 mod log_line;
+#[path = "../../../../fuzz/src/prompt_file.rs"]
+mod prompt_file;
 
 use std::path::Path;
 
@@ -24,6 +27,21 @@ fn every_log_line_fuzz_input_round_trips_or_is_refused() {
         let bytes = std::fs::read(&file).unwrap();
         if std::panic::catch_unwind(|| log_line::check(&bytes)).is_err() {
             panic!("{} fails the log_line checks", file.display());
+        }
+    }
+}
+
+/// The `prompt_file` target's inputs (`tests/data/fuzz/prompt_file/`) through its checks.
+#[test]
+fn every_prompt_file_fuzz_input_parses_and_expands_within_bounds() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz/prompt_file");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(!files.is_empty(), "no inputs in {}", dir.display());
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap();
+        if std::panic::catch_unwind(|| prompt_file::check(&bytes)).is_err() {
+            panic!("{} fails the prompt_file checks", file.display());
         }
     }
 }

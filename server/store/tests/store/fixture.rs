@@ -89,6 +89,7 @@ pub fn session_events(shape: Shape) -> Vec<EventData> {
         events.push(EventData::TurnStart(TurnStart { turn }));
         events.push(EventData::UserMessage(UserMessage {
             text: format!("  turn {turn}: please {}\nsecond line", filler(turn, 30)),
+            command: None,
         }));
         for step_of_turn in 1..=shape.steps_per_turn {
             step += 1;
