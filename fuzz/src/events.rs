@@ -132,6 +132,7 @@ impl<'a> Input<'a> {
             name: self.tool(),
             content: self.text(),
             is_error: self.flag(),
+            images: Vec::new(),
             seen: self.flag().then(|| {
                 self.list(2, |input| FileSeen {
                     path: input.pick(PATHS).to_owned(),
@@ -224,7 +225,9 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
                 spent: input.number(whole),
             })
         }
-        "user/message" => EventData::UserMessage(UserMessage { text: input.text() }),
+        "user/message" => {
+            EventData::UserMessage(UserMessage { text: input.text(), images: Vec::new() })
+        }
         "steering/message" => EventData::SteeringMessage(SteeringMessage { text: input.text() }),
         "context/message" => EventData::ContextMessage(ContextMessage {
             text: input.text(),

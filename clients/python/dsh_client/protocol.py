@@ -173,6 +173,34 @@ class ApprovalRespondResult(_w.WireObject):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Attachment(_w.WireObject):
+    """An image given with a prompt (`session/prompt`'s `attachments`), its bytes in base64.
+    Its format is read from its magic bytes (PNG, JPEG, GIF, WebP), never from its name; it
+    must be at most 5 MiB. It is stored once in the workspace's object store and the
+    `user/message` names it by hash (docs/log.md, "Images").
+    """
+
+    data: str
+    """The bytes, standard base64 (padded)."""
+    name: str | None = None
+    """A name for people (a file name); not model-visible."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> Attachment:
+        o = _w.obj(value, "Attachment")
+        return cls(
+            data=_w.required(o, "data", _w.string, "Attachment"),
+            name=_w.optional(o, "name", _w.string, "Attachment"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"data": self.data}
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
 class Capabilities(_w.WireObject):
     """What the daemon supports."""
 
@@ -825,16 +853,22 @@ class MessageUser(_w.WireObject):
     role: Literal["user"] = "user"
     content: str
     """The text."""
+    images: list[ImageRef] | None = None
+    """Images after the text (by reference; the bytes are the request's [`ImageData`])."""
 
     @classmethod
     def from_json(cls, value: Any) -> MessageUser:
         o = _w.obj(value, "MessageUser")
         return cls(
             content=_w.required(o, "content", _w.string, "MessageUser"),
+            images=_w.optional(o, "images", lambda value: _w.array(value, ImageRef.from_json), "MessageUser"),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "content": self.content}
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.images is not None:
+            out["images"] = _w.encode(self.images)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -888,6 +922,8 @@ class MessageTool(_w.WireObject):
     """The call answered."""
     content: str
     """What the model sees."""
+    images: list[ImageRef] | None = None
+    """Images the result carries after its text (a `read_file` of an image)."""
 
     @classmethod
     def from_json(cls, value: Any) -> MessageTool:
@@ -895,10 +931,14 @@ class MessageTool(_w.WireObject):
         return cls(
             call_id=_w.required(o, "callId", _w.string, "MessageTool"),
             content=_w.required(o, "content", _w.string, "MessageTool"),
+            images=_w.optional(o, "images", lambda value: _w.array(value, ImageRef.from_json), "MessageTool"),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "callId": self.call_id, "content": self.content}
+        out: dict[str, Any] = {"role": self.role, "callId": self.call_id, "content": self.content}
+        if self.images is not None:
+            out["images"] = _w.encode(self.images)
+        return out
 
 
 Message: TypeAlias = Union[
@@ -2023,6 +2063,12 @@ class SessionPromptParams(_w.WireObject):
     """The session."""
     text: str
     """The prompt."""
+    attachments: list[Attachment] | None = None
+    """Images given with the prompt, after its text, in order. Refused (invalid params,
+    before anything is logged) when the session's model does not read images (its
+    `images` setting), or an attachment is not base64, not an image by its magic bytes,
+    or over the size limit.
+    """
     limits: TurnLimits | None = None
     """Budgets of this turn (default: none; the session's own `maxSteps` still holds)."""
     output_schema: Any | None = None
@@ -2042,6 +2088,7 @@ class SessionPromptParams(_w.WireObject):
         return cls(
             session_id=_w.required(o, "sessionId", _w.string, "SessionPromptParams"),
             text=_w.required(o, "text", _w.string, "SessionPromptParams"),
+            attachments=_w.optional(o, "attachments", lambda value: _w.array(value, Attachment.from_json), "SessionPromptParams"),
             limits=_w.optional(o, "limits", TurnLimits.from_json, "SessionPromptParams"),
             output_schema=_w.optional(o, "outputSchema", _w.any_value, "SessionPromptParams"),
             when_busy=_w.optional(o, "whenBusy", _decode_when_busy, "SessionPromptParams"),
@@ -2049,6 +2096,8 @@ class SessionPromptParams(_w.WireObject):
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"sessionId": self.session_id, "text": self.text}
+        if self.attachments is not None:
+            out["attachments"] = _w.encode(self.attachments)
         if self.limits is not None:
             out["limits"] = _w.encode(self.limits)
         if self.output_schema is not None:
@@ -3398,6 +3447,38 @@ class HeaderDelta(_w.WireObject):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ImageRef(_w.WireObject):
+    """An image a message carries: what the log holds instead of its bytes."""
+
+    sha256: str
+    """SHA-256 (lowercase hex) of the image's bytes: its name in the object store."""
+    size: int
+    """Its size in bytes."""
+    media_type: str
+    """Its media type, from its magic bytes: `image/png`, `image/jpeg`, `image/gif` or
+    `image/webp`.
+    """
+    name: str | None = None
+    """The name it was given (a file name), for people; not model-visible."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> ImageRef:
+        o = _w.obj(value, "ImageRef")
+        return cls(
+            sha256=_w.required(o, "sha256", _w.string, "ImageRef"),
+            size=_w.required(o, "size", _w.integer, "ImageRef"),
+            media_type=_w.required(o, "mediaType", _w.string, "ImageRef"),
+            name=_w.optional(o, "name", _w.string, "ImageRef"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sha256": self.sha256, "size": self.size, "mediaType": self.media_type}
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
 class InstructionFile(_w.WireObject):
     """One instruction file's text as rendered into the system prompt (trailing whitespace trimmed,
     long files cut with a note).
@@ -3954,6 +4035,8 @@ class SurfaceNodeToolResult(_w.WireObject):
     """The tool's name, for people reading the log."""
     content: str
     """What the model sees."""
+    images: list[ImageRef] | None = None
+    """Images the model sees after `content` (a `read_file` of an image), by reference."""
     is_error: bool | None = None
     """Whether the call failed (refused, errored, denied, cancelled)."""
     seen: list[FileSeen] | None = None
@@ -3968,12 +4051,15 @@ class SurfaceNodeToolResult(_w.WireObject):
             call_id=_w.required(o, "callId", _w.string, "SurfaceNodeToolResult"),
             name=_w.required(o, "name", _w.string, "SurfaceNodeToolResult"),
             content=_w.required(o, "content", _w.string, "SurfaceNodeToolResult"),
+            images=_w.optional(o, "images", lambda value: _w.array(value, ImageRef.from_json), "SurfaceNodeToolResult"),
             is_error=_w.optional(o, "isError", _w.boolean, "SurfaceNodeToolResult"),
             seen=_w.optional(o, "seen", lambda value: _w.array(value, FileSeen.from_json), "SurfaceNodeToolResult"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "callId": self.call_id, "name": self.name, "content": self.content}
+        if self.images is not None:
+            out["images"] = _w.encode(self.images)
         if self.is_error is not None:
             out["isError"] = self.is_error
         if self.seen is not None:
@@ -4157,6 +4243,8 @@ class ToolResult(_w.WireObject):
     """The tool's name, for people reading the log."""
     content: str
     """What the model sees."""
+    images: list[ImageRef] | None = None
+    """Images the model sees after `content` (a `read_file` of an image), by reference."""
     is_error: bool | None = None
     """Whether the call failed (refused, errored, denied, cancelled)."""
     seen: list[FileSeen] | None = None
@@ -4171,12 +4259,15 @@ class ToolResult(_w.WireObject):
             call_id=_w.required(o, "callId", _w.string, "ToolResult"),
             name=_w.required(o, "name", _w.string, "ToolResult"),
             content=_w.required(o, "content", _w.string, "ToolResult"),
+            images=_w.optional(o, "images", lambda value: _w.array(value, ImageRef.from_json), "ToolResult"),
             is_error=_w.optional(o, "isError", _w.boolean, "ToolResult"),
             seen=_w.optional(o, "seen", lambda value: _w.array(value, FileSeen.from_json), "ToolResult"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"callId": self.call_id, "name": self.name, "content": self.content}
+        if self.images is not None:
+            out["images"] = _w.encode(self.images)
         if self.is_error is not None:
             out["isError"] = self.is_error
         if self.seen is not None:
@@ -4358,16 +4449,24 @@ class UserMessage(_w.WireObject):
 
     text: str
     """The prompt text."""
+    images: list[ImageRef] | None = None
+    """Images given with the prompt, after its text, by reference (their bytes are in the
+    workspace's object store; docs/log.md, "Images").
+    """
 
     @classmethod
     def from_json(cls, value: Any) -> UserMessage:
         o = _w.obj(value, "UserMessage")
         return cls(
             text=_w.required(o, "text", _w.string, "UserMessage"),
+            images=_w.optional(o, "images", lambda value: _w.array(value, ImageRef.from_json), "UserMessage"),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text}
+        out: dict[str, Any] = {"text": self.text}
+        if self.images is not None:
+            out["images"] = _w.encode(self.images)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ pub mod compact;
 mod endpoint;
 mod error;
 mod external;
+mod images;
 mod invariant;
 mod owner;
 pub mod prompt;
@@ -32,5 +33,6 @@ pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compac
 pub use endpoint::{Endpoint, Endpoints, SharedEndpoints};
 pub use error::AgentError;
 pub use external::{ExternalTool, ExternalTools, Waits};
+pub use images::ImageObjects;
 pub use invariant::first_difference;
 pub use owner::{SessionHandle, StepSnapshot, spawn_owner};

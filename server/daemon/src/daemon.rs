@@ -355,11 +355,26 @@ impl Daemon {
         limits: TurnLimits,
         output: Option<dsh_agent::OutputSchema>,
     ) -> ApiResult<TurnOutcome> {
+        self.prompt_with_images(live, text, Vec::new(), queue, limits, output).await
+    }
+
+    /// [`Daemon::prompt`] with images after the text (`session/prompt`'s `attachments`):
+    /// checked against the session's model and stored before anything is logged.
+    pub async fn prompt_with_images(
+        self: &Arc<Self>,
+        live: Arc<LiveSession>,
+        text: String,
+        attachments: Vec<dsh_protocol::Attachment>,
+        queue: bool,
+        limits: TurnLimits,
+        output: Option<dsh_agent::OutputSchema>,
+    ) -> ApiResult<TurnOutcome> {
         self.check_usable(&live)?;
         // Resolve the endpoint now so a missing key or profile is reported before anything is
         // logged.
         let call = self.pinned_call(&live).await?;
         let endpoint = live.endpoints.endpoint(&call).map_err(ApiError::provider)?;
+        let images = self.take_attachments(&live, &call, attachments).await?;
         // A cost budget needs the price of what the turn runs on, in the budget's currency.
         if limits.max_cost.is_some()
             && endpoint.price.as_ref().is_none_or(|price| price.currency != "USD")
@@ -415,8 +430,11 @@ impl Daemon {
                     live.id.clone(),
                 )));
                 agent.share_wire_cache(Arc::clone(&live.loop_wire));
+                let objects = daemon.checkpoints.workspace(&root_for_checkpoints);
+                agent.set_image_objects(Arc::new(crate::images::Objects(objects)));
                 agent
             });
+            agent.attach_images(images);
             let turn = async {
                 // Debug builds only: lets tests prove that a panicking turn fails its session
                 // and nothing else (see `tests/api/lifecycle.rs`).

@@ -24,6 +24,7 @@ pub mod connection;
 pub mod daemon;
 pub mod error;
 mod handlers;
+mod images;
 pub mod live;
 pub mod mcp;
 pub mod network;

@@ -84,7 +84,10 @@ fn title_is_first_nonblank_line_trimmed_and_cut_to_80_chars() {
 
 #[test]
 fn boundaries_are_the_events_people_and_the_model_acted_on() {
-    assert!(is_boundary(&EventData::UserMessage(UserMessage { text: String::new() })));
+    assert!(is_boundary(&EventData::UserMessage(UserMessage {
+        text: String::new(),
+        images: Vec::new()
+    })));
     let chunk = dsh_session::AssistantChunk {
         step: 1,
         delta: dsh_session::ChunkDelta::Text { text: "x".into() },

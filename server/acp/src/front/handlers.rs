@@ -109,6 +109,7 @@ impl Front {
             when_busy: None,
             limits: None,
             output_schema: None,
+            attachments: Vec::new(),
         };
         let result = match self.client.call::<method::SessionPrompt>(params).await {
             Ok(result) => result,

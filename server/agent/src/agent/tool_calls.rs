@@ -88,6 +88,7 @@ impl Agent {
             content,
             is_error: true,
             seen: None,
+            images: Vec::new(),
         };
         if cancel.is_cancelled() {
             return Ok((refuse("not run: the turn was cancelled".to_owned()), None));
@@ -213,6 +214,7 @@ impl Agent {
             content: output.content,
             is_error: output.is_error,
             seen: (!seen.is_empty()).then_some(seen),
+            images: Vec::new(),
         };
         Ok((result, plan))
     }

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::header::{EpochHeader, WireFormat};
+use crate::image::ImageRef;
 use crate::message::AssistantMessage;
 
 /// `session/meta`.
@@ -180,6 +181,11 @@ pub struct TurnLimit {
 pub struct UserMessage {
     /// The prompt text.
     pub text: String,
+    /// Images given with the prompt, after its text, by reference (their bytes are in the
+    /// workspace's object store; docs/log.md, "Images").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ImageRef>>", optional))]
+    pub images: Vec<ImageRef>,
 }
 
 /// `steering/message`.
@@ -411,6 +417,10 @@ pub struct ToolResult {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
     pub is_error: bool,
+    /// Images the model sees after `content` (a `read_file` of an image), by reference.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ImageRef>>", optional))]
+    pub images: Vec<ImageRef>,
     /// The workspace files the call read or wrote, as the agent knows them after it (not
     /// model-visible): what a later change on disk is compared with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
