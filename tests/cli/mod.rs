@@ -14,6 +14,7 @@ mod escapes;
 mod faults;
 mod first_use;
 mod header;
+mod images;
 mod llama;
 mod mcp;
 mod plan;

@@ -210,7 +210,7 @@ api_type! {
 api_type! {
     /// An image given with a prompt (`session/prompt`'s `attachments`), its bytes in base64.
     /// Its format is read from its magic bytes (PNG, JPEG, GIF, WebP), never from its name; it
-    /// must be at most 5 MiB. It is stored once in the workspace's object store and the
+    /// must be at most 3,000,000 bytes (its base64 fits in one request line). It is stored once in the workspace's object store and the
     /// `user/message` names it by hash (docs/log.md, "Images").
     pub struct Attachment {
         /// A name for people (a file name); not model-visible.

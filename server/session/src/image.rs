@@ -67,9 +67,10 @@ impl ImageFormat {
 /// The media types models are given, as a sentence's list.
 pub const IMAGE_MEDIA_TYPES: &str = "image/png, image/jpeg, image/gif, image/webp";
 
-/// The largest image sent (bytes before encoding): Anthropic's documented limit for an image
-/// in the Messages API is 5 MB; OpenAI-compatible servers take at least as much.
-pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+/// The largest image taken (bytes before encoding): 3 MB, below every provider's own limit
+/// (Anthropic's Messages API takes 5 MB an image, OpenAI's 20 MB) and small enough that its
+/// base64 fits in one API request line (the daemon reads lines of at most 4 MiB).
+pub const MAX_IMAGE_BYTES: u64 = 3_000_000;
 
 /// Why bytes are not an image a model can be given.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

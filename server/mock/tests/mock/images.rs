@@ -72,9 +72,7 @@ async fn messages(server: &dsh_mock::MockServer, model: &str, block: Value) -> (
 #[tokio::test]
 async fn the_messages_endpoint_takes_base64_image_blocks_of_a_vision_model() {
     let server = start(MockConfig::default()).await;
-    let block = |data: String| {
-        json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}})
-    };
+    let block = |data: String| json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
     let (status, small) = messages(&server, "mock-vision", block(png(10))).await;
     assert_eq!(status, 200, "{small}");
     let (status, large) = messages(&server, "mock-vision", block(png(5_000))).await;
@@ -91,7 +89,8 @@ async fn the_messages_endpoint_takes_base64_image_blocks_of_a_vision_model() {
     let (status, refused) = messages(&server, "deepseek-v4-flash", block(png(10))).await;
     assert_eq!(status, 400, "{refused}");
     assert!(refused.to_string().contains("does not support image input"), "{refused}");
-    let url = json!({"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}});
+    let url =
+        json!({"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}});
     let (status, refused) = messages(&server, "mock-vision", url).await;
     assert_eq!(status, 400, "{refused}");
 }
