@@ -312,3 +312,49 @@ async fn a_file_that_is_no_image_is_refused_by_its_bytes_not_its_name() {
     assert!(!std::fs::read_to_string(env.log_path(&session)).unwrap().contains("user/message"));
     served.shutdown().await;
 }
+
+/// The store is shared with the checkpoints: their collection (here over a budget of 1 byte, at
+/// a new daemon's start) sweeps what nothing references and keeps every image a log names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_referenced_image_survives_the_checkpoints_collection() {
+    let env = Env::new().await;
+    let config = format!("{}\n[checkpoints]\nbudget = 1\n", vision_profile(&env, "anthropic"));
+    std::fs::write(env.user_config(), config).unwrap();
+    std::fs::write(env.workspace.join("notes.txt"), "a file, so the turn's end checkpoints\n")
+        .unwrap();
+    let (path, bytes) = png_file(&env, "diagram.png", 20_000, 4);
+    let sha256 = sha256_hex(&bytes);
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let first = dsh(
+        &env,
+        &[
+            "prompt",
+            "--yes",
+            "--workspace",
+            &workspace,
+            "--image",
+            path.to_str().unwrap(),
+            "Explain.",
+        ],
+    )
+    .await;
+    let session = session_id_of(&first);
+    let object = object_file(&env.home, &sha256).unwrap();
+    // An object nothing references, in the store's own format (a raw-format byte, then the
+    // bytes), named by its hash: collection must remove it.
+    let stray_bytes = b"nobody references this".to_vec();
+    let stray_sha = sha256_hex(&stray_bytes);
+    let stray_dir = object.parent().unwrap().parent().unwrap().join(&stray_sha[..2]);
+    std::fs::create_dir_all(&stray_dir).unwrap();
+    let stray = stray_dir.join(&stray_sha);
+    std::fs::write(&stray, [&[0u8][..], &stray_bytes].concat()).unwrap();
+
+    stop_daemon(&env).await;
+    dsh(&env, &["prompt", "--yes", "--session", &session, "Once more."]).await;
+    assert!(!stray.exists(), "the collection ran and swept an unreferenced object");
+    assert!(object.exists(), "the image a log names is kept");
+    let requests = env.requests();
+    let last = String::from_utf8_lossy(&requests.last().unwrap().body).into_owned();
+    assert!(last.contains(&base64(&bytes)), "the next request still carries it");
+    env.assert_audit_ok(&session).await;
+}
