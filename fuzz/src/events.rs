@@ -19,7 +19,7 @@ use dsh_session::{
     ResponseFormat, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd, StepError,
     StepStart, StopReason, SurfaceNode, SurfaceReplace, SystemDelta, ToolCall, ToolCallStarted,
     ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit, TurnStart, Usage,
-    UserMessage,
+    ImageRef, UserMessage,
 };
 use dsh_session::{CheckpointReason, TooLargeFile, WorkspaceCheckpoint, WorkspaceRewind};
 
@@ -99,6 +99,16 @@ impl<'a> Input<'a> {
         self.flag().then(|| format!("{:064x}", self.byte()))
     }
 
+    /// Image references a log may hold (the objects need not exist: the folds never read them).
+    fn images(&mut self) -> Vec<ImageRef> {
+        self.list(2, |input| ImageRef {
+            sha256: format!("{:064x}", input.byte()),
+            size: u64::from(input.byte()),
+            media_type: input.pick(&["image/png", "image/jpeg", "image/gif", "image/webp"]).to_owned(),
+            name: input.flag().then(|| input.pick(PATHS).to_owned()),
+        })
+    }
+
     fn list<T>(&mut self, max: u8, mut item: impl FnMut(&mut Self) -> T) -> Vec<T> {
         (0..self.count(max)).map(|_| item(self)).collect()
     }
@@ -132,7 +142,7 @@ impl<'a> Input<'a> {
             name: self.tool(),
             content: self.text(),
             is_error: self.flag(),
-            images: Vec::new(),
+            images: self.images(),
             seen: self.flag().then(|| {
                 self.list(2, |input| FileSeen {
                     path: input.pick(PATHS).to_owned(),
@@ -226,7 +236,7 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
             })
         }
         "user/message" => {
-            EventData::UserMessage(UserMessage { text: input.text(), images: Vec::new() })
+            EventData::UserMessage(UserMessage { text: input.text(), images: input.images() })
         }
         "steering/message" => EventData::SteeringMessage(SteeringMessage { text: input.text() }),
         "context/message" => EventData::ContextMessage(ContextMessage {

@@ -176,7 +176,7 @@ class ApprovalRespondResult(_w.WireObject):
 class Attachment(_w.WireObject):
     """An image given with a prompt (`session/prompt`'s `attachments`), its bytes in base64.
     Its format is read from its magic bytes (PNG, JPEG, GIF, WebP), never from its name; it
-    must be at most 5 MiB. It is stored once in the workspace's object store and the
+    must be at most 3,000,000 bytes (its base64 fits in one request line). It is stored once in the workspace's object store and the
     `user/message` names it by hash (docs/log.md, "Images").
     """
 
@@ -970,6 +970,8 @@ class ModelStatus(_w.WireObject):
     """The model id."""
     context_window: int | None = None
     """Its context window, when configured."""
+    images: bool | None = None
+    """Whether it reads images (its `images` setting)."""
     price: Price | None = None
     """Its prices, when configured."""
 
@@ -979,6 +981,7 @@ class ModelStatus(_w.WireObject):
         return cls(
             id=_w.required(o, "id", _w.string, "ModelStatus"),
             context_window=_w.optional(o, "contextWindow", _w.integer, "ModelStatus"),
+            images=_w.optional(o, "images", _w.boolean, "ModelStatus"),
             price=_w.optional(o, "price", Price.from_json, "ModelStatus"),
         )
 
@@ -986,6 +989,8 @@ class ModelStatus(_w.WireObject):
         out: dict[str, Any] = {"id": self.id}
         if self.context_window is not None:
             out["contextWindow"] = self.context_window
+        if self.images is not None:
+            out["images"] = self.images
         if self.price is not None:
             out["price"] = _w.encode(self.price)
         return out

@@ -1137,7 +1137,11 @@ contextWindow?: number,
 /**
  * Its prices, when configured.
  */
-price?: Price, };
+price?: Price, 
+/**
+ * Whether it reads images (its `images` setting).
+ */
+images?: boolean, };
 
 export type PriceUsed = { 
 /**

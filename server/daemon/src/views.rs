@@ -453,6 +453,7 @@ pub fn profile_statuses(config: &Config) -> Vec<ProfileStatus> {
                     id: id.clone(),
                     context_window: model.context_window.as_ref().map(|w| w.value),
                     price: model.price.as_ref().map(|p| p.value.clone()),
+                    images: model.images.as_ref().is_some_and(|images| images.value),
                 })
                 .collect(),
         })

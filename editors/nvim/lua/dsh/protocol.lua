@@ -104,7 +104,7 @@ M.event_kinds = {
 ---@class dsh.ApprovalRespondResult
 ---@field accepted boolean Whether the answer reached a waiting tool call.
 
---- An image given with a prompt (`session/prompt`'s `attachments`), its bytes in base64. Its format is read from its magic bytes (PNG, JPEG, GIF, WebP), never from its name; it must be at most 5 MiB. It is stored once in the workspace's object store and the `user/message` names it by hash (docs/log.md, "Images").
+--- An image given with a prompt (`session/prompt`'s `attachments`), its bytes in base64. Its format is read from its magic bytes (PNG, JPEG, GIF, WebP), never from its name; it must be at most 3,000,000 bytes (its base64 fits in one request line). It is stored once in the workspace's object store and the `user/message` names it by hash (docs/log.md, "Images").
 ---@class dsh.Attachment
 ---@field data string The bytes, standard base64 (padded).
 ---@field name? string A name for people (a file name); not model-visible.
@@ -269,6 +269,7 @@ M.event_kinds = {
 ---@class dsh.ModelStatus
 ---@field contextWindow? integer Its context window, when configured.
 ---@field id string The model id.
+---@field images? boolean Whether it reads images (its `images` setting).
 ---@field price? dsh.Price Its prices, when configured.
 
 --- The session's first request: nothing could be cached.
