@@ -14,12 +14,12 @@ use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantMessage,
     AssistantTurn, ChangeKind, ChunkDelta, CompactStart, CompactSummary, ContentBlock,
     ContextMessage, EVENT_KINDS, EpochHeader, Event, EventData, FORMAT_VERSION, FileChange,
-    FileSeen, ForkOrigin, HeaderDelta, InstructionFile, LimitKind, LlmCallConfig, LlmRetry,
-    McpWait, McpWaitReason, PlanEntry, PlanStatus, PlanUpdate, RequestHeader, RequestSent,
-    ResponseFormat, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd, StepError,
-    StepStart, StopReason, SurfaceNode, SurfaceReplace, SystemDelta, ToolCall, ToolCallStarted,
-    ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit, TurnStart, Usage,
-    ImageRef, UserMessage,
+    FileSeen, ForkOrigin, HeaderDelta, ImageRef, InstructionFile, LimitKind, LlmCallConfig,
+    LlmRetry, McpWait, McpWaitReason, PlanEntry, PlanStatus, PlanUpdate, RequestHeader,
+    RequestSent, ResponseFormat, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd,
+    StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace, SystemDelta, ToolCall,
+    ToolCallStarted, ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit,
+    TurnStart, Usage, UserMessage,
 };
 use dsh_session::{CheckpointReason, TooLargeFile, WorkspaceCheckpoint, WorkspaceRewind};
 
@@ -104,7 +104,9 @@ impl<'a> Input<'a> {
         self.list(2, |input| ImageRef {
             sha256: format!("{:064x}", input.byte()),
             size: u64::from(input.byte()),
-            media_type: input.pick(&["image/png", "image/jpeg", "image/gif", "image/webp"]).to_owned(),
+            media_type: input
+                .pick(&["image/png", "image/jpeg", "image/gif", "image/webp"])
+                .to_owned(),
             name: input.flag().then(|| input.pick(PATHS).to_owned()),
         })
     }

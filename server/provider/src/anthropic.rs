@@ -126,7 +126,7 @@ fn turns(request: &GenerateRequest) -> Vec<Turn<'_>> {
             Message::System { content } => turn.blocks.push(Block::Text(content)),
             Message::User { content, images } => {
                 // Text-less with images: the images alone (an empty text block is refused).
-                if !(content.is_empty() && !images.is_empty()) {
+                if !content.is_empty() || images.is_empty() {
                     turn.blocks.push(Block::Text(content));
                 }
                 turn.blocks.extend(
