@@ -44,7 +44,7 @@ fn render(log_text: &str) -> String {
         for node in &rebuilt.surface {
             let line = match &*node.message {
                 Message::System { content } => format!("system: {content:?}"),
-                Message::User { content } => format!("user: {content:?}"),
+                Message::User { content, .. } => format!("user: {content:?}"),
                 Message::Assistant(message) => {
                     let calls: Vec<String> = message
                         .tool_calls
@@ -56,7 +56,7 @@ fn render(log_text: &str) -> String {
                         message.content, message.reasoning_content
                     )
                 }
-                Message::Tool { call_id, content } => format!("tool {call_id}: {content:?}"),
+                Message::Tool { call_id, content, .. } => format!("tool {call_id}: {content:?}"),
             };
             writeln!(out, "[{:>3}] {line}", node.id).unwrap();
         }

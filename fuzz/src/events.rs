@@ -15,12 +15,12 @@ use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, AssistantChunk, AssistantMessage,
     AssistantTurn, ChangeKind, ChunkDelta, CompactStart, CompactSummary, ContentBlock,
     ContextMessage, EVENT_KINDS, EpochHeader, Event, EventData, FORMAT_VERSION, FileChange,
-    FileSeen, ForkOrigin, HeaderDelta, InstructionFile, LimitKind, LlmCallConfig, LlmRetry,
-    McpWait, McpWaitReason, PlanEntry, PlanStatus, PlanUpdate, RequestHeader, RequestSent,
-    ResponseFormat, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd, StepError,
-    StepStart, StopReason, SurfaceNode, SurfaceReplace, SystemDelta, ToolCall, ToolCallStarted,
-    ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit, TurnStart, Usage,
-    UserMessage,
+    FileSeen, ForkOrigin, HeaderDelta, ImageRef, InstructionFile, LimitKind, LlmCallConfig,
+    LlmRetry, McpWait, McpWaitReason, PlanEntry, PlanStatus, PlanUpdate, RequestHeader,
+    RequestSent, ResponseFormat, SessionMeta, SessionPin, SnapshotReason, SteeringMessage, StepEnd,
+    StepError, StepStart, StopReason, SurfaceNode, SurfaceReplace, SystemDelta, ToolCall,
+    ToolCallStarted, ToolProgress, ToolResult, ToolSchema, ToolsDelta, TurnEnd, TurnLimit,
+    TurnStart, Usage, UserMessage,
 };
 use dsh_session::{CheckpointReason, TooLargeFile, WorkspaceCheckpoint, WorkspaceRewind};
 use dsh_session::{HookEvent, HookOutcome, HookRun};
@@ -102,6 +102,18 @@ impl<'a> Input<'a> {
         self.flag().then(|| format!("{:064x}", self.byte()))
     }
 
+    /// Image references a log may hold (the objects need not exist: the folds never read them).
+    fn images(&mut self) -> Vec<ImageRef> {
+        self.list(2, |input| ImageRef {
+            sha256: format!("{:064x}", input.byte()),
+            size: u64::from(input.byte()),
+            media_type: input
+                .pick(&["image/png", "image/jpeg", "image/gif", "image/webp"])
+                .to_owned(),
+            name: input.flag().then(|| input.pick(PATHS).to_owned()),
+        })
+    }
+
     fn list<T>(&mut self, max: u8, mut item: impl FnMut(&mut Self) -> T) -> Vec<T> {
         (0..self.count(max)).map(|_| item(self)).collect()
     }
@@ -135,6 +147,7 @@ impl<'a> Input<'a> {
             name: self.tool(),
             content: self.text(),
             is_error: self.flag(),
+            images: self.images(),
             seen: self.flag().then(|| {
                 self.list(2, |input| FileSeen {
                     path: input.pick(PATHS).to_owned(),
@@ -239,6 +252,7 @@ pub fn event_data(kind: &str, seq: u64, input: &mut Input) -> Option<EventData> 
                 name: input.pick(&["review", "fix"]).into(),
                 source: input.text(),
             }),
+            images: input.images(),
         }),
         "steering/message" => EventData::SteeringMessage(SteeringMessage { text: input.text() }),
         "context/message" => EventData::ContextMessage(ContextMessage {

@@ -58,8 +58,11 @@ pub fn check(events: &[Event]) {
             );
             // The live request shares its message projections with earlier steps, so the cache
             // takes its incremental path here.
-            let live_request =
-                GenerateRequest { header: rebuilt.request.header.clone(), messages: live_messages };
+            let live_request = GenerateRequest {
+                images: Default::default(),
+                header: rebuilt.request.header.clone(),
+                messages: live_messages,
+            };
             assert_eq!(
                 cache.body(&live_request).0.to_vec(),
                 body,

@@ -25,6 +25,7 @@ step) and takes the next prompt; refused while a turn runs.
 """
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -32,7 +33,7 @@ import sys
 import time
 
 import acp
-from acp import text_block
+from acp import image_block, text_block
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
 from acp_harness import Env, Recorder, descendants, kill_like_acpx, spawn_acp, validate_frames, wait_until_async
@@ -138,6 +139,11 @@ async def main(dsh, schema, node_client):
         await command_scenarios(env, recorders)
     finally:
         env.stop()
+    env = Env(dsh)
+    try:
+        await image_scenarios(env, recorders)
+    finally:
+        env.stop()
     print(f"python ACP SDK: {len(PASSED)} scenarios passed: {', '.join(PASSED)}")
     if node_client:
         recorders.append(run_node_client(dsh, node_client))
@@ -174,6 +180,8 @@ async def scenarios(env, recorders):
     check(meta["steering"]["method"] == "_session/steering", meta)
     check("_dsh/fork" in meta["dsh"]["methods"], meta)
     check(caps.mcp_capabilities.http and not caps.mcp_capabilities.sse, caps.mcp_capabilities)
+    # DeepSeek's models read no images: not advertised.
+    check(not caps.prompt_capabilities.image, caps.prompt_capabilities)
     PASSED.append("initialize")
 
     # Bad input: the front answers each, and stays up.
@@ -463,6 +471,50 @@ async def scenarios(env, recorders):
     check("Finished without the front." in text_of(client.updates[sid], "agent_message_chunk"), "the turn finished after its front left")
     await close(proc, conn)
     PASSED.append("stdin's end ends the front, not the turn")
+
+
+async def image_scenarios(env, recorders):
+    """Images: advertised (`promptCapabilities.image`) when the profile's model reads them, an
+    image block reaches the model as an `image_url` data URL after the text, the log names it by
+    hash, and a prompt whose image is no image is refused before anything is logged."""
+    config = os.path.join(env.root, "config.toml")
+    with open(config, "w") as file:
+        file.write(
+            'profile = "vision"\n\n[providers.vision]\nkind = "openai-compatible"\n'
+            f'base_url = "{env.mock.url}"\napi_key_env = "DEEPSEEK_API_KEY"\nmodel = "mock-vision"\n\n'
+            "[providers.vision.models.mock-vision]\nthinking = false\nimages = true\n"
+        )
+    env.env["DSH_CONFIG"] = config
+    recorder = Recorder()
+    recorders.append(recorder)
+    client = Client()
+    proc, conn, init = await connect(env, recorder, client)
+    check(init.agent_capabilities.prompt_capabilities.image, init.agent_capabilities.prompt_capabilities)
+    sid = (await conn.new_session(cwd=env.ws, mcp_servers=[])).session_id
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4).decode()
+    result = await conn.prompt(
+        session_id=sid,
+        prompt=[text_block("what is on this screenshot?"), image_block(png, "image/png", uri="file:///tmp/shot.png")],
+    )
+    check(result.stop_reason == "end_turn", result)
+    body = json.loads(env.mock.requests()[-1]["body"])
+    parts = body["messages"][-1]["content"]
+    check(parts[0] == {"type": "text", "text": "what is on this screenshot?"}, parts)
+    check(parts[1]["image_url"]["url"] == "data:image/png;base64," + png, parts[1]["image_url"]["url"][:80])
+    prompts = [e["data"] for e in log_events(env, sid) if e["type"] == "user/message"]
+    check(len(prompts) == 1 and prompts[0]["images"][0]["name"] == "shot.png", prompts)
+    check(png[:40] not in json.dumps(log_events(env, sid)), "the log holds the hash, not the bytes")
+    sent = len(env.mock.requests())
+    svg = base64.b64encode(b"<svg/>").decode()
+    await expect_error(
+        conn.prompt(session_id=sid, prompt=[text_block("and this?"), image_block(svg, "image/png")]),
+        code=-32602,
+        contains="is not an image",
+    )
+    check(len(env.mock.requests()) == sent, "nothing was sent")
+    check(len([e for e in log_events(env, sid) if e["type"] == "user/message"]) == 1, "nothing was logged")
+    await close(proc, conn)
+    PASSED.append("images")
 
 
 async def rewind_scenarios(env, recorders):

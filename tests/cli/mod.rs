@@ -16,6 +16,7 @@ mod faults;
 mod first_use;
 mod header;
 mod hooks;
+mod images;
 mod instructions;
 mod llama;
 mod mcp;

@@ -178,6 +178,34 @@ class ApprovalRespondResult(_w.WireObject):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Attachment(_w.WireObject):
+    """An image given with a prompt (`session/prompt`'s `attachments`), its bytes in base64.
+    Its format is read from its magic bytes (PNG, JPEG, GIF, WebP), never from its name; it
+    must be at most 3,000,000 bytes (its base64 fits in one request line). It is stored once in the workspace's object store and the
+    `user/message` names it by hash (docs/log.md, "Images").
+    """
+
+    data: str
+    """The bytes, standard base64 (padded)."""
+    name: str | None = None
+    """A name for people (a file name); not model-visible."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> Attachment:
+        o = _w.obj(value, "Attachment")
+        return cls(
+            data=_w.required(o, "data", _w.string, "Attachment"),
+            name=_w.optional(o, "name", _w.string, "Attachment"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"data": self.data}
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
 class Capabilities(_w.WireObject):
     """What the daemon supports."""
 
@@ -958,16 +986,22 @@ class MessageUser(_w.WireObject):
     role: Literal["user"] = "user"
     content: str
     """The text."""
+    images: list[ImageRef] | None = None
+    """Images after the text (by reference; the bytes are the request's [`ImageData`])."""
 
     @classmethod
     def from_json(cls, value: Any) -> MessageUser:
         o = _w.obj(value, "MessageUser")
         return cls(
             content=_w.required(o, "content", _w.string, "MessageUser"),
+            images=_w.optional(o, "images", lambda value: _w.array(value, ImageRef.from_json), "MessageUser"),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "content": self.content}
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.images is not None:
+            out["images"] = _w.encode(self.images)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1021,6 +1055,8 @@ class MessageTool(_w.WireObject):
     """The call answered."""
     content: str
     """What the model sees."""
+    images: list[ImageRef] | None = None
+    """Images the result carries after its text (a `read_file` of an image)."""
 
     @classmethod
     def from_json(cls, value: Any) -> MessageTool:
@@ -1028,10 +1064,14 @@ class MessageTool(_w.WireObject):
         return cls(
             call_id=_w.required(o, "callId", _w.string, "MessageTool"),
             content=_w.required(o, "content", _w.string, "MessageTool"),
+            images=_w.optional(o, "images", lambda value: _w.array(value, ImageRef.from_json), "MessageTool"),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "callId": self.call_id, "content": self.content}
+        out: dict[str, Any] = {"role": self.role, "callId": self.call_id, "content": self.content}
+        if self.images is not None:
+            out["images"] = _w.encode(self.images)
+        return out
 
 
 Message: TypeAlias = Union[
@@ -1063,6 +1103,8 @@ class ModelStatus(_w.WireObject):
     """The model id."""
     context_window: int | None = None
     """Its context window, when configured."""
+    images: bool | None = None
+    """Whether it reads images (its `images` setting)."""
     price: Price | None = None
     """Its prices, when configured."""
 
@@ -1072,6 +1114,7 @@ class ModelStatus(_w.WireObject):
         return cls(
             id=_w.required(o, "id", _w.string, "ModelStatus"),
             context_window=_w.optional(o, "contextWindow", _w.integer, "ModelStatus"),
+            images=_w.optional(o, "images", _w.boolean, "ModelStatus"),
             price=_w.optional(o, "price", Price.from_json, "ModelStatus"),
         )
 
@@ -1079,6 +1122,8 @@ class ModelStatus(_w.WireObject):
         out: dict[str, Any] = {"id": self.id}
         if self.context_window is not None:
             out["contextWindow"] = self.context_window
+        if self.images is not None:
+            out["images"] = self.images
         if self.price is not None:
             out["price"] = _w.encode(self.price)
         return out
@@ -2186,6 +2231,12 @@ class SessionPromptParams(_w.WireObject):
     """The session."""
     text: str
     """The prompt."""
+    attachments: list[Attachment] | None = None
+    """Images given with the prompt, after its text, in order. Refused (invalid params,
+    before anything is logged) when the session's model does not read images (its
+    `images` setting), or an attachment is not base64, not an image by its magic bytes,
+    or over the size limit.
+    """
     limits: TurnLimits | None = None
     """Budgets of this turn (default: none; the session's own `maxSteps` still holds)."""
     output_schema: Any | None = None
@@ -2205,6 +2256,7 @@ class SessionPromptParams(_w.WireObject):
         return cls(
             session_id=_w.required(o, "sessionId", _w.string, "SessionPromptParams"),
             text=_w.required(o, "text", _w.string, "SessionPromptParams"),
+            attachments=_w.optional(o, "attachments", lambda value: _w.array(value, Attachment.from_json), "SessionPromptParams"),
             limits=_w.optional(o, "limits", TurnLimits.from_json, "SessionPromptParams"),
             output_schema=_w.optional(o, "outputSchema", _w.any_value, "SessionPromptParams"),
             when_busy=_w.optional(o, "whenBusy", _decode_when_busy, "SessionPromptParams"),
@@ -2212,6 +2264,8 @@ class SessionPromptParams(_w.WireObject):
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"sessionId": self.session_id, "text": self.text}
+        if self.attachments is not None:
+            out["attachments"] = _w.encode(self.attachments)
         if self.limits is not None:
             out["limits"] = _w.encode(self.limits)
         if self.output_schema is not None:
@@ -3741,6 +3795,38 @@ class HookRun(_w.WireObject):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ImageRef(_w.WireObject):
+    """An image a message carries: what the log holds instead of its bytes."""
+
+    sha256: str
+    """SHA-256 (lowercase hex) of the image's bytes: its name in the object store."""
+    size: int
+    """Its size in bytes."""
+    media_type: str
+    """Its media type, from its magic bytes: `image/png`, `image/jpeg`, `image/gif` or
+    `image/webp`.
+    """
+    name: str | None = None
+    """The name it was given (a file name), for people; not model-visible."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> ImageRef:
+        o = _w.obj(value, "ImageRef")
+        return cls(
+            sha256=_w.required(o, "sha256", _w.string, "ImageRef"),
+            size=_w.required(o, "size", _w.integer, "ImageRef"),
+            media_type=_w.required(o, "mediaType", _w.string, "ImageRef"),
+            name=_w.optional(o, "name", _w.string, "ImageRef"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sha256": self.sha256, "size": self.size, "mediaType": self.media_type}
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
 class InstructionFile(_w.WireObject):
     """One instruction file's text as rendered into the system prompt (trailing whitespace trimmed,
     long files cut with a note).
@@ -4349,6 +4435,8 @@ class SurfaceNodeToolResult(_w.WireObject):
     """The tool's name, for people reading the log."""
     content: str
     """What the model sees."""
+    images: list[ImageRef] | None = None
+    """Images the model sees after `content` (a `read_file` of an image), by reference."""
     is_error: bool | None = None
     """Whether the call failed (refused, errored, denied, cancelled)."""
     seen: list[FileSeen] | None = None
@@ -4363,12 +4451,15 @@ class SurfaceNodeToolResult(_w.WireObject):
             call_id=_w.required(o, "callId", _w.string, "SurfaceNodeToolResult"),
             name=_w.required(o, "name", _w.string, "SurfaceNodeToolResult"),
             content=_w.required(o, "content", _w.string, "SurfaceNodeToolResult"),
+            images=_w.optional(o, "images", lambda value: _w.array(value, ImageRef.from_json), "SurfaceNodeToolResult"),
             is_error=_w.optional(o, "isError", _w.boolean, "SurfaceNodeToolResult"),
             seen=_w.optional(o, "seen", lambda value: _w.array(value, FileSeen.from_json), "SurfaceNodeToolResult"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "callId": self.call_id, "name": self.name, "content": self.content}
+        if self.images is not None:
+            out["images"] = _w.encode(self.images)
         if self.is_error is not None:
             out["isError"] = self.is_error
         if self.seen is not None:
@@ -4596,6 +4687,8 @@ class ToolResult(_w.WireObject):
     """The tool's name, for people reading the log."""
     content: str
     """What the model sees."""
+    images: list[ImageRef] | None = None
+    """Images the model sees after `content` (a `read_file` of an image), by reference."""
     is_error: bool | None = None
     """Whether the call failed (refused, errored, denied, cancelled)."""
     seen: list[FileSeen] | None = None
@@ -4610,12 +4703,15 @@ class ToolResult(_w.WireObject):
             call_id=_w.required(o, "callId", _w.string, "ToolResult"),
             name=_w.required(o, "name", _w.string, "ToolResult"),
             content=_w.required(o, "content", _w.string, "ToolResult"),
+            images=_w.optional(o, "images", lambda value: _w.array(value, ImageRef.from_json), "ToolResult"),
             is_error=_w.optional(o, "isError", _w.boolean, "ToolResult"),
             seen=_w.optional(o, "seen", lambda value: _w.array(value, FileSeen.from_json), "ToolResult"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"callId": self.call_id, "name": self.name, "content": self.content}
+        if self.images is not None:
+            out["images"] = _w.encode(self.images)
         if self.is_error is not None:
             out["isError"] = self.is_error
         if self.seen is not None:
@@ -4801,6 +4897,10 @@ class UserMessage(_w.WireObject):
     """The prompt command this text is the expansion of (`/name args`: `docs/skills.md`);
     absent for a prompt sent as typed. Not model-visible: the model sees `text`.
     """
+    images: list[ImageRef] | None = None
+    """Images given with the prompt, after its text, by reference (their bytes are in the
+    workspace's object store; docs/log.md, "Images").
+    """
 
     @classmethod
     def from_json(cls, value: Any) -> UserMessage:
@@ -4808,12 +4908,15 @@ class UserMessage(_w.WireObject):
         return cls(
             text=_w.required(o, "text", _w.string, "UserMessage"),
             command=_w.optional(o, "command", PromptCommand.from_json, "UserMessage"),
+            images=_w.optional(o, "images", lambda value: _w.array(value, ImageRef.from_json), "UserMessage"),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"text": self.text}
         if self.command is not None:
             out["command"] = _w.encode(self.command)
+        if self.images is not None:
+            out["images"] = _w.encode(self.images)
         return out
 
 

@@ -290,6 +290,16 @@ maxCost?: number,
  */
 timeoutSecs?: number, };
 
+export type Attachment = { 
+/**
+ * A name for people (a file name); not model-visible.
+ */
+name?: string, 
+/**
+ * The bytes, standard base64 (padded).
+ */
+data: string, };
+
 export type SessionPromptParams = { 
 /**
  * The session.
@@ -315,7 +325,14 @@ limits?: TurnLimits,
  * `output`. A value that is not a valid JSON Schema (or has a `$ref` outside itself,
  * or is over 64 KiB) is refused with invalid params before anything is logged.
  */
-outputSchema?: unknown, };
+outputSchema?: unknown, 
+/**
+ * Images given with the prompt, after its text, in order. Refused (invalid params,
+ * before anything is logged) when the session's model does not read images (its
+ * `images` setting), or an attachment is not base64, not an image by its magic bytes,
+ * or over the size limit.
+ */
+attachments?: Array<Attachment>, };
 
 export type SessionPromptResult = { 
 /**
@@ -1180,7 +1197,11 @@ contextWindow?: number,
 /**
  * Its prices, when configured.
  */
-price?: Price, };
+price?: Price, 
+/**
+ * Whether it reads images (its `images` setting).
+ */
+images?: boolean, };
 
 export type PriceUsed = { 
 /**
@@ -1702,7 +1723,11 @@ content: string, } | { "role": "user",
 /**
  * The text.
  */
-content: string, } | { "role": "assistant" } & AssistantMessage | { "role": "tool", 
+content: string, 
+/**
+ * Images after the text (by reference; the bytes are the request's [`ImageData`]).
+ */
+images?: Array<ImageRef>, } | { "role": "assistant" } & AssistantMessage | { "role": "tool", 
 /**
  * The call answered.
  */
@@ -1710,7 +1735,11 @@ callId: string,
 /**
  * What the model sees.
  */
-content: string, };
+content: string, 
+/**
+ * Images the result carries after its text (a `read_file` of an image).
+ */
+images?: Array<ImageRef>, };
 
 export type PrefixCause = { "kind": "firstRequest", 
 /**
@@ -1900,7 +1929,12 @@ text: string,
  * The prompt command this text is the expansion of (`/name args`: `docs/skills.md`);
  * absent for a prompt sent as typed. Not model-visible: the model sees `text`.
  */
-command?: PromptCommand, };
+command?: PromptCommand, 
+/**
+ * Images given with the prompt, after its text, by reference (their bytes are in the
+ * workspace's object store; docs/log.md, "Images").
+ */
+images?: Array<ImageRef>, };
 
 export type PromptCommand = { 
 /**
@@ -1973,6 +2007,25 @@ path: string,
  * SHA-256 (hex) of its content; absent when no readable regular file stands there.
  */
 sha256?: string, };
+
+export type ImageRef = { 
+/**
+ * SHA-256 (lowercase hex) of the image's bytes: its name in the object store.
+ */
+sha256: string, 
+/**
+ * Its size in bytes.
+ */
+size: number, 
+/**
+ * Its media type, from its magic bytes: `image/png`, `image/jpeg`, `image/gif` or
+ * `image/webp`.
+ */
+mediaType: string, 
+/**
+ * The name it was given (a file name), for people; not model-visible.
+ */
+name?: string, };
 
 export type ChangeKind = "edited" | "added" | "deleted" | "replaced";
 
@@ -2145,6 +2198,10 @@ content: string,
  * Whether the call failed (refused, errored, denied, cancelled).
  */
 isError?: boolean, 
+/**
+ * Images the model sees after `content` (a `read_file` of an image), by reference.
+ */
+images?: Array<ImageRef>, 
 /**
  * The workspace files the call read or wrote, as the agent knows them after it (not
  * model-visible): what a later change on disk is compared with.

@@ -202,6 +202,10 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub price: Option<Price>,
+        /// Whether it reads images (its `images` setting).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        #[ts(as = "Option<bool>", optional)]
+        pub images: bool,
     }
 }
 

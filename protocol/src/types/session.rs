@@ -213,6 +213,21 @@ api_type! {
 }
 
 api_type! {
+    /// An image given with a prompt (`session/prompt`'s `attachments`), its bytes in base64.
+    /// Its format is read from its magic bytes (PNG, JPEG, GIF, WebP), never from its name; it
+    /// must be at most 3,000,000 bytes (its base64 fits in one request line). It is stored once in the workspace's object store and the
+    /// `user/message` names it by hash (docs/log.md, "Images").
+    pub struct Attachment {
+        /// A name for people (a file name); not model-visible.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub name: Option<String>,
+        /// The bytes, standard base64 (padded).
+        pub data: String,
+    }
+}
+
+api_type! {
     /// `session/prompt` params.
     pub struct SessionPromptParams {
         /// The session.
@@ -236,6 +251,13 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional, type = "unknown")]
         pub output_schema: Option<serde_json::Value>,
+        /// Images given with the prompt, after its text, in order. Refused (invalid params,
+        /// before anything is logged) when the session's model does not read images (its
+        /// `images` setting), or an attachment is not base64, not an image by its magic bytes,
+        /// or over the size limit.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[ts(as = "Option<Vec<Attachment>>", optional)]
+        pub attachments: Vec<Attachment>,
     }
 }
 

@@ -22,8 +22,8 @@ use agent_client_protocol::v1::schema::{
     ToolCallUpdateFields, UnstructuredCommandInput,
 };
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRequest, McpServerSpec, SessionCommandsResult, SessionPromptResult,
-    SessionSummary, StopReason,
+    ApprovalChoice, ApprovalRequest, Attachment, McpServerSpec, SessionCommandsResult,
+    SessionPromptResult, SessionSummary, StopReason,
 };
 
 use crate::error::{invalid_params, turn_failed};
@@ -34,8 +34,10 @@ use crate::front::AcpError;
 const LIST_PAGE: usize = 50;
 
 /// The `initialize` answer: protocol 1, what the front does, and dsh's extensions.
-pub(crate) fn initialize() -> InitializeResponse {
-    let prompts = PromptCapabilities::new().image(false).audio(false).embedded_context(true);
+/// `images`: whether prompts may carry images (the model of the sessions `session/new` creates
+/// reads them: `promptCapabilities.image`).
+pub(crate) fn initialize(images: bool) -> InitializeResponse {
+    let prompts = PromptCapabilities::new().image(images).audio(false).embedded_context(true);
     let sessions = SessionCapabilities::new()
         .list(SessionListCapabilities::new())
         .resume(SessionResumeCapabilities::new());
@@ -184,6 +186,29 @@ pub(crate) fn prompt_text(blocks: &[ContentBlock]) -> Result<String, AcpError> {
         return Err(invalid_params("the prompt is empty"));
     }
     Ok(parts.join("\n"))
+}
+
+/// A prompt's content blocks as a dsh prompt: its text ([`prompt_text`] of the other blocks) and
+/// its image blocks as attachments, in order (base64 as ACP sends it; the daemon checks each is
+/// an image its session's model reads, and refuses the prompt otherwise).
+pub(crate) fn prompt_parts(blocks: &[ContentBlock]) -> Result<(String, Vec<Attachment>), AcpError> {
+    let mut rest = Vec::with_capacity(blocks.len());
+    let mut images = Vec::new();
+    for block in blocks {
+        match block {
+            ContentBlock::Image(image) => images.push(Attachment {
+                name: image
+                    .uri
+                    .as_deref()
+                    .and_then(|uri| uri.rsplit('/').next())
+                    .filter(|name| !name.is_empty())
+                    .map(str::to_owned),
+                data: image.data.clone(),
+            }),
+            other => rest.push(other.clone()),
+        }
+    }
+    Ok((prompt_text(&rest)?, images))
 }
 
 /// The model selector of a session pinned to `model` of profile `profile` (ACP's

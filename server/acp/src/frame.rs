@@ -57,7 +57,7 @@ fn answer(frame: &Value) -> Result<Value, AcpError> {
     match method {
         "initialize" => {
             let _: InitializeRequest = parse(params)?;
-            to_json(initialize())
+            to_json(initialize(false))
         }
         "session/new" => {
             let request: NewSessionRequest = parse(params)?;

@@ -200,7 +200,7 @@ impl Front {
             return Err(internal(refusal.clone()));
         }
         match method {
-            "initialize" => result(convert::initialize()),
+            "initialize" => result(convert::initialize(self.takes_images().await)),
             "authenticate" => result(AuthenticateResponse::new()),
             "session/new" => result(self.new_session(parse(params)?).await?),
             "session/load" => {

@@ -304,7 +304,7 @@ async fn breakdown(session: &SessionHandle) {
         .await
         .unwrap();
     let step = session.query(|s| s.last_step()).await.unwrap();
-    let request = dsh_session::GenerateRequest { header, messages };
+    let request = dsh_session::GenerateRequest { images: Default::default(), header, messages };
     let time = |what: &str, run: &mut dyn FnMut()| {
         run();
         let started = Instant::now();

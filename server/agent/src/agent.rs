@@ -40,7 +40,7 @@ use dsh_provider::{
 };
 use dsh_session::{
     AssistantChunk, AssistantTurn, CheckpointReason, ContextMessage, EpochHeader, EventData,
-    GenerateRequest, HeaderPlan, InstructionFold, LlmCallConfig, LlmRetry, RequestHeader,
+    GenerateRequest, HeaderPlan, ImageRef, InstructionFold, LlmCallConfig, LlmRetry, RequestHeader,
     RequestSent, Session, StepEnd, StepError, StopReason, SurfaceMark, ToolCall, TurnEnd,
     TurnLimit, TurnStart, Usage, UserMessage, plan_header_event, reconstruct_session_step,
 };
@@ -52,6 +52,7 @@ use crate::compact::{CompactOutcome, ContextPolicy, relieve_pressure};
 use crate::endpoint::SharedEndpoints;
 use crate::error::AgentError;
 use crate::external::{ExternalTool, ExternalTools};
+use crate::images::{ImageObjects, load_images};
 use crate::invariant::first_difference;
 use crate::owner::SessionHandle;
 use crate::prompt::{date_context, local_date};
@@ -197,6 +198,12 @@ pub struct Agent {
     subagents: Option<Arc<dyn Subagents>>,
     /// What the running turn's children have spent: usage and USD (its budgets count it).
     children_spent: (Usage, f64),
+    /// Where the images the conversation names are read from.
+    image_objects: Option<Arc<dyn ImageObjects>>,
+    /// The bytes of the last request's images, by hash: read once, not at every step.
+    image_cache: HashMap<String, Arc<[u8]>>,
+    /// The images the next turn's prompt carries ([`Agent::attach_images`]).
+    prompt_images: Vec<ImageRef>,
 }
 
 enum StepOutcome {
@@ -257,6 +264,9 @@ impl Agent {
             call_ran: false,
             subagents: None,
             children_spent: (Usage::default(), 0.0),
+            image_objects: None,
+            image_cache: HashMap::new(),
+            prompt_images: Vec::new(),
         }
     }
 
@@ -264,6 +274,17 @@ impl Agent {
     /// says so).
     pub fn set_subagents(&mut self, subagents: Arc<dyn Subagents>) {
         self.subagents = Some(subagents);
+    }
+
+    /// Reads the images the conversation names from `objects` when it builds a request.
+    pub fn set_image_objects(&mut self, objects: Arc<dyn ImageObjects>) {
+        self.image_objects = Some(objects);
+    }
+
+    /// The next turn's prompt carries `images` (already stored, checked against the model):
+    /// its `user/message` names them, after its text.
+    pub fn attach_images(&mut self, images: Vec<ImageRef>) {
+        self.prompt_images = images;
     }
 
     /// Records the workspace's files before each step that runs a tool that can change them,
@@ -396,8 +417,13 @@ impl Agent {
             }
         }
         let command = self.prompt_command.take();
+        let images = std::mem::take(&mut self.prompt_images);
         session
-            .append(EventData::UserMessage(UserMessage { text: prompt.to_owned(), command }))
+            .append(EventData::UserMessage(UserMessage {
+                text: prompt.to_owned(),
+                command,
+                images,
+            }))
             .await?;
         for note in prompted {
             session.append(EventData::ContextMessage(note)).await?;
@@ -666,7 +692,21 @@ impl Agent {
         self.anchored = true;
 
         // 7. Build, record, check, dispatch.
-        let mut request = GenerateRequest { header, messages };
+        // The images the messages name, read before the request is built (a missing one
+        // fails the step, naming it: a request never goes without an image its log names).
+        let objects = self.image_objects.as_ref();
+        let images = match load_images(objects, &mut self.image_cache, &messages).await {
+            Ok(images) => images,
+            Err((image, why)) => {
+                let error = format!(
+                    "image {} of session {} (step {step}) cannot be read: {why}",
+                    image.sha256,
+                    session.session_id()
+                );
+                return self.fail_step(session, step, error, false).await;
+            }
+        };
+        let mut request = GenerateRequest { header, messages, images };
         // A request its format would reject (a tool result without its call, unsigned
         // reasoning in an Anthropic tool-use turn, …) is never sent: the step fails here, with
         // the reason, instead of as a 400 after the fact.
@@ -876,8 +916,11 @@ async fn check_invariant(
     let rebuilt = session
         .query(move |s| reconstruct_session_step(s, step).map(|rebuilt| rebuilt.request))
         .await?;
-    let rebuilt =
+    let mut rebuilt =
         rebuilt.map_err(|error| AgentError::Invariant { step, difference: error.to_string() })?;
+    // The bytes are the store's, named by the rebuilt messages' hashes (compared below) and
+    // verified against them when read.
+    rebuilt.images = live.images.clone();
     let rebuilt_body = wire_body(&rebuilt);
     match first_difference(live, live_body, &rebuilt, &rebuilt_body) {
         None => Ok(()),

@@ -270,10 +270,18 @@ pub fn decide(session: &Session, config: &ContextConfig) -> Decision {
     Decision::None
 }
 
+/// What an image counts for in [`message_bytes`]: about 1,600 tokens' worth of text.
+const IMAGE_BYTES_GUESS: usize = 6_400;
+
 fn message_bytes(message: &Message) -> usize {
     match message {
-        Message::System { content } | Message::User { content } => content.len(),
-        Message::Tool { call_id, content } => call_id.len() + content.len(),
+        Message::System { content } => content.len(),
+        // An image counts as a fixed guess of its share of the context, not by its file size
+        // (providers bill an image by its pixels: about 1,600 tokens for a large one).
+        Message::User { content, images } => content.len() + images.len() * IMAGE_BYTES_GUESS,
+        Message::Tool { call_id, content, images } => {
+            call_id.len() + content.len() + images.len() * IMAGE_BYTES_GUESS
+        }
         Message::Assistant(assistant) => {
             assistant.content.len()
                 + assistant.reasoning_content.as_ref().map_or(0, String::len)

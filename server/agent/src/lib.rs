@@ -17,6 +17,7 @@ mod endpoint;
 mod error;
 mod external;
 pub mod hooks;
+mod images;
 mod invariant;
 mod owner;
 pub mod prompt;
@@ -35,6 +36,7 @@ pub use compact::{CompactOutcome, ContextConfig, ContextPolicy, Decision, compac
 pub use endpoint::{Endpoint, Endpoints, SharedEndpoints};
 pub use error::AgentError;
 pub use external::{ExternalTool, ExternalTools, Waits};
+pub use images::ImageObjects;
 pub use invariant::first_difference;
 pub use owner::{SessionHandle, StepSnapshot, spawn_owner};
 pub use subagents::{Subagents, TaskReport, TaskRequest};

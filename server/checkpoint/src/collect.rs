@@ -1,5 +1,6 @@
 //! Collection: [`Checkpointer::collect`] keeps the newest checkpoints that fit a budget and
-//! removes every object no kept checkpoint references.
+//! removes every object no kept checkpoint references and the caller does not name as kept
+//! (the store is shared: the images sessions reference live in it too).
 
 use std::collections::HashSet;
 
@@ -32,11 +33,13 @@ impl Checkpointer {
     /// references; once a root would take the total over `budget_bytes` it and every older
     /// root are dropped (the newest is always kept). Then removes every unmarked object. The
     /// current state (the metadata index's objects) and an unfinished restore's journal are
-    /// always kept.
+    /// always kept, and so is every object in `keep` (objects others than checkpoints put in
+    /// the store and still reference: the images the sessions' logs name), outside the budget.
     pub fn collect(
         &mut self,
         roots_newest_first: &[Hash],
         budget_bytes: u64,
+        keep: &[Hash],
     ) -> Result<Collected, CheckpointError> {
         let mut marked = HashSet::new();
         let mut total = 0u64;
@@ -44,6 +47,7 @@ impl Checkpointer {
         // them again, so they must stay.
         let index = self.index();
         let mut always: Vec<Hash> = index.trees.iter().copied().collect();
+        always.extend(keep.iter().copied());
         always.extend(index.records.values().filter_map(|record| match &record.leaf {
             Leaf::File { hash, .. } => Some(*hash),
             _ => None,

@@ -134,6 +134,7 @@ async fn run() {
                         when_busy: None,
                         limits: None,
                         output_schema: None,
+                        attachments: Vec::new(),
                     };
                     let answer = client.call::<method::SessionPrompt>(params).await;
                     outcomes.push(answer);

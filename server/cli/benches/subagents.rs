@@ -135,6 +135,7 @@ async fn turn(client: &dsh_daemon::Client, workspace: &Path, text: &str) -> Stri
         when_busy: None,
         limits: None,
         output_schema: None,
+        attachments: Vec::new(),
     };
     let result = client.call::<method::SessionPrompt>(params).await.unwrap();
     assert_eq!(result.stop_reason, StopReason::Completed, "{result:?}");

@@ -180,6 +180,11 @@ pub struct PromptArgs {
     /// once more when it is not, then exit status 4. With --json, `turn/end` carries `output`.
     #[arg(long, value_name = "FILE")]
     pub output_schema: Option<PathBuf>,
+    /// Give the model the image in FILE (PNG, JPEG, GIF or WebP, by its content; at most 3 MB)
+    /// after the prompt's text; repeatable. Refused when the session's model does not read
+    /// images.
+    #[arg(long = "image", value_name = "FILE")]
+    pub images: Vec<PathBuf>,
     /// The prompt.
     #[arg(required = true, value_name = "TEXT")]
     pub text: Vec<String>,

@@ -180,5 +180,12 @@ pub async fn run_demo(
 
 /// A turn of the demo: its tool calls approved, no budget, printed as text.
 fn demo_turn(text: &str) -> TurnRequest {
-    TurnRequest { text: text.to_owned(), yes: true, limits: None, output_schema: None, json: false }
+    TurnRequest {
+        text: text.to_owned(),
+        yes: true,
+        limits: None,
+        output_schema: None,
+        json: false,
+        attachments: Vec::new(),
+    }
 }

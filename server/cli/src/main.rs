@@ -183,6 +183,30 @@ fn start_detached() -> ExitCode {
     }
 }
 
+/// The images in `paths` as attachments, each checked as the daemon checks it (its magic
+/// bytes, its size).
+fn read_images(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<dsh_protocol::Attachment>> {
+    use base64::Engine as _;
+    paths
+        .iter()
+        .map(|path| {
+            let shown = path.display().to_string();
+            let size = std::fs::metadata(path).with_context(|| format!("reading {shown}"))?.len();
+            if size > dsh_session::MAX_IMAGE_BYTES {
+                let limit = dsh_session::MAX_IMAGE_BYTES;
+                anyhow::bail!(
+                    "{shown} is {size} bytes, over the limit of {limit} bytes for an image"
+                );
+            }
+            let bytes = std::fs::read(path).with_context(|| format!("reading {shown}"))?;
+            dsh_session::check_image(&shown, &bytes)?;
+            let name = path.file_name().map(|name| name.to_string_lossy().into_owned());
+            let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            Ok(dsh_protocol::Attachment { name, data })
+        })
+        .collect()
+}
+
 /// The JSON Schema in `path`, checked as the daemon checks it.
 fn read_output_schema(path: &std::path::Path) -> anyhow::Result<serde_json::Value> {
     let text =
@@ -221,12 +245,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             };
+            // An image that cannot be read or is no image is refused before anything is
+            // created or logged.
+            let attachments = match read_images(&args.images) {
+                Ok(attachments) => attachments,
+                Err(error) => {
+                    eprintln!("dsh: --image: {error:#}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
             let options = commands::PromptOptions {
                 workspace: workspace_dir(args.workspace.as_deref())?,
                 session: args.session,
                 yes: args.yes,
                 limits,
                 output_schema,
+                attachments,
                 text: args.text.join(" "),
             };
             commands::prompt(&settings, options).await

@@ -178,6 +178,9 @@ where
             let first: String = clean(first).chars().take(100).collect();
             let status = if result.is_error { "error" } else { "ok" };
             println!("← {} {status} ({lines} lines): {first}", result.name);
+            for image in &result.images {
+                println!("{}", state.dim(&format!("  {}", image_line(image))));
+            }
         }
         // A prompt command's expansion: which command, from which file (the text is the
         // user's own prompt, expanded; `dsh saw` shows it whole).
@@ -196,6 +199,14 @@ where
         EventData::SteeringMessage(steering) => {
             state.end_line();
             println!("» steering: {}", clean(&steering.text));
+        }
+        // The prompt's text is the user's own; its images are named (the bytes are in the
+        // workspace's object store: `dsh object`).
+        EventData::UserMessage(message) if !message.images.is_empty() => {
+            state.end_line();
+            for image in &message.images {
+                println!("{}", state.dim(&format!("  {}", image_line(image))));
+            }
         }
         EventData::LlmRetry(retry) => {
             state.end_line();
@@ -355,4 +366,10 @@ pub fn rewind_line(rewind: &dsh_session::WorkspaceRewind) -> String {
         }
     }
     line
+}
+
+/// `[image: NAME, SIZE bytes, SHA256]`: how an image a message carries is shown.
+fn image_line(image: &dsh_session::ImageRef) -> String {
+    let name = image.name.as_deref().unwrap_or(&image.media_type);
+    format!("[image: {}, {} bytes, {}]", clean(name), image.size, image.sha256)
 }

@@ -91,6 +91,9 @@ impl Config {
                 if let Some(value) = &model.thinking {
                     put(at("thinking"), value.value.to_string(), &value.source);
                 }
+                if let Some(value) = &model.images {
+                    put(at("images"), value.value.to_string(), &value.source);
+                }
                 if let Some(Sourced { value: price, source }) = &model.price {
                     let write = match price.cache_write {
                         Some(write) => format!(", cache_write = {write}"),

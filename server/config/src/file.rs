@@ -286,6 +286,7 @@ pub(crate) struct FileModel {
     pub context_window: Option<Spanned<u64>>,
     pub max_output: Option<Spanned<u32>>,
     pub thinking: Option<Spanned<bool>>,
+    pub images: Option<Spanned<bool>>,
     pub price: Option<Spanned<FilePrice>>,
 }
 

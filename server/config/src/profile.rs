@@ -31,6 +31,9 @@ pub struct Model {
     pub max_output: Option<Sourced<u32>>,
     /// Whether thinking is on by default.
     pub thinking: Option<Sourced<bool>>,
+    /// Whether it reads images (`images = true`; absent: it does not). A session on a model
+    /// that does not is refused an image before anything is logged.
+    pub images: Option<Sourced<bool>>,
     /// Its prices.
     pub price: Option<Sourced<Price>>,
 }
@@ -93,6 +96,11 @@ impl Profile {
     /// A model's settings; an empty default when the profile lists no models.
     pub fn model_settings(&self, id: &str) -> Option<&Model> {
         self.models.get(id)
+    }
+
+    /// Whether `model` reads images (its `images` setting; a model not configured does not).
+    pub fn images(&self, model: &str) -> bool {
+        self.models.get(model).and_then(|model| model.images.as_ref()).is_some_and(|v| v.value)
     }
 
     /// The price of `model`, when configured.
@@ -165,6 +173,7 @@ impl Partial {
             take(&mut target.context_window, layer, &given.context_window);
             take(&mut target.max_output, layer, &given.max_output);
             take(&mut target.thinking, layer, &given.thinking);
+            take(&mut target.images, layer, &given.images);
             if let Some(price) = &given.price {
                 let checked = check_price(layer, price)?;
                 target.price = Some(Sourced::new(checked, layer.source(price)));

@@ -192,10 +192,12 @@ fn dsh_config_shows_every_value_with_its_source_and_no_secret() {
         providers.deepseek.models.deepseek-v4-flash.context_window = 1048576  # default
         providers.deepseek.models.deepseek-v4-flash.max_output = 393216  # default
         providers.deepseek.models.deepseek-v4-flash.thinking = true  # default
+        providers.deepseek.models.deepseek-v4-flash.images = false  # default
         providers.deepseek.models.deepseek-v4-flash.price = { cache_hit = 0.0028, cache_miss = 0.14, output = 0.28, currency = "USD" }  # default
         providers.deepseek.models.deepseek-v4-pro.context_window = 1048576  # default
         providers.deepseek.models.deepseek-v4-pro.max_output = 393216  # default
         providers.deepseek.models.deepseek-v4-pro.thinking = true  # default
+        providers.deepseek.models.deepseek-v4-pro.images = false  # default
         providers.deepseek.models.deepseek-v4-pro.price = { cache_hit = 0.003625, cache_miss = 0.435, output = 0.87, currency = "USD" }  # default
         providers.local.kind = "openai-compatible"  # /u/config.toml:4
         providers.local.base_url = "http://127.0.0.1:8080/v1"  # /u/config.toml:5

@@ -12,13 +12,15 @@
 //! The loop asks through [`Seam`] (the agent's `Checkpoints`): the answer is the
 //! `workspace/checkpoint` event the session's owner logs. `rewind.rs` restores.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dsh_agent::approval::BoxFuture;
-use dsh_checkpoint::{Checkpoint, CheckpointConfig, Checkpointer, Hash, Recovered, WatchStatus};
+use dsh_checkpoint::{
+    Checkpoint, CheckpointConfig, Checkpointer, Hash, ObjectStore, Recovered, WatchStatus,
+};
 use dsh_config::CheckpointSettings;
 use dsh_protocol::CheckpointStoreStatus;
 use dsh_session::{CheckpointReason, EventData, TooLargeFile, WorkspaceCheckpoint};
@@ -130,10 +132,10 @@ fn workspace_of(sessions: &Path) -> Option<PathBuf> {
     None
 }
 
-/// One workspace's checkpoints.
+/// One workspace's checkpoints (and its object store, which its images share).
 pub(crate) struct WorkspaceCheckpoints {
     root: PathBuf,
-    store: dsh_store::Workspace,
+    pub(crate) store: dsh_store::Workspace,
     settings: Arc<Settings>,
     state: Mutex<State>,
 }
@@ -154,6 +156,9 @@ pub(crate) struct State {
     /// Checkpoints taken since the last collection.
     taken: u32,
     status: StoreStatus,
+    /// Images put in the store by this daemon: kept by every collection, whether or not a log
+    /// names them yet (one is stored before the `user/message` that names it is logged).
+    fresh_images: HashSet<Hash>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -256,9 +261,14 @@ impl WorkspaceCheckpoints {
     fn scan(&self) -> Scanned {
         let mut named: Vec<(u64, u64, Hash)> = Vec::new();
         let mut latest: Option<(u64, Hash)> = None;
+        let mut images = Vec::new();
         for path in self.store.session_logs().unwrap_or_default() {
             let Ok(log) = read_log(&path) else { continue };
             for event in &log.events {
+                images.extend(
+                    crate::images::referenced(&event.data)
+                        .filter_map(|image| image.sha256.parse::<Hash>().ok()),
+                );
                 let (state, others): (Option<&str>, Vec<&str>) = match &event.data {
                     EventData::WorkspaceCheckpoint(checkpoint)
                         if checkpoint.reason != CheckpointReason::Rewind =>
@@ -290,15 +300,19 @@ impl WorkspaceCheckpoints {
         Scanned {
             roots_newest_first: named.into_iter().map(|(_, _, hash)| hash).collect(),
             latest: latest.map(|(_, hash)| hash),
+            images,
         }
     }
 
     /// Collects the store within `budget`, and remembers what it dropped.
     fn collect(&self, state: &mut State, budget: u64) {
-        let roots = self.scan().roots_newest_first;
+        let Scanned { roots_newest_first: roots, mut images, .. } = self.scan();
+        // Every image a log names, and every image stored since the daemon started (its
+        // `user/message` may not be logged yet), is kept, whatever the budget.
+        images.extend(state.fresh_images.iter().copied());
         let Some(checkpointer) = state.checkpointer.as_mut() else { return };
         state.taken = 0;
-        match checkpointer.collect(&roots, budget) {
+        match checkpointer.collect(&roots, budget, &images) {
             Ok(collected) => {
                 if !collected.dropped.is_empty() {
                     tracing::warn!(
@@ -319,6 +333,18 @@ impl WorkspaceCheckpoints {
                 tracing::warn!(workspace = %self.root.display(), %error, "collecting checkpoints")
             }
         }
+    }
+
+    /// Stores an image in the workspace's object store (blocking), whether or not checkpoints
+    /// are on: under the workspace's lock, so no collection sweeps it meanwhile, and kept by
+    /// every later collection.
+    pub(crate) fn put_image(&self, bytes: &[u8]) -> Result<Hash, String> {
+        let mut state = lock(&self.state);
+        let objects = ObjectStore::open(&self.store.objects_dir())
+            .map_err(|error| format!("opening the workspace's object store: {error}"))?;
+        let hash = objects.put(bytes).map_err(|error| format!("storing an image: {error}"))?;
+        state.fresh_images.insert(hash);
+        Ok(hash)
     }
 
     /// Records that `session`'s files are `root` as far as its agent knows (a rewind put them
@@ -382,6 +408,8 @@ impl WorkspaceCheckpoints {
 struct Scanned {
     roots_newest_first: Vec<Hash>,
     latest: Option<Hash>,
+    /// The images the logs name (duplicates allowed).
+    images: Vec<Hash>,
 }
 
 /// A path as the log writes it: relative, lossy for a name that is not UTF-8.

@@ -116,6 +116,13 @@ mod sessions;
 pub use sessions::ForkAt;
 use sessions::overrides_of;
 
+/// What a turn is asked: the prompt's text (a prompt command is expanded later, when a client
+/// typed it) and the images that follow it.
+pub(crate) struct Ask {
+    pub(crate) text: String,
+    pub(crate) attachments: Vec<dsh_protocol::Attachment>,
+}
+
 impl Daemon {
     /// A daemon with no session loaded. Reads the user's configuration file (an unusable one is
     /// the error), probes what the kernel offers the command sandbox (a few milliseconds,
@@ -358,29 +365,49 @@ impl Daemon {
         limits: TurnLimits,
         output: Option<dsh_agent::OutputSchema>,
     ) -> ApiResult<TurnOutcome> {
-        let turn = crate::subagents::TurnRun::top_level(self.shutdown.child_token());
-        self.prompt_as(live, text, queue, limits, output, turn).await
+        self.prompt_with_images(live, text, Vec::new(), queue, limits, output).await
     }
 
-    /// [`Daemon::prompt`], the turn cancelled with `run.cancel` and its approvals asked as
-    /// `run` says (a child's through its parent's clients).
-    pub(crate) async fn prompt_as(
+    /// [`Daemon::prompt`] with images after the text (`session/prompt`'s `attachments`):
+    /// checked against the session's model and stored before anything is logged.
+    pub async fn prompt_with_images(
         self: &Arc<Self>,
         live: Arc<LiveSession>,
         text: String,
+        attachments: Vec<dsh_protocol::Attachment>,
+        queue: bool,
+        limits: TurnLimits,
+        output: Option<dsh_agent::OutputSchema>,
+    ) -> ApiResult<TurnOutcome> {
+        let turn = crate::subagents::TurnRun::top_level(self.shutdown.child_token());
+        let ask = Ask { text, attachments };
+        self.prompt_as(live, ask, queue, limits, output, turn).await
+    }
+
+    /// [`Daemon::prompt_with_images`], the turn cancelled with `run.cancel` and its approvals
+    /// asked as `run` says (a child's through its parent's clients).
+    pub(crate) async fn prompt_as(
+        self: &Arc<Self>,
+        live: Arc<LiveSession>,
+        ask: Ask,
         queue: bool,
         limits: TurnLimits,
         output: Option<dsh_agent::OutputSchema>,
         run: crate::subagents::TurnRun,
     ) -> ApiResult<TurnOutcome> {
         self.check_usable(&live)?;
-        // A prompt command is expanded (or refused) before anything is logged.
-        let (text, command) =
-            crate::commands::expand(&self.settings, live.toolbox.workspace().root(), text)?;
+        let Ask { text, attachments } = ask;
+        // A prompt command is expanded (or refused) before anything is logged — only in what a
+        // client sent: a child's prompt is the model's text, never a command of the user's.
+        let (text, command) = match run.typed {
+            true => crate::commands::expand(&self.settings, live.toolbox.workspace().root(), text)?,
+            false => (text, None),
+        };
         // Resolve the endpoint now so a missing key or profile is reported before anything is
         // logged.
         let call = self.pinned_call(&live).await?;
         let endpoint = live.endpoints.endpoint(&call).map_err(ApiError::provider)?;
+        let images = self.take_attachments(&live, &call, attachments).await?;
         // A cost budget needs the price of what the turn runs on, in the budget's currency.
         if limits.max_cost.is_some()
             && endpoint.price.as_ref().is_none_or(|price| price.currency != "USD")
@@ -444,8 +471,11 @@ impl Daemon {
                     settings: Arc::clone(&daemon.settings),
                     workspace: live.workspace.clone(),
                 }));
+                let objects = daemon.checkpoints.workspace(&root_for_checkpoints);
+                agent.set_image_objects(Arc::new(crate::images::Objects(objects)));
                 agent
             });
+            agent.attach_images(images);
             let turn = async {
                 // Debug builds only: lets tests prove that a panicking turn fails its session
                 // and nothing else (see `tests/api/lifecycle.rs`).

@@ -156,7 +156,9 @@ pub async fn session_prompt(
     let output = params.output_schema.map(output_schema).transpose()?;
     let live = load(&daemon, &params.session_id).await?;
     let queue = params.when_busy.unwrap_or_default() == WhenBusy::Queue;
-    let outcome = daemon.prompt(live, params.text, queue, limits, output).await?;
+    let outcome = daemon
+        .prompt_with_images(live, params.text, params.attachments, queue, limits, output)
+        .await?;
     Ok(SessionPromptResult {
         turn: outcome.turn,
         stop_reason: outcome.stop_reason,
@@ -261,10 +263,18 @@ pub async fn session_request(
         (rebuilt, previous)
     })
     .await?;
-    let rebuilt = rebuilt.map_err(ApiError::from_reconstruct)?;
+    let mut rebuilt = rebuilt.map_err(ApiError::from_reconstruct)?;
+    rebuilt.request.images =
+        step_images(&daemon, &params.session_id, step, &rebuilt.request.messages).await?;
     // Held from here to the end of the answer: a session answering is not idle, so the unloader
     // does not close it halfway (a reload would then serialize the same body a second time).
     let live = daemon.loaded_session(&params.session_id);
+    let previous_images = match &previous {
+        Some(Ok(previous)) => {
+            step_images(&daemon, &params.session_id, step - 1, &previous.request.messages).await?
+        }
+        _ => dsh_session::ImageData::default(),
+    };
     // Serializing a long conversation takes a while: not on the runtime's threads.
     blocking(move || {
         let mut result = match &live {
@@ -286,10 +296,40 @@ pub async fn session_request(
             }
         };
         if let Some(previous) = previous {
-            let previous = previous.map_err(ApiError::from_reconstruct)?;
+            let mut previous = previous.map_err(ApiError::from_reconstruct)?;
+            previous.request.images = previous_images;
             result.diff = Some(views::diff_text(&previous, &result));
         }
         Ok(result)
+    })
+    .await
+}
+
+/// The bytes of the images `messages` (step `step` of session `id`) name, from the workspace's
+/// object store: an image that cannot be read is an error naming the session, the step and the
+/// hash — a rebuilt request never silently lacks one.
+async fn step_images(
+    daemon: &Arc<Daemon>,
+    id: &str,
+    step: u64,
+    messages: &[Arc<dsh_session::Message>],
+) -> ApiResult<dsh_session::ImageData> {
+    let refs: Vec<dsh_session::ImageRef> =
+        dsh_session::image_refs(messages).into_iter().cloned().collect();
+    if refs.is_empty() {
+        return Ok(dsh_session::ImageData::default());
+    }
+    let dir = dsh_store::objects_dir_of_log(&daemon.session_path(id)?);
+    let id = id.to_owned();
+    blocking(move || {
+        let (images, failed) = crate::images::load_images(dir.as_deref(), &refs);
+        match failed.into_iter().next() {
+            None => Ok(images),
+            Some((image, why)) => Err(ApiError::store(format!(
+                "session {id}, step {step}: image {} cannot be read: {why}",
+                image.sha256
+            ))),
+        }
     })
     .await
 }

@@ -27,6 +27,7 @@ pub mod daemon;
 pub mod error;
 mod handlers;
 mod hooks;
+mod images;
 pub mod live;
 pub mod mcp;
 pub mod network;

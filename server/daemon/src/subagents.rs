@@ -38,12 +38,15 @@ use crate::live::LiveSession;
 pub(crate) struct TurnRun {
     pub(crate) cancel: CancellationToken,
     pub(crate) approver: Option<Arc<dyn Approver>>,
+    /// Whether a client typed the prompt (a prompt command expands) rather than a model (a
+    /// child's `task` prompt is sent as written).
+    pub(crate) typed: bool,
 }
 
 impl TurnRun {
     /// A turn a client asked for.
     pub(crate) fn top_level(cancel: CancellationToken) -> TurnRun {
-        TurnRun { cancel, approver: None }
+        TurnRun { cancel, approver: None, typed: true }
     }
 }
 
@@ -227,12 +230,12 @@ impl Child {
             child: live.id.clone(),
             description: self.request.description.clone(),
         });
-        let run = TurnRun { cancel: self.cancel.clone(), approver: Some(approver) };
+        let run = TurnRun { cancel: self.cancel.clone(), approver: Some(approver), typed: false };
         let outcome = self
             .daemon
             .prompt_as(
                 Arc::clone(&live),
-                self.request.prompt.clone(),
+                crate::daemon::Ask { text: self.request.prompt.clone(), attachments: Vec::new() },
                 false,
                 self.limits,
                 None,
@@ -579,6 +582,7 @@ mod tests {
                 content: "x".to_owned(),
                 is_error: false,
                 seen: None,
+                images: Vec::new(),
             })
         };
         let events: Vec<Event> = [

@@ -15,8 +15,8 @@ use dsh_protocol::{
 };
 use dsh_provider::{WireCache, adapter_id, sha256_hex, wire_body};
 use dsh_session::{
-    Cost, Event, EventData, Message, Price, Severity, StepRequest, Usage, UsageRow, check_log,
-    reconstruct_step, usage_totals,
+    Cost, Event, EventData, ImageData, Message, Price, Severity, StepRequest, Usage, UsageRow,
+    check_log, reconstruct_step, usage_totals,
 };
 
 use crate::settings::LEGACY_PROFILE;
@@ -178,8 +178,12 @@ fn shorten(text: &str, full: bool) -> String {
 fn message_text(message: &Message, full: bool) -> String {
     match message {
         Message::System { content } => format!("system: {}", shorten(content, full)),
-        Message::User { content } => format!("user: {}", shorten(content, full)),
-        Message::Tool { call_id, content } => format!("tool {call_id}: {}", shorten(content, full)),
+        Message::User { content, images } => {
+            format!("user: {}{}", shorten(content, full), images_text(images))
+        }
+        Message::Tool { call_id, content, images } => {
+            format!("tool {call_id}: {}{}", shorten(content, full), images_text(images))
+        }
         Message::Assistant(assistant) => {
             let mut text = format!("assistant: {}", shorten(&assistant.content, full));
             if let Some(reasoning) = &assistant.reasoning_content {
@@ -191,6 +195,17 @@ fn message_text(message: &Message, full: bool) -> String {
             text
         }
     }
+}
+
+/// ` · [image: NAME, SIZE bytes, SHA256]` for each image.
+fn images_text(images: &[dsh_session::ImageRef]) -> String {
+    images
+        .iter()
+        .map(|image| {
+            let name = image.name.as_deref().unwrap_or(&image.media_type);
+            format!(" · [image: {name}, {} bytes, {}]", image.size, image.sha256)
+        })
+        .collect()
 }
 
 /// A unified diff of step `step - 1`'s request against step `step`'s, both rebuilt.
@@ -206,8 +221,9 @@ pub fn diff_text(previous: &StepRequest, current: &SessionRequestResult) -> Stri
 }
 
 /// Rebuilds every step of a log, compares each wire body with its `request/sent` record, and runs
-/// the log checks.
-pub fn audit(events: &[Event]) -> SessionAuditResult {
+/// the log checks. `images` holds the bytes of the images the log names (loaded before: the
+/// rebuild stays pure); a step whose request names one it lacks is a mismatch naming the hash.
+pub fn audit(events: &[Event], images: &ImageData) -> SessionAuditResult {
     let mut result = SessionAuditResult {
         ok: false,
         steps: 0,
@@ -231,7 +247,7 @@ pub fn audit(events: &[Event]) -> SessionAuditResult {
         .max()
         .unwrap_or(0);
     for step in 1..=last_step {
-        let rebuilt = match reconstruct_step(events, step) {
+        let mut rebuilt = match reconstruct_step(events, step) {
             Ok(rebuilt) => rebuilt,
             Err(error) => {
                 result.mismatches.push(format!("step {step}: {error}"));
@@ -239,7 +255,16 @@ pub fn audit(events: &[Event]) -> SessionAuditResult {
             }
         };
         result.steps += 1;
+        rebuilt.request.images = images.clone();
         let Some(sent) = &rebuilt.sent else { continue };
+        if let Some(image) = rebuilt.request.missing_image() {
+            result.mismatches.push(format!(
+                "step {step}: image {} is not in the object store, so the request cannot be \
+                 rebuilt",
+                image.sha256
+            ));
+            continue;
+        }
         let body = wire_body(&rebuilt.request);
         let sha = sha256_hex(&body);
         let adapter = adapter_id(&rebuilt.request.header.config);
@@ -267,7 +292,27 @@ pub fn audit(events: &[Event]) -> SessionAuditResult {
 /// `session/audit`, read straight from the file.
 pub fn audit_file(path: &std::path::Path) -> Result<SessionAuditResult, dsh_store::StoreError> {
     let read = dsh_store::read_log(path)?;
-    let mut result = audit(&read.events);
+    // Every image the log names must be in the workspace's object store, whole: read (the
+    // store verifies its hash) before the steps are rebuilt with it.
+    let dir = dsh_store::objects_dir_of_log(path);
+    let named: Vec<(u64, &dsh_session::ImageRef)> = read
+        .events
+        .iter()
+        .flat_map(|event| {
+            crate::images::referenced(&event.data).map(move |image| (event.seq, image))
+        })
+        .collect();
+    let (images, failed) =
+        crate::images::load_images(dir.as_deref(), named.iter().map(|(_, image)| *image));
+    let mut image_errors = Vec::new();
+    for (image, why) in failed {
+        let seq = named.iter().find(|(_, named)| named.sha256 == image.sha256).map(|(seq, _)| seq);
+        let at = seq.map_or(String::new(), |seq| format!("seq {seq}: "));
+        image_errors.push(format!("{at}image {}: {why}", image.sha256));
+    }
+    let mut result = audit(&read.events, &images);
+    result.errors.extend(image_errors);
+    result.ok = result.ok && result.errors.is_empty();
     if let Some(torn) = &read.torn {
         result.notes.insert(
             0,
@@ -410,6 +455,7 @@ pub fn profile_statuses(config: &Config) -> Vec<ProfileStatus> {
                     id: id.clone(),
                     context_window: model.context_window.as_ref().map(|w| w.value),
                     price: model.price.as_ref().map(|p| p.value.clone()),
+                    images: model.images.as_ref().is_some_and(|images| images.value),
                 })
                 .collect(),
         })

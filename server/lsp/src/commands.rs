@@ -161,6 +161,7 @@ impl State {
                 when_busy: Some(WhenBusy::Queue),
                 limits: None,
                 output_schema: None,
+                attachments: Vec::new(),
             };
             if let Err(failure) = state.dsh.call::<method::SessionPrompt>(params).await {
                 state.lsp.show_message(MessageType::ERROR, format!("dsh: {failure}")).await;

@@ -42,6 +42,10 @@ impl Default for MockConfig {
                 ModelConfig::new("deepseek-flash", true, 1_048_576, 393_216),
                 ModelConfig::new("deepseek-chat", false, 131_072, 8192),
                 ModelConfig::new("deepseek-reasoner", true, 131_072, 65_536),
+                ModelConfig {
+                    images: true,
+                    ..ModelConfig::new("mock-vision", false, 131_072, 8192)
+                },
             ],
             tokenizer: "approx-v1".to_owned(),
             cache: CacheConfig::default(),
@@ -96,12 +100,15 @@ pub struct ModelConfig {
     pub context: u64,
     /// Largest accepted `max_tokens`.
     pub max_output: u64,
+    /// Whether it reads images (content parts `image_url` with a `data:` URL on the chat
+    /// endpoints, `image` blocks on the Messages endpoints); others answer 400 to an image.
+    pub images: bool,
 }
 
 impl ModelConfig {
     /// A model with the given id and limits.
     pub fn new(id: &str, thinking_default: bool, context: u64, max_output: u64) -> Self {
-        ModelConfig { id: id.to_owned(), thinking_default, context, max_output }
+        ModelConfig { id: id.to_owned(), thinking_default, context, max_output, images: false }
     }
 }
 

@@ -122,6 +122,12 @@ fn push_user_turn(turn: &[Message], out: &mut Vec<Segment>) {
             }
             _ => out.push(Segment::Text(message.text().to_owned())),
         }
+        out.extend(
+            message
+                .images
+                .iter()
+                .map(|image| Segment::Image { digest: image.digest, tokens: image.tokens }),
+        );
     }
 }
 

@@ -39,6 +39,82 @@ pub(crate) struct Message {
     pub reasoning_content: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub tool_call_id: Option<String>,
+    /// Images after the text (user and tool messages of a model that reads images).
+    pub images: Vec<Image>,
+}
+
+/// An image a message carries, as the rendering sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Image {
+    /// FNV-1a of its decoded bytes.
+    pub digest: u64,
+    /// Its token count ([`crate::tokenizer::image_tokens`]).
+    pub tokens: u64,
+}
+
+impl Image {
+    /// The image of `media_type` and base64 `data`: an error message when the media type is
+    /// not one models read or the data is not base64 of an image of that type.
+    pub fn decode(media_type: &str, data: &str) -> Result<Image, String> {
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|error| format!("image data is not valid base64: {error}"))?;
+        let matches = match media_type {
+            "image/png" => bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "image/jpeg" => bytes.starts_with(&[0xff, 0xd8, 0xff]),
+            "image/gif" => bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a"),
+            "image/webp" => bytes.len() >= 12 && &bytes[8..12] == b"WEBP",
+            other => {
+                return Err(format!(
+                    "image media type {other:?} is not one of image/png, image/jpeg, image/gif, \
+                     image/webp"
+                ));
+            }
+        };
+        if !matches {
+            return Err(format!("image data is not a valid {media_type} image"));
+        }
+        Ok(Image {
+            digest: crate::tokenizer::fnv1a(0xcbf2_9ce4_8422_2325, &bytes),
+            tokens: crate::tokenizer::image_tokens(bytes.len()),
+        })
+    }
+}
+
+/// The text and images of a chat content array (`text` and `image_url` parts), or the error
+/// message naming what is wrong.
+fn content_parts(parts: &[Value], index: usize) -> Result<(String, Vec<Image>), String> {
+    let mut text = String::new();
+    let mut images = Vec::new();
+    for (position, part) in parts.iter().enumerate() {
+        let at = format!("messages[{index}].content[{position}]");
+        match part.get("type").and_then(Value::as_str) {
+            Some("text") => match part.get("text").and_then(Value::as_str) {
+                Some(piece) => text.push_str(piece),
+                None => return Err(format!("{at}.text: must be a string")),
+            },
+            Some("image_url") => {
+                let url = part
+                    .get("image_url")
+                    .and_then(|image| image.get("url"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("{at}.image_url.url: must be a string"))?;
+                let (media_type, data) = url
+                    .strip_prefix("data:")
+                    .and_then(|rest| rest.split_once(";base64,"))
+                    .ok_or_else(|| format!("{at}: only data: URLs with base64 are accepted"))?;
+                images.push(Image::decode(media_type, data).map_err(|why| format!("{at}: {why}"))?);
+            }
+            other => {
+                return Err(format!(
+                    "{at}: unknown content part type {}",
+                    other.map_or("(none)".to_owned(), |other| format!("`{other}`"))
+                ));
+            }
+        }
+    }
+    Ok((text, images))
 }
 
 impl Message {
@@ -430,9 +506,18 @@ fn check_semantics(
                 )));
             }
         };
+        let mut images = Vec::new();
         let content = match non_null(message, "content") {
             None => None,
             Some(Value::String(content)) => Some(content.clone()),
+            // Content parts with images: user and tool messages of a model that reads images.
+            Some(Value::Array(parts))
+                if model.images && matches!(role, Role::User | Role::Tool) =>
+            {
+                let (text, parsed) = content_parts(parts, index).map_err(ApiError::invalid)?;
+                images = parsed;
+                Some(text)
+            }
             Some(_) => None,
         };
         if matches!(role, Role::System | Role::User | Role::Tool) && content.is_none() {
@@ -469,6 +554,7 @@ fn check_semantics(
                 .map(str::to_owned),
             tool_calls,
             tool_call_id: message.get("tool_call_id").and_then(Value::as_str).map(str::to_owned),
+            images,
         });
     }
     check_tool_pairing(&messages)?;

@@ -61,6 +61,14 @@ pub enum Segment {
     Marker(Marker),
     /// Text, tokenized independently of its neighbours.
     Text(String),
+    /// An image: `tokens` tokens whose identities derive from `digest` (a hash of its bytes),
+    /// so that another image changes the prefix there (docs/mock.md, "Images").
+    Image {
+        /// FNV-1a of the image's decoded bytes.
+        digest: u64,
+        /// How many tokens it counts for.
+        tokens: u64,
+    },
 }
 
 impl fmt::Display for Segment {
@@ -68,8 +76,15 @@ impl fmt::Display for Segment {
         match self {
             Segment::Marker(marker) => write!(f, "⟦{}⟧", marker.name()),
             Segment::Text(text) => f.write_str(text),
+            Segment::Image { digest, tokens } => write!(f, "⟦IMAGE {digest:016x} ×{tokens}⟧"),
         }
     }
+}
+
+/// The tokens an image of `bytes` decoded bytes counts for: 1 plus one per started 1,000
+/// bytes (docs/mock.md, "Images"; a documented stand-in for providers' pixel-based rules).
+pub fn image_tokens(bytes: usize) -> u64 {
+    1 + (bytes as u64).div_ceil(1000)
 }
 
 /// A token identity. Markers use small reserved ids; a text piece's id is a 63-bit hash of its
@@ -202,6 +217,9 @@ pub fn tokenize(segments: &[Segment]) -> Vec<Token> {
         match segment {
             Segment::Marker(marker) => out.push(Token(marker.id())),
             Segment::Text(text) => out.extend(pieces(text).into_iter().map(Token::of_piece)),
+            Segment::Image { digest, tokens } => out.extend(
+                (0..*tokens).map(|index| Token(fnv1a(*digest, &index.to_le_bytes()) | (1 << 63))),
+            ),
         }
     }
     out

@@ -23,6 +23,11 @@
 //! assistant message is a `text` block (when its text is not empty), then one `tool_use` block
 //! per call in the model's order; its reasoning (another format's, unsigned) is not sent.
 //!
+//! **Images.** A user message's images follow its text as `image` blocks,
+//! `{"type":"image","source":{"type":"base64","media_type":…,"data":…}}` (a user message of
+//! images alone has no text block); a tool result with images has a content array: its text
+//! block, then the image blocks. Image blocks are cacheable.
+//!
 //! **Tool input.** The format forces `input` to be a JSON object, where the log keeps the text
 //! the model streamed (`input_json_delta` pieces, concatenated). The text is replayed
 //! *verbatim* — never parsed and written again — with exactly one canonicalization: leading and
@@ -52,12 +57,15 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use dsh_session::{
-    AssistantMessage, ContentBlock, EpochHeader, GenerateRequest, LlmCallConfig, Message, ToolCall,
-    ToolSchema,
+    AssistantMessage, ContentBlock, EpochHeader, GenerateRequest, ImageData, ImageRef,
+    LlmCallConfig, Message, ToolCall, ToolSchema,
 };
 
 use crate::body::{Prefix, WireBytes, adopt_messages, extends};
-use crate::json::{EMPTY_TOOL_OUTPUT, put, put_canonical, put_sampling, put_str, sorted_tools};
+use crate::json::{
+    EMPTY_TOOL_OUTPUT, image_bytes, media_type, put, put_base64, put_canonical, put_sampling,
+    put_str, sorted_tools,
+};
 
 /// The adapter id logged in `request/sent` for Anthropic Messages bodies. Bump it whenever the bytes
 /// [`crate::wire_body`] writes for the same request change.
@@ -72,8 +80,18 @@ const CACHE_CONTROL: &[u8] = b",\"cache_control\":{\"type\":\"ephemeral\"}";
 #[derive(Clone, Copy, Debug)]
 enum Block<'a> {
     Text(&'a str),
-    ToolResult { id: &'a str, content: &'a str },
-    Thinking { thinking: &'a str, signature: &'a str },
+    /// An image: its media type and bytes.
+    Image(&'a ImageRef, &'a [u8]),
+    ToolResult {
+        id: &'a str,
+        content: &'a str,
+        images: &'a [ImageRef],
+        data: &'a ImageData,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
     Redacted(&'a str),
     ToolUse(&'a ToolCall),
 }
@@ -105,12 +123,26 @@ fn turns(request: &GenerateRequest) -> Vec<Turn<'_>> {
         }
         let Some(turn) = turns.last_mut() else { continue };
         match &**message {
-            Message::System { content } | Message::User { content } => {
-                turn.blocks.push(Block::Text(content));
+            Message::System { content } => turn.blocks.push(Block::Text(content)),
+            Message::User { content, images } => {
+                // Text-less with images: the images alone (an empty text block is refused).
+                if !content.is_empty() || images.is_empty() {
+                    turn.blocks.push(Block::Text(content));
+                }
+                turn.blocks.extend(
+                    images
+                        .iter()
+                        .map(|image| Block::Image(image, image_bytes(&request.images, image))),
+                );
             }
-            Message::Tool { call_id, content } => {
+            Message::Tool { call_id, content, images } => {
                 let content = if content.is_empty() { EMPTY_TOOL_OUTPUT } else { content };
-                turn.blocks.push(Block::ToolResult { id: call_id, content });
+                turn.blocks.push(Block::ToolResult {
+                    id: call_id,
+                    content,
+                    images,
+                    data: &request.images,
+                });
             }
             Message::Assistant(message) => assistant_blocks(message, thinking, &mut turn.blocks),
         }
@@ -377,11 +409,25 @@ fn put_block(out: &mut Vec<u8>, block: Block<'_>, cache: bool) {
             out.extend_from_slice(b"{\"type\":\"text\",\"text\":");
             put_str(out, text);
         }
-        Block::ToolResult { id, content } => {
+        Block::Image(image, bytes) => put_image(out, image, bytes),
+        Block::ToolResult { id, content, images, data } => {
             out.extend_from_slice(b"{\"type\":\"tool_result\",\"tool_use_id\":");
             put_str(out, id);
             out.extend_from_slice(b",\"content\":");
-            put_str(out, content);
+            if images.is_empty() {
+                put_str(out, content);
+            } else {
+                // Text, then the images, as blocks of the result.
+                out.extend_from_slice(b"[{\"type\":\"text\",\"text\":");
+                put_str(out, content);
+                out.push(b'}');
+                for image in images {
+                    out.push(b',');
+                    put_image(out, image, image_bytes(data, image));
+                    out.push(b'}');
+                }
+                out.push(b']');
+            }
         }
         Block::Thinking { thinking, signature } => {
             out.extend_from_slice(b"{\"type\":\"thinking\",\"thinking\":");
@@ -405,6 +451,16 @@ fn put_block(out: &mut Vec<u8>, block: Block<'_>, cache: bool) {
     if cache {
         out.extend_from_slice(CACHE_CONTROL);
     }
+    out.push(b'}');
+}
+
+/// An `image` block, without its closing brace: `{"type":"image","source":{"type":"base64",
+/// "media_type":…,"data":…}`.
+fn put_image(out: &mut Vec<u8>, image: &ImageRef, bytes: &[u8]) {
+    out.extend_from_slice(b"{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":");
+    put_str(out, media_type(image));
+    out.extend_from_slice(b",\"data\":");
+    put_base64(out, bytes);
     out.push(b'}');
 }
 
@@ -530,6 +586,7 @@ pub(crate) fn check(request: &GenerateRequest) -> Result<(), String> {
                         return Err(format!("tool call `{}` cannot be sent: {problem}", call.id));
                     }
                 }
+                Block::Image(..) => after_text = true,
                 Block::Thinking { .. } | Block::Redacted(_) => {}
             }
         }

@@ -25,7 +25,10 @@
 //! - thinking on: every assistant message carries the `reasoning_content` it has; with tools
 //!   present as well, *every* assistant message carries one, `""` when none was stored (the
 //!   API rejects a missing one with 400). Thinking off: never sent;
-//! - empty tool output is sent as `(no output)`, since an empty tool message is rejected.
+//! - empty tool output is sent as `(no output)`, since an empty tool message is rejected;
+//! - a user message (or tool result) with images has a content *array*: a `text` part (when
+//!   the text is not empty), then one `{"type":"image_url","image_url":{"url":"data:<media
+//!   type>;base64,<data>"}}` part per image, in order; without images its content stays a string.
 //!
 //! Other OpenAI-compatible servers (llama.cpp, vLLM, Ollama: a call config whose `wire` kind is
 //! `openai-compatible`) get the same body with the differences their profile names, all logged
@@ -39,12 +42,15 @@
 use std::sync::Arc;
 
 use dsh_session::{
-    AssistantMessage, EpochHeader, GenerateRequest, LlmCallConfig, Message, ProviderKind,
-    ResponseFormat, ToolSchema,
+    AssistantMessage, EpochHeader, GenerateRequest, ImageData, ImageRef, LlmCallConfig, Message,
+    ProviderKind, ResponseFormat, ToolSchema,
 };
 
 use crate::body::{Prefix, WireBytes, adopt_messages, extends};
-use crate::json::{EMPTY_TOOL_OUTPUT, put, put_canonical, put_sampling, put_str, sorted_tools};
+use crate::json::{
+    EMPTY_TOOL_OUTPUT, image_bytes, media_type, put, put_base64_unquoted, put_canonical,
+    put_sampling, put_str, sorted_tools,
+};
 
 /// The adapter id logged in `request/sent` for DeepSeek's format. Bump it whenever the bytes
 /// [`crate::wire_body`] writes for the same request change.
@@ -97,7 +103,7 @@ pub(crate) fn body(request: &GenerateRequest) -> Vec<u8> {
     put_head(&mut out, header);
     let mut any = header.system.is_some();
     for message in &request.messages {
-        put_element(&mut out, header, message, any);
+        put_element(&mut out, header, &request.images, message, any);
         any = true;
     }
     put_tail(&mut out, header);
@@ -115,11 +121,17 @@ fn put_head(out: &mut Vec<u8>, header: &EpochHeader) {
 }
 
 /// One element of the `messages` array, with its separator when it is not the first.
-fn put_element(out: &mut Vec<u8>, header: &EpochHeader, message: &Message, after_another: bool) {
+fn put_element(
+    out: &mut Vec<u8>,
+    header: &EpochHeader,
+    images: &ImageData,
+    message: &Message,
+    after_another: bool,
+) {
     if after_another {
         out.push(b',');
     }
-    put_message(out, header, message);
+    put_message(out, header, images, message);
 }
 
 /// Everything after the last message: `]`, tools, thinking, limits, streaming options, `}`.
@@ -211,7 +223,8 @@ impl Memo {
         // and starts over, not one whose bytes, digest and messages disagree.
         let memoized = self.header.take();
         self.prefix.extend_each(new.iter().enumerate(), |out, (index, message)| {
-            put_element(out, header, message, header.system.is_some() || known + index > 0);
+            let after_another = header.system.is_some() || known + index > 0;
+            put_element(out, header, &request.images, message, after_another);
         });
         self.messages.extend(new.iter().cloned());
         self.header = memoized;
@@ -221,19 +234,56 @@ impl Memo {
     }
 }
 
-fn put_message(out: &mut Vec<u8>, header: &EpochHeader, message: &Message) {
+fn put_message(out: &mut Vec<u8>, header: &EpochHeader, images: &ImageData, message: &Message) {
     match message {
         Message::System { content } => put_text_message(out, "system", content),
-        Message::User { content } => put_text_message(out, "user", content),
+        Message::User { content, images: refs } if refs.is_empty() => {
+            put_text_message(out, "user", content)
+        }
+        Message::User { content, images: refs } => {
+            out.extend_from_slice(b"{\"role\":\"user\",\"content\":");
+            put_parts(out, content, refs, images);
+            out.push(b'}');
+        }
         Message::Assistant(assistant) => put_assistant(out, header, assistant),
-        Message::Tool { call_id, content } => {
+        Message::Tool { call_id, content, images: refs } => {
             out.extend_from_slice(b"{\"role\":\"tool\",\"tool_call_id\":");
             put_str(out, call_id);
             out.extend_from_slice(b",\"content\":");
-            put_str(out, if content.is_empty() { EMPTY_TOOL_OUTPUT } else { content });
+            let content = if content.is_empty() { EMPTY_TOOL_OUTPUT } else { content };
+            if refs.is_empty() {
+                put_str(out, content);
+            } else {
+                put_parts(out, content, refs, images);
+            }
             out.push(b'}');
         }
     }
+}
+
+/// A content array: the text part (when there is text), then one `image_url` part per image,
+/// its URL a `data:` URL of the image's bytes.
+fn put_parts(out: &mut Vec<u8>, text: &str, refs: &[ImageRef], images: &ImageData) {
+    out.push(b'[');
+    let mut first = true;
+    if !text.is_empty() {
+        out.extend_from_slice(b"{\"type\":\"text\",\"text\":");
+        put_str(out, text);
+        out.push(b'}');
+        first = false;
+    }
+    for image in refs {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(b"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:");
+        out.extend_from_slice(media_type(image).as_bytes());
+        out.extend_from_slice(b";base64,");
+        put_base64_unquoted(out, image_bytes(images, image));
+        out.extend_from_slice(b"\"}}");
+    }
+    out.push(b']');
 }
 
 fn put_text_message(out: &mut Vec<u8>, role: &str, content: &str) {

@@ -118,10 +118,18 @@ pub fn wire_body(request: &GenerateRequest) -> Vec<u8> {
     }
 }
 
-/// Refuses, before it is sent, a request its format would reject (the Anthropic Messages
+/// Refuses, before it is sent, a request whose images are not all loaded, and one its format
+/// would reject (the Anthropic Messages
 /// checks: a tool result without its `tool_use`, an empty text block, unsigned reasoning in a
 /// tool-use turn, …); the chat-completions formats have nothing to check here.
 pub fn check_request(request: &GenerateRequest) -> Result<(), String> {
+    if let Some(image) = request.missing_image() {
+        return Err(format!(
+            "image {} ({} bytes) is not loaded: a request is never sent without an image its \
+             log names",
+            image.sha256, image.size
+        ));
+    }
     match Format::of_request(request) {
         Format::Chat => Ok(()),
         Format::Anthropic => anthropic::check(request),
@@ -205,6 +213,10 @@ impl WireCache {
     /// serializes only its new messages. The memoized messages become `request`'s own (equal)
     /// ones, so the next body of a request sharing them compares pointers, not contents.
     pub fn adopt(&mut self, request: &GenerateRequest) -> bool {
+        // A request missing an image's bytes is never memoized (see `body`): nothing to adopt.
+        if request.missing_image().is_some() {
+            return false;
+        }
         match (&mut self.memo, Format::of_request(request)) {
             (Some(Memo::Chat(memo)), Format::Chat) => memo.adopt(request),
             (Some(Memo::Anthropic(memo)), Format::Anthropic) => memo.adopt(request),
@@ -215,6 +227,14 @@ impl WireCache {
 
     /// The body of `request` (equal to `wire_body(request)`) and its lowercase hex sha256.
     pub fn body(&mut self, request: &GenerateRequest) -> (WireBytes, String) {
+        // The memo is keyed by messages, not by the image bytes they name: a body written
+        // without an image's bytes (a request `check_request` refuses) must not be memoized
+        // for a later request that has them.
+        if request.missing_image().is_some() {
+            let body = wire_body(request);
+            let sha256 = crate::sha256_hex(&body);
+            return (WireBytes::from(body), sha256);
+        }
         let format = Format::of_request(request);
         let memo = match &mut self.memo {
             Some(memo) if memo.format() == format => memo,

@@ -7,8 +7,41 @@
 //! result, the sampling fields — so that `crate::chat` and `crate::anthropic` both build on this
 //! module and never on each other.
 
-use dsh_session::{LlmCallConfig, ToolSchema};
+use dsh_session::{ImageData, ImageFormat, ImageRef, LlmCallConfig, ToolSchema};
 use serde::Serialize;
+
+/// A JSON string of `bytes` in standard base64 (padded): an image's data, in both formats.
+/// The alphabet needs no escaping.
+pub(crate) fn put_base64(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    put_base64_unquoted(out, bytes);
+    out.push(b'"');
+}
+
+/// `bytes` in standard base64 (padded), without quotes (inside a `data:` URL).
+pub(crate) fn put_base64_unquoted(out: &mut Vec<u8>, bytes: &[u8]) {
+    use base64::Engine as _;
+    let start = out.len();
+    out.resize(start + base64::encoded_len(bytes.len(), true).unwrap_or(0), 0);
+    let written = base64::engine::general_purpose::STANDARD
+        .encode_slice(bytes, &mut out[start..])
+        .unwrap_or(0);
+    out.truncate(start + written);
+}
+
+/// The bytes of `image` in `images`; empty when they were not loaded, which
+/// [`crate::check_request`] refuses before anything is sent.
+pub(crate) fn image_bytes<'a>(images: &'a ImageData, image: &ImageRef) -> &'a [u8] {
+    images.get(&image.sha256).unwrap_or_default()
+}
+
+/// The media type an image is sent with: its logged one when it is one models are given (the
+/// log checks refuse others), else `application/octet-stream` — never text that would need
+/// escaping inside a `data:` URL.
+pub(crate) fn media_type(image: &ImageRef) -> &'static str {
+    ImageFormat::of_media_type(&image.media_type)
+        .map_or("application/octet-stream", ImageFormat::media_type)
+}
 
 /// What an empty tool result is sent as, in both formats.
 pub const EMPTY_TOOL_OUTPUT: &str = "(no output)";

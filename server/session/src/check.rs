@@ -22,6 +22,7 @@ use crate::event::{
     SurfaceReplace, ToolResult, TurnEnd, WorkspaceCheckpoint,
 };
 use crate::header::fold_header_event;
+use crate::image::{IMAGE_MEDIA_TYPES, ImageFormat};
 use crate::message::Message;
 use crate::plan::{UPDATE_PLAN_TOOL, check_plan};
 use crate::reconstruct::is_response_event;
@@ -216,6 +217,7 @@ impl Checker {
             data if is_response_event(data) => self.response(seq, event),
             _ => {}
         }
+        self.images(seq, &event.data);
         self.plan_result = match &event.data {
             EventData::ToolResult(result)
                 if result.name == UPDATE_PLAN_TOOL && !result.is_error =>
@@ -255,6 +257,32 @@ impl Checker {
         };
         if let Some(problem) = problem {
             self.error(seq, format!("hook/run of {name} ({}) {problem}", run.event.name()));
+        }
+    }
+
+    /// An image reference names an object by a SHA-256 and says a media type models are given.
+    fn images(&mut self, seq: u64, data: &EventData) {
+        let images = match data {
+            EventData::UserMessage(message) => &message.images,
+            EventData::ToolResult(result) => &result.images,
+            _ => return,
+        };
+        for image in images {
+            let hash = &image.sha256;
+            if hash.len() != 64
+                || !hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            {
+                self.error(seq, format!("image {hash:?} is not named by a lowercase hex SHA-256"));
+            }
+            if ImageFormat::of_media_type(&image.media_type).is_none() {
+                self.error(
+                    seq,
+                    format!(
+                        "image {hash} has media type {:?}, not one of {IMAGE_MEDIA_TYPES}",
+                        image.media_type
+                    ),
+                );
+            }
         }
     }
 
@@ -471,7 +499,14 @@ pub fn closing_events(events: &[Event], closing: Closing<'_>) -> Vec<EventData> 
             let content =
                 crate::task::interrupted_task_result(&events[start..], &call_id, closing.error)
                     .unwrap_or_else(|| closing.tool_result.to_owned());
-            EventData::ToolResult(ToolResult { call_id, name, content, is_error: true, seen: None })
+            EventData::ToolResult(ToolResult {
+                call_id,
+                name,
+                content,
+                is_error: true,
+                seen: None,
+                images: Vec::new(),
+            })
         }));
         out.push(EventData::StepError(StepError {
             step,

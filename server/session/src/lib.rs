@@ -16,6 +16,7 @@ mod approval;
 mod check;
 mod event;
 mod header;
+mod image;
 mod instructions;
 mod joined;
 mod message;
@@ -48,6 +49,10 @@ pub use header::{
     EpochHeader, HeaderDelta, HeaderDeltaError, HeaderPlan, LlmCallConfig, ProviderKind,
     ResponseFormat, SystemDelta, ToolSchema, ToolsDelta, WireFormat, apply_header_delta,
     canonical_json, diff_header, fold_request_header, plan_header_event,
+};
+pub use image::{
+    IMAGE_MEDIA_TYPES, ImageData, ImageError, ImageFormat, ImageRef, MAX_IMAGE_BYTES, check_image,
+    image_refs, sniff,
 };
 pub use instructions::{INSTRUCTIONS_SOURCE, InstructionFold, Noted};
 pub use joined::joined_at;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventData, SurfaceNode, ToolResult};
 use crate::header::EpochHeader;
+use crate::image::{ImageData, ImageRef, image_refs};
 
 /// One tool call of an assistant message, argument string verbatim.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema, ts_rs::TS), ts(optional_fields))]
@@ -89,6 +90,10 @@ pub enum Message {
     User {
         /// The text.
         content: String,
+        /// Images after the text (by reference; the bytes are the request's [`ImageData`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ImageRef>>", optional))]
+        images: Vec<ImageRef>,
     },
     /// An assistant message.
     Assistant(AssistantMessage),
@@ -99,6 +104,10 @@ pub enum Message {
         call_id: String,
         /// What the model sees.
         content: String,
+        /// Images the result carries after its text (a `read_file` of an image).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ImageRef>>", optional))]
+        images: Vec<ImageRef>,
     },
 }
 
@@ -112,15 +121,15 @@ pub const SUMMARY_PREAMBLE: &str =
 /// it, so no two paths can disagree. It is pure and total.
 pub fn derive_event_message(event: &Event) -> Option<Message> {
     match &event.data {
-        EventData::UserMessage(m) => Some(Message::User { content: m.text.clone() }),
-        EventData::SteeringMessage(m) => Some(Message::User { content: m.text.clone() }),
-        EventData::ContextMessage(m) => Some(Message::User { content: m.text.clone() }),
+        EventData::UserMessage(m) => {
+            Some(Message::User { content: m.text.clone(), images: m.images.clone() })
+        }
+        EventData::SteeringMessage(m) => Some(Message::user(m.text.clone())),
+        EventData::ContextMessage(m) => Some(Message::user(m.text.clone())),
         EventData::AssistantMessage(turn) => Some(Message::Assistant(turn.message.clone())),
         EventData::ToolResult(result) => Some(tool_message(result)),
         EventData::SurfaceReplace(replace) => Some(match &replace.node {
-            SurfaceNode::Summary { text } => {
-                Message::User { content: format!("{SUMMARY_PREAMBLE}{text}") }
-            }
+            SurfaceNode::Summary { text } => Message::user(format!("{SUMMARY_PREAMBLE}{text}")),
             SurfaceNode::ToolResult(result) => tool_message(result),
         }),
         _ => None,
@@ -128,7 +137,23 @@ pub fn derive_event_message(event: &Event) -> Option<Message> {
 }
 
 fn tool_message(result: &ToolResult) -> Message {
-    Message::Tool { call_id: result.call_id.clone(), content: result.content.clone() }
+    Message::Tool {
+        call_id: result.call_id.clone(),
+        content: result.content.clone(),
+        images: result.images.clone(),
+    }
+}
+
+impl Message {
+    /// A user message of text alone.
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::User { content: content.into(), images: Vec::new() }
+    }
+
+    /// A tool result of text alone.
+    pub fn tool(call_id: impl Into<String>, content: impl Into<String>) -> Message {
+        Message::Tool { call_id: call_id.into(), content: content.into(), images: Vec::new() }
+    }
 }
 
 /// A provider-neutral model request: the header plus the conversation.
@@ -141,4 +166,22 @@ pub struct GenerateRequest {
     pub header: EpochHeader,
     /// The conversation, oldest first. Shared, immutable projections.
     pub messages: Vec<Arc<Message>>,
+    /// The bytes of the images the messages name, loaded before the request was built: the
+    /// serializers write them from here (empty when no message has an image).
+    pub images: ImageData,
+}
+
+impl GenerateRequest {
+    /// A request without images.
+    pub fn new(header: EpochHeader, messages: Vec<Arc<Message>>) -> GenerateRequest {
+        GenerateRequest { header, messages, images: ImageData::default() }
+    }
+
+    /// The first image a message names whose bytes are not in `images`: such a request must
+    /// not be sent (it would silently lack the image).
+    pub fn missing_image(&self) -> Option<&ImageRef> {
+        image_refs(&self.messages)
+            .into_iter()
+            .find(|image| self.images.get(&image.sha256).is_none())
+    }
 }

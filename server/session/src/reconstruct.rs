@@ -181,7 +181,7 @@ fn rebuild<'a>(
         boundary_seq: events[boundary].seq,
         header_events,
         surface: surface.nodes,
-        request: GenerateRequest { header, messages },
+        request: GenerateRequest::new(header, messages),
         sent,
         usage,
     })

@@ -46,7 +46,7 @@ fn meta() -> EventData {
 }
 
 fn user(text: &str) -> EventData {
-    EventData::UserMessage(UserMessage { text: text.to_owned(), command: None })
+    EventData::UserMessage(UserMessage { text: text.to_owned(), command: None, images: Vec::new() })
 }
 
 fn assistant(step: u64, content: &str, calls: &[(&str, &str)]) -> EventData {
@@ -75,6 +75,7 @@ fn result(call_id: &str, content: &str) -> EventData {
         content: content.to_owned(),
         is_error: false,
         seen: None,
+        images: Vec::new(),
     })
 }
 
@@ -280,7 +281,8 @@ fn any_event_data() -> impl Strategy<Value = EventData> {
             name: "t".into(),
             content,
             is_error,
-            seen: None
+            seen: None,
+            images: Vec::new(),
         })),
         (text(), proptest::option::of(text()), any::<bool>()).prop_map(
             |(step, explanation, done)| {
@@ -566,6 +568,7 @@ proptest! {
                             content,
                             is_error: false,
                             seen: None,
+                            images: Vec::new(),
                         }),
                     })
                 }
@@ -605,7 +608,7 @@ fn a_replace_keeps_untouched_projections_shared() {
     session.append(event(4, EventData::SurfaceReplace(replace))).unwrap();
     let after = session.messages();
     assert_eq!(after.len(), 2);
-    assert!(matches!(&*after[0], Message::User { content } if content.ends_with('s')));
+    assert!(matches!(&*after[0], Message::User { content, .. } if content.ends_with('s')));
     assert!(Arc::ptr_eq(&before[2], &after[1]));
     assert_eq!(session.surface_generation(), 1);
     assert_eq!(session.surface()[0].id, 4);
@@ -626,7 +629,7 @@ fn steering_during_an_open_step_joins_after_the_steps_results() {
         .messages
         .iter()
         .map(|m| match &**m {
-            Message::User { content } => format!("user:{content}"),
+            Message::User { content, .. } => format!("user:{content}"),
             Message::Assistant(_) => "assistant".to_owned(),
             Message::Tool { .. } => "tool".to_owned(),
             Message::System { .. } => "system".to_owned(),
@@ -1054,15 +1057,19 @@ fn steering_and_notes_join_the_next_step_and_only_it() {
     let steer = |text: &str| EventData::SteeringMessage(SteeringMessage { text: text.into() });
     let step = |step| EventData::StepStart(StepStart { step, turn: 1 });
     let events = log(vec![
-        meta(),                                                                   // 0
-        EventData::TurnStart(TurnStart { turn: 1 }),                              // 1
-        EventData::UserMessage(UserMessage { text: "go".into(), command: None }), // 2
-        steer("early"),                                                           // 3
-        step(1),                                                                  // 4
-        steer("during one"),                                                      // 5
-        steer("also during one"),                                                 // 6
-        step(2),                                                                  // 7
-        step(3),                                                                  // 8
+        meta(),                                      // 0
+        EventData::TurnStart(TurnStart { turn: 1 }), // 1
+        EventData::UserMessage(UserMessage {
+            text: "go".into(),
+            command: None,
+            images: Vec::new(),
+        }), // 2
+        steer("early"),                              // 3
+        step(1),                                     // 4
+        steer("during one"),                         // 5
+        steer("also during one"),                    // 6
+        step(2),                                     // 7
+        step(3),                                     // 8
     ]);
     assert_eq!(joined_at(&events, 4), vec![3]);
     assert_eq!(joined_at(&events, 7), vec![5, 6]);
@@ -1136,4 +1143,45 @@ fn each_hook_run_sits_where_its_event_happens() {
         let found = with(at, data);
         assert!(found.iter().any(|d| d.message.contains(message)), "{message}: {found:?}");
     }
+}
+
+#[test]
+fn checks_find_an_image_reference_that_names_no_sha256_or_an_unknown_media_type() {
+    let image = |sha256: &str, media_type: &str| crate::ImageRef {
+        sha256: sha256.to_owned(),
+        size: 10,
+        media_type: media_type.to_owned(),
+        name: None,
+    };
+    let prompt =
+        |images| EventData::UserMessage(UserMessage { text: "see".into(), command: None, images });
+    let log = |images| {
+        vec![
+            event(0, meta()),
+            event(1, EventData::TurnStart(TurnStart { turn: 1 })),
+            event(2, prompt(images)),
+        ]
+    };
+    let good = log(vec![image(&"ab".repeat(32), "image/png")]);
+    assert!(
+        check_log(&good).iter().all(|d| d.severity == Severity::Open),
+        "{:?}",
+        check_log(&good)
+    );
+    let bad =
+        log(vec![image("../../etc/passwd", "image/png"), image(&"ab".repeat(32), "text/html")]);
+    let found: Vec<String> = check_log(&bad).iter().map(ToString::to_string).collect();
+    assert!(
+        found
+            .iter()
+            .any(|d| d.contains("seq 2") && d.contains("not named by a lowercase hex SHA-256")),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|d| d.contains("text/html")), "{found:?}");
+    // A prompt's images round-trip through the line codec; a prompt without any is written as
+    // before (no `images` key).
+    let line = encode_event(&good[2]);
+    assert!(line.contains("\"images\":[{\"sha256\""), "{line}");
+    assert_eq!(decode_event(&line, 3).unwrap(), good[2]);
+    assert!(!encode_event(&event(2, user("plain"))).contains("images"));
 }

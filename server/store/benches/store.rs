@@ -269,6 +269,7 @@ fn main() {
     // (compares and copies) instead of serializing (`handlers::session_request`).
     let mut loop_wire = dsh_provider::WireCache::new();
     let sent_request = GenerateRequest {
+        images: Default::default(),
         header: session.header().unwrap().clone(),
         messages: session.messages()[..rebuilt_len].to_vec(),
     };

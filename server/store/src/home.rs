@@ -4,6 +4,8 @@
 //! ```text
 //! $DSH_HOME/workspaces/<dirname>-<hash>/sessions/<session-id>.jsonl
 //! $DSH_HOME/workspaces/<dirname>-<hash>/checkpoints/   (dsh-checkpoint's: objects, index, journal)
+//! $DSH_HOME/workspaces/<dirname>-<hash>/checkpoints/objects/   (the workspace's one object
+//!                                           store: checkpoints' files and trees, and images)
 //! ```
 //!
 //! `<dirname>` is the last component of the workspace's canonical path (sanitized, for people
@@ -227,6 +229,19 @@ pub fn workspace_dir_name(canonical: &Path) -> String {
     format!("{name}-{hex}")
 }
 
+/// The object store's directory in the checkpoints subdirectory.
+const OBJECTS_DIR: &str = "objects";
+
+/// The object store of the workspace whose session log is at `log` (by the layout above:
+/// `<workspace dir>/sessions/<id>.jsonl`), when the log sits in a state directory.
+pub fn objects_dir_of_log(log: &Path) -> Option<PathBuf> {
+    let sessions = log.parent()?;
+    if sessions.file_name()? != "sessions" {
+        return None;
+    }
+    Some(sessions.parent()?.join(CHECKPOINTS_DIR).join(OBJECTS_DIR))
+}
+
 /// A workspace directory's checkpoints subdirectory.
 const CHECKPOINTS_DIR: &str = "checkpoints";
 
@@ -257,6 +272,12 @@ impl Workspace {
     /// store, the metadata index, a rewind's journal).
     pub fn checkpoints_dir(&self) -> PathBuf {
         self.dir.join(CHECKPOINTS_DIR)
+    }
+
+    /// The workspace's one content-addressed object store (`dsh-checkpoint`'s `ObjectStore`):
+    /// the checkpoints' objects and the images its sessions' logs name.
+    pub fn objects_dir(&self) -> PathBuf {
+        self.checkpoints_dir().join(OBJECTS_DIR)
     }
 
     /// The log of session `id` (which may not exist).

@@ -72,7 +72,7 @@ mod log;
 
 pub use error::StoreError;
 pub use fork::{FORK_CUT, FORK_TOOL_RESULT, fork_child_log, fork_events, fork_log};
-pub use home::{DshHome, LOG_EXTENSION, Workspace, workspace_dir_name};
+pub use home::{DshHome, LOG_EXTENSION, Workspace, objects_dir_of_log, workspace_dir_name};
 pub use id::{SessionId, utc_from_unix_ms};
 pub use list::{SessionListing, SessionSummary, TITLE_MAX_CHARS, summarize, title_of};
 pub use live::{LiveLog, SyncPolicy, is_boundary, now_ms};

@@ -86,7 +86,8 @@ fn title_is_first_nonblank_line_trimmed_and_cut_to_80_chars() {
 fn boundaries_are_the_events_people_and_the_model_acted_on() {
     assert!(is_boundary(&EventData::UserMessage(UserMessage {
         text: String::new(),
-        command: None
+        command: None,
+        images: Vec::new()
     })));
     let chunk = dsh_session::AssistantChunk {
         step: 1,

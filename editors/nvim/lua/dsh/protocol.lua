@@ -109,6 +109,11 @@ M.event_kinds = {
 ---@class dsh.ApprovalRespondResult
 ---@field accepted boolean Whether the answer reached a waiting tool call.
 
+--- An image given with a prompt (`session/prompt`'s `attachments`), its bytes in base64. Its format is read from its magic bytes (PNG, JPEG, GIF, WebP), never from its name; it must be at most 3,000,000 bytes (its base64 fits in one request line). It is stored once in the workspace's object store and the `user/message` names it by hash (docs/log.md, "Images").
+---@class dsh.Attachment
+---@field data string The bytes, standard base64 (padded).
+---@field name? string A name for people (a file name); not model-visible.
+
 --- What the daemon supports.
 ---@class dsh.Capabilities
 ---@field eventKinds string[] Every log event kind it may push in `session/event`.
@@ -273,6 +278,7 @@ M.event_kinds = {
 --- A user-role message: a prompt, steering, context, or a compaction summary.
 ---@class dsh.Message.user
 ---@field content string The text.
+---@field images? dsh.ImageRef[] Images after the text (by reference; the bytes are the request's [`ImageData`]).
 ---@field role "user"
 
 --- An assistant message.
@@ -287,6 +293,7 @@ M.event_kinds = {
 ---@class dsh.Message.tool
 ---@field callId string The call answered.
 ---@field content string What the model sees.
+---@field images? dsh.ImageRef[] Images the result carries after its text (a `read_file` of an image).
 ---@field role "tool"
 
 --- A model-visible message.
@@ -296,6 +303,7 @@ M.event_kinds = {
 ---@class dsh.ModelStatus
 ---@field contextWindow? integer Its context window, when configured.
 ---@field id string The model id.
+---@field images? boolean Whether it reads images (its `images` setting).
 ---@field price? dsh.Price Its prices, when configured.
 
 --- The session's first request: nothing could be cached.
@@ -556,6 +564,7 @@ M.event_kinds = {
 
 --- `session/prompt` params.
 ---@class dsh.SessionPromptParams
+---@field attachments? dsh.Attachment[] Images given with the prompt, after its text, in order. Refused (invalid params, before anything is logged) when the session's model does not read images (its `images` setting), or an attachment is not base64, not an image by its magic bytes, or over the size limit.
 ---@field limits? dsh.TurnLimits Budgets of this turn (default: none; the session's own `maxSteps` still holds).
 ---@field outputSchema? any A JSON Schema the turn's final answer must validate against (docs/scripting.md, "Structured answers"): the model is told it in a logged note, asked once more with the problems when its answer does not validate, and the turn ends `outputInvalid` when the second answer does not either. The validated value is the result's `output`. A value that is not a valid JSON Schema (or has a `$ref` outside itself, or is over 64 KiB) is refused with invalid params before anything is logged.
 ---@field sessionId string The session.
@@ -877,6 +886,13 @@ M.event_kinds = {
 ---@field stdoutTruncated? boolean Standard output was longer than the cap: its middle was cut.
 ---@field tool? string The tool of that call.
 
+--- An image a message carries: what the log holds instead of its bytes.
+---@class dsh.ImageRef
+---@field mediaType string Its media type, from its magic bytes: `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+---@field name? string The name it was given (a file name), for people; not model-visible.
+---@field sha256 string SHA-256 (lowercase hex) of the image's bytes: its name in the object store.
+---@field size integer Its size in bytes.
+
 --- One instruction file's text as rendered into the system prompt (trailing whitespace trimmed, long files cut with a note).
 ---@class dsh.InstructionFile
 ---@field name string Its path relative to the workspace root (`AGENTS.md`).
@@ -1013,6 +1029,7 @@ M.event_kinds = {
 ---@class dsh.SurfaceNode.tool_result
 ---@field callId string The call this answers.
 ---@field content string What the model sees.
+---@field images? dsh.ImageRef[] Images the model sees after `content` (a `read_file` of an image), by reference.
 ---@field isError? boolean Whether the call failed (refused, errored, denied, cancelled).
 ---@field name string The tool's name, for people reading the log.
 ---@field seen? dsh.FileSeen[] The workspace files the call read or wrote, as the agent knows them after it (not model-visible): what a later change on disk is compared with.
@@ -1071,6 +1088,7 @@ M.event_kinds = {
 ---@class dsh.ToolResult
 ---@field callId string The call this answers.
 ---@field content string What the model sees.
+---@field images? dsh.ImageRef[] Images the model sees after `content` (a `read_file` of an image), by reference.
 ---@field isError? boolean Whether the call failed (refused, errored, denied, cancelled).
 ---@field name string The tool's name, for people reading the log.
 ---@field seen? dsh.FileSeen[] The workspace files the call read or wrote, as the agent knows them after it (not model-visible): what a later change on disk is compared with.
@@ -1115,6 +1133,7 @@ M.event_kinds = {
 --- `user/message`.
 ---@class dsh.UserMessage
 ---@field command? dsh.PromptCommand The prompt command this text is the expansion of (`/name args`: `docs/skills.md`); absent for a prompt sent as typed. Not model-visible: the model sees `text`.
+---@field images? dsh.ImageRef[] Images given with the prompt, after its text, by reference (their bytes are in the workspace's object store; docs/log.md, "Images").
 ---@field text string The prompt text (a prompt command's expansion, when `command` is set).
 
 --- How a request body is written: the endpoint kind and the options of that kind that change the bytes. Logged in the call config, because the rebuilt body depends on every one of them.

@@ -41,7 +41,7 @@ fn the_initialize_answer_advertises_what_the_front_does_and_dsh_extensions() {
         json!({"supported": true, "method": "_session/steering", "idleBehavior": "promptRequired"});
     check(vec![(
         "initialize",
-        wire(initialize()),
+        wire(initialize(false)),
         json!({
             "protocolVersion": 1,
             "agentCapabilities": {
@@ -271,6 +271,24 @@ fn prompt_blocks_become_one_text_with_links_and_tagged_context() {
             refused("the prompt is empty"),
         ),
     ]);
+}
+
+#[test]
+fn a_prompt_s_image_blocks_become_attachments_after_its_text() {
+    let (text, images) = prompt_parts(&blocks(json!([
+        {"type": "text", "text": "What is wrong here?"},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png", "uri": "file:///w/shot.png"},
+        {"type": "image", "data": "R0lGODlh", "mimeType": "image/gif"},
+    ])))
+    .unwrap();
+    assert_eq!(text, "What is wrong here?");
+    let images: Vec<(Option<&str>, &str)> =
+        images.iter().map(|image| (image.name.as_deref(), image.data.as_str())).collect();
+    assert_eq!(images, [(Some("shot.png"), "iVBORw0KGgo="), (None, "R0lGODlh")]);
+    // Images alone are no prompt: dsh's prompts have text.
+    let alone =
+        prompt_parts(&blocks(json!([{"type": "image", "data": "AAAA", "mimeType": "image/png"}])));
+    assert!(alone.is_err());
 }
 
 fn config_request(config_id: &str, value: Value) -> SetSessionConfigOptionRequest {

@@ -10,7 +10,7 @@ use agent_client_protocol::v1::schema::{
     PromptRequest, PromptResponse, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
 };
 use dsh_protocol::{
-    SessionCreateParams, SessionForkParams, SessionInjectParams, SessionListParams,
+    NoParams, SessionCreateParams, SessionForkParams, SessionInjectParams, SessionListParams,
     SessionPromptParams, SessionRequestParams, SessionRequestResult, SessionRewindResult, code,
     method,
 };
@@ -18,8 +18,8 @@ use dsh_protocol::{
 use super::open::FLUSH_DEADLINE;
 use super::{AcpError, Front, lock};
 use crate::convert::{
-    model_choice, model_selector, prompt_response, prompt_text, server_specs, session_page,
-    workspace,
+    model_choice, model_selector, prompt_parts, prompt_response, prompt_text, server_specs,
+    session_page, workspace,
 };
 use crate::error::{create_refused, not_open, rpc_error};
 use crate::ext::{ForkRequest, ForkResponse, RewindRequest, SteeringRequest, SteeringResponse};
@@ -92,10 +92,30 @@ impl Front {
         session_page(sessions, request.cursor.as_deref())
     }
 
+    /// Whether the sessions `session/new` creates take images (ACP's `promptCapabilities.image`
+    /// is the connection's, not a session's): their profile (the front's `--provider`, else
+    /// the default) has the front's `--model` reading images, or, without `--model`, any
+    /// model reading images. A session whose model does not is still refused an image, naming
+    /// the model, before anything is logged.
+    pub(super) async fn takes_images(&self) -> bool {
+        let Ok(status) = self.client.call::<method::DaemonStatus>(NoParams {}).await else {
+            return false;
+        };
+        let wanted = self.options.session.profile.as_deref();
+        let profile = status.profiles.iter().find(|profile| match wanted {
+            Some(name) => profile.name == name,
+            None => profile.default,
+        });
+        let model = self.options.session.model.as_deref();
+        profile.is_some_and(|profile| {
+            profile.models.iter().any(|m| m.images && model.is_none_or(|model| m.id == model))
+        })
+    }
+
     /// `session/prompt`: runs a turn and answers once every update of it has left.
     pub(super) async fn prompt(&self, request: PromptRequest) -> Result<PromptResponse, AcpError> {
         let session_id = request.session_id.to_string();
-        let text = prompt_text(&request.prompt)?;
+        let (text, attachments) = prompt_parts(&request.prompt)?;
         let mut watcher = match lock(&self.sessions).get_mut(&session_id) {
             Some(open) => {
                 open.prompted.push(text.clone());
@@ -109,6 +129,7 @@ impl Front {
             when_busy: None,
             limits: None,
             output_schema: None,
+            attachments,
         };
         let result = match self.client.call::<method::SessionPrompt>(params).await {
             Ok(result) => result,

@@ -96,6 +96,7 @@ impl Agent {
             content,
             is_error,
             seen: None,
+            images: Vec::new(),
         }
     }
 }

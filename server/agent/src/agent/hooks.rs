@@ -127,6 +127,7 @@ impl Agent {
             content: format!("not run: {}", refusal(report)),
             is_error: true,
             seen: None,
+            images: Vec::new(),
         }))
     }
 

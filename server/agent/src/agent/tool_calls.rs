@@ -101,6 +101,7 @@ impl Agent {
             content,
             is_error: true,
             seen: None,
+            images: Vec::new(),
         };
         if cancel.is_cancelled() {
             return Ok((refuse("not run: the turn was cancelled".to_owned()), None));
@@ -126,6 +127,7 @@ impl Agent {
                 content: output.content,
                 is_error: output.is_error,
                 seen: None,
+                images: Vec::new(),
             };
             return Ok((result, None));
         }
@@ -253,6 +255,7 @@ impl Agent {
             content: output.content,
             is_error: output.is_error,
             seen: (!seen.is_empty()).then_some(seen),
+            images: Vec::new(),
         };
         Ok((result, plan))
     }

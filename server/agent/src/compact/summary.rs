@@ -116,9 +116,10 @@ pub fn render_region(nodes: &[SurfaceEntry], config: &ContextConfig) -> String {
                 out.push_str("[system]\n");
                 out.push_str(content);
             }
-            Message::User { content } => {
+            Message::User { content, images } => {
                 out.push_str("[user]\n");
                 out.push_str(content);
+                push_images(&mut out, images);
             }
             Message::Assistant(assistant) => {
                 out.push_str("[assistant]\n");
@@ -130,7 +131,7 @@ pub fn render_region(nodes: &[SurfaceEntry], config: &ContextConfig) -> String {
                     ));
                 }
             }
-            Message::Tool { call_id, content } => {
+            Message::Tool { call_id, content, .. } => {
                 out.push_str(&format!("[tool result {call_id}]\n"));
                 match trim_content(content, config) {
                     Some(trimmed) if content.len() > config.trim_min_bytes => {
@@ -176,5 +177,13 @@ pub fn summarize_request(
     };
     let header = EpochHeader::new(call, Some(SUMMARY_INSTRUCTION.to_owned()), Vec::new());
     let text = render_region(&surface[first..=last], config);
-    Some(GenerateRequest { header, messages: vec![Arc::new(Message::User { content: text })] })
+    Some(GenerateRequest::new(header, vec![Arc::new(Message::user(text))]))
+}
+
+/// Images as the summarizer reads them: named, not shown (its one-shot carries no images).
+fn push_images(out: &mut String, images: &[dsh_session::ImageRef]) {
+    for image in images {
+        let name = image.name.as_deref().unwrap_or(&image.media_type);
+        out.push_str(&format!("\n[image: {name}, {} bytes]", image.size));
+    }
 }

@@ -40,7 +40,11 @@ impl Log {
     fn turn(&mut self, prompt: &str) {
         self.turn += 1;
         self.push(EventData::TurnStart(TurnStart { turn: self.turn }));
-        self.push(EventData::UserMessage(UserMessage { text: prompt.to_owned(), command: None }));
+        self.push(EventData::UserMessage(UserMessage {
+            text: prompt.to_owned(),
+            command: None,
+            images: Vec::new(),
+        }));
     }
 
     fn end_turn(&mut self) {
@@ -76,6 +80,7 @@ impl Log {
                 content: "x".repeat(*size),
                 is_error: false,
                 seen: None,
+                images: Vec::new(),
             }));
         }
         let usage = Usage { prompt_tokens: prompt, completion_tokens: 10, ..Usage::default() };
@@ -188,7 +193,7 @@ fn compaction_keeps_the_latest_turns_and_never_splits_a_call_from_its_result() {
     assert_eq!(start, surface[0].id);
     // The cut lands on turn two's prompt.
     assert!(
-        matches!(&*surface[end_position + 1].message, Message::User { content } if content == "two")
+        matches!(&*surface[end_position + 1].message, Message::User { content, .. } if content == "two")
     );
     assert!(is_valid_cut(&surface[..=end_position]));
 }
@@ -284,7 +289,7 @@ fn the_summarize_request_has_no_tools_thinking_off_and_the_rendered_region() {
     assert_eq!(request.header.tools, None);
     assert!(!request.header.config.thinking);
     assert_eq!(request.header.config.max_tokens, 512);
-    let Message::User { content } = &*request.messages[0] else { panic!() };
+    let Message::User { content, .. } = &*request.messages[0] else { panic!() };
     assert!(content.starts_with("Conversation to summarize:\n\n[user]\nread it\n"), "{content}");
     assert!(content.contains("(calls call-1-0 read_file {})"));
     assert!(content.contains("[... trimmed"));

@@ -33,7 +33,7 @@ fn over_the_budget_the_oldest_checkpoints_are_dropped_and_a_restore_to_one_is_re
     }
     let newest_first: Vec<_> = roots.iter().rev().copied().collect();
     // Room for about three versions of data.txt.
-    let collected = checkpointer.collect(&newest_first, 33_000).unwrap();
+    let collected = checkpointer.collect(&newest_first, 33_000, &[]).unwrap();
     assert_eq!(collected.kept, newest_first[..3]);
     assert_eq!(collected.dropped, newest_first[3..]);
     assert!(collected.objects_removed >= 4, "{collected:?}");
@@ -64,7 +64,7 @@ fn unreferenced_objects_are_swept_but_the_current_state_is_kept() {
     write_noise(&fixture, "a.txt", 2, 5_000);
     let current = checkpointer.checkpoint().unwrap();
     // No session references any checkpoint any more.
-    let collected = checkpointer.collect(&[], 0).unwrap();
+    let collected = checkpointer.collect(&[], 0, &[]).unwrap();
     assert!(collected.kept.is_empty());
     assert!(!checkpointer.objects().contains(&old.root));
     assert!(checkpointer.objects().contains(&current.root), "the current state stays");
@@ -76,4 +76,21 @@ fn unreferenced_objects_are_swept_but_the_current_state_is_kept() {
     assert!(plan.missing_objects.is_empty(), "{plan:?}");
     checkpointer.apply(&plan, false).unwrap();
     assert_eq!(fs::read(fixture.ws().join("a.txt")).unwrap(), noise(2, 5_000));
+}
+
+#[test]
+fn an_object_named_as_kept_survives_a_collection_that_keeps_no_checkpoint() {
+    let fixture = Fixture::new();
+    let mut checkpointer = fixture.open();
+    write_noise(&fixture, "a.txt", 1, 5_000);
+    let old = checkpointer.checkpoint().unwrap();
+    // An image a session's log names, put in the same store by someone else.
+    let image = checkpointer.objects().put(&noise(7, 20_000)).unwrap();
+    let stray = checkpointer.objects().put(&noise(8, 20_000)).unwrap();
+    write_noise(&fixture, "a.txt", 2, 5_000);
+    checkpointer.checkpoint().unwrap();
+    let collected = checkpointer.collect(&[], 0, &[image]).unwrap();
+    assert!(!checkpointer.objects().contains(&old.root), "{collected:?}");
+    assert!(!checkpointer.objects().contains(&stray), "an unnamed object is swept");
+    assert_eq!(checkpointer.objects().get(&image).unwrap(), noise(7, 20_000));
 }

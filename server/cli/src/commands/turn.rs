@@ -47,6 +47,8 @@ pub struct PromptOptions {
     pub limits: Option<TurnLimits>,
     /// The JSON Schema the turn's answer must match (checked already).
     pub output_schema: Option<serde_json::Value>,
+    /// Images given with the prompt (`--image`).
+    pub attachments: Vec<dsh_protocol::Attachment>,
     /// The prompt.
     pub text: String,
 }
@@ -63,6 +65,8 @@ pub struct TurnRequest {
     pub output_schema: Option<serde_json::Value>,
     /// JSON lines on stdout instead of text.
     pub json: bool,
+    /// Images given with the prompt (`session/prompt`'s `attachments`).
+    pub attachments: Vec<dsh_protocol::Attachment>,
 }
 
 /// `dsh prompt`: runs one turn through the daemon and streams it. With `--json`, whatever
@@ -137,6 +141,7 @@ async fn prompt_in_session(
         limits: options.limits,
         output_schema: options.output_schema,
         json: settings.json,
+        attachments: options.attachments,
     };
     stream_turn(&client, &mut inbox, &session_id, request).await
 }
@@ -151,7 +156,7 @@ pub async fn stream_turn(
     session_id: &str,
     request: TurnRequest,
 ) -> anyhow::Result<ExitCode> {
-    let TurnRequest { text, yes, limits, output_schema, json } = request;
+    let TurnRequest { text, yes, limits, output_schema, json, attachments } = request;
     let session_id = session_id.to_owned();
     let page = client
         .call::<method::SessionEvents>(SessionEventsParams {
@@ -189,6 +194,7 @@ pub async fn stream_turn(
         when_busy: Some(WhenBusy::Reject),
         limits,
         output_schema,
+        attachments,
     };
     let mut turn =
         tokio::spawn(async move { prompt_client.call::<method::SessionPrompt>(params).await });

@@ -10,7 +10,7 @@ use super::breakpoint::{Breakpoints, MAX_BREAKPOINTS, positions};
 use super::{Flavor, MessagesRequest, invalid, signature};
 use crate::error::ApiError;
 use crate::knobs::MockConfig;
-use crate::request::{ChatRequest, Message, Role, Tool, ToolCall};
+use crate::request::{ChatRequest, Image, Message, Role, Tool, ToolCall};
 
 #[derive(Deserialize)]
 struct RawBody<'a> {
@@ -178,7 +178,14 @@ pub(crate) fn parse(
             .unwrap_or_default();
         let before = messages.len();
         if role == "user" {
-            user_turn(index, &blocks, &previous_calls, &mut messages, &mut breakpoints)?;
+            user_turn(
+                model.images,
+                index,
+                &blocks,
+                &previous_calls,
+                &mut messages,
+                &mut breakpoints,
+            )?;
             previous_calls.clear();
         } else {
             previous_calls = assistant_turn(
@@ -250,6 +257,7 @@ fn text_message(role: Role, text: &str) -> Message {
         reasoning_content: None,
         tool_calls: Vec::new(),
         tool_call_id: None,
+        images: Vec::new(),
     }
 }
 
@@ -302,7 +310,25 @@ fn block_text(block: &Value, index: usize, position: usize) -> Result<&str, ApiE
     Ok(text)
 }
 
+/// An `image` block (`source` of type `base64`) of a model that reads images.
+fn image_block(block: &Value, at: &str, images_ok: bool) -> Result<Image, ApiError> {
+    if !images_ok {
+        return Err(invalid(format!("{at}: this model does not support image input")));
+    }
+    let source = block.get("source");
+    let kind = source.and_then(|source| source.get("type")).and_then(Value::as_str);
+    if kind != Some("base64") {
+        return Err(invalid(format!("{at}.source.type: only `base64` is accepted")));
+    }
+    let field = |name: &str| source.and_then(|source| source.get(name)).and_then(Value::as_str);
+    let (Some(media_type), Some(data)) = (field("media_type"), field("data")) else {
+        return Err(invalid(format!("{at}.source: media_type and data are required strings")));
+    };
+    Image::decode(media_type, data).map_err(|why| invalid(format!("{at}.source: {why}")))
+}
+
 fn user_turn(
+    images_ok: bool,
     index: usize,
     blocks: &[Value],
     calls: &[String],
@@ -330,14 +356,25 @@ fn user_turn(
                         "messages.{index}: `tool_result` blocks must come before any other content in a user message"
                     )));
                 }
+                let mut images = Vec::new();
                 let content = match block.get("content") {
                     None | Some(Value::Null) => String::new(),
                     Some(Value::String(text)) => text.clone(),
-                    Some(Value::Array(parts)) => parts
-                        .iter()
-                        .filter_map(|part| part.get("text").and_then(Value::as_str))
-                        .collect::<Vec<_>>()
-                        .join(""),
+                    Some(Value::Array(parts)) => {
+                        for (part_index, part) in parts.iter().enumerate() {
+                            if part.get("type").and_then(Value::as_str) == Some("image") {
+                                let at = format!(
+                                    "messages.{index}.content.{position}.content.{part_index}"
+                                );
+                                images.push(image_block(part, &at, images_ok)?);
+                            }
+                        }
+                        parts
+                            .iter()
+                            .filter_map(|part| part.get("text").and_then(Value::as_str))
+                            .collect::<Vec<_>>()
+                            .join("")
+                    }
                     Some(_) => {
                         return Err(invalid(format!(
                             "messages.{index}.content.{position}.content: Input should be a valid string or list"
@@ -351,7 +388,24 @@ fn user_turn(
                     reasoning_content: None,
                     tool_calls: Vec::new(),
                     tool_call_id: Some(id.to_owned()),
+                    images,
                 });
+            }
+            Some("image") => {
+                after_text = true;
+                let image =
+                    image_block(block, &format!("messages.{index}.content.{position}"), images_ok)?;
+                // An image joins the user message before it (a text-less turn: a message of its own).
+                match messages.last_mut() {
+                    Some(last) if last.role == Role::User && position > 0 => {
+                        last.images.push(image)
+                    }
+                    _ => {
+                        let mut message = text_message(Role::User, "");
+                        message.images.push(image);
+                        messages.push(message);
+                    }
+                }
             }
             other => {
                 return Err(invalid(format!(
@@ -388,6 +442,7 @@ fn assistant_turn(
         reasoning_content: None,
         tool_calls: Vec::new(),
         tool_call_id: None,
+        images: Vec::new(),
     };
     for (position, block) in blocks.iter().enumerate() {
         breakpoints.mark(block, index, position)?;

@@ -129,6 +129,7 @@ proptest! {
                 reasoning_content: Some(step.reasoning.clone()),
                 tool_calls: calls.clone(),
                 tool_call_id: None,
+                images: Vec::new(),
             };
             let mut output = Vec::new();
             push_assistant(&answer, request.thinking, request.thinking && request.has_tools(), &mut output);

@@ -67,6 +67,7 @@ pub(super) fn output_segments(request: &ChatRequest, output: &Output) -> Vec<tok
             })
             .collect(),
         tool_call_id: None,
+        images: Vec::new(),
     };
     let mut segments = Vec::new();
     render::push_assistant(

@@ -9,6 +9,7 @@
 mod cache;
 mod faults;
 mod fuzz;
+mod images;
 mod streaming;
 mod support;
 mod validation;

@@ -364,7 +364,8 @@ async fn models_lists_the_configured_models() {
             "deepseek-v4-pro",
             "deepseek-flash",
             "deepseek-chat",
-            "deepseek-reasoner"
+            "deepseek-reasoner",
+            "mock-vision"
         ]
     );
     assert_eq!(list["data"][0]["owned_by"], "deepseek");

@@ -72,6 +72,7 @@ fn request(
     messages: Vec<Arc<Message>>,
 ) -> GenerateRequest {
     GenerateRequest {
+        images: Default::default(),
         header: EpochHeader {
             config,
             system: system.map(str::to_owned),
@@ -101,6 +102,7 @@ fn the_adapter_is_named_by_the_call_config() {
 #[test]
 fn a_minimal_request_has_every_fixed_field_in_order() {
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader { config: config(false), system: None, tools: None },
         messages: vec![user("hi")],
     };
@@ -342,6 +344,7 @@ fn adaptive_thinking_sends_no_budget_and_needs_none() {
         wire.adaptive_thinking = true;
     }
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader { config, system: None, tools: None },
         messages: vec![user("hi")],
     };
@@ -587,7 +590,7 @@ proptest! {
             if action != 3 {
                 current = messages[..length].to_vec();
             }
-            let request = GenerateRequest { header: header.clone(), messages: current };
+            let request = GenerateRequest { images: Default::default(), header: header.clone(), messages: current };
             let (memoized, sha) = cache.body(&request);
             let fresh = wire_body(&request);
             prop_assert_eq!(&memoized.to_vec(), &fresh);
@@ -620,4 +623,31 @@ fn a_long_conversation_serialized_at_once_equals_the_body() {
         assert!(body.to_vec() == expected, "holding {held}: the body differs from wire_body");
         assert_eq!(sha, sha256_hex(&expected), "holding {held}");
     }
+}
+
+#[test]
+fn images_are_base64_image_blocks_after_the_text_and_in_tool_results() {
+    let (image, images) = crate::test_support::png();
+    let mut request = request(
+        config(false),
+        None,
+        vec![
+            Arc::new(Message::User { content: "look".to_owned(), images: vec![image.clone()] }),
+            assistant("", None, &[("toolu_1", "read", r#"{"path":"a.png"}"#)]),
+            Arc::new(Message::Tool {
+                call_id: "toolu_1".to_owned(),
+                content: "a.png (image/png)".to_owned(),
+                images: vec![image.clone()],
+            }),
+            Arc::new(Message::User { content: String::new(), images: vec![image] }),
+        ],
+    );
+    request.images = images;
+    assert_eq!(crate::check_request(&request), Ok(()));
+    golden(
+        &request,
+        expect![[
+            r#"{"model":"claude-sonnet-4-5","max_tokens":8192,"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUg=="},"cache_control":{"type":"ephemeral"}}]},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"read","input":{"path":"a.png"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"a.png (image/png)"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUg=="}}]},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUg=="},"cache_control":{"type":"ephemeral"}}]}],"tools":[{"name":"edit","description":"edit things","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"}},{"name":"read","description":"read things","input_schema":{"properties":{"path":{"type":"string"}},"type":"object"},"cache_control":{"type":"ephemeral"}}],"thinking":{"type":"disabled"},"stream":true}"#
+        ]],
+    );
 }

@@ -57,6 +57,7 @@ fn check(request: &GenerateRequest, expected: Expect) {
 #[test]
 fn a_minimal_request_has_every_fixed_field_in_order() {
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader { config: config(false), system: None, tools: None },
         messages: vec![user("hi")],
     };
@@ -75,6 +76,7 @@ fn optional_scalars_follow_thinking_in_fixed_order() {
     config.temperature = Some(0.7);
     config.top_p = Some(1.0);
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader { config, system: Some("Be brief.".to_owned()), tools: None },
         messages: vec![user("hi")],
     };
@@ -92,6 +94,7 @@ fn a_json_mode_is_asked_for_after_the_sampling_fields() {
     config.temperature = Some(0.0);
     config.response_format = Some(dsh_session::ResponseFormat::JsonObject);
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader { config, system: None, tools: None },
         messages: vec![user("answer in json")],
     };
@@ -106,6 +109,7 @@ fn a_json_mode_is_asked_for_after_the_sampling_fields() {
 #[test]
 fn a_thinking_tool_turn_passes_reasoning_back_on_every_assistant_message() {
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader {
             config: config(true),
             system: Some("sys".to_owned()),
@@ -135,6 +139,7 @@ fn a_thinking_tool_turn_passes_reasoning_back_on_every_assistant_message() {
 #[test]
 fn thinking_off_never_sends_reasoning() {
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader { config: config(false), system: None, tools: Some(vec![tool("ls")]) },
         messages: vec![
             user("go"),
@@ -153,6 +158,7 @@ fn thinking_off_never_sends_reasoning() {
 #[test]
 fn thinking_without_tools_sends_stored_reasoning_only() {
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader { config: config(true), system: None, tools: None },
         messages: vec![
             user("a"),
@@ -174,6 +180,7 @@ fn thinking_without_tools_sends_stored_reasoning_only() {
 fn strings_are_escaped_and_arguments_are_never_reformatted() {
     let arguments = "{ \"b\":1,\n \"a\" : \"\\u00e9\" }";
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader { config: config(false), system: None, tools: Some(vec![tool("t")]) },
         messages: vec![
             user("quote \" backslash \\ tab \t nul \u{0} é 🙂 </script>"),
@@ -199,6 +206,7 @@ fn strings_are_escaped_and_arguments_are_never_reformatted() {
 #[test]
 fn tools_sort_by_utf16_code_units_and_parallel_calls_keep_their_order() {
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader {
             config: config(false),
             system: None,
@@ -229,6 +237,7 @@ fn tools_sort_by_utf16_code_units_and_parallel_calls_keep_their_order() {
 #[test]
 fn system_messages_in_the_conversation_follow_the_header_system_prompt() {
     let request = GenerateRequest {
+        images: Default::default(),
         header: EpochHeader { config: config(false), system: Some("head".to_owned()), tools: None },
         messages: vec![Arc::new(Message::System { content: "inner".to_owned() }), user("u")],
     };
@@ -258,7 +267,7 @@ fn text() -> impl Strategy<Value = String> {
 
 fn message() -> impl Strategy<Value = Arc<Message>> {
     prop_oneof![
-        text().prop_map(|content| Arc::new(Message::User { content })),
+        text().prop_map(|content| Arc::new(Message::user(content))),
         (text(), proptest::option::of(text()), proptest::collection::vec((text(), text()), 0..3))
             .prop_map(|(content, reasoning_content, calls)| {
                 Arc::new(Message::Assistant(AssistantMessage {
@@ -276,8 +285,7 @@ fn message() -> impl Strategy<Value = Arc<Message>> {
                         .collect(),
                 }))
             }),
-        (text(), text())
-            .prop_map(|(call_id, content)| Arc::new(Message::Tool { call_id, content })),
+        (text(), text()).prop_map(|(call_id, content)| Arc::new(Message::tool(call_id, content))),
     ]
 }
 
@@ -308,13 +316,13 @@ proptest! {
         earlier in proptest::collection::vec(message(), 0..6),
         appended in proptest::collection::vec(message(), 0..6),
     ) {
-        let first = GenerateRequest { header: header.clone(), messages: earlier.clone() };
+        let first = GenerateRequest { images: Default::default(), header: header.clone(), messages: earlier.clone() };
         let first_body = wire_body(&first);
         prop_assert_eq!(&first_body, &wire_body(&first.clone()));
 
         let mut messages = earlier;
         messages.extend(appended);
-        let second = GenerateRequest { header, messages };
+        let second = GenerateRequest { images: Default::default(), header, messages };
         let first_slices = message_slices(&first_body);
         let second_slices = message_slices(&wire_body(&second));
         prop_assert!(first_slices.len() <= second_slices.len());
@@ -351,7 +359,7 @@ proptest! {
     ) {
         use sha2::Digest as _;
         let mut cache = crate::WireCache::new();
-        let mut request = GenerateRequest { header: first, messages: Vec::new() };
+        let mut request = GenerateRequest { images: Default::default(), header: first, messages: Vec::new() };
         for change in changes {
             match change {
                 Change::Append(messages) => request.messages.extend(messages),
@@ -387,13 +395,18 @@ fn a_long_conversation_serialized_at_once_equals_wire_body() {
             }
         })
         .collect();
-    let whole = GenerateRequest { header: header.clone(), messages: messages.clone() };
+    let whole = GenerateRequest {
+        images: Default::default(),
+        header: header.clone(),
+        messages: messages.clone(),
+    };
     let expected = wire_body(&whole);
     assert!(expected.len() > 3 * 1024 * 1024, "not long enough to be hashed apart");
     for held in [0, 1, 7] {
         let mut cache = crate::WireCache::new();
         if held > 0 {
             let _ = cache.body(&GenerateRequest {
+                images: Default::default(),
                 header: header.clone(),
                 messages: messages[..held].to_vec(),
             });
@@ -409,10 +422,13 @@ fn a_long_conversation_serialized_at_once_equals_wire_body() {
 #[test]
 fn long_bodies_are_pieces_of_the_memo_and_equal_wire_body() {
     let header = EpochHeader::new(config(false), Some("s".into()), Vec::new());
-    let text =
-        |n: usize| Arc::new(Message::User { content: format!("{n}: {}", "x\"y ".repeat(20_000)) });
+    let text = |n: usize| Arc::new(Message::user(format!("{n}: {}", "x\"y ".repeat(20_000))));
     let mut cache = crate::WireCache::new();
-    let mut request = GenerateRequest { header: header.clone(), messages: Vec::new() };
+    let mut request = GenerateRequest {
+        images: Default::default(),
+        header: header.clone(),
+        messages: Vec::new(),
+    };
     let mut previous: Option<crate::WireBytes> = None;
     for n in 0..6 {
         request.messages.push(text(n));
@@ -439,6 +455,7 @@ fn long_bodies_are_pieces_of_the_memo_and_equal_wire_body() {
     // A rebuilt request (equal messages, other allocations) extends the memo; adopting it makes
     // the next body compare pointers; one that does not extend it leaves it as it was.
     let rebuilt = GenerateRequest {
+        images: Default::default(),
         header: header.clone(),
         messages: request.messages.iter().map(|m| Arc::new((**m).clone())).collect(),
     };
@@ -447,4 +464,34 @@ fn long_bodies_are_pieces_of_the_memo_and_equal_wire_body() {
     other.messages[0] = text(99);
     assert!(!cache.adopt(&other));
     assert!(cache.body(&rebuilt).0.to_vec() == wire_body(&rebuilt));
+}
+
+#[test]
+fn a_user_message_with_an_image_has_a_content_array_with_a_data_url() {
+    let (image, images) = crate::test_support::png();
+    let with_image = Arc::new(Message::User {
+        content: "what is this?".to_owned(),
+        images: vec![image.clone()],
+    });
+    let only_image = Arc::new(Message::User { content: String::new(), images: vec![image] });
+    let request = GenerateRequest {
+        images,
+        header: EpochHeader { config: config(false), system: None, tools: None },
+        messages: vec![user("hi"), with_image, only_image],
+    };
+    check(
+        &request,
+        expect![[
+            r#"{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"hi"},{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="}}]},{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="}}]}],"thinking":{"type":"disabled"},"max_tokens":4096,"stream":true,"stream_options":{"include_usage":true}}"#
+        ]],
+    );
+    assert_eq!(crate::check_request(&request), Ok(()));
+    // The same messages without the bytes: never sent, and never memoized.
+    let unloaded = GenerateRequest { images: Default::default(), ..request.clone() };
+    let problem = crate::check_request(&unloaded).unwrap_err();
+    assert!(problem.contains("is not loaded"), "{problem}");
+    let mut cache = crate::WireCache::new();
+    let _ = cache.body(&unloaded);
+    assert!(cache.is_empty(), "a body without its images' bytes is not memoized");
+    assert_eq!(cache.body(&request).0.to_vec(), wire_body(&request));
 }

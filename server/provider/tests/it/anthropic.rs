@@ -90,7 +90,7 @@ async fn a_thinking_tool_turn_round_trips_byte_exact_and_the_second_request_read
     let call_id = message.tool_calls[0].id.clone();
     let mut messages = first.messages.clone();
     messages.push(Arc::new(Message::Assistant(message)));
-    messages.push(Arc::new(Message::Tool { call_id, content: "fn main() { hello() }".to_owned() }));
+    messages.push(Arc::new(Message::tool(call_id, "fn main() { hello() }")));
     let second = request(anthropic_config(true, true), vec![tool("read")], messages);
     assert_eq!(check_request(&second), Ok(()));
     let outcome = collect(&client, body(&second)).await;
@@ -313,7 +313,7 @@ async fn the_real_api_answers_a_tool_turn_with_thinking_and_reads_its_cache() {
     };
     let mut messages = first.messages.clone();
     messages.push(Arc::new(Message::Assistant(message)));
-    messages.push(Arc::new(Message::Tool { call_id, content: "# dsh\nA daemon.".to_owned() }));
+    messages.push(Arc::new(Message::tool(call_id, "# dsh\nA daemon.")));
     let second = request(call, vec![tool("read")], messages);
     assert_eq!(check_request(&second), Ok(()));
     let (_, usage) = collect(&client, body(&second)).await.expect_success();

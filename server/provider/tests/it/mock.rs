@@ -138,9 +138,10 @@ async fn parallel_tool_calls_assemble_verbatim_and_replay_hits_the_cache() {
     let mut messages = first.messages.clone();
     messages.push(Arc::new(Message::Assistant(message.clone())));
     for call in &message.tool_calls {
-        messages.push(Arc::new(Message::Tool { call_id: call.id.clone(), content: String::new() }));
+        messages.push(Arc::new(Message::tool(call.id.clone(), String::new())));
     }
-    let second = GenerateRequest { header: first.header.clone(), messages };
+    let second =
+        GenerateRequest { images: Default::default(), header: first.header.clone(), messages };
     let (_, usage) = collect(&deepseek, body(&second)).await.expect_success();
     assert!(usage.cache_hit_tokens > 0, "{usage:?}");
     assert_eq!(mock.bodies(), vec![wire_body(&first), wire_body(&second)]);

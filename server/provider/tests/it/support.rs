@@ -58,7 +58,7 @@ pub fn tool(name: &str) -> ToolSchema {
 }
 
 pub fn user(text: &str) -> Arc<Message> {
-    Arc::new(Message::User { content: text.to_owned() })
+    Arc::new(Message::user(text))
 }
 
 pub fn request(
@@ -67,6 +67,7 @@ pub fn request(
     messages: Vec<Arc<Message>>,
 ) -> GenerateRequest {
     GenerateRequest {
+        images: Default::default(),
         header: EpochHeader::new(config, Some("You are a test.".to_owned()), tools),
         messages,
     }

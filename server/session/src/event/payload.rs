@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::header::{EpochHeader, WireFormat};
+use crate::image::ImageRef;
 use crate::message::AssistantMessage;
 
 /// `session/meta`.
@@ -188,6 +189,11 @@ pub struct UserMessage {
     /// absent for a prompt sent as typed. Not model-visible: the model sees `text`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<PromptCommand>,
+    /// Images given with the prompt, after its text, by reference (their bytes are in the
+    /// workspace's object store; docs/log.md, "Images").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ImageRef>>", optional))]
+    pub images: Vec<ImageRef>,
 }
 
 /// The prompt command a `user/message` was expanded from.
@@ -430,6 +436,10 @@ pub struct ToolResult {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[cfg_attr(feature = "schema", ts(as = "Option<bool>", optional))]
     pub is_error: bool,
+    /// Images the model sees after `content` (a `read_file` of an image), by reference.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", ts(as = "Option<Vec<ImageRef>>", optional))]
+    pub images: Vec<ImageRef>,
     /// The workspace files the call read or wrote, as the agent knows them after it (not
     /// model-visible): what a later change on disk is compared with.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -22,6 +22,7 @@ fn plan_result(call_id: &str, is_error: bool) -> EventData {
         content: "Plan updated: 0 of 1 steps completed.".to_owned(),
         is_error,
         seen: None,
+        images: Vec::new(),
     })
 }
 
@@ -50,7 +51,11 @@ fn turn(result_is_error: bool, after_result: Vec<EventData>) -> Vec<Event> {
             parent: None,
         }),
         EventData::TurnStart(TurnStart { turn: 1 }),
-        EventData::UserMessage(UserMessage { text: "plan it".to_owned(), command: None }),
+        EventData::UserMessage(UserMessage {
+            text: "plan it".to_owned(),
+            command: None,
+            images: Vec::new(),
+        }),
         EventData::StepStart(StepStart { step: 1, turn: 1 }),
         EventData::RequestHeader(RequestHeader { reason: SnapshotReason::Initial, header }),
         EventData::AssistantMessage(AssistantTurn {

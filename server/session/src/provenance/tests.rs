@@ -44,6 +44,7 @@ impl Log {
             content: result.to_owned(),
             is_error: !ok,
             seen: None,
+            images: Vec::new(),
         }));
         step
     }

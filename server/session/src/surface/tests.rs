@@ -60,7 +60,7 @@ impl Writer {
         self.turn += 1;
         self.turn_open = true;
         self.push(EventData::TurnStart(TurnStart { turn: self.turn }));
-        self.push(EventData::UserMessage(UserMessage { text, command: None }));
+        self.push(EventData::UserMessage(UserMessage { text, command: None, images: Vec::new() }));
     }
 
     fn step(&mut self, calls: usize, text: String) {
@@ -110,6 +110,7 @@ impl Writer {
                 content: format!("{text}{text}{text}"),
                 is_error: false,
                 seen: None,
+                images: Vec::new(),
             }));
         }
         let end = StepEnd { step, finish_reason: "stop".to_owned(), usage: Usage::default() };
@@ -306,6 +307,7 @@ fn checks_find_a_trim_under_another_call_id() {
         content: "x".to_owned(),
         is_error: false,
         seen: None,
+        images: Vec::new(),
     };
     let node = SurfaceNode::ToolResult(wrong.clone());
     let (start, end) = (tool_ids[0], tool_ids[0]);

@@ -88,6 +88,7 @@ pub fn session_events(shape: Shape) -> Vec<EventData> {
     for turn in 1..=shape.turns {
         events.push(EventData::TurnStart(TurnStart { turn }));
         events.push(EventData::UserMessage(UserMessage {
+            images: Vec::new(),
             text: format!("  turn {turn}: please {}\nsecond line", filler(turn, 30)),
             command: None,
         }));
@@ -167,6 +168,7 @@ pub fn session_events(shape: Shape) -> Vec<EventData> {
                     content: filler(step + 7, shape.tool_result_bytes),
                     is_error: false,
                     seen: None,
+                    images: Vec::new(),
                 }));
             }
             events.push(EventData::StepEnd(StepEnd {

@@ -119,7 +119,11 @@ fn append_stamps_next_seq_and_time_and_returns_the_event() {
     assert_eq!((event.seq, event.time), (1, 42));
     let before = dsh_store::now_ms();
     let event = log
-        .append(EventData::UserMessage(UserMessage { text: "hi".into(), command: None }))
+        .append(EventData::UserMessage(UserMessage {
+            text: "hi".into(),
+            command: None,
+            images: Vec::new(),
+        }))
         .unwrap();
     assert_eq!(event.seq, 2);
     assert!(event.time >= before);
@@ -454,6 +458,7 @@ fn a_fork_with_an_assistant_message_whose_calls_are_partly_answered_answers_the_
                 content: "ok".into(),
                 is_error: false,
                 seen: None,
+                images: Vec::new(),
             }),
         },
     ];
@@ -636,7 +641,7 @@ proptest! {
             Ok(mut log) => {
                 prop_assert_eq!(log.session().events(), &read.events[..]);
                 prop_assert_eq!(fs::read(&path).unwrap(), bytes[..cut].to_vec());
-                let appended = log.append_at(EventData::UserMessage(UserMessage { text: "again".into(), command: None }), 1).unwrap().seq;
+                let appended = log.append_at(EventData::UserMessage(UserMessage { text: "again".into(), command: None, images: Vec::new() }), 1).unwrap().seq;
                 if let Some(torn) = log.recovered() {
                     let sidecar = fs::read(torn.sidecar.as_ref().unwrap()).unwrap();
                     prop_assert_eq!(&sidecar[..], &bytes[whole..cut]);
