@@ -165,7 +165,11 @@ export class Transcript {
       }
       case "user/message": {
         const item = this.item(event, "user");
-        item.append(element("div", "who", "you"), element("div", "text", clip(event.data.text)));
+        const command = event.data.command ? ` · /${event.data.command.name} (${event.data.command.source})` : "";
+        item.append(element("div", "who", `you${command}`), element("div", "text", clip(event.data.text)));
+        for (const image of event.data.images ?? []) {
+          item.append(element("div", "image-ref", `[image: ${image.name ?? image.sha256.slice(0, 12)}, ${image.mediaType}, ${image.size} bytes]`));
+        }
         return item;
       }
       case "steering/message": {
@@ -326,6 +330,21 @@ export class Transcript {
       case "workspace/rewind": {
         const item = this.item(event, "marker");
         item.textContent = `rewound${event.data.toStep !== undefined ? ` to step ${event.data.toStep}` : ""} (files: ${event.data.files}, conversation: ${event.data.conversation})`;
+        return item;
+      }
+      case "hook/run": {
+        const run = event.data;
+        const item = this.item(event, run.outcome === "ok" ? "note" : "note error");
+        const tool = run.tool ? `, ${run.tool}` : "";
+        const why = run.outcome === "ok" ? "" : `: ${(run.error ?? run.stderr ?? "").trim()}`;
+        item.textContent = `hook ${run.hook} (${run.event}${tool}) ${run.outcome}${why} · ${run.durationMs} ms`;
+        return item;
+      }
+      case "task/spawn": {
+        const item = this.item(event, "note");
+        const link = element("a", "child-link", `sub-agent ${event.data.sessionId}`);
+        link.setAttribute("href", `#/s/${encodeURIComponent(event.data.sessionId)}`);
+        item.append(link, document.createTextNode(` (${event.data.context}, depth ${event.data.depth}): ${event.data.description}`));
         return item;
       }
       default:
