@@ -23,6 +23,6 @@ mod rewind;
 mod sandbox;
 mod scripting;
 mod structured;
-mod web_fetch;
 mod subagents;
+mod web_fetch;
 mod wire;

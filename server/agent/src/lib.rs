@@ -37,4 +37,4 @@ pub use error::AgentError;
 pub use external::{ExternalTool, ExternalTools, Waits};
 pub use invariant::first_difference;
 pub use owner::{SessionHandle, StepSnapshot, spawn_owner};
-pub use subagents::{Subagents, TaskReport, TaskRequest};
+pub use subagents::{Subagents, TaskBudgets, TaskReport, TaskRequest};
