@@ -678,11 +678,11 @@ mod tests {
     fn a_call_lowers_the_budgets_and_a_larger_one_is_clamped_with_a_line() {
         let settings = SubagentSettings::default();
         let none = TurnLimits::default();
-        let (limits, clamped) = limits(&settings, &TaskBudgets::default(), &none);
-        assert_eq!(limits.max_steps, Some(20));
-        assert_eq!(limits.max_tokens, Some(500_000));
-        assert_eq!(limits.max_cost, None);
-        assert_eq!(limits.timeout, Some(Duration::from_secs(600)));
+        let (child, clamped) = limits(&settings, &TaskBudgets::default(), &none);
+        assert_eq!(child.max_steps, Some(20));
+        assert_eq!(child.max_tokens, Some(500_000));
+        assert_eq!(child.max_cost, None);
+        assert_eq!(child.timeout, Some(Duration::from_secs(600)));
         assert!(clamped.is_empty());
 
         let asked = TaskBudgets {
@@ -697,11 +697,11 @@ mod tests {
             max_cost: Some(0.25),
             timeout: Some(Duration::from_secs(90)),
         };
-        let (limits, clamped) = limits(&settings, &asked, &parent);
-        assert_eq!(limits.max_steps, Some(3));
-        assert_eq!(limits.max_tokens, Some(500_000));
-        assert_eq!(limits.max_cost, Some(0.25));
-        assert_eq!(limits.timeout, Some(Duration::from_secs(60)));
+        let (child, clamped) = limits(&settings, &asked, &parent);
+        assert_eq!(child.max_steps, Some(3));
+        assert_eq!(child.max_tokens, Some(500_000));
+        assert_eq!(child.max_cost, Some(0.25));
+        assert_eq!(child.timeout, Some(Duration::from_secs(60)));
         assert_eq!(
             clamped,
             vec![
@@ -713,8 +713,8 @@ mod tests {
 
         // Not asked: the parent's remainder still lowers the child's.
         let tight = TurnLimits { max_tokens: Some(1200), ..TurnLimits::default() };
-        let (limits, clamped) = limits(&settings, &TaskBudgets::default(), &tight);
-        assert_eq!(limits.max_tokens, Some(1200));
+        let (child, clamped) = limits(&settings, &TaskBudgets::default(), &tight);
+        assert_eq!(child.max_tokens, Some(1200));
         assert!(clamped.is_empty());
     }
 }

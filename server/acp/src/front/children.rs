@@ -77,49 +77,16 @@ impl Front {
         child: &str,
         event: &Event,
     ) -> Option<(String, SessionUpdate)> {
-        let step_end = {
-            let mut children = lock(&self.children);
-            let followed = children.get_mut(child)?;
-            if event.seq < followed.next_seq {
+        let ended = match self.fold_child(child, event)? {
+            Folded::Step(ended) => ended,
+            Folded::Stop(subscription) => {
+                if let Some(subscription) = subscription {
+                    let _ = self.client.call::<method::SessionUnsubscribe>([subscription]).await;
+                }
                 return None;
-            }
-            followed.next_seq = event.seq + 1;
-            if let EventData::SessionMeta(meta) = &event.data {
-                followed.cut = meta.forked_from.as_ref().map_or(0, |fork| fork.seq);
-            }
-            if event.seq < followed.cut {
-                return None;
-            }
-            match &event.data {
-                EventData::AssistantMessage(turn) => {
-                    followed.tools =
-                        turn.message.tool_calls.iter().map(|c| c.name.clone()).collect();
-                    return None;
-                }
-                EventData::StepEnd(end) => {
-                    followed.steps += 1;
-                    let tools = std::mem::take(&mut followed.tools);
-                    (
-                        followed.parent.clone(),
-                        followed.call_id.clone(),
-                        followed.steps,
-                        tools,
-                        end.usage,
-                    )
-                }
-                EventData::TurnEnd(_) => {
-                    let subscription = children.remove(child).and_then(|f| f.subscription);
-                    drop(children);
-                    if let Some(subscription) = subscription {
-                        let _ =
-                            self.client.call::<method::SessionUnsubscribe>([subscription]).await;
-                    }
-                    return None;
-                }
-                _ => return None,
             }
         };
-        let (parent, call_id, steps, tools, usage) = step_end;
+        let StepEnded { parent, call_id, steps, tools, usage } = ended;
         // The call answered already (a late event): nothing to add to it.
         let pending = lock(&self.sessions)
             .get(&parent)
@@ -137,6 +104,63 @@ impl Front {
         let meta = ext::task_progress_meta(child, steps, &usage, cost.as_ref());
         let update = ToolCallUpdate::new(call_id, fields).meta(meta);
         Some((parent, SessionUpdate::ToolCallUpdate(update)))
+    }
+}
+
+/// What one event of a followed child comes to.
+enum Folded {
+    /// A step ended.
+    Step(StepEnded),
+    /// Its turn ended: the subscription to drop.
+    Stop(Option<Value>),
+}
+
+/// A followed child's step that ended.
+struct StepEnded {
+    parent: String,
+    call_id: String,
+    steps: u64,
+    tools: Vec<String>,
+    usage: dsh_protocol::Usage,
+}
+
+impl Front {
+    /// Folds `event` of followed child `child` (no await: the lock is held).
+    fn fold_child(&self, child: &str, event: &Event) -> Option<Folded> {
+        let mut children = lock(&self.children);
+        let followed = children.get_mut(child)?;
+        if event.seq < followed.next_seq {
+            return None;
+        }
+        followed.next_seq = event.seq + 1;
+        if let EventData::SessionMeta(meta) = &event.data {
+            followed.cut = meta.forked_from.as_ref().map_or(0, |fork| fork.seq);
+        }
+        if event.seq < followed.cut {
+            return None;
+        }
+        match &event.data {
+            EventData::AssistantMessage(turn) => {
+                followed.tools =
+                    turn.message.tool_calls.iter().map(|call| call.name.clone()).collect();
+                None
+            }
+            EventData::StepEnd(end) => {
+                followed.steps += 1;
+                Some(Folded::Step(StepEnded {
+                    parent: followed.parent.clone(),
+                    call_id: followed.call_id.clone(),
+                    steps: followed.steps,
+                    tools: std::mem::take(&mut followed.tools),
+                    usage: end.usage,
+                }))
+            }
+            EventData::TurnEnd(_) => {
+                let subscription = children.remove(child).and_then(|gone| gone.subscription);
+                Some(Folded::Stop(subscription))
+            }
+            _ => None,
+        }
     }
 }
 
