@@ -402,7 +402,9 @@ async def scenarios(env, recorders):
     env.mock.script(
         [
             {"match": {"last_user_contains": "delegate it"}, "content": "", "tool_calls": [{"name": "task", "arguments": {"description": "look around", "prompt": "CHILD: say hi", "context": "fresh"}}]},
-            {"match": {"last_user_contains": "CHILD: say hi"}, "content": "hi from the child"},
+            {"match": {"last_user_contains": "CHILD: say hi"}, "content": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]},
+            # The answer waits: the first step's progress reaches the client while the child runs.
+            {"match": {"last_user_contains": "CHILD: say hi"}, "content": "hi from the child", "delay_ms": 1500},
             {"match": {"last_user_contains": "delegate it"}, "content": "Delegated."},
         ]
     )
@@ -417,9 +419,17 @@ async def scenarios(env, recorders):
     child = spawned[0]["_meta"]["dsh/task"]["sessionId"]
     done = [u for u in of_task if u.get("status") == "completed"]
     check(done and "hi from the child" in json.dumps(done[0]) and f"[sub-agent {child} (fresh)" in json.dumps(done[0]), done)
+    # The child's progress: a line per step it ended, naming its session, before the result.
+    progress = [u for u in of_task if "dsh/taskProgress" in (u.get("_meta") or {})]
+    check(progress and all(u["_meta"]["dsh/taskProgress"]["sessionId"] == child for u in progress), of_task)
+    check(of_task.index(progress[0]) < of_task.index(done[0]), of_task)
+    first = json.dumps(progress[0]["content"])
+    check("sub-agent step 1: list_dir" in first and " tokens" in first, progress[0])
+    PASSED.append("a task call: its child's steps as progress updates before the result")
     PASSED.append("a task call: a think call naming its child session, live and on load")
 
-    live = list(client.updates[sid])
+    # A child's progress is live only (a replay shows each call's result).
+    live = [u for u in client.updates[sid] if "dsh/taskProgress" not in (u.get("_meta") or {})]
     await close(proc, conn)
 
     # Load after the front exited: the replay equals what was streamed live.

@@ -96,7 +96,7 @@ fn results(env: &Env, session: &str) -> Vec<(String, String, bool)> {
         .collect()
 }
 
-const BUILT_IN: [&str; 9] = [
+const BUILT_IN: [&str; 10] = [
     "edit_file",
     "glob",
     "grep",
@@ -106,6 +106,7 @@ const BUILT_IN: [&str; 9] = [
     // The sub-agent tool: offered to every top-level session (docs/subagents.md).
     "task",
     "update_plan",
+    "web_fetch",
     "write_file",
 ];
 

@@ -121,6 +121,13 @@ async fn a_fresh_and_a_fork_child_run_in_one_step_and_the_parent_reads_both_answ
             meta.forked_from.as_ref().map(|origin| origin.session_id.clone()),
             (*context == TaskContext::Fork).then(|| parent.clone())
         );
+        // `dsh prompt` printed each of its steps, one line each.
+        for line in [
+            format!("sub-agent {child} step 1: {tool} · "),
+            format!("sub-agent {child} step 2: answered · "),
+        ] {
+            assert!(printed.contains(&line), "{line} in {printed}");
+        }
         let child_results = tool_results(&child_events);
         assert_eq!(child_results.len(), 1);
         assert_eq!(child_results[0].name, tool);
@@ -588,4 +595,116 @@ async fn with_max_depth_2_a_child_starts_a_grandchild_and_usage_counts_both() {
     for session in [&grandchild, &child, &parent] {
         env.assert_audit_ok(session).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_lowers_its_childs_budgets_and_a_larger_one_is_clamped_and_said() {
+    let env = Env::new().await;
+    std::fs::write(env.user_config(), "[subagents]\nmax_steps = 3\n").unwrap();
+    let mut asked = task("loop", "LOOP-ASKED: list forever", "fresh");
+    let arguments = json!({
+        "description": "loop",
+        "prompt": "LOOP-ASKED: list forever",
+        "context": "fresh",
+        "max_steps": 2,
+        "max_tokens": 900_000,
+    });
+    asked["arguments"] = Value::String(arguments.to_string());
+    let looping = (0..4).map(|index| {
+        when(
+            "LOOP-ASKED",
+            json!({
+                "reasoning": "Again.",
+                "content": format!("progress {index}"),
+                "tool_calls": [call("list_dir", json!({"path": "."}))],
+            }),
+        )
+    });
+    let scripts = || {
+        let mut scripts =
+            vec![when("PARENT-ASKED", json!({"reasoning": "Go.", "tool_calls": [asked.clone()]}))];
+        scripts.extend(looping.clone());
+        scripts.push(when("PARENT-ASKED", json!({"reasoning": "Ok.", "content": "Stopped."})));
+        Value::Array(scripts)
+    };
+
+    // The call's max_steps (2) is below the configured 3: the child stops after two steps. Its
+    // max_tokens (900000) is above the configured 500000: clamped, and the result says so.
+    env.script(scripts()).await;
+    let (parent, output) = env.prompt_new("PARENT-ASKED: loop").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let events = env.events(&parent);
+    let (_, child, _) = spawned(&events).remove(0);
+    let child_events = env.events(&child);
+    assert_eq!(of_kind(&child_events, "step/start").len(), 2);
+    let logged = limits(&child_events);
+    assert_eq!(
+        (logged.len(), logged[0].limit, logged[0].value.as_u64()),
+        (1, LimitKind::MaxSteps, Some(2))
+    );
+    let result = &tool_results(&events)[0];
+    assert!(result.content.contains("max_steps reached (2 of 2)"), "{}", result.content);
+    assert!(
+        result.content.contains(
+            "[budgets lowered: max_tokens 900000 asked, 500000 allowed ([subagents] budget); \
+             a call may only lower them]"
+        ),
+        "{}",
+        result.content
+    );
+    env.assert_audit_ok(&child).await;
+    env.assert_audit_ok(&parent).await;
+    let tokens = |usage: Usage| usage.prompt_tokens + usage.completion_tokens;
+    let parent_step = tokens(first_step(&events));
+    let child_first = tokens(first_step(&child_events));
+
+    // The same call under a parent turn whose --max-tokens leaves its child fewer tokens than
+    // its first step spends: the child gets what remains (clamped, said) and stops after one
+    // step; with its spend the parent's turn is over budget and stops too.
+    let remainder = child_first - 10;
+    let budget = (parent_step + remainder).to_string();
+    env.script(scripts()).await;
+    let workspace = env.workspace.display().to_string();
+    let output = env
+        .dsh(&[
+            "prompt",
+            "--yes",
+            "--workspace",
+            &workspace,
+            "--max-tokens",
+            &budget,
+            "PARENT-ASKED: loop",
+        ])
+        .await;
+    let parent = crate::support::session_id_of(&output);
+    let events = env.events(&parent);
+    assert_eq!(tokens(first_step(&events)), parent_step, "the same first request");
+    let (_, child, _) = spawned(&events).remove(0);
+    let child_events = env.events(&child);
+    assert_eq!(of_kind(&child_events, "step/start").len(), 1);
+    let logged = limits(&child_events);
+    assert_eq!(
+        (logged.len(), logged[0].limit, logged[0].value.as_u64()),
+        (1, LimitKind::MaxTokens, Some(remainder))
+    );
+    let result = &tool_results(&events)[0];
+    let said = format!(
+        "max_tokens 900000 asked, {remainder} allowed (what remains of the parent turn's budget)"
+    );
+    assert!(result.content.contains(&said), "{}", result.content);
+    let logged = limits(&events);
+    assert_eq!((logged.len(), logged[0].limit), (1, LimitKind::MaxTokens));
+    env.assert_audit_ok(&child).await;
+    env.assert_audit_ok(&parent).await;
+}
+
+/// The usage of a log's first step.
+fn first_step(events: &[dsh_session::Event]) -> Usage {
+    events
+        .iter()
+        .find_map(|event| match &event.data {
+            EventData::StepEnd(end) => Some(end.usage),
+            _ => None,
+        })
+        .unwrap_or_default()
 }

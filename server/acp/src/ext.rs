@@ -2,7 +2,7 @@
 //! (`_session/steering`, in the shape of the Claude Code and Codex adapters; `_dsh/fork`;
 //! `_dsh/request`; `_dsh/rewind`) with their params and answers, the `_meta` entries under dsh's
 //! keys (`dsh/usage`, `dsh/steering`, `dsh/turn`, `dsh/seq`, `dsh/approvalId`, `dsh/sandbox`,
-//! `dsh/plan`), and
+//! `dsh/plan`, `dsh/task`, `dsh/taskProgress`), and
 //! their advertisement in `initialize`. ACP's rules: custom data only inside `_meta`, custom
 //! methods start with `_`; standard clients ignore both.
 
@@ -35,6 +35,9 @@ const SANDBOX: &str = "dsh/sandbox";
 const PLAN: &str = "dsh/plan";
 /// A `task` call's sub-agent (docs/subagents.md): its dsh session, how it started, its depth.
 const TASK: &str = "dsh/task";
+/// A running sub-agent's step ended: its dsh session, steps so far, the step's usage, its cost
+/// so far.
+const TASK_PROGRESS: &str = "dsh/taskProgress";
 
 /// `_session/steering` params.
 #[derive(Debug, Deserialize)]
@@ -234,6 +237,21 @@ pub(crate) fn plan_meta(seq: u64, call_id: &str, explanation: Option<&str>) -> M
 /// id (a client may load it as a session of its own), its context and depth.
 pub(crate) fn task_meta(spawn: &dsh_protocol::TaskSpawn) -> Meta {
     meta(TASK, spawn)
+}
+
+/// A `task` call's progress update: the child's dsh session, its steps so far, the step's
+/// usage and the child's cost so far.
+pub(crate) fn task_progress_meta(
+    session_id: &str,
+    steps: u64,
+    usage: &Usage,
+    cost: Option<&Cost>,
+) -> Meta {
+    let mut progress = serde_json::json!({"sessionId": session_id, "steps": steps, "usage": usage});
+    if let Some(cost) = cost {
+        progress["cost"] = serde_json::to_value(cost).unwrap_or_default();
+    }
+    meta(TASK_PROGRESS, progress)
 }
 
 fn meta(key: &str, value: impl Serialize) -> Meta {

@@ -8,6 +8,7 @@
 //! order. The sessions map is a `std::sync::Mutex`, never held across an await. The handlers of
 //! the methods are in `handlers.rs`, opening a session (subscribe, replay) in `open.rs`.
 
+mod children;
 mod forward;
 mod handlers;
 mod open;
@@ -62,6 +63,7 @@ pub async fn serve(
         client,
         options,
         sessions: Mutex::default(),
+        children: Mutex::default(),
         backlog: Arc::clone(&backlog),
     });
     let output = Counted::new(output, backlog);
@@ -98,6 +100,8 @@ struct Front {
     client: Arc<Client>,
     options: FrontOptions,
     sessions: Mutex<HashMap<String, Open>>,
+    /// The running children of sessions open here, followed for their progress, by child.
+    children: Mutex<HashMap<String, children::Followed>>,
     backlog: Arc<Backlog>,
 }
 

@@ -77,6 +77,11 @@ impl Translator {
         finished
     }
 
+    /// Whether tool call `call_id` was seen and not answered yet.
+    pub fn is_pending(&self, call_id: &str) -> bool {
+        self.calls.contains_key(call_id)
+    }
+
     /// Whether step `step`'s cost was given.
     pub fn is_priced(&self, step: u64) -> bool {
         self.costs.contains_key(&step)

@@ -204,6 +204,9 @@ pub struct Agent {
     image_cache: HashMap<String, Arc<[u8]>>,
     /// The images the next turn's prompt carries ([`Agent::attach_images`]).
     prompt_images: Vec<ImageRef>,
+    /// What remains of the running turn's budgets: set before each step, less the step's own
+    /// spend once its answer is in (the children it starts may spend no more).
+    turn_left: TurnLimits,
 }
 
 enum StepOutcome {
@@ -267,6 +270,7 @@ impl Agent {
             image_objects: None,
             image_cache: HashMap::new(),
             prompt_images: Vec::new(),
+            turn_left: TurnLimits::default(),
         }
     }
 
@@ -470,6 +474,7 @@ impl Agent {
                 outcome.limit = Some(limit);
                 break;
             }
+            self.turn_left = limits.left(&spent, started.elapsed());
             if cancel.is_cancelled() {
                 outcome.stop_reason = StopReason::Cancelled;
                 break;
@@ -774,9 +779,10 @@ impl Agent {
         *provider_time = dispatched.elapsed();
         let (finish_reason, usage) = finish;
         *usage_sum = usage_sum.add(&usage);
-        if let Some(price) = &usd_price {
-            *usd_sum += price.cost(&usage).amount;
-        }
+        let step_usd = usd_price.as_ref().map_or(0.0, |price| price.cost(&usage).amount);
+        *usd_sum += step_usd;
+        // This step's own spend is not the children's it starts.
+        self.turn_left = self.turn_left.less(&usage, step_usd);
         let message = assembler.finish();
         if message.content.trim().is_empty() && message.tool_calls.is_empty() {
             // An empty (or whitespace-only) assistant message would be rejected by the provider

@@ -39,4 +39,4 @@ pub use external::{ExternalTool, ExternalTools, Waits};
 pub use images::ImageObjects;
 pub use invariant::first_difference;
 pub use owner::{SessionHandle, StepSnapshot, spawn_owner};
-pub use subagents::{Subagents, TaskReport, TaskRequest};
+pub use subagents::{Subagents, TaskBudgets, TaskReport, TaskRequest};

@@ -23,8 +23,36 @@ use crate::owner::SessionHandle;
 /// The most characters of a `task` call's description.
 pub const MAX_TASK_DESCRIPTION_CHARS: usize = 200;
 
+/// The budgets a `task` call asks for (each absent one: the configured `[subagents]` one). They
+/// may only lower the configured budgets and what remains of the parent turn's own: the seam
+/// clamps a larger one and the call's result says so.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TaskBudgets {
+    /// Steps the child may run.
+    pub max_steps: Option<u64>,
+    /// Tokens the child may spend.
+    pub max_tokens: Option<u64>,
+    /// What the child may cost, in USD.
+    pub max_cost: Option<f64>,
+    /// Seconds the child may run.
+    pub timeout_secs: Option<u64>,
+}
+
+/// A `task` call's arguments, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskArguments {
+    /// Its short description (one line).
+    pub description: String,
+    /// What the child is asked.
+    pub prompt: String,
+    /// How the child starts.
+    pub context: TaskContext,
+    /// The budgets it asks for.
+    pub budgets: TaskBudgets,
+}
+
 /// One `task` call, checked: what the seam runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TaskRequest {
     /// The parent session.
     pub parent: String,
@@ -39,6 +67,12 @@ pub struct TaskRequest {
     /// Seq of the calling step's `step/start`: a `fork` child holds the parent's events before
     /// it.
     pub boundary_seq: u64,
+    /// The budgets the call asks for.
+    pub budgets: TaskBudgets,
+    /// What remains of the parent turn's own budgets when the child starts (its finished
+    /// steps, their children and the calling step counted): a child may spend no more. Steps
+    /// are the parent's own and not passed on.
+    pub parent_left: crate::TurnLimits,
 }
 
 /// What a child's run came to: the call's result and the child's spend.
@@ -107,6 +141,26 @@ pub fn task_schema() -> ToolSchema {
                     "type": "string",
                     "enum": ["fresh", "fork"],
                     "description": "`fresh`: the sub-agent sees only the prompt. `fork`: it sees this conversation so far, then the prompt."
+                },
+                "max_steps": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Optional: fewer steps than the configured budget."
+                },
+                "max_tokens": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Optional: fewer tokens than the configured budget."
+                },
+                "max_cost": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "Optional: a lower cost in USD than the configured budget."
+                },
+                "timeout_secs": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Optional: fewer seconds than the configured budget."
                 }
             },
             "required": ["description", "prompt", "context"],
@@ -121,11 +175,15 @@ struct Arguments {
     description: String,
     prompt: String,
     context: String,
+    max_steps: Option<u64>,
+    max_tokens: Option<u64>,
+    max_cost: Option<f64>,
+    timeout_secs: Option<u64>,
 }
 
-/// A `task` call's arguments, checked: (description, prompt, context), or the error the model
-/// sees (an empty prompt, an unknown context, a missing field …).
-pub fn parse_task(arguments: &str) -> Result<(String, String, TaskContext), String> {
+/// A `task` call's arguments, checked, or the error the model sees (an empty prompt, an unknown
+/// context, a missing field, a budget that is not positive …).
+pub fn parse_task(arguments: &str) -> Result<TaskArguments, String> {
     let arguments = if arguments.trim().is_empty() { "{}" } else { arguments };
     let parsed: Arguments = serde_json::from_str(arguments).map_err(|error| {
         format!(
@@ -155,7 +213,29 @@ pub fn parse_task(arguments: &str) -> Result<(String, String, TaskContext), Stri
             "task refused: the description is empty; name the work in a few words".to_owned()
         );
     }
-    Ok((description, parsed.prompt, context))
+    for (key, value) in [
+        ("max_steps", parsed.max_steps),
+        ("max_tokens", parsed.max_tokens),
+        ("timeout_secs", parsed.timeout_secs),
+    ] {
+        if value == Some(0) {
+            return Err(format!(
+                "task refused: `{key}` is 0; give a positive number or leave it out"
+            ));
+        }
+    }
+    if let Some(cost) = parsed.max_cost.filter(|cost| !(cost.is_finite() && *cost > 0.0)) {
+        return Err(format!(
+            "task refused: `max_cost` is {cost}; give a positive amount in USD or leave it out"
+        ));
+    }
+    let budgets = TaskBudgets {
+        max_steps: parsed.max_steps,
+        max_tokens: parsed.max_tokens,
+        max_cost: parsed.max_cost,
+        timeout_secs: parsed.timeout_secs,
+    };
+    Ok(TaskArguments { description, prompt: parsed.prompt, context, budgets })
 }
 
 /// `text` on one line, cut to [`MAX_TASK_DESCRIPTION_CHARS`].
@@ -175,7 +255,9 @@ mod tests {
     #[test]
     fn bad_task_calls_are_refused_with_the_rule() {
         let ok = parse_task(r#"{"description":"find  it\n","prompt":"Find x.","context":"fork"}"#);
-        assert_eq!(ok, Ok(("find it".to_owned(), "Find x.".to_owned(), TaskContext::Fork)));
+        let ok = ok.unwrap();
+        assert_eq!((ok.description.as_str(), ok.prompt.as_str()), ("find it", "Find x."));
+        assert_eq!((ok.context, ok.budgets), (TaskContext::Fork, TaskBudgets::default()));
         let empty = parse_task(r#"{"description":"d","prompt":"  ","context":"fresh"}"#);
         assert!(empty.unwrap_err().contains("the prompt is empty"));
         let unknown = parse_task(r#"{"description":"d","prompt":"p","context":"sideways"}"#);
@@ -186,8 +268,31 @@ mod tests {
         assert!(extra.unwrap_err().contains("unknown field `x`"));
         let long = "w ".repeat(300);
         let args = json!({"description": long, "prompt": "p", "context": "fresh"}).to_string();
-        let (description, _, _) = parse_task(&args).unwrap();
+        let description = parse_task(&args).unwrap().description;
         assert_eq!(description.chars().count(), MAX_TASK_DESCRIPTION_CHARS + 1);
+    }
+
+    #[test]
+    fn a_call_may_ask_for_budgets_and_each_must_be_positive() {
+        let args = r#"{"description":"d","prompt":"p","context":"fresh","max_steps":3,
+                       "max_tokens":900,"max_cost":0.5,"timeout_secs":30}"#;
+        let budgets = parse_task(args).unwrap().budgets;
+        let asked = TaskBudgets {
+            max_steps: Some(3),
+            max_tokens: Some(900),
+            max_cost: Some(0.5),
+            timeout_secs: Some(30),
+        };
+        assert_eq!(budgets, asked);
+        let zero =
+            parse_task(r#"{"description":"d","prompt":"p","context":"fresh","max_steps":0}"#);
+        assert!(zero.unwrap_err().contains("`max_steps` is 0"));
+        let free =
+            parse_task(r#"{"description":"d","prompt":"p","context":"fresh","max_cost":-1}"#);
+        assert!(free.unwrap_err().contains("`max_cost` is -1"));
+        let negative =
+            parse_task(r#"{"description":"d","prompt":"p","context":"fresh","max_tokens":-5}"#);
+        assert!(negative.unwrap_err().contains("invalid arguments for task"));
     }
 
     #[test]

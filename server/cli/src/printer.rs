@@ -3,6 +3,7 @@
 //! A spinner runs on stderr while the model has not answered yet (only on a terminal).
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a terminal printer prints
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
@@ -50,21 +51,34 @@ impl State {
     }
 }
 
-/// Prints the events of one turn — from the first `turn/start` received to its `turn/end` —
-/// as they arrive. `usage` looks up a finished step's usage entry (with the cause of a drop).
-pub async fn print_turn<U, F>(mut events: mpsc::Receiver<SessionEvent>, usage: U)
-where
+/// Prints the events of one turn of `session_id` — from the first `turn/start` received to its
+/// `turn/end` — as they arrive; a child's (another session's: a sub-agent the turn started),
+/// one line per step it ends. `usage` looks up a finished step's usage entry (with the cause
+/// of a drop).
+pub async fn print_turn<U, F>(
+    mut events: mpsc::Receiver<SessionEvent>,
+    session_id: String,
+    usage: U,
+) where
     U: Fn(u64) -> F,
     F: Future<Output = Option<UsageEntry>>,
 {
     let mut state = State { color: std::io::stdout().is_terminal(), ..State::default() };
     let spin = std::io::stderr().is_terminal();
     let mut tick = tokio::time::interval(Duration::from_millis(120));
+    let mut children = Children::default();
     loop {
         // Cancel-safety: `recv` is cancel-safe (no message is lost when the tick wins);
         // `tick()` is cancel-safe.
         tokio::select! {
             received = events.recv() => match received {
+                Some(delivered) if delivered.session_id != session_id => {
+                    if let Some(line) = children.line(&delivered) {
+                        state.clear_spinner();
+                        state.end_line();
+                        println!("{}", state.dim(&line));
+                    }
+                }
                 Some(delivered) => {
                     state.clear_spinner();
                     if print_event(&delivered.event, &mut state, &usage).await {
@@ -83,6 +97,61 @@ where
                 let _ = std::io::stderr().flush();
                 state.spinner_shown = true;
             }
+        }
+    }
+}
+
+/// The steps of the children a turn started, followed for one line per step.
+#[derive(Default)]
+struct Children(HashMap<String, ChildSteps>);
+
+/// One child's steps so far.
+#[derive(Default)]
+struct ChildSteps {
+    /// The first seq of its own events (a `fork` child's log starts with its parent's).
+    cut: u64,
+    /// The next seq not yet seen.
+    next_seq: u64,
+    /// Its own steps ended.
+    steps: u64,
+    /// The tools its current step called.
+    tools: Vec<String>,
+}
+
+impl Children {
+    /// The line a child's event prints: `  ⋯ sub-agent ID step 2: read_file · 1834 tokens`
+    /// at each step it ends.
+    fn line(&mut self, delivered: &SessionEvent) -> Option<String> {
+        let child = self.0.entry(delivered.session_id.clone()).or_default();
+        let event = &delivered.event;
+        if event.seq < child.next_seq {
+            return None;
+        }
+        child.next_seq = event.seq + 1;
+        match &event.data {
+            EventData::SessionMeta(meta) => {
+                child.cut = meta.forked_from.as_ref().map_or(0, |fork| fork.seq);
+                None
+            }
+            _ if event.seq < child.cut => None,
+            EventData::AssistantMessage(turn) => {
+                child.tools =
+                    turn.message.tool_calls.iter().map(|call| call.name.clone()).collect();
+                None
+            }
+            EventData::StepEnd(end) => {
+                child.steps += 1;
+                let tools = std::mem::take(&mut child.tools);
+                let did = if tools.is_empty() { "answered".to_owned() } else { tools.join(", ") };
+                let tokens = end.usage.prompt_tokens + end.usage.completion_tokens;
+                Some(format!(
+                    "  ⋯ sub-agent {} step {}: {} · {tokens} tokens",
+                    delivered.session_id,
+                    child.steps,
+                    clean(&did)
+                ))
+            }
+            _ => None,
         }
     }
 }

@@ -18,7 +18,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use dsh_agent::approval::{Approver, BoxFuture};
-use dsh_agent::{SessionHandle, Subagents, TaskReport, TaskRequest, TurnLimits, TurnOutcome};
+use dsh_agent::{
+    SessionHandle, Subagents, TaskBudgets, TaskReport, TaskRequest, TurnLimits, TurnOutcome,
+};
 use dsh_config::SubagentSettings;
 use dsh_session::{
     ApprovalDecision, ApprovalRequest, ApprovalVerdict, EventData, LimitKind, ParentLink,
@@ -133,6 +135,7 @@ impl Subagents for Seam {
         let Some(daemon) = self.daemon.upgrade() else {
             return Box::pin(async { failed(None, "the daemon is stopping".to_owned()) });
         };
+        let (limits, clamped) = limits(&self.settings(), &request.budgets, &request.parent_left);
         let child = Child {
             daemon: Arc::clone(&daemon),
             link: ParentLink {
@@ -141,7 +144,8 @@ impl Subagents for Seam {
                 depth: self.depth + 1,
             },
             workspace: self.workspace.clone(),
-            limits: limits(&self.settings()),
+            limits,
+            clamped,
             request,
             parent,
             cancel,
@@ -170,13 +174,80 @@ fn settings(daemon: &Daemon, workspace: &std::path::Path) -> SubagentSettings {
     daemon.config_for(workspace).map(|config| config.subagents.clone()).unwrap_or_default()
 }
 
-/// A child's turn limits: the `[subagents]` budgets.
-fn limits(settings: &SubagentSettings) -> TurnLimits {
-    TurnLimits {
-        max_steps: Some(settings.max_steps.value),
-        max_tokens: Some(settings.max_tokens.value),
-        max_cost: settings.max_cost.as_ref().map(|cost| cost.value),
-        timeout: Some(Duration::from_secs(settings.timeout_secs.value)),
+/// A child's turn limits: the `[subagents]` budgets, lowered by what the call asks for and by
+/// what remains of the parent turn's own budgets; and a line for each asked budget that was
+/// larger than the child may have (it is clamped, and the call's result says so).
+fn limits(
+    settings: &SubagentSettings,
+    asked: &TaskBudgets,
+    parent_left: &TurnLimits,
+) -> (TurnLimits, Vec<String>) {
+    let mut clamped = Vec::new();
+    let mut lowest = |key: &str, asked: Option<f64>, bounds: [(Option<f64>, &str); 2]| {
+        let (bound, why) = bounds
+            .into_iter()
+            .filter_map(|(value, why)| value.map(|value| (value, why)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))?;
+        match asked {
+            Some(asked) if asked > bound => {
+                clamped.push(format!(
+                    "{key} {} asked, {} allowed ({why})",
+                    shown(asked),
+                    shown(bound)
+                ));
+                Some(bound)
+            }
+            Some(asked) => Some(asked),
+            None => Some(bound),
+        }
+    };
+    let count = |value: u64| value as f64;
+    let configured = "[subagents] budget";
+    let parent = "what remains of the parent turn's budget";
+    let max_steps = lowest(
+        "max_steps",
+        asked.max_steps.map(count),
+        [(Some(count(settings.max_steps.value)), configured), (None, parent)],
+    );
+    let max_tokens = lowest(
+        "max_tokens",
+        asked.max_tokens.map(count),
+        [
+            (Some(count(settings.max_tokens.value)), configured),
+            (parent_left.max_tokens.map(count), parent),
+        ],
+    );
+    let max_cost = lowest(
+        "max_cost",
+        asked.max_cost,
+        [
+            (settings.max_cost.as_ref().map(|cost| cost.value), configured),
+            (parent_left.max_cost, parent),
+        ],
+    );
+    let timeout = lowest(
+        "timeout_secs",
+        asked.timeout_secs.map(count),
+        [
+            (Some(count(settings.timeout_secs.value)), configured),
+            (parent_left.timeout.map(|left| left.as_secs_f64()), parent),
+        ],
+    );
+    let limits = TurnLimits {
+        max_steps: max_steps.map(|steps| steps as u64),
+        max_tokens: max_tokens.map(|tokens| tokens as u64),
+        max_cost,
+        timeout: timeout.map(Duration::from_secs_f64),
+    };
+    (limits, clamped)
+}
+
+/// A budget's number as the model reads it: `20`, `0.25`, `12.5`.
+fn shown(value: f64) -> String {
+    if value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{}", (value * 1e4).round() / 1e4)
     }
 }
 
@@ -186,6 +257,8 @@ struct Child {
     link: ParentLink,
     workspace: std::path::PathBuf,
     limits: TurnLimits,
+    /// The asked budgets that were clamped, one line each.
+    clamped: Vec<String>,
     request: TaskRequest,
     parent: SessionHandle,
     cancel: CancellationToken,
@@ -243,7 +316,14 @@ impl Child {
             )
             .await;
         let so_far = live.handle.query(|s| last_answer(s.events())).await.ok().flatten();
-        report(&live.id, context, outcome, so_far)
+        let mut report = report(&live.id, context, outcome, so_far);
+        if !self.clamped.is_empty() {
+            report.content.push_str(&format!(
+                "\n[budgets lowered: {}; a call may only lower them]",
+                self.clamped.join("; ")
+            ));
+        }
+        report
     }
 }
 
@@ -596,5 +676,49 @@ mod tests {
         .map(|(seq, data)| Event { seq: seq as u64, time: 0, data })
         .collect();
         assert_eq!(open_children(&events), vec!["child-b".to_owned()]);
+    }
+
+    #[test]
+    fn a_call_lowers_the_budgets_and_a_larger_one_is_clamped_with_a_line() {
+        let settings = SubagentSettings::default();
+        let none = TurnLimits::default();
+        let (child, clamped) = limits(&settings, &TaskBudgets::default(), &none);
+        assert_eq!(child.max_steps, Some(20));
+        assert_eq!(child.max_tokens, Some(500_000));
+        assert_eq!(child.max_cost, None);
+        assert_eq!(child.timeout, Some(Duration::from_secs(600)));
+        assert!(clamped.is_empty());
+
+        let asked = TaskBudgets {
+            max_steps: Some(3),
+            max_tokens: Some(900_000),
+            max_cost: Some(0.5),
+            timeout_secs: Some(60),
+        };
+        let parent = TurnLimits {
+            max_steps: Some(1),
+            max_tokens: None,
+            max_cost: Some(0.25),
+            timeout: Some(Duration::from_secs(90)),
+        };
+        let (child, clamped) = limits(&settings, &asked, &parent);
+        assert_eq!(child.max_steps, Some(3));
+        assert_eq!(child.max_tokens, Some(500_000));
+        assert_eq!(child.max_cost, Some(0.25));
+        assert_eq!(child.timeout, Some(Duration::from_secs(60)));
+        assert_eq!(
+            clamped,
+            vec![
+                "max_tokens 900000 asked, 500000 allowed ([subagents] budget)".to_owned(),
+                "max_cost 0.5 asked, 0.25 allowed (what remains of the parent turn's budget)"
+                    .to_owned(),
+            ]
+        );
+
+        // Not asked: the parent's remainder still lowers the child's.
+        let tight = TurnLimits { max_tokens: Some(1200), ..TurnLimits::default() };
+        let (child, clamped) = limits(&settings, &TaskBudgets::default(), &tight);
+        assert_eq!(child.max_tokens, Some(1200));
+        assert!(clamped.is_empty());
     }
 }

@@ -10,7 +10,7 @@ use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallUpdateFields};
 use dsh_daemon::Unsolicited;
 use dsh_daemon::client::event_of;
 use dsh_protocol::{
-    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Event, EventData, method,
+    ApprovalChoice, ApprovalRequest, ApprovalRespondParams, Event, EventData, TaskSpawn, method,
 };
 use tokio::sync::mpsc;
 
@@ -24,6 +24,8 @@ use crate::convert::{decision, permission_request};
 struct Folded {
     updates: Vec<SessionUpdate>,
     ask: Vec<(ApprovalRequest, ToolCallUpdateFields)>,
+    /// A live `task/spawn`: its child is followed for its progress.
+    follow: Option<TaskSpawn>,
 }
 
 impl Front {
@@ -38,6 +40,17 @@ impl Front {
             let Unsolicited::Notification(notification) = message else { continue };
             let Some((_, delivered)) = event_of(&notification) else { continue };
             let (session_id, event) = (delivered.session_id, delivered.event);
+            // A followed child's step: progress of its parent's `task` call (the child may
+            // also be open here as a session of its own, folded below).
+            if self.is_followed(&session_id)
+                && let Some((parent, update)) = self.child_progress(&session_id, &event).await
+                && send_update(&connection, &self.backlog, &parent, update).await.is_err()
+            {
+                tracing::error!(
+                    "the editor has read nothing for {BACKLOG_STALL:?}: ending the front"
+                );
+                return;
+            }
             // A live step's cost is looked up before its `usage_update` is made (once: a
             // replay's are all known from the open).
             if let EventData::StepEnd(end) = &event.data
@@ -45,7 +58,9 @@ impl Front {
             {
                 self.price_steps(&session_id).await;
             }
-            let Some(Folded { updates, ask }) = self.fold(&session_id, &event) else { continue };
+            let Some(Folded { updates, ask, follow }) = self.fold(&session_id, &event) else {
+                continue;
+            };
             for update in updates {
                 if send_update(&connection, &self.backlog, &session_id, update).await.is_err() {
                     tracing::error!(
@@ -55,6 +70,9 @@ impl Front {
                 }
             }
             self.forwarded(&session_id, &event);
+            if let Some(spawn) = follow {
+                self.follow_child(&session_id, &spawn).await;
+            }
             for (request, fields) in ask {
                 let front = Arc::clone(self);
                 let connection = connection.clone();
@@ -84,7 +102,14 @@ impl Front {
             updates.clear();
         }
         let mut ask = Vec::new();
-        if event.seq + 1 >= open.replay_end {
+        let live = event.seq + 1 >= open.replay_end;
+        let follow = match &event.data {
+            EventData::TaskSpawn(spawn) if live && open.translator.is_pending(&spawn.call_id) => {
+                Some(spawn.clone())
+            }
+            _ => None,
+        };
+        if live {
             for (approval_id, request) in &open.translator.pending_approvals {
                 if open.asked.insert(approval_id.clone()) {
                     let fields = open.translator.tool_call_fields(&request.call_id, &request.tool);
@@ -101,7 +126,7 @@ impl Front {
             }
             keep
         });
-        Some(Folded { updates, ask })
+        Some(Folded { updates, ask, follow })
     }
 
     /// Marks `event` and its updates forwarded, and the turn that ended with it.

@@ -59,14 +59,16 @@ impl Agent {
             session.append(EventData::ToolCall(started)).await?;
             let child = match (subagents.refusal(), parse_task(&call.arguments)) {
                 (Some(rule), _) | (None, Err(rule)) => Child::Refused(rule),
-                (None, Ok((description, prompt, context))) => {
+                (None, Ok(arguments)) => {
                     let request = TaskRequest {
                         parent: session.session_id().to_owned(),
                         call_id: call.id.clone(),
-                        description,
-                        prompt,
-                        context,
+                        description: arguments.description,
+                        prompt: arguments.prompt,
+                        context: arguments.context,
                         boundary_seq,
+                        budgets: arguments.budgets,
+                        parent_left: self.turn_left.clone(),
                     };
                     Child::Running(subagents.spawn(request, session.clone(), cancel.child_token()))
                 }

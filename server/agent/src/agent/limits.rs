@@ -50,6 +50,32 @@ impl TurnLimits {
         None
     }
 
+    /// What remains of these budgets after `spent` and `elapsed` (none reached): what a child
+    /// started now may spend at most. Steps are not passed on (a child's steps are not the
+    /// turn's).
+    pub(super) fn left(&self, spent: &Spent, elapsed: Duration) -> TurnLimits {
+        let tokens = spent.usage.prompt_tokens.saturating_add(spent.usage.completion_tokens);
+        TurnLimits {
+            max_steps: None,
+            max_tokens: self.max_tokens.map(|max| max.saturating_sub(tokens).max(1)),
+            max_cost: self.max_cost.map(|max| (max - spent.usd).max(0.0)),
+            timeout: self
+                .timeout
+                .map(|timeout| timeout.saturating_sub(elapsed).max(Duration::from_millis(1))),
+        }
+    }
+
+    /// What remains of these (remaining) budgets after one more step spent `usage` and `usd`;
+    /// never below one token or zero cost.
+    pub(super) fn less(&self, usage: &Usage, usd: f64) -> TurnLimits {
+        let tokens = usage.prompt_tokens.saturating_add(usage.completion_tokens);
+        TurnLimits {
+            max_tokens: self.max_tokens.map(|left| left.saturating_sub(tokens).max(1)),
+            max_cost: self.max_cost.map(|left| (left - usd).max(0.0)),
+            ..self.clone()
+        }
+    }
+
     /// The `turn/limit` of a turn its timeout cancelled after `elapsed`.
     pub(super) fn timed_out(&self, elapsed: Duration) -> Option<TurnLimit> {
         let timeout = self.timeout?;

@@ -175,6 +175,7 @@ pub async fn stream_turn(
     let (events, received) = mpsc::channel(4096);
     let usage_client = Arc::clone(client);
     let usage_session = session_id.clone();
+    let usage_session_id = session_id.clone();
     let printer = tokio::spawn(async move {
         let usage = move |step: u64| {
             let client = Arc::clone(&usage_client);
@@ -184,7 +185,7 @@ pub async fn stream_turn(
         if json {
             print_lines(received, usage).await;
         } else {
-            print_turn(received, usage).await;
+            print_turn(received, usage_session_id, usage).await;
         }
     });
     let prompt_client = Arc::clone(client);
@@ -199,6 +200,8 @@ pub async fn stream_turn(
     let mut turn =
         tokio::spawn(async move { prompt_client.call::<method::SessionPrompt>(params).await });
     let mut interrupts = 0;
+    // The subscriptions to the turn's children.
+    let mut children = Vec::new();
     // One SIGINT stream for the whole turn: a Ctrl-C pressed while another branch runs is kept.
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("listening for Ctrl-C")?;
@@ -209,7 +212,24 @@ pub async fn stream_turn(
             message = inbox.recv() => {
                 let Some(message) = message else { continue };
                 let Some(delivered) = unsolicited_session_event(&message) else { continue };
-                if let EventData::ApprovalRequest(request) = &delivered.event.data {
+                let own = delivered.session_id == session_id;
+                // A child a `task` call started: followed for its steps (printed compactly).
+                if let EventData::TaskSpawn(spawn) = &delivered.event.data
+                    && own
+                    && !json
+                {
+                    let params = SessionSubscribeParams {
+                        session_id: spawn.session_id.clone(),
+                        from_seq: Some(0),
+                    };
+                    if let Ok(child) = client.call::<method::SessionSubscribe>(params).await {
+                        children.push(child);
+                    }
+                }
+                // A child's approvals are asked in the parent's log as well: answered there.
+                if let EventData::ApprovalRequest(request) = &delivered.event.data
+                    && own
+                {
                     let client = Arc::clone(client);
                     let session_id = session_id.clone();
                     let request = request.clone();
@@ -238,6 +258,9 @@ pub async fn stream_turn(
     // The next turn on this connection subscribes again: this subscription must not print it
     // twice.
     let _ = client.call::<method::SessionUnsubscribe>([subscription]).await;
+    for child in children {
+        let _ = client.call::<method::SessionUnsubscribe>([child]).await;
+    }
     match outcome {
         Ok(result) => {
             if result.stop_reason == StopReason::OutputInvalid {

@@ -47,3 +47,30 @@ fn a_timeout_names_its_budget_and_the_time_spent_to_the_millisecond() {
     );
     assert_eq!(TurnLimits::default().timed_out(Duration::from_secs(9)), None);
 }
+
+#[test]
+fn what_is_left_is_each_budget_less_the_spend_and_never_steps() {
+    let limits = TurnLimits {
+        max_steps: Some(5),
+        max_tokens: Some(1000),
+        max_cost: Some(0.5),
+        timeout: Some(Duration::from_secs(60)),
+    };
+    let left = limits.left(&spent(2, 700, 100, 0.125), Duration::from_secs(20));
+    let expected = TurnLimits {
+        max_steps: None,
+        max_tokens: Some(200),
+        max_cost: Some(0.375),
+        timeout: Some(Duration::from_secs(40)),
+    };
+    assert_eq!(left, expected);
+    // The calling step's own spend comes off what its children may spend.
+    let usage = spent(0, 150, 10, 0.0).usage;
+    let after = left.less(&usage, 0.125);
+    assert_eq!((after.max_tokens, after.max_cost), (Some(40), Some(0.25)));
+    assert_eq!(after.less(&usage, 1.0).max_tokens, Some(1));
+    assert_eq!(
+        TurnLimits::default().left(&spent(1, 1, 1, 1.0), Duration::ZERO),
+        TurnLimits::default()
+    );
+}
