@@ -708,3 +708,80 @@ fn first_step(events: &[dsh_session::Event]) -> Usage {
         })
         .unwrap_or_default()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provenance_names_the_child_for_the_lines_a_child_wrote_and_the_parent_for_its_own() {
+    let env = Env::new().await;
+    let served = env.serve(&[]).await;
+    let content = "one\ntwo\nthree\n";
+    // Turn 1: the parent writes a.txt; turn 2: a fork child edits its line 2 while a fresh child
+    // writes b.txt. The fork child's log holds a copy of the parent's write: the parent keeps
+    // those lines.
+    env.script(json!([
+        when("WRITE", json!({"reasoning": "Write.", "tool_calls": [
+            call("write_file", json!({"path": "a.txt", "content": content})),
+        ]})),
+        when("WRITE", json!({"reasoning": "Done.", "content": "Written."})),
+        when("PARENT", json!({"reasoning": "Delegate.", "tool_calls": [
+            task("edit line 2", "FORK-EDIT: edit line 2", "fork"),
+            task("write b", "FRESH-WRITE: write b.txt", "fresh"),
+        ]})),
+        when("FORK-EDIT", json!({"reasoning": "Edit.", "tool_calls": [
+            call("edit_file", json!({"path": "a.txt", "old_string": "two\n", "new_string": "TWO\n"})),
+        ]})),
+        when("FORK-EDIT", json!({"reasoning": "Done.", "content": "FORK-DONE"})),
+        when("FRESH-WRITE", json!({"reasoning": "Write.", "tool_calls": [
+            call("write_file", json!({"path": "b.txt", "content": "beta\n"})),
+        ]})),
+        when("FRESH-WRITE", json!({"reasoning": "Done.", "content": "FRESH-DONE"})),
+    ]))
+    .await;
+    let (parent, output) = env.prompt_new("WRITE: the file").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let output = env.prompt_in(&parent, "PARENT: delegate").await;
+    assert!(output.status.success(), "{}", describe(&output));
+    assert_eq!(std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(), "one\nTWO\nthree\n");
+    let events = env.events(&parent);
+    let children = spawned(&events);
+    let child = |context| children.iter().find(|c| c.2 == context).unwrap().1.clone();
+    let (fork, fresh) = (child(TaskContext::Fork), child(TaskContext::Fresh));
+
+    let conn = env.client().await;
+    // (startLine, endLine, sessionId, tool) of each range of `path`.
+    let ranges = |path: &'static str| {
+        let conn = std::sync::Arc::clone(&conn);
+        let workspace = env.workspace.to_str().unwrap().to_owned();
+        async move {
+            let result = conn
+                .ok("workspace/provenance", json!({"workspace": workspace, "path": path}))
+                .await;
+            assert_eq!(result["errors"], json!([]), "{result}");
+            result["ranges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r["startLine"].as_u64().unwrap(),
+                        r["endLine"].as_u64().unwrap(),
+                        r["sessionId"].as_str().unwrap().to_owned(),
+                        r["tool"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let range =
+        |start, end, session: &str, tool: &str| (start, end, session.to_owned(), tool.to_owned());
+    assert_eq!(
+        ranges("a.txt").await,
+        [
+            range(0, 1, &parent, "write_file"),
+            range(1, 2, &fork, "edit_file"),
+            range(2, 3, &parent, "write_file"),
+        ],
+        "parent {parent}, fork {fork}"
+    );
+    assert_eq!(ranges("b.txt").await, [range(0, 1, &fresh, "write_file")]);
+    served.shutdown().await;
+}

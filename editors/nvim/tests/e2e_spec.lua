@@ -848,6 +848,89 @@ test("e2e: plan — update_plan twice around a refused call: the header shows th
   H.eq("plan (1 of 2 completed)\n  [x] Look\n  [>] Answer", said[1])
 end)
 
+test("e2e: a sub-agent — the plan in the header, the child under its step; <CR> opens the child's transcript, :Dsh sessions nests it", function()
+  setup()
+  local created = call(methods.SessionCreate, { workspace = E.ws, config = { baseUrl = E.url } })
+  vim.cmd("Dsh open " .. created.sessionId)
+  local t = wait_current(function(c)
+    return c.session_id == created.sessionId
+  end, "the parent's transcript")
+  wait_text(t, "workspace ")
+  -- One step calls update_plan and task; the child's one request answers; the parent ends.
+  script({
+    { content = "", tool_calls = {
+      { name = "update_plan", arguments = { plan = { { step = "Delegate", status = "in_progress" }, { step = "Report", status = "pending" } } } },
+      { name = "task", arguments = { description = "look around", prompt = "CHILD: look around", context = "fresh" } },
+    } },
+    { content = "CHILD-ANSWER: nothing here." },
+    { content = "The child answered." },
+  })
+  vim.cmd("Dsh prompt delegate it")
+  wait_text(t, "━━ turn 1 completed", 30000)
+  H.eq({ "plan (0 of 2 completed)", "  [>] Delegate", "  [ ] Report" }, plan_virt(t))
+  -- The child's line, under step 1's header and before step 2's.
+  local lines = vim.api.nvim_buf_get_lines(t.buf, 0, -1, false)
+  local at
+  for i, line in ipairs(lines) do
+    if line:find("⇢ sub-agent", 1, true) then
+      at = i - 1
+    end
+  end
+  H.truthy(at, "a sub-agent line in:\n" .. text_of(t))
+  local child = H.truthy(t:child_at(at), "the line names its child")
+  H.contains(lines[at + 1], ("⇢ sub-agent %s (fresh, depth 1): look around"):format(child))
+  H.truthy(t.steps[1].line < at and at < t.steps[2].line, "the child sits under step 1")
+  -- The child's session names its parent (session/list), and :Dsh sessions lists it under it.
+  local listed = call(methods.SessionList, { workspace = E.ws })
+  local parent_of = {}
+  for _, s in ipairs(listed.sessions) do
+    parent_of[s.sessionId] = s.parent and s.parent.sessionId
+  end
+  H.eq(created.sessionId, parent_of[child])
+  local select = vim.ui.select
+  local shown
+  vim.ui.select = function(items, opts, on_choice)
+    shown = {}
+    for _, item in ipairs(items) do
+      table.insert(shown, opts.format_item(item))
+    end
+    on_choice(nil)
+  end
+  vim.cmd("Dsh sessions")
+  local ok, err = pcall(H.wait_for, function()
+    return shown
+  end, 10000, ":Dsh sessions' list")
+  vim.ui.select = select
+  assert(ok, err)
+  local parent_row, child_row
+  for i, line in ipairs(shown) do
+    if line:find(created.sessionId, 1, true) then
+      parent_row = i
+    elseif line:find(child, 1, true) then
+      child_row = i
+    end
+  end
+  H.eq(parent_row + 1, child_row, "the child right under its parent:\n" .. table.concat(shown, "\n"))
+  H.contains(shown[child_row], "  ↳ CHILD: look around")
+  -- <CR> on the line opens the child's own transcript in the window.
+  vim.api.nvim_win_set_cursor(0, { at + 1, 0 })
+  vim.api.nvim_feedkeys(vim.keycode("<CR>"), "mx", false)
+  local c = wait_current(function(cur)
+    return cur.session_id == child
+  end, "the child's transcript")
+  wait_text(c, "CHILD-ANSWER: nothing here.")
+  H.eq(c.buf, vim.api.nvim_get_current_buf())
+  -- Back in the parent, :Dsh child 1 opens it too.
+  vim.cmd("Dsh open " .. created.sessionId)
+  wait_current(function(cur)
+    return cur.session_id == created.sessionId
+  end, "the parent again")
+  vim.cmd("Dsh child 1")
+  wait_current(function(cur)
+    return cur.session_id == child
+  end, "the child by :Dsh child 1")
+end)
+
 test("e2e: :Dsh rewind lists the files, asks, refuses a file edited by hand until overwritten, and continues in the fork", function()
   setup()
   local notes, extra = E.ws .. "/notes.txt", E.ws .. "/extra.txt"

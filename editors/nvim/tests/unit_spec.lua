@@ -239,6 +239,52 @@ test("transcript: a plan shows under the header, each update replacing it, in th
   vim.api.nvim_buf_delete(t.buf, { force = true })
 end)
 
+test("transcript: a sub-agent's line under its step opens the child; :Dsh sessions nests children", function()
+  local t = transcript.get_or_create("unit-parent")
+  local list = {
+    { "session/meta", { formatVersion = 0, sessionId = "unit-parent", workspace = "/tmp/ws" } },
+    { "turn/start", { turn = 1 } },
+    { "step/start", { step = 1, turn = 1 } },
+    { "task/spawn", { callId = "c1", sessionId = "unit-child", context = "fresh", description = "look\naround", depth = 1 } },
+  }
+  for i, e in ipairs(list) do
+    t:on_event({ sessionId = "unit-parent", seq = i - 1, time = 0, type = e[1], data = e[2] })
+  end
+  local lines = vim.api.nvim_buf_get_lines(t.buf, 0, -1, false)
+  local at
+  for i, line in ipairs(lines) do
+    if line:find("⇢ sub-agent", 1, true) then
+      at = i - 1
+    end
+  end
+  H.eq("  ⇢ sub-agent unit-child (fresh, depth 1): look around", lines[at + 1])
+  H.eq("unit-child", t:child_at(at))
+  H.eq(nil, t:child_at(at - 1))
+  H.eq({ "unit-child" }, t.children)
+  -- `<CR>` is mapped in the transcript's buffer.
+  local mapped = false
+  for _, map in ipairs(vim.api.nvim_buf_get_keymap(t.buf, "n")) do
+    mapped = mapped or map.lhs == "<CR>"
+  end
+  H.truthy(mapped, "<CR> mapped in the transcript")
+  vim.api.nvim_buf_delete(t.buf, { force = true })
+
+  local view = require("dsh.view")
+  local function s(id, updated, parent)
+    return { sessionId = id, workspace = "/w", createdMs = 0, updatedMs = updated, turns = 1, steps = 1, running = false, title = id, parent = parent and { sessionId = parent, toolCallId = "c", depth = 1 } or nil }
+  end
+  local nested = view.nest_sessions({ s("old", 1), s("kid", 9, "old"), s("new", 5), s("grandkid", 10, "kid"), s("orphan", 3, "gone"), s("kid2", 2, "old") })
+  local order, nests = {}, {}
+  for _, n in ipairs(nested) do
+    table.insert(order, n.sessionId)
+    table.insert(nests, n.nest)
+  end
+  H.eq({ "new", "orphan", "old", "kid", "grandkid", "kid2" }, order)
+  H.eq({ 0, 0, 0, 1, 2, 1 }, nests)
+  H.contains(view.session_line(nested[4]), "  ↳ kid · ")
+  H.eq(1, view.session_line(nested[1]):find("new · ", 1, true))
+end)
+
 test("transcript: renders streamed text, folded reasoning, tool calls, approvals, steering", function()
   local t = transcript.get_or_create("unit-1")
   for _, ev in ipairs(events("unit-1")) do

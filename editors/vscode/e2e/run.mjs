@@ -216,6 +216,11 @@ async function main() {
   await diffFromPalette(page, diffShot);
   await commandFromPalette(page);
   await reloadRestoresTranscript(page, state.expect);
+  if (state.expectChild) {
+    await openChildFromPage(page, state.expectChild);
+  } else {
+    check("the scenario named a sub-agent to open from the page", false);
+  }
 
   await browser.close();
 }
@@ -436,6 +441,26 @@ async function reloadRestoresTranscript(page, expect) {
     check(name, shown >= wantBadges && body.includes(want), `${shown} usage badges; step ${last.step}: ${want}`);
     const line = "AGENTS.md changed: joins the next request as a note";
     check("after the reload the AGENTS.md note shows once, with the step it joined", body.split(line).length === 2 && body.includes(`${line} joined step 4`), body.includes(line) ? "" : "missing");
+  } catch (e) {
+    check(name, false, e instanceof Error ? e.message : String(e));
+  }
+}
+
+/** The sub-agent's line in its parent's transcript: its "open" button, clicked in the page, opens
+ * the child's own transcript. */
+async function openChildFromPage(page, { parentId, childId }) {
+  const name = "a click on the sub-agent's line in the page opens the child's own transcript";
+  try {
+    const button = `#main [data-child="${childId}"] button[data-action="openChild"]`;
+    const frame = await findFrame(page, button, 20_000);
+    if (!frame) {
+      check(name, false, `no open button for ${childId} in ${parentId}'s transcript`);
+      return;
+    }
+    await frame.locator(button).first().click();
+    const child = await findFrame(page, `#main header[data-session="${childId}"]`, 20_000);
+    const body = child ? (await child.locator("#main").innerText()).replace(/\s+/g, " ") : "";
+    check(name, child !== undefined && body.includes("CHILD-ANSWER: the script is fine."), child ? body.slice(0, 160) : "the child's transcript did not open");
   } catch (e) {
     check(name, false, e instanceof Error ? e.message : String(e));
   }

@@ -36,7 +36,7 @@ export type DshTestApi = {
   /** The HTML last posted to the session's transcript panel; undefined when it has no panel. */
   transcriptHtml(sessionId: string): string | undefined;
   /** The Sessions tree: its data (node → tree item) and its view. */
-  tree: Pick<SessionsTree, "getChildren" | "getTreeItem">;
+  tree: Pick<SessionsTree, "getChildren" | "getTreeItem" | "getParent">;
   treeView: vscode.TreeView<TreeNode>;
   /** The status bar item's text, brought up to date first. */
   statusText(): string;
@@ -61,6 +61,11 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
         break;
       case "rewind":
         void vscode.commands.executeCommand("dsh.rewind", { sessionId, step: m.step });
+        break;
+      case "openChild":
+        if (m.session) {
+          void vscode.commands.executeCommand("dsh.openSession", m.session);
+        }
         break;
       case "approve":
         if (m.approval) {

@@ -119,6 +119,15 @@ function renderEntry(t: Transcript, e: Entry): string {
       return `<div class="notice limit" data-seq="${e.seq}" data-limit="${escapeHtml(e.limit.limit)}">⊘ ${escapeHtml(limitText(e.limit))} <span class="seq">seq ${e.seq}</span></div>`;
     case "notice":
       return `<div class="notice" data-seq="${e.seq}">${escapeHtml(e.text)}</div>`;
+    case "child": {
+      // The child's line opens its own transcript (where "saw" works as for any session).
+      const c = e.spawn;
+      const text = `⇢ sub-agent ${c.sessionId} (${c.context}, depth ${c.depth}): ${c.description}`;
+      return (
+        `<div class="notice child" data-seq="${e.seq}" data-child="${escapeHtml(c.sessionId)}"${e.step !== undefined ? ` data-child-step="${e.step}"` : ""}>` +
+        `${escapeHtml(text)} <button data-action="openChild" data-session="${escapeHtml(c.sessionId)}" title="Open the sub-agent's transcript">open</button> <span class="seq">seq ${e.seq}</span></div>`
+      );
+    }
   }
 }
 

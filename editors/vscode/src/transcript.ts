@@ -17,6 +17,7 @@ import type {
   SessionMeta,
   SessionUsageResult,
   StopReason,
+  TaskSpawn,
   TurnLimit,
   Usage,
   UsageEntry,
@@ -82,6 +83,8 @@ export type StepView = {
   notes: number[];
   /** The `session/usage` row, once fetched. */
   row?: UsageEntry;
+  /** The sub-agent sessions this step's `task` calls started (`task/spawn`), in log order. */
+  children: TaskSpawn[];
 };
 
 export type Entry =
@@ -100,7 +103,9 @@ export type Entry =
   | { kind: "approval"; approval: ApprovalView }
   /** A step waited for MCP servers to start or re-list their tools (`mcp/wait`). */
   | { kind: "mcpWait"; seq: number; wait: McpWait }
-  | { kind: "notice"; seq: number; text: string };
+  | { kind: "notice"; seq: number; text: string }
+  /** A `task` call's sub-agent: a session of its own, opened from its line. */
+  | { kind: "child"; seq: number; step?: number; spawn: TaskSpawn };
 
 export type TurnView = {
   turn: number;
@@ -268,6 +273,7 @@ export class Transcript {
           retries: [],
           steering: [],
           notes: [],
+          children: [],
         };
         // The steering and notes that joined this request, as the daemon says (`joined`).
         for (const seq of e.joined ?? []) {
@@ -525,12 +531,9 @@ export class Transcript {
       case "task/spawn": {
         // A `task` call's sub-agent, a session of its own (docs/subagents.md): named under the
         // step that spawned it; its answer is the call's result.
-        const t = e.data;
-        this.entries.push({
-          kind: "notice",
-          seq: e.seq,
-          text: `⇢ sub-agent ${t.sessionId} (${t.context}, depth ${t.depth}): ${t.description}`,
-        });
+        const step = this.calls.get(e.data.callId)?.step;
+        step?.children.push(e.data);
+        this.entries.push({ kind: "child", seq: e.seq, step: step?.step, spawn: e.data });
         return { kind: "structure" };
       }
       default:

@@ -100,7 +100,8 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
       case "step": {
         const s = n.step;
         const usage = s.row?.usage ?? s.usage;
-        const item = new vscode.TreeItem(`Step ${s.step}`, vscode.TreeItemCollapsibleState.None);
+        // A step whose `task` calls started sub-agents holds their sessions.
+        const item = new vscode.TreeItem(`Step ${s.step}`, s.children.length ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
         item.id = `step:${n.sessionId}:${s.step}`;
         const cost = s.row?.usage ? s.row.cost : undefined;
         item.description = usage ? formatUsage(usage, s.row?.hitPercent ?? hitPercent(usage), cost) : s.state === "running" ? "running…" : s.state;
@@ -129,6 +130,17 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
   }
 
   getParent(n: TreeNode): TreeNode | undefined {
+    if (n.kind === "session" && n.summary.parent) {
+      // A sub-agent's session sits under the step of its parent that started it.
+      const link = n.summary.parent;
+      const parent = this.sessions.open.get(link.sessionId)?.transcript;
+      for (const step of parent?.steps.values() ?? []) {
+        if (step.children.some((c) => c.callId === link.toolCallId)) {
+          return { kind: "step", sessionId: link.sessionId, step };
+        }
+      }
+      return undefined;
+    }
     if (n.kind === "turn") {
       const summary = this.sessions.summaries.find((s) => s.sessionId === n.sessionId);
       return summary ? { kind: "session", summary } : undefined;
@@ -144,8 +156,12 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
     if (!n) {
       try {
         const list = await this.sessions.refreshListQuiet();
-        // Newest first.
-        return [...list].sort((a, b) => b.updatedMs - a.updatedMs).map((summary) => ({ kind: "session", summary }));
+        // Newest first; a sub-agent's session is under its parent's step, when its parent is listed.
+        const listed = new Set(list.map((s) => s.sessionId));
+        return [...list]
+          .filter((s) => !s.parent || !listed.has(s.parent.sessionId))
+          .sort((a, b) => b.updatedMs - a.updatedMs)
+          .map((summary) => ({ kind: "session", summary }));
       } catch {
         return [];
       }
@@ -156,6 +172,17 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
     }
     if (n.kind === "turn") {
       return n.turn.steps.map((step) => ({ kind: "step", sessionId: n.sessionId, step }));
+    }
+    if (n.kind === "step" && n.step.children.length) {
+      // The listing may predate the child: list again when it does not know one.
+      const known = (id: string) => this.sessions.summaries.find((s) => s.sessionId === id);
+      if (n.step.children.some((c) => !known(c.sessionId))) {
+        await this.sessions.refreshListQuiet().catch(() => undefined);
+      }
+      return n.step.children.flatMap((c) => {
+        const summary = known(c.sessionId);
+        return summary ? [{ kind: "session" as const, summary }] : [];
+      });
     }
     return [];
   }
@@ -173,7 +200,7 @@ export class TranscriptPanels implements vscode.Disposable {
 
   constructor(
     private readonly sessions: SessionManager,
-    private readonly onAction: (sessionId: string, m: { action: string; step?: number; approval?: string }) => void,
+    private readonly onAction: (sessionId: string, m: { action: string; step?: number; approval?: string; session?: string }) => void,
   ) {
     sessions.onDidChange((c) => {
       if (c.sessionId) {
@@ -228,7 +255,7 @@ export class TranscriptPanels implements vscode.Disposable {
     const html = renderTranscript(s.transcript);
     this.lastHtml.set(sessionId, html);
     panel.webview.html = transcriptPage({ nonce, cspSource: panel.webview.cspSource, title: this.title(sessionId), initial: html, sessionId });
-    panel.webview.onDidReceiveMessage((m: { action: string; step?: number; approval?: string }) => {
+    panel.webview.onDidReceiveMessage((m: { action: string; step?: number; approval?: string; session?: string }) => {
       if (m.action === "ready") {
         this.ready.add(sessionId);
         this.render(sessionId);

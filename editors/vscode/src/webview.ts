@@ -130,7 +130,7 @@ window.addEventListener('message', (ev) => {
 document.addEventListener('click', (ev) => {
   const b = ev.target.closest('button[data-action]');
   if (!b) return;
-  vscode.postMessage({ action: b.dataset.action, step: b.dataset.step ? Number(b.dataset.step) : undefined, approval: b.dataset.approval });
+  vscode.postMessage({ action: b.dataset.action, step: b.dataset.step ? Number(b.dataset.step) : undefined, approval: b.dataset.approval, session: b.dataset.session });
 });
 vscode.postMessage({ action: 'ready' });
 `;

@@ -30,4 +30,11 @@ test("a sub-agent shows as one line naming its session, after its step's call", 
   const html = renderTranscript(t);
   assert.ok(html.includes("⇢ sub-agent child-1 (fresh, depth 1): find it"), html);
   assert.ok(html.indexOf("Delegate.") < html.indexOf("sub-agent child-1"), "in log order");
+  // The line is a button that opens the child, and the step knows its child.
+  assert.match(html, /<div class="notice child" data-seq="6" data-child="child-1" data-child-step="1">/);
+  assert.ok(html.includes('<button data-action="openChild" data-session="child-1"'), html);
+  assert.deepEqual(
+    t.steps.get(1)?.children.map((c) => c.sessionId),
+    ["child-1"],
+  );
 });

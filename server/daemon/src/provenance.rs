@@ -164,8 +164,8 @@ pub fn workspace_provenance(
         let origins = dsh_session::attribute(known, &text);
         for (slot, origin) in best.iter_mut().zip(origins) {
             let Some(origin) = origin else { continue };
-            // Newest write wins; a fork carries its parent's writes with their times, and the
-            // parent (the older id) keeps them.
+            // Newest write wins (a fork's copies of its parent's writes name no writer: the
+            // fold leaves them to the parent); the same time, the older id.
             let newer = match slot {
                 None => true,
                 Some((held, session)) => {

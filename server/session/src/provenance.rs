@@ -124,8 +124,24 @@ struct EditArgs {
 }
 
 /// Folds a session log into the lines its agent wrote, per file. Total: calls that failed,
-/// arguments that do not parse and results in another form are skipped.
+/// arguments that do not parse and results in another form are skipped. A fork's copies of its
+/// parent's events (`seq` below `session/meta.forkedFrom.seq`) shape the text but name no
+/// writer: those lines are the parent's, whose own log attributes them.
 pub fn provenance(events: &[Event]) -> Provenance {
+    let mut files = own_provenance(events);
+    let cut = match events.first().map(|event| &event.data) {
+        Some(EventData::SessionMeta(meta)) => meta.forked_from.as_ref().map_or(0, |fork| fork.seq),
+        _ => 0,
+    };
+    for line in files.values_mut().flat_map(|file| file.lines.iter_mut()) {
+        if line.origin.as_ref().is_some_and(|origin| origin.seq < cut) {
+            line.origin = None;
+        }
+    }
+    files
+}
+
+fn own_provenance(events: &[Event]) -> Provenance {
     let mut files = Provenance::new();
     let mut calls: BTreeMap<&str, &ToolCall> = BTreeMap::new();
     let mut turns: BTreeMap<u64, u64> = BTreeMap::new();

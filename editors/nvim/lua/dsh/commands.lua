@@ -444,10 +444,8 @@ M.subcommands.sessions = {
       if #sessions == 0 then
         return dsh.notify("dsh: no sessions in " .. (params.workspace or "any workspace") .. "; `:Dsh open` starts one", vim.log.levels.INFO)
       end
-      -- Newest first.
-      table.sort(sessions, function(a, b)
-        return (a.updatedMs or 0) > (b.updatedMs or 0)
-      end)
+      -- Newest first, each sub-agent under its parent.
+      sessions = view.nest_sessions(sessions)
       vim.ui.select(sessions, {
         prompt = "dsh sessions",
         kind = "dsh.session",
@@ -524,6 +522,39 @@ M.subcommands.plan = {
         return dsh.notify("dsh: the model has set no plan in this session", vim.log.levels.INFO)
       end
       dsh.notify(table.concat(words.plan_lines(result), "\n"), vim.log.levels.INFO)
+    end)
+  end,
+}
+
+M.subcommands.child = {
+  desc = "open a sub-agent's transcript: the `⇢ sub-agent` line under the cursor, else the Nth (or pick one)",
+  run = function(args)
+    local t = need_session()
+    if not t then
+      return
+    end
+    local here = t.buf == vim.api.nvim_get_current_buf() and t:child_at(vim.api.nvim_win_get_cursor(0)[1] - 1)
+    local n = tonumber(args[1] or "")
+    if here and not n then
+      return dsh.open(here, { win = vim.api.nvim_get_current_win() })
+    end
+    if #t.children == 0 then
+      return dsh.notify("dsh: this session started no sub-agents", vim.log.levels.INFO)
+    end
+    if n then
+      local child = t.children[n]
+      if not child then
+        return dsh.notify(("dsh: this session started %d sub-agent(s), not %s"):format(#t.children, args[1]), vim.log.levels.WARN)
+      end
+      return dsh.open(child)
+    end
+    if #t.children == 1 then
+      return dsh.open(t.children[1])
+    end
+    vim.ui.select(t.children, { prompt = "dsh sub-agents", kind = "dsh.child" }, function(choice)
+      if choice then
+        dsh.open(choice)
+      end
     end)
   end,
 }

@@ -50,6 +50,8 @@ M.by_session = {}
 ---@field joinable table<integer, integer> line of each steering message and note (by seq) not yet joined to a request
 ---@field approvals table<string, dsh.ApprovalRequest> pending approvals by id
 ---@field approval_lines table<string, integer>
+---@field child_lines table<integer, string> the child session of each `⇢ sub-agent` line (0-based)
+---@field children string[] the sub-agent sessions its `task` calls started, in order
 ---@field meta? dsh.SessionMeta
 ---@field header_line? integer 0-based last line of the header (the plan shows under it)
 ---@field plan? { seq: integer, update: dsh.PlanUpdate } the current plan: the last `plan/update`
@@ -166,11 +168,23 @@ function M.get_or_create(session_id)
     joinable = {},
     approvals = {},
     approval_lines = {},
+    child_lines = {},
+    children = {},
     on_change = {},
     empty = true,
   }, Transcript)
   M.by_buf[buf] = t
   M.by_session[session_id] = t
+  -- `<CR>` on a `⇢ sub-agent` line opens the child's transcript in the window; elsewhere it
+  -- is Vim's own.
+  vim.keymap.set("n", "<CR>", function()
+    local child = t:child_at(vim.api.nvim_win_get_cursor(0)[1] - 1)
+    if child then
+      require("dsh").open(child, { win = vim.api.nvim_get_current_win() })
+    else
+      vim.cmd.normal({ args = { vim.v.count1 .. vim.keycode("<CR>") }, bang = true })
+    end
+  end, { buffer = buf, desc = "dsh: open the sub-agent on this line" })
   vim.api.nvim_create_autocmd("BufWipeout", {
     buffer = buf,
     once = true,
@@ -643,7 +657,17 @@ end
 ---@param data dsh.TaskSpawn
 handlers["task/spawn"] = function(self, data)
   -- A `task` call's sub-agent, a session of its own (docs/subagents.md), under its step.
-  self:append({ ("  ⇢ sub-agent %s (%s, depth %d): %s"):format(data.sessionId, data.context, data.depth, ((data.description or ""):gsub("\n", " "))) }, "DshDim")
+  -- The line opens the child's transcript (`<CR>`, `:Dsh child`).
+  local line = self:append({ ("  ⇢ sub-agent %s (%s, depth %d): %s"):format(data.sessionId, data.context, data.depth, ((data.description or ""):gsub("\n", " "))) }, "DshDim")
+  self.child_lines[line] = data.sessionId
+  table.insert(self.children, data.sessionId)
+end
+
+--- The sub-agent session whose `⇢ sub-agent` line is `line` (0-based), if it is one.
+---@param line integer
+---@return string?
+function Transcript:child_at(line)
+  return self.child_lines[line]
 end
 
 ---@param data dsh.StepEnd

@@ -159,6 +159,47 @@ function M.show_diff(session_id, prev, cur)
   return left, right
 end
 
+--- A listing's sessions newest first, each sub-agent's session (`parent`) right under its
+--- parent's, newest first among its siblings; a child whose parent is not listed stands at the
+--- top level. Each gets `nest` (0 at the top level, 1 under it, …), which `session_line` indents by.
+---@param sessions dsh.SessionSummary[]
+---@return (dsh.SessionSummary|{ nest: integer })[]
+function M.nest_sessions(sessions)
+  local listed, under = {}, {}
+  for _, s in ipairs(sessions) do
+    listed[s.sessionId] = true
+  end
+  local newest = function(a, b)
+    return (a.updatedMs or 0) > (b.updatedMs or 0)
+  end
+  local top = {}
+  for _, s in ipairs(sessions) do
+    local parent = s.parent and s.parent.sessionId
+    if parent and listed[parent] and parent ~= s.sessionId then
+      under[parent] = under[parent] or {}
+      table.insert(under[parent], s)
+    else
+      table.insert(top, s)
+    end
+  end
+  local out, seen = {}, {}
+  local function add(list, nest)
+    table.sort(list, newest)
+    for _, s in ipairs(list) do
+      if not seen[s] then
+        seen[s] = true
+        s.nest = nest
+        table.insert(out, s)
+        add(under[s.sessionId] or {}, nest + 1)
+      end
+    end
+  end
+  add(top, 0)
+  -- Parents that name each other (a log edited by hand) are not lost.
+  add(sessions, 0)
+  return out
+end
+
 --- One line describing a session in a listing.
 ---@param s dsh.SessionSummary
 ---@return string
@@ -168,7 +209,7 @@ function M.session_line(s)
     return ("! unreadable · %s · %s"):format(s.sessionId, s.error)
   end
   local parts = {
-    (s.title and s.title ~= "") and s.title or "(no prompt yet)",
+    ("  "):rep(s.nest or 0) .. ((s.nest or 0) > 0 and "↳ " or "") .. ((s.title and s.title ~= "") and s.title or "(no prompt yet)"),
     ("%d turn%s, %d step%s"):format(s.turns, s.turns == 1 and "" or "s", s.steps, s.steps == 1 and "" or "s"),
     os.date("%Y-%m-%d %H:%M", math.floor((s.updatedMs or 0) / 1000)),
   }

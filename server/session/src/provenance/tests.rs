@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::event::{AssistantTurn, StepStart, ToolResult};
+use crate::event::{AssistantTurn, ForkOrigin, StepStart, ToolResult};
 use crate::message::AssistantMessage;
 
 /// A log under construction: each agent call is a step of its own.
@@ -81,6 +81,40 @@ fn a_written_then_edited_file_attributes_each_line_to_its_step() {
     log.edit("src/a.py", "    return 1\n", "    x = 2\n    return x\n", 2);
     let current = "def f():\n    x = 2\n    return x\n\nprint(f())\n";
     assert_eq!(steps(&log.events, "src/a.py", current), [1, 2, 2, 1, 1].map(Some));
+}
+
+#[test]
+fn a_forks_copies_of_its_parents_writes_name_no_writer_and_its_own_edits_do() {
+    let mut parent = Log::default();
+    parent.push(meta(None));
+    parent.write("a.txt", "one\ntwo\nthree\n");
+    let cut = parent.events.len() as u64;
+    // The fork: its own meta, the parent's events copied with their seqs and times, then a step
+    // of its own.
+    let mut fork = Log { events: parent.events.clone(), step: parent.step };
+    fork.events[0] = Event {
+        seq: 0,
+        time: 5000,
+        data: meta(Some(ForkOrigin { session_id: "parent".to_owned(), seq: cut })),
+    };
+    let own = fork.edit("a.txt", "two\n", "TWO\n", 2);
+    let current = "one\nTWO\nthree\n";
+    assert_eq!(steps(&fork.events, "a.txt", current), [None, Some(own), None]);
+    // The parent's log still names its write (and the same events, not a fork's, do too).
+    assert_eq!(steps(&parent.events, "a.txt", "one\ntwo\nthree\n"), [Some(1); 3]);
+    fork.events[0].data = meta(None);
+    assert_eq!(steps(&fork.events, "a.txt", current), [Some(1), Some(own), Some(1)]);
+}
+
+fn meta(forked_from: Option<ForkOrigin>) -> EventData {
+    EventData::SessionMeta(crate::event::SessionMeta {
+        format_version: crate::FORMAT_VERSION,
+        session_id: "s".to_owned(),
+        workspace: "/w".to_owned(),
+        forked_from,
+        pin: None,
+        parent: None,
+    })
 }
 
 #[test]

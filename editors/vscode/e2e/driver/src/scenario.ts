@@ -36,6 +36,8 @@ export type Results = {
   expectToast?: string;
   /** The plan's headline the transcript's header must show in the page. */
   expectPlan?: string;
+  /** A sub-agent the parent's transcript names: the harness clicks its line's button in the page. */
+  expectChild?: { parentId: string; childId: string };
   phase?: string;
 };
 
@@ -389,6 +391,63 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
       results.expect = { ...results.expect, usage: await (await api.client()).usage(id) };
     }
     return `plan at seq ${tr.plan?.seq}`;
+  });
+
+  await check("a step calls update_plan and task: the plan stays pinned, the child is under its step in the transcript and the tree, and opens with what its model saw", async () => {
+    await script([
+      {
+        content: "",
+        tool_calls: [
+          { name: "update_plan", arguments: { plan: [{ step: "Check the greeting", status: "completed" }, { step: "Have it reviewed", status: "in_progress" }] } },
+          { name: "task", arguments: { description: "review the script", prompt: "CHILD: review src/greet.sh", context: "fresh" } },
+        ],
+      },
+      { content: "CHILD-ANSWER: the script is fine." },
+      { content: "The sub-agent reviewed it." },
+    ]);
+    const r = await vscode.commands.executeCommand<SessionPromptResult>("dsh.prompt", { sessionId: id, text: "Have the script reviewed." });
+    assert(r && r.stopReason === "completed", `prompt: ${JSON.stringify(r)}`);
+    await until(() => [...tr.steps.values()].some((s) => s.children.length > 0), "the task/spawn in the transcript model", 10_000);
+    const step = [...tr.steps.values()].find((s) => s.children.length > 0)!;
+    const child = step.children[0].sessionId;
+    // The transcript: the child's line, with its button, inside the turn after its step's section.
+    await until(() => html(id).includes(`data-child="${child}"`), "the child's line in the transcript", 5000);
+    const page = html(id);
+    assert(page.includes(`data-child-step="${step.step}"`) && page.includes(`data-action="openChild" data-session="${child}"`), "the child's line names no step or has no open button");
+    assert(page.indexOf(`id="step-${step.step}"`) < page.indexOf(`data-child="${child}"`), "the child's line is not after its step");
+    const header = page.slice(0, page.indexOf("</header>"));
+    assert(header.includes("Have it reviewed") && header.includes("1 of 2 completed"), "the plan is not pinned in the header");
+    // The tree: not at the top level, but under its parent's step.
+    const roots = await api.tree.getChildren();
+    assert(!roots.some((n) => n.kind === "session" && n.summary.sessionId === child), "the child is listed at the top level");
+    const root = roots.find((n) => n.kind === "session" && n.summary.sessionId === id);
+    assert(root, "the parent is not in the tree");
+    let under: TreeNode | undefined;
+    for (const turn of await api.tree.getChildren(root)) {
+      for (const stepNode of await api.tree.getChildren(turn)) {
+        if (stepNode.kind === "step" && stepNode.step.step === step.step) {
+          under = (await api.tree.getChildren(stepNode)).find((n) => n.kind === "session" && n.summary.sessionId === child);
+        }
+      }
+    }
+    assert(under && under.kind === "session", `the child ${child} is not under step ${step.step} in the tree`);
+    assert(under.summary.parent?.sessionId === id, `the child's listing names ${JSON.stringify(under.summary.parent)} as its parent`);
+    const back = api.tree.getParent(under);
+    assert(back?.kind === "step" && back.step.step === step.step, "the tree's parent of the child is not its step");
+    // Its own transcript, and what its model saw.
+    await vscode.commands.executeCommand("dsh.openSession", child);
+    const c = api.transcript(child);
+    assert(c, "the child's transcript is not open");
+    await until(() => (api.transcriptHtml(child) ?? "").includes("CHILD-ANSWER: the script is fine."), "the child's answer in its transcript", 10_000);
+    const uri = await vscode.commands.executeCommand<string>("dsh.whatTheModelSaw", { sessionId: child, step: 1 });
+    assert(uri, "no document for the child's step 1");
+    const saw = await documentText(uri);
+    assert(saw.includes("CHILD: review src/greet.sh") && saw.includes("matches the rebuilt body byte for byte"), "the child's request is not what its model saw");
+    results.expectChild = { parentId: id, childId: child };
+    if (results.expect) {
+      results.expect = { ...results.expect, usage: await (await api.client()).usage(id) };
+    }
+    return `${child} under step ${step.step}`;
   });
 
   // Before step 2 ran: the script had its typo, AGENTS.md was not edited yet (the user's edit
