@@ -274,6 +274,12 @@ impl Agent {
         }
     }
 
+    /// Asks this turn's approvals through `approver` (a turn a client asked for asks the
+    /// session's clients; a child's turn asks through its parent's).
+    pub fn set_approver(&mut self, approver: Arc<dyn Approver>) {
+        self.approver = approver;
+    }
+
     /// Runs the children of `task` calls through `subagents` (and offers the tool when it
     /// says so).
     pub fn set_subagents(&mut self, subagents: Arc<dyn Subagents>) {
@@ -814,7 +820,7 @@ impl Agent {
         for call in &calls {
             if let Some(child) = children.remove(&call.id) {
                 // A child that ran is a call that ran: its `PostToolUse` hooks see its answer.
-                let ran = matches!(child, children::Child::Running(_));
+                let ran = matches!(child, children::Child::Running(..));
                 let result = self.await_child(call, child).await;
                 session.append(EventData::ToolResult(result.clone())).await?;
                 if ran {

@@ -262,8 +262,21 @@ impl WorkspaceCheckpoints {
         let mut named: Vec<(u64, u64, Hash)> = Vec::new();
         let mut latest: Option<(u64, Hash)> = None;
         let mut images = Vec::new();
-        for path in self.store.session_logs().unwrap_or_default() {
-            let Ok(log) = read_log(&path) else { continue };
+        // A log that cannot be read (or a listing that fails) may name checkpoints and images:
+        // what it names is unknown, so nothing may be collected.
+        let mut unreadable = None;
+        let logs = self.store.session_logs().unwrap_or_else(|error| {
+            unreadable = Some(format!("the session logs cannot be listed: {error}"));
+            Vec::new()
+        });
+        for path in logs {
+            let log = match read_log(&path) {
+                Ok(log) => log,
+                Err(error) => {
+                    unreadable = Some(format!("{} cannot be read: {error}", path.display()));
+                    continue;
+                }
+            };
             for event in &log.events {
                 images.extend(
                     crate::images::referenced(&event.data)
@@ -301,12 +314,18 @@ impl WorkspaceCheckpoints {
             roots_newest_first: named.into_iter().map(|(_, _, hash)| hash).collect(),
             latest: latest.map(|(_, hash)| hash),
             images,
+            unreadable,
         }
     }
 
     /// Collects the store within `budget`, and remembers what it dropped.
     fn collect(&self, state: &mut State, budget: u64) {
-        let Scanned { roots_newest_first: roots, mut images, .. } = self.scan();
+        let Scanned { roots_newest_first: roots, mut images, unreadable, .. } = self.scan();
+        if let Some(why) = unreadable {
+            // Collecting now could drop a checkpoint or an image that log still names.
+            tracing::warn!(workspace = %self.root.display(), "checkpoints not collected: {why}");
+            return;
+        }
         // Every image a log names, and every image stored since the daemon started (its
         // `user/message` may not be logged yet), is kept, whatever the budget.
         images.extend(state.fresh_images.iter().copied());
@@ -410,6 +429,8 @@ struct Scanned {
     latest: Option<Hash>,
     /// The images the logs name (duplicates allowed).
     images: Vec<Hash>,
+    /// Why what the logs name is not all known (a log that could not be read), if it is not.
+    unreadable: Option<String>,
 }
 
 /// A path as the log writes it: relative, lossy for a name that is not UTF-8.

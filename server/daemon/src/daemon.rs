@@ -435,7 +435,7 @@ impl Daemon {
         let cancel = run.cancel.clone();
         let running = RunningTurn::start(&live, cancel.clone());
         // A child's crashed children are closed, and where this session stands among parents.
-        let seam = crate::subagents::Seam::for_session(self, &live).await;
+        let seam = crate::subagents::Seam::for_session(self, &live, run.approver.clone()).await;
         self.announce_turn(&live, &root).await;
         let (done, outcome) = oneshot::channel();
         let task_live = Arc::clone(&live);
@@ -460,7 +460,6 @@ impl Daemon {
                     &live.workspace,
                 );
                 agent.set_external_tools(live.mcp_tools.clone());
-                agent.set_subagents(seam);
                 let workspace = daemon.checkpoints.workspace(&root_for_checkpoints);
                 agent.set_checkpoints(Arc::new(crate::checkpoints::Seam(
                     workspace,
@@ -475,6 +474,10 @@ impl Daemon {
                 agent.set_image_objects(Arc::new(crate::images::Objects(objects)));
                 agent
             });
+            // Each turn asks as its own run says: a child's session prompted later by a client
+            // asks that client, not the parent that started it.
+            agent.set_approver(run.approver.clone().unwrap_or_else(|| live.approver()));
+            agent.set_subagents(seam);
             agent.attach_images(images);
             let turn = async {
                 // Debug builds only: lets tests prove that a panicking turn fails its session

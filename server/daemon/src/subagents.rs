@@ -64,12 +64,19 @@ pub(crate) struct Seam {
     /// `max_parallel` permits (as configured when the seam was made), shared by this
     /// session's children.
     slots: Arc<Semaphore>,
+    /// How this session's running turn asks (a child's: through its own parent, up to the
+    /// clients of the top-level session); `None`: its own clients.
+    asks: Option<Arc<dyn Approver>>,
 }
 
 impl Seam {
     /// The seam of `live`'s loop. Children of its earlier turns that a crash left open are
     /// closed first (their logs end with `turn/end` `cancelled`, as any crashed session's).
-    pub(crate) async fn for_session(daemon: &Arc<Daemon>, live: &Arc<LiveSession>) -> Arc<Seam> {
+    pub(crate) async fn for_session(
+        daemon: &Arc<Daemon>,
+        live: &Arc<LiveSession>,
+        asks: Option<Arc<dyn Approver>>,
+    ) -> Arc<Seam> {
         let (meta, open_children) = live
             .handle
             .query(|s| {
@@ -94,6 +101,7 @@ impl Seam {
             depth: link.as_ref().map_or(0, |link| link.depth),
             forked_child: link.is_some() && meta.is_some_and(|meta| meta.forked_from.is_some()),
             slots: Arc::new(Semaphore::new(parallel)),
+            asks,
         })
     }
 
@@ -149,6 +157,7 @@ impl Subagents for Seam {
             request,
             parent,
             cancel,
+            parent_asks: self.asks.clone(),
         };
         let slots = Arc::clone(&self.slots);
         let task = daemon.tasks.spawn(async move {
@@ -262,6 +271,8 @@ struct Child {
     request: TaskRequest,
     parent: SessionHandle,
     cancel: CancellationToken,
+    /// How the parent's turn asks ([`Seam::asks`]).
+    parent_asks: Option<Arc<dyn Approver>>,
 }
 
 impl Child {
@@ -298,7 +309,11 @@ impl Child {
             return failed(Some(live.id.clone()), format!("the parent's log: {error}"));
         }
         let approver: Arc<dyn Approver> = Arc::new(ChildApprover {
-            parent: self.daemon.loaded_session(&self.link.session_id).map(|p| p.approver()),
+            // The parent turn's own way of asking: a grandchild's questions go up the chain to
+            // clients that watch, not to a child session nobody has open.
+            parent: self.parent_asks.clone().or_else(|| {
+                self.daemon.loaded_session(&self.link.session_id).map(|p| p.approver())
+            }),
             parent_log: self.parent.clone(),
             child: live.id.clone(),
             description: self.request.description.clone(),

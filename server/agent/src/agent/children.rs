@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use dsh_session::{EventData, TASK_TOOL, ToolCall, ToolCallStarted, ToolResult};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::Agent;
 use crate::approval::BoxFuture;
@@ -17,8 +17,9 @@ use crate::subagents::{TaskReport, TaskRequest, parse_task};
 
 /// A `task` call of the step, started.
 pub(super) enum Child {
-    /// Its child runs; the report comes.
-    Running(BoxFuture<'static, TaskReport>),
+    /// Its child runs; the report comes. Dropped unawaited (the step failed), the guard
+    /// cancels the child: no child outlives the step that started it.
+    Running(BoxFuture<'static, TaskReport>, DropGuard),
     /// Answered without a child: the error the model sees.
     Refused(String),
     /// Blocked by a `PreToolUse` hook of the user's: the result it gave.
@@ -70,7 +71,9 @@ impl Agent {
                         budgets: arguments.budgets,
                         parent_left: self.turn_left.clone(),
                     };
-                    Child::Running(subagents.spawn(request, session.clone(), cancel.child_token()))
+                    let token = cancel.child_token();
+                    let guard = token.clone().drop_guard();
+                    Child::Running(subagents.spawn(request, session.clone(), token), guard)
                 }
             };
             children.insert(call.id.clone(), child);
@@ -84,7 +87,7 @@ impl Agent {
         let (content, is_error) = match child {
             Child::Blocked(result) => return result,
             Child::Refused(content) => (content, true),
-            Child::Running(report) => {
+            Child::Running(report, _guard) => {
                 let report = report.await;
                 let (usage, usd) = &mut self.children_spent;
                 *usage = usage.add(&report.usage);

@@ -119,6 +119,8 @@ impl Agent {
                 unconfined: false,
             };
             session.append(EventData::ToolCall(started)).await?;
+            // It ran: its `PostToolUse` hooks see its result.
+            self.call_ran = true;
             let output =
                 skill::call(&self.skills, self.toolbox.workspace().beneath(), &call.arguments);
             let result = ToolResult {

@@ -180,10 +180,10 @@ pub fn summarize_request(
     Some(GenerateRequest::new(header, vec![Arc::new(Message::user(text))]))
 }
 
-/// Images as the summarizer reads them: named, not shown (its one-shot carries no images).
+/// Images as the summarizer reads them: said, not shown (its one-shot carries no images). A
+/// client's name for an image is not model-visible: only its media type and size are.
 fn push_images(out: &mut String, images: &[dsh_session::ImageRef]) {
     for image in images {
-        let name = image.name.as_deref().unwrap_or(&image.media_type);
-        out.push_str(&format!("\n[image: {name}, {} bytes]", image.size));
+        out.push_str(&format!("\n[image: {}, {} bytes]", image.media_type, image.size));
     }
 }

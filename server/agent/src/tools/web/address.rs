@@ -1,8 +1,9 @@
 //! Where `web_fetch` may go: the URL rules (http or https, no credentials, a host) and the
 //! address rules — an address on loopback, link-local (the cloud metadata endpoint
 //! 169.254.169.254 among them), private (RFC 1918, IPv6 unique local), shared (CGNAT),
-//! unspecified, broadcast, multicast or documentation ranges, or an IPv4-mapped or -translated
-//! IPv6 form of one, is refused unless its host is listed in `[web] allow_hosts`. Pure
+//! unspecified, broadcast, multicast or documentation ranges, an IPv4-mapped, -translated or
+//! 6to4 IPv6 form of one, a Teredo tunnel or the local-use NAT64 prefix, is refused unless its
+//! host is listed in `[web] allow_hosts`. Pure
 //! functions: the resolving and connecting are the caller's.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -22,6 +23,11 @@ pub fn non_public(address: IpAddr) -> Option<&'static str> {
             let segments = v6.segments();
             if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
                 let [a, b, c, d] = v6.octets()[12..] else { return Some("an invalid address") };
+                return non_public_v4(Ipv4Addr::new(a, b, c, d));
+            }
+            // 6to4 `2002:a.b.c.d::/48` reaches the IPv4 address it embeds.
+            if segments[0] == 0x2002 {
+                let [a, b, c, d] = v6.octets()[2..6] else { return Some("an invalid address") };
                 return non_public_v4(Ipv4Addr::new(a, b, c, d));
             }
             non_public_v6(v6)
@@ -71,6 +77,12 @@ fn non_public_v6(address: Ipv6Addr) -> Option<&'static str> {
         Some("a multicast address")
     } else if first == 0x2001 && address.segments()[1] == 0x0db8 {
         Some("a documentation address")
+    } else if first == 0x2001 && address.segments()[1] == 0 {
+        // Teredo: a tunnel whose far end is an IPv4 address, obfuscated — not judged here.
+        Some("a tunnel (Teredo) address")
+    } else if address.segments()[..3] == [0x64, 0xff9b, 1] {
+        // The NAT64 local-use prefix `64:ff9b:1::/48` translates to a network's own addresses.
+        Some("a local NAT64 address")
     } else if address.segments()[..6] == [0; 6] {
         // IPv4-compatible `::a.b.c.d` (deprecated) and the rest of `::/96`.
         Some("a reserved address")
@@ -149,6 +161,10 @@ mod tests {
             "::ffff:169.254.169.254",
             "::ffff:10.0.0.1",
             "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::a00:1",
+            "2002:7f00:1::1",
+            "2002:a9fe:a9fe::",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
             "::127.0.0.1",
             "2001:db8::1",
         ] {
@@ -166,6 +182,7 @@ mod tests {
             "172.32.0.1",
             "2606:4700::1111",
             "::ffff:8.8.8.8",
+            "2002:808:808::1",
         ] {
             assert_eq!(judge(address), None, "{address} should pass");
         }
