@@ -40,6 +40,9 @@ pub const CHECKPOINT_UNAVAILABLE: i32 = 1014;
 pub const REWIND_CONFLICT: i32 = 1015;
 /// A rewind failed part-way; the data says which files are in which state.
 pub const REWIND_FAILED: i32 = 1016;
+/// `session/object` asked for an object the session's log does not name (only those are
+/// served, never any hash in the store), or one that cannot be read.
+pub const OBJECT_NOT_FOUND: i32 = 1017;
 /// A `UserPromptSubmit` hook of the user's configuration refused the prompt (exit 2, or it
 /// failed): the message says which hook and why; no turn started (docs/hooks.md).
 pub const PROMPT_REFUSED: i32 = 1020;

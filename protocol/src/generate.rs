@@ -152,6 +152,7 @@ fn error_codes() -> Value {
         "checkpointUnavailable": code::CHECKPOINT_UNAVAILABLE,
         "rewindConflict": code::REWIND_CONFLICT,
         "rewindFailed": code::REWIND_FAILED,
+        "objectNotFound": code::OBJECT_NOT_FOUND,
         "promptRefused": code::PROMPT_REFUSED,
     }))
 }
@@ -237,6 +238,8 @@ fn declarations() -> Vec<String> {
         SeqMessage::decl(&config),
         WireBody::decl(&config),
         SessionRequestResult::decl(&config),
+        SessionObjectParams::decl(&config),
+        SessionObjectResult::decl(&config),
         UsageEntry::decl(&config),
         SessionUsageResult::decl(&config),
         SessionPlanResult::decl(&config),

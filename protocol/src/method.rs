@@ -23,6 +23,8 @@ pub const SESSION_CANCEL: &str = "session/cancel";
 pub const SESSION_FORK: &str = "session/fork";
 /// "What the model saw" at a step.
 pub const SESSION_REQUEST: &str = "session/request";
+/// The bytes of an object (an image) the session's log names.
+pub const SESSION_OBJECT: &str = "session/object";
 /// Per-step usage.
 pub const SESSION_USAGE: &str = "session/usage";
 /// The session's current plan (the model's `update_plan`).
@@ -85,6 +87,7 @@ pub const ALL: &[&str] = &[
     SESSION_CANCEL,
     SESSION_FORK,
     SESSION_REQUEST,
+    SESSION_OBJECT,
     SESSION_USAGE,
     SESSION_PLAN,
     SESSION_COMMANDS,
@@ -199,6 +202,8 @@ methods! {
     SessionFork = SESSION_FORK (SessionForkParams) -> SessionIdResult;
     /// `session/request`.
     SessionRequest = SESSION_REQUEST (SessionRequestParams) -> SessionRequestResult, large;
+    /// `session/object`.
+    SessionObject = SESSION_OBJECT (SessionObjectParams) -> SessionObjectResult, large;
     /// `session/usage`.
     SessionUsage = SESSION_USAGE (SessionParams) -> SessionUsageResult;
     /// `session/plan`.

@@ -359,3 +359,46 @@ async fn a_referenced_image_survives_the_checkpoints_collection() {
     assert!(last.contains(&base64(&bytes)), "the next request still carries it");
     env.assert_audit_ok(&session).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_object_serves_only_the_images_the_sessions_log_names() {
+    let env = Env::new().await;
+    std::fs::write(env.user_config(), vision_profile(&env, "anthropic")).unwrap();
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let mut sessions = Vec::new();
+    let mut images = Vec::new();
+    for (name, seed) in [("first.png", 3), ("second.png", 4)] {
+        let (path, bytes) = png_file(&env, name, 5_000, seed);
+        let args = ["prompt", "--yes", "--workspace", &workspace, "--image"];
+        let output = dsh(&env, &[&args[..], &[path.to_str().unwrap(), "Look."]].concat()).await;
+        sessions.push(session_id_of(&output));
+        images.push(bytes);
+    }
+    let client = env.client().await;
+    let object =
+        |session: &str, sha256: &str| serde_json::json!({"sessionId": session, "sha256": sha256});
+
+    // The session's own image, whole.
+    let got = client.call("session/object", object(&sessions[0], &sha256_hex(&images[0]))).await;
+    let got = got.expect("the session's image is served");
+    assert_eq!(got["mediaType"], "image/png");
+    assert_eq!(got["size"], images[0].len());
+    assert_eq!(got["data"], base64(&images[0]));
+
+    // Another session's image is in the same store, but this session does not name it; nor an
+    // arbitrary hash, nor a malformed one.
+    let other = sha256_hex(&images[1]);
+    assert!(object_file(&env.home, &other).is_some());
+    for sha256 in [other.as_str(), &sha256_hex(b"nothing"), "../../etc/passwd"] {
+        let error = client.call("session/object", object(&sessions[0], sha256)).await.unwrap_err();
+        assert_eq!(error.code, 1017, "{sha256}: {}", error.message);
+    }
+    let served = client.call("session/object", object(&sessions[1], &other)).await.unwrap();
+    assert_eq!(served["data"], base64(&images[1]));
+
+    // A named object gone from the store is the same typed error, naming the hash.
+    std::fs::remove_file(object_file(&env.home, &other).unwrap()).unwrap();
+    let error = client.call("session/object", object(&sessions[1], &other)).await.unwrap_err();
+    assert_eq!(error.code, 1017);
+    assert!(error.message.contains(&other), "{}", error.message);
+}

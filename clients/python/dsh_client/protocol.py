@@ -49,6 +49,7 @@ class Methods:
     SESSION_INJECT: Final = "session/inject"
     SESSION_LIST: Final = "session/list"
     SESSION_MCP_SERVERS: Final = "session/mcpServers"
+    SESSION_OBJECT: Final = "session/object"
     SESSION_PLAN: Final = "session/plan"
     SESSION_PROMPT: Final = "session/prompt"
     SESSION_REQUEST: Final = "session/request"
@@ -68,6 +69,7 @@ class ErrorCodes:
     CHECKPOINT_UNAVAILABLE: Final = 1014
     CONFIG: Final = 1012
     INVALID_WORKSPACE: Final = 1005
+    OBJECT_NOT_FOUND: Final = 1017
     OUT_OF_RANGE: Final = 1003
     OVERLOADED: Final = 1004
     PROMPT_REFUSED: Final = 1020
@@ -2165,6 +2167,51 @@ class SessionMcpServersResult(_w.WireObject):
 
     def to_json(self) -> dict[str, Any]:
         return {"servers": _w.encode(self.servers)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionObjectParams(_w.WireObject):
+    """`session/object` params."""
+
+    session_id: str
+    """The session."""
+    sha256: str
+    """The object's SHA-256 (lowercase hex), as an event of the session's log names it."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> SessionObjectParams:
+        o = _w.obj(value, "SessionObjectParams")
+        return cls(
+            session_id=_w.required(o, "sessionId", _w.string, "SessionObjectParams"),
+            sha256=_w.required(o, "sha256", _w.string, "SessionObjectParams"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sessionId": self.session_id, "sha256": self.sha256}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionObjectResult(_w.WireObject):
+    """`session/object` result: an object the session's log names (an image), whole."""
+
+    media_type: str
+    """Its media type, as the log names it (`image/png`, …)."""
+    size: int
+    """Its length in bytes."""
+    data: str
+    """Its bytes, base64 (standard alphabet, padded)."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> SessionObjectResult:
+        o = _w.obj(value, "SessionObjectResult")
+        return cls(
+            media_type=_w.required(o, "mediaType", _w.string, "SessionObjectResult"),
+            size=_w.required(o, "size", _w.integer, "SessionObjectResult"),
+            data=_w.required(o, "data", _w.string, "SessionObjectResult"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mediaType": self.media_type, "size": self.size, "data": self.data}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -5831,6 +5878,10 @@ class Api:
     async def session_mcp_servers(self, params: SessionMcpServersParams) -> SessionMcpServersResult:
         """`session/mcpServers`."""
         return await self._call("session/mcpServers", _w.encode(params), SessionMcpServersResult.from_json)
+
+    async def session_object(self, params: SessionObjectParams) -> SessionObjectResult:
+        """`session/object`."""
+        return await self._call("session/object", _w.encode(params), SessionObjectResult.from_json)
 
     async def session_plan(self, params: SessionParams) -> SessionPlanResult:
         """`session/plan`."""

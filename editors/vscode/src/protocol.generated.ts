@@ -17,6 +17,7 @@ export const Methods = {
   SessionCancel: "session/cancel",
   SessionFork: "session/fork",
   SessionRequest: "session/request",
+  SessionObject: "session/object",
   SessionUsage: "session/usage",
   SessionPlan: "session/plan",
   SessionCommands: "session/commands",
@@ -43,6 +44,7 @@ export const ErrorCodes = {
   "checkpointUnavailable": 1014,
   "config": 1012,
   "invalidWorkspace": 1005,
+  "objectNotFound": 1017,
   "outOfRange": 1003,
   "overloaded": 1004,
   "promptRefused": 1020,
@@ -501,6 +503,30 @@ usage?: Usage,
  * Unified diff against step − 1's request, when asked.
  */
 diff?: string, };
+
+export type SessionObjectParams = { 
+/**
+ * The session.
+ */
+sessionId: string, 
+/**
+ * The object's SHA-256 (lowercase hex), as an event of the session's log names it.
+ */
+sha256: string, };
+
+export type SessionObjectResult = { 
+/**
+ * Its media type, as the log names it (`image/png`, …).
+ */
+mediaType: string, 
+/**
+ * Its length in bytes.
+ */
+size: number, 
+/**
+ * Its bytes, base64 (standard alphabet, padded).
+ */
+data: string, };
 
 export type UsageEntry = { 
 /**

@@ -390,6 +390,28 @@ api_type! {
 }
 
 api_type! {
+    /// `session/object` params.
+    pub struct SessionObjectParams {
+        /// The session.
+        pub session_id: String,
+        /// The object's SHA-256 (lowercase hex), as an event of the session's log names it.
+        pub sha256: String,
+    }
+}
+
+api_type! {
+    /// `session/object` result: an object the session's log names (an image), whole.
+    pub struct SessionObjectResult {
+        /// Its media type, as the log names it (`image/png`, …).
+        pub media_type: String,
+        /// Its length in bytes.
+        pub size: u64,
+        /// Its bytes, base64 (standard alphabet, padded).
+        pub data: String,
+    }
+}
+
+api_type! {
     /// `session/request` result: "what the model saw", rebuilt from the log.
     pub struct SessionRequestResult {
         /// The step.

@@ -38,6 +38,7 @@ pub fn module(daemon: Arc<Daemon>) -> anyhow::Result<RpcModule<Daemon>> {
     spawned::<method::SessionCancel, _>(m, h::session_cancel)?;
     blocking::<method::SessionFork>(m, h::session_fork)?;
     spawned::<method::SessionRequest, _>(m, h::session_request)?;
+    spawned::<method::SessionObject, _>(m, crate::images::session_object)?;
     spawned::<method::SessionUsage, _>(m, h::session_usage)?;
     spawned::<method::SessionPlan, _>(m, h::session_plan)?;
     spawned::<method::SessionCommands, _>(m, h::session_commands)?;

@@ -474,7 +474,7 @@ pub async fn approval_respond(
 /// the events its log file holds — each is written, then folded), in its owner task, or the log
 /// file's when another process holds it. The daemon's reader permits bound how many run at
 /// once.
-async fn with_events<R: Send + 'static>(
+pub(crate) async fn with_events<R: Send + 'static>(
     daemon: &Arc<Daemon>,
     id: &str,
     view: impl FnOnce(&[Event]) -> R + Send + 'static,

@@ -154,3 +154,56 @@ impl Daemon {
         stored.map_err(ApiError::store)
     }
 }
+
+/// `session/object`: the bytes of an object the session's log names (an image of a prompt or
+/// a tool result), for a front to show. Only those: any other hash, even one in the store, is
+/// refused (`objectNotFound`) — the store holds every session's files and images of the
+/// workspace, and a client asking about one session sees only what that session names.
+pub(crate) async fn session_object(
+    daemon: std::sync::Arc<Daemon>,
+    params: dsh_protocol::SessionObjectParams,
+) -> ApiResult<dsh_protocol::SessionObjectResult> {
+    use dsh_protocol::code;
+    let sha256 = params.sha256;
+    let wanted = sha256.clone();
+    let named = crate::handlers::with_events(&daemon, &params.session_id, move |events| {
+        events
+            .iter()
+            .flat_map(|event| referenced(&event.data))
+            .find(|image| image.sha256 == wanted)
+            .cloned()
+    })
+    .await?;
+    let Some(image) = named else {
+        return Err(ApiError::new(
+            code::OBJECT_NOT_FOUND,
+            format!("session {} names no object {sha256}", params.session_id),
+        ));
+    };
+    if image.size > MAX_IMAGE_BYTES {
+        return Err(ApiError::new(
+            code::OBJECT_NOT_FOUND,
+            format!("object {sha256} is over the limit of {MAX_IMAGE_BYTES} bytes"),
+        ));
+    }
+    let dir = dsh_store::objects_dir_of_log(&daemon.session_path(&params.session_id)?);
+    let session = params.session_id;
+    crate::handlers::blocking(move || {
+        let read = match dir {
+            Some(dir) => read_image(&dir, &image),
+            None => Err("the log is not in a state directory: its object store is unknown".into()),
+        };
+        let bytes = read.map_err(|why| {
+            ApiError::new(
+                code::OBJECT_NOT_FOUND,
+                format!("session {session}: object {sha256} cannot be read: {why}"),
+            )
+        })?;
+        Ok(dsh_protocol::SessionObjectResult {
+            media_type: image.media_type,
+            size: bytes.len() as u64,
+            data: base64::engine::general_purpose::STANDARD.encode(&bytes),
+        })
+    })
+    .await
+}

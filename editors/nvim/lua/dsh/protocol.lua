@@ -29,6 +29,7 @@ M.methods = {
   SessionInject = "session/inject",
   SessionList = "session/list",
   SessionMcpServers = "session/mcpServers",
+  SessionObject = "session/object",
   SessionPlan = "session/plan",
   SessionPrompt = "session/prompt",
   SessionRequest = "session/request",
@@ -45,6 +46,7 @@ M.error_codes = {
   checkpointUnavailable = 1014,
   config = 1012,
   invalidWorkspace = 1005,
+  objectNotFound = 1017,
   outOfRange = 1003,
   overloaded = 1004,
   promptRefused = 1020,
@@ -550,6 +552,17 @@ M.event_kinds = {
 --- `session/mcpServers` result.
 ---@class dsh.SessionMcpServersResult
 ---@field servers dsh.McpServerStatus[] The session's own servers now, by name (started in the background: a step waits for them).
+
+--- `session/object` params.
+---@class dsh.SessionObjectParams
+---@field sessionId string The session.
+---@field sha256 string The object's SHA-256 (lowercase hex), as an event of the session's log names it.
+
+--- `session/object` result: an object the session's log names (an image), whole.
+---@class dsh.SessionObjectResult
+---@field data string Its bytes, base64 (standard alphabet, padded).
+---@field mediaType string Its media type, as the log names it (`image/png`, …).
+---@field size integer Its length in bytes.
 
 --- Params naming just a session (`session/cancel`, `session/usage`, `session/compact`).
 ---@class dsh.SessionParams
