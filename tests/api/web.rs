@@ -224,3 +224,41 @@ async fn dsh_web_reuses_the_front_of_a_daemon_started_with_listen() {
     assert_eq!(page.unwrap().status().as_u16(), 200);
     served.shutdown().await;
 }
+
+/// The browser is started on a private page that leads to the link, never on the link: its
+/// one-time code is not on any command line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsh_web_starts_the_browser_on_a_private_page_never_on_the_link() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new().await;
+    let browser = env.root.join("browser.sh");
+    let argv = env.root.join("argv.txt");
+    std::fs::write(&browser, format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n", argv.display()))
+        .unwrap();
+    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = env.command(&["web"]);
+    command.env("BROWSER", &browser);
+    let output = command.output().await.unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let url = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    let code = url.split("code=").nth(1).unwrap().split('&').next().unwrap().to_owned();
+    assert_eq!(code.len(), 32, "{url}");
+    // The browser ran (it is detached: wait for what it wrote).
+    let started = std::time::Instant::now();
+    while !argv.exists() {
+        assert!(started.elapsed() < Duration::from_secs(20), "the browser was not started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let args = std::fs::read_to_string(&argv).unwrap();
+    assert!(!args.contains(&code), "the code is on the browser's command line: {args}");
+    let page = std::path::PathBuf::from(args.trim());
+    assert_eq!(page, env.home.join("web-login.html"));
+    assert_eq!(std::fs::metadata(&page).unwrap().permissions().mode() & 0o777, 0o600);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains(&format!("content=\"0;url={}\"", url.replace('&', "&amp;"))), "{html}");
+    // The page's link logs in once, as the printed one does.
+    let cookie = log_in(&url).await;
+    assert!(cookie.starts_with("dsh_web="), "{cookie}");
+    env.dsh_ok(&["shutdown"]).await;
+}
