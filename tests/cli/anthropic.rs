@@ -193,7 +193,7 @@ async fn dsh_on_llama_cpp_s_messages_endpoint_sends_what_it_logs_and_reads_the_c
     let env = Env::new().await;
     // SmolLM2 has no reasoning and a small window: thinking off, a short answer.
     let profile = anthropic_profile(proxy.base_url(), "smollm2", "")
-        .replace("context_window = 1048576", "context_window = 4096")
+        .replace("context_window = 1048576", "context_window = 8192")
         .replace("max_output = 8192", "max_output = 16")
         .replace("thinking = true", "thinking = false");
     std::fs::write(env.user_config(), profile).unwrap();

@@ -220,7 +220,7 @@ base_url = "{base_url}/v1"
 model = "smollm2"
 
 [providers.local.models.smollm2]
-context_window = 4096
+context_window = 8192
 max_output = 16
 price = {{ cache_hit = 0, cache_miss = 0, output = 0, currency = "USD" }}
 "#

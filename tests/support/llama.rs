@@ -57,9 +57,11 @@ impl LlamaServer {
         let script =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/llama-server.py");
         let stderr = tempfile::NamedTempFile::new().unwrap();
+        // SmolLM2's full window: dsh's header (ten tools) and a forked DeepSeek conversation
+        // fit without compaction.
         let mut child = tokio::process::Command::new(&python)
             .arg(&script)
-            .args(["--port", "0", "--ctx", "4096"])
+            .args(["--port", "0", "--ctx", "8192"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr.reopen().unwrap())
