@@ -303,7 +303,7 @@ async function checkNote(frame) {
     }
     const text = note.locator("pre.note-text");
     const hidden = !(await text.isVisible());
-    await note.locator("summary").click();
+    await clickInTranscript(note.locator("summary"));
     await text.waitFor({ state: "visible", timeout: 5000 }).catch(() => undefined);
     const shown = (await text.isVisible()) ? await text.innerText() : "";
     check("a click on the note's line shows the note the model reads", hidden && shown.includes("Every script takes the name to greet as $1."), `hidden before: ${hidden}; shown: ${shown.slice(0, 120)}`);
@@ -351,15 +351,7 @@ async function arrangeForScreenshot(page) {
  * the workspace's `/review` command (its description beside it); Escape sends nothing. */
 async function commandFromPalette(page) {
   try {
-    const input = page.locator(".quick-input-widget input.input").first();
-    for (let attempt = 0; attempt < 3 && !(await input.isVisible().catch(() => false)); attempt++) {
-      await page.locator(".part.sidebar").click({ position: { x: 20, y: 300 } }).catch(() => undefined);
-      await page.keyboard.press(attempt === 1 ? "F1" : "Control+Shift+P");
-      await input.waitFor({ state: "visible", timeout: 5000 }).catch(() => undefined);
-    }
-    await input.fill(">dsh: Prompt");
-    await page.locator(".quick-input-list .monaco-list-row", { hasText: /^dsh: Prompt/ }).first().waitFor({ timeout: 10_000 });
-    await page.keyboard.press("Enter");
+    const input = await runFromPalette(page, "dsh: Prompt", /^dsh: Prompt/);
     // The prompt box (a session is open, so it asks for the text at once).
     await page.locator(".quick-input-widget", { hasText: "Prompt dsh" }).first().waitFor({ timeout: 10_000 });
     await input.fill("/re");
@@ -373,18 +365,47 @@ async function commandFromPalette(page) {
   }
 }
 
+/** Runs `command` from the command palette as a person does: focus the workbench (not a
+ * webview), open the palette, type, wait for the row, Enter. Under load the palette can close
+ * again before it is typed into (a late focus change closes it), so a closed palette is reopened,
+ * up to four times; the last failure is thrown. Returns the quick input's text box. */
+async function runFromPalette(page, command, row) {
+  const input = page.locator(".quick-input-widget input.input").first();
+  let last;
+  for (let attempt = 0; attempt < 4; attempt++) {
+    try {
+      if (!(await input.isVisible().catch(() => false))) {
+        await page.locator(".part.sidebar").click({ position: { x: 20, y: 300 } }).catch(() => undefined);
+        await page.keyboard.press(attempt % 2 === 1 ? "F1" : "Control+Shift+P");
+        await input.waitFor({ state: "visible", timeout: 5000 });
+      }
+      await input.fill(`>${command}`, { timeout: 5000 });
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: row }).first().waitFor({ timeout: 10_000 });
+      await page.keyboard.press("Enter");
+      return input;
+    } catch (e) {
+      last = e;
+      log(`the palette for "${command}" (attempt ${attempt + 1}): ${e instanceof Error ? e.message.split("\n")[0] : e}`);
+      await page.keyboard.press("Escape").catch(() => undefined);
+      await sleep(500);
+    }
+  }
+  throw last;
+}
+
+/** Clicks an element of the transcript webview the way a person would reach it: scrolled to sit
+ * just below the sticky session header (which covers whatever is under it), then clicked. */
+async function clickInTranscript(locator) {
+  await locator.evaluate((el) => {
+    const header = document.querySelector("header.session");
+    window.scrollTo(0, el.getBoundingClientRect().top + window.scrollY - (header?.offsetHeight ?? 0) - 24);
+  });
+  await locator.click();
+}
+
 async function diffFromPalette(page, file) {
   try {
-    const input = page.locator(".quick-input-widget input.input").first();
-    for (let attempt = 0; attempt < 3 && !(await input.isVisible().catch(() => false)); attempt++) {
-      // Focus the workbench (not the webview), then open the command palette.
-      await page.locator(".part.sidebar").click({ position: { x: 20, y: 300 } }).catch(() => undefined);
-      await page.keyboard.press(attempt === 1 ? "F1" : "Control+Shift+P");
-      await input.waitFor({ state: "visible", timeout: 5000 }).catch(() => undefined);
-    }
-    await input.fill(">dsh: Diff Request with Previous Step");
-    await page.locator(".quick-input-list .monaco-list-row", { hasText: "Diff Request with Previous Step" }).first().waitFor({ timeout: 10_000 });
-    await page.keyboard.press("Enter");
+    const input = await runFromPalette(page, "dsh: Diff Request with Previous Step", "Diff Request with Previous Step");
     // The step picker.
     await page.locator(".quick-input-list .monaco-list-row", { hasText: "Step 4" }).first().waitFor({ timeout: 10_000 });
     await input.fill("Step 4");
@@ -457,7 +478,7 @@ async function openChildFromPage(page, { parentId, childId }) {
       check(name, false, `no open button for ${childId} in ${parentId}'s transcript`);
       return;
     }
-    await frame.locator(button).first().click();
+    await clickInTranscript(frame.locator(button).first());
     const child = await findFrame(page, `#main header[data-session="${childId}"]`, 20_000);
     const body = child ? (await child.locator("#main").innerText()).replace(/\s+/g, " ") : "";
     check(name, child !== undefined && body.includes("CHILD-ANSWER: the script is fine."), child ? body.slice(0, 160) : "the child's transcript did not open");
