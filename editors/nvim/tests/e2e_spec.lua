@@ -1059,6 +1059,198 @@ test("e2e: :Dsh prompt /<Tab> completes the workspace's prompt commands; the exp
   vim.fn.delete(E.ws .. "/.dsh/commands", "rf")
 end)
 
+--- The mock's recorded requests (`GET /_fake/requests`), bodies included.
+local function mock_request_list()
+  local out = vim.system({ "curl", "-sS", E.url .. "/_fake/requests" }, { text = true }):wait()
+  return vim.json.decode(out.stdout)
+end
+
+--- A PNG of `length` bytes outside the workspace: a real signature and header, then noise that
+--- does not compress.
+local function png_file(name, length, seed)
+  local bytes = { "\137PNG\r\n\26\n\0\0\0\rIHDR\0\0\0\16\0\0\0\16\8\6\0\0\0" }
+  local n, state = #bytes[1], seed * 2654435761 % 4294967296 + 1
+  while n < length do
+    state = (state * 1664525 + 1013904223) % 4294967296
+    table.insert(bytes, string.char(math.floor(state / 16777216)))
+    n = n + 1
+  end
+  local path = E.home .. "/" .. name
+  local f = assert(io.open(path, "wb"))
+  f:write(table.concat(bytes))
+  f:close()
+  return path, table.concat(bytes)
+end
+
+--- A session on the profile `vision` at the mock, whose model `mock-vision` reads images (in the
+--- user's file: a workspace's may not say where requests go), opened in the current window.
+local function vision_session()
+  if not E.vision then
+    local lines = vim.fn.readfile(E.config)
+    vim.list_extend(lines, {
+      "",
+      "[providers.vision]",
+      'kind = "openai-compatible"',
+      ('base_url = "%s"'):format(E.url),
+      'api_key_env = "DEEPSEEK_API_KEY"',
+      'model = "mock-vision"',
+      "",
+      "[providers.vision.models.mock-vision]",
+      "context_window = 131072",
+      "max_output = 4096",
+      "thinking = false",
+      "images = true",
+    })
+    vim.fn.writefile(lines, E.config)
+    E.vision = true
+  end
+  local created = call(methods.SessionCreate, { workspace = E.ws, config = { profile = "vision" } })
+  vim.cmd("Dsh open " .. created.sessionId)
+  local t = wait_current(function(c)
+    return c.session_id == created.sessionId
+  end, "the vision session's transcript")
+  wait_text(t, "workspace ")
+  return t
+end
+
+local function mode_of(path)
+  return bit.band(H.truthy(vim.uv.fs_stat(path), path).mode, tonumber("777", 8))
+end
+
+local function said(needle, from)
+  return H.wait_for(function()
+    for i = from + 1, #H.messages do
+      if tostring(H.messages[i]):find(needle, 1, true) then
+        return H.messages[i]
+      end
+    end
+  end, 10000, ("a notification saying %q; said: %s"):format(needle, vim.inspect(vim.list_slice(H.messages, from + 1))))
+end
+
+test("e2e: images — :Dsh prompt --image=FILE on a mock-vision session: the request carries it, the transcript shows [image: …], <CR> writes it byte for byte, privately, and opens it", function()
+  setup()
+  local t = vision_session()
+  local png, bytes = png_file("my shot.png", 40000, 1)
+  local before = #mock_request_list()
+  script({ { content = "A screenshot of noise." } })
+  vim.cmd("Dsh prompt --image=" .. vim.fn.fnameescape(png) .. " what is this?")
+  wait_text(t, "━━ turn 1 completed", 30000)
+  H.contains(text_of(t), "❯ what is this?\n  [image: my shot.png, image/png, 39.1 KiB]\n")
+  H.contains(text_of(t), "A screenshot of noise.")
+
+  -- The request the mock received carries the image after the text, as a data URL.
+  local requests = mock_request_list()
+  H.eq(before + 1, #requests)
+  local body = vim.json.decode(requests[#requests].body)
+  H.eq("mock-vision", body.model)
+  local content = body.messages[#body.messages].content
+  H.eq({ type = "text", text = "what is this?" }, content[1])
+  H.eq("data:image/png;base64," .. vim.base64.encode(bytes), content[2].image_url.url)
+
+  -- The log names it by its hash (the file's sha256), its size and media type, and its name.
+  local sha = vim.trim(vim.system({ "sha256sum", png }, { text = true }):wait().stdout):match("^(%x+)")
+  H.eq({ { sha256 = sha, size = 40000, mediaType = "image/png", name = "my shot.png" } }, t.images)
+  -- What the model saw names it, after the prompt's text.
+  local saw = require("dsh.view").render_request(t.session_id, call(methods.SessionRequest, { sessionId = t.session_id, step = 1 }), { wire = false })
+  H.contains(saw, "what is this?\n[image: my shot.png, image/png, 39.1 KiB] sha256 " .. sha)
+
+  -- <CR> on its line: fetched from the daemon, written privately, byte for byte, and opened.
+  local opened = {}
+  local ui_open = vim.ui.open
+  vim.ui.open = function(path)
+    table.insert(opened, path)
+    return {}, nil
+  end
+  local ok, err = pcall(function()
+    local lines = vim.api.nvim_buf_get_lines(t.buf, 0, -1, false)
+    local at
+    for i, line in ipairs(lines) do
+      if line:find("[image: my shot.png", 1, true) then
+        at = i
+      end
+    end
+    vim.api.nvim_set_current_buf(t.buf)
+    vim.api.nvim_win_set_cursor(0, { H.truthy(at, "the image's line"), 0 })
+    vim.cmd.normal(vim.keycode("<CR>"))
+    H.wait_for(function()
+      return #opened == 1
+    end, 10000, "vim.ui.open")
+    local path = opened[1]
+    H.truthy(vim.endswith(path, ".png"), path)
+    local f = assert(io.open(path, "rb"))
+    local written = f:read("a")
+    f:close()
+    H.truthy(written == bytes, ("the file is the image, byte for byte (%d bytes written, %d sent)"):format(#written, #bytes))
+    H.eq(tonumber("600", 8), mode_of(path), "the file's mode")
+    H.eq(tonumber("700", 8), mode_of(vim.fs.dirname(path)), "its directory's mode")
+    H.eq(nil, path:find(E.ws, 1, true), "not in the workspace")
+    -- `:Dsh image 1` opens the same image (written again, the same bytes).
+    vim.cmd("Dsh image 1")
+    H.wait_for(function()
+      return #opened == 2
+    end, 10000, "vim.ui.open again")
+    H.eq(path, opened[2])
+
+    -- No viewer: said, naming the image and where it was saved.
+    vim.ui.open = function()
+      return nil, "vim.ui.open: no handler found (tried: xdg-open)"
+    end
+    local from = #H.messages
+    vim.cmd("Dsh image 1")
+    local msg = said("dsh: cannot open [image: my shot.png, image/png, 39.1 KiB]: vim.ui.open: no handler found (tried: xdg-open)", from)
+    H.contains(msg, "It is saved at " .. path)
+
+    -- The object gone from the store: the daemon's objectNotFound, said naming the image.
+    local objects = vim.fn.glob(E.home .. "/home/workspaces/*/checkpoints/objects/" .. sha:sub(1, 2) .. "/" .. sha, false, true)
+    H.eq(1, #objects, "the image in the workspace's object store")
+    vim.fn.delete(objects[1])
+    from = #H.messages
+    vim.cmd("Dsh image 1")
+    msg = said("dsh: cannot show [image: my shot.png, image/png, 39.1 KiB]: ", from)
+    H.contains(msg, sha)
+  end)
+  vim.ui.open = ui_open
+  assert(ok, err)
+end)
+
+test("e2e: images — refusals: a model that reads no images and a file that is no image (the daemon's words, nothing logged), a file over the limit (unsent)", function()
+  setup()
+  local png = png_file("small.png", 500, 2)
+  -- The default profile's model (DeepSeek's) reads no images.
+  local created = call(methods.SessionCreate, { workspace = E.ws, config = { baseUrl = E.url } })
+  vim.cmd("Dsh open " .. created.sessionId)
+  local t = wait_current(function(c)
+    return c.session_id == created.sessionId
+  end, "the DeepSeek session's transcript")
+  local requests = #mock_request_list()
+  local from = #H.messages
+  vim.cmd("Dsh prompt --image " .. vim.fn.fnameescape(png) .. " look")
+  local msg = said("does not read images", from)
+  H.contains(msg, "model deepseek-v4-flash")
+  H.contains(msg, "nothing was logged")
+  -- A file that is no image, whatever its name, on a model that reads images.
+  local v = vision_session()
+  vim.fn.writefile({ "not a picture" }, E.home .. "/fake.png")
+  from = #H.messages
+  vim.cmd("Dsh prompt --image=" .. E.home .. "/fake.png look")
+  msg = said("fake.png is not an image a model reads", from)
+  -- A file over the limit is refused here, unread and unsent.
+  local fd = assert(vim.uv.fs_open(E.home .. "/huge.png", "w", tonumber("600", 8)))
+  vim.uv.fs_ftruncate(fd, 3000001)
+  vim.uv.fs_close(fd)
+  from = #H.messages
+  vim.cmd("Dsh prompt --image=" .. E.home .. "/huge.png look")
+  said("huge.png is 3000001 bytes, over the limit of 3000000 bytes for an image", from)
+  -- Nothing reached the model; neither session logged a prompt.
+  H.eq(requests, #mock_request_list())
+  for _, id in ipairs({ t.session_id, v.session_id }) do
+    local page = call(methods.SessionEvents, { sessionId = id, fromSeq = 0, limit = 1000 })
+    for _, ev in ipairs(page.events) do
+      H.truthy(ev.type ~= "user/message" and ev.type ~= "turn/start", id .. " logged " .. ev.type)
+    end
+  end
+end)
+
 test("e2e: teardown (daemon shutdown, mock stopped)", function()
   if not E.ready then
     return

@@ -30,4 +30,8 @@ local ok = H.run()
 pcall(function()
   require("dsh").disconnect(false)
 end)
+-- `os.exit` runs no VimLeavePre: remove the images' private directory as quitting would.
+if package.loaded["dsh.image"] and package.loaded["dsh.image"]._dir then
+  vim.fn.delete(package.loaded["dsh.image"]._dir, "rf")
+end
 os.exit(ok and 0 or 1)

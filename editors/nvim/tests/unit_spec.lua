@@ -996,3 +996,187 @@ test("a sub-agent: its task/spawn is one line under the step that spawned it", f
   H.eq(1, #lines_with(buf, "⇢ sub-agent child-1 (fork, depth 1): read the code"))
   vim.api.nvim_buf_delete(buf, { force = true })
 end)
+
+test("images: the `[image: …]` words — its name (else a short hash), media type and size for people", function()
+  local words = require("dsh.words")
+  H.eq("0 bytes", words.human_size(0))
+  H.eq("1 byte", words.human_size(1))
+  H.eq("1023 bytes", words.human_size(1023))
+  H.eq("1.0 KiB", words.human_size(1024))
+  H.eq("39.1 KiB", words.human_size(40000))
+  H.eq("2.9 MiB", words.human_size(3000000))
+  local sha = ("ab"):rep(32)
+  H.eq("[image: shot.png, image/png, 39.1 KiB]", words.image_text({ sha256 = sha, size = 40000, mediaType = "image/png", name = "shot.png" }))
+  H.eq("[image: abababababab, image/gif, 200 bytes]", words.image_text({ sha256 = sha, size = 200, mediaType = "image/gif" }))
+  -- A name is one line, whatever it holds.
+  H.eq("[image: a b.png, image/webp, 12 bytes]", words.image_text({ sha256 = sha, size = 12, mediaType = "image/webp", name = "a\nb.png" }))
+end)
+
+test("images: a prompt's and a tool result's images are one highlighted line each; <CR> and :Dsh image open them", function()
+  local words = require("dsh.words")
+  local image = require("dsh.image")
+  local t = transcript.get_or_create("unit-images")
+  local png = { sha256 = ("1"):rep(64), size = 40000, mediaType = "image/png", name = "shot.png" }
+  local gif = { sha256 = ("2"):rep(64), size = 300, mediaType = "image/gif" }
+  local read = { sha256 = ("3"):rep(64), size = 5000, mediaType = "image/jpeg", name = "diagram.jpg" }
+  local list = {
+    { "session/meta", { formatVersion = 0, sessionId = "unit-images", workspace = "/tmp/ws" } },
+    { "turn/start", { turn = 1 } },
+    { "user/message", { text = "compare\nthese", images = { png, gif } } },
+    { "step/start", { step = 1, turn = 1 } },
+    { "tool/result", { callId = "c1", name = "read_file", content = "diagram.jpg: an image", isError = false, images = { read } } },
+    { "user/message", { text = "no image here" } },
+  }
+  for i, e in ipairs(list) do
+    t:on_event({ sessionId = "unit-images", seq = i - 1, time = 0, type = e[1], data = e[2] })
+  end
+  local lines = vim.api.nvim_buf_get_lines(t.buf, 0, -1, false)
+  local text = table.concat(lines, "\n")
+  H.contains(text, "❯ compare\n  these\n  [image: shot.png, image/png, 39.1 KiB]\n  [image: 222222222222, image/gif, 300 bytes]\n── step 1")
+  H.contains(text, "  ✓ read_file → diagram.jpg: an image\n    [image: diagram.jpg, image/jpeg, 4.9 KiB]\n❯ no image here")
+  H.eq({ png, gif, read }, t.images)
+  local at = {}
+  for i, line in ipairs(lines) do
+    if line:find("[image: ", 1, true) then
+      table.insert(at, i - 1)
+      -- Highlighted as an image line.
+      local marks = vim.api.nvim_buf_get_extmarks(t.buf, transcript.ns, { i - 1, 0 }, { i - 1, -1 }, { details = true })
+      H.eq("DshImage", marks[1] and marks[1][4].line_hl_group, "the highlight of line " .. i)
+    end
+  end
+  H.eq(3, #at)
+  H.eq(png, t:image_at(at[1]))
+  H.eq(read, t:image_at(at[3]))
+  H.eq(nil, t:image_at(at[1] - 1))
+  -- <CR> on an image line, and :Dsh image (under the cursor, by number) open that image.
+  local opened = {}
+  local open = image.open
+  image.open = function(session_id, ref)
+    table.insert(opened, { session_id, ref })
+  end
+  local ok, err = pcall(function()
+    vim.api.nvim_set_current_buf(t.buf)
+    require("dsh")._last = t
+    vim.api.nvim_win_set_cursor(0, { at[2] + 1, 0 })
+    vim.cmd.normal(vim.keycode("<CR>"))
+    H.eq({ { "unit-images", gif } }, opened)
+    vim.api.nvim_win_set_cursor(0, { at[3] + 1, 0 })
+    vim.cmd("Dsh image")
+    vim.cmd("Dsh image 1")
+    H.eq({ { "unit-images", gif }, { "unit-images", read }, { "unit-images", png } }, opened)
+    H.eq({ "1", "2", "3" }, vim.fn.getcompletion("Dsh image ", "cmdline"))
+    local said = #H.messages
+    vim.cmd("Dsh image 4")
+    H.eq("dsh: this session's messages carry 3 image(s), not 4", H.messages[said + 1])
+    H.eq(3, #opened)
+    -- Elsewhere <CR> is Vim's own (it moves down a line).
+    vim.api.nvim_win_set_cursor(0, { 1, 0 })
+    vim.cmd.normal(vim.keycode("<CR>"))
+    H.eq(2, vim.api.nvim_win_get_cursor(0)[1])
+    H.eq(3, #opened)
+  end)
+  image.open = open
+  vim.api.nvim_buf_delete(t.buf, { force = true })
+  assert(ok, err)
+  H.eq("[image: shot.png, image/png, 39.1 KiB]", words.image_text(png))
+end)
+
+test("images: an image is written to a private file (0600 in a 0700 directory) named with its media type's extension", function()
+  local image = require("dsh.image")
+  local bytes = "\137PNG\r\n\26\n\0\0\0\rIHDR" .. ("\0\255"):rep(100)
+  local ref = { sha256 = ("ab12"):rep(16), size = #bytes, mediaType = "image/png", name = "../../etc/my shot.jpg" }
+  H.eq("my_shot-ab12ab12ab12.png", image.file_name(ref))
+  H.eq("ab12ab12ab12.webp", image.file_name({ sha256 = ("ab12"):rep(16), size = 1, mediaType = "image/webp" }))
+  H.eq(nil, image.file_name({ sha256 = ("ab12"):rep(16), size = 1, mediaType = "text/html" }))
+  local path = H.truthy(image.write(ref, bytes))
+  local dir = vim.fs.dirname(path)
+  H.eq(image.dir(), dir)
+  H.eq("my_shot-ab12ab12ab12.png", vim.fs.basename(path))
+  H.eq(tonumber("600", 8), bit.band(vim.uv.fs_stat(path).mode, tonumber("777", 8)), "the file's mode")
+  H.eq(tonumber("700", 8), bit.band(vim.uv.fs_stat(dir).mode, tonumber("777", 8)), "the directory's mode")
+  local f = assert(io.open(path, "rb"))
+  H.eq(bytes, f:read("a"))
+  f:close()
+  -- Written again (opened twice): the same file, whole, nothing left beside it.
+  H.eq(path, image.write(ref, bytes))
+  H.eq({ vim.fs.basename(path) }, vim.fn.readdir(dir))
+  -- The directory went away (a tmp cleaner): made again, private.
+  vim.fn.delete(dir, "rf")
+  local again = H.truthy(image.write(ref, bytes))
+  H.truthy(vim.fs.dirname(again) ~= dir, "a new directory")
+  H.eq(tonumber("700", 8), bit.band(vim.uv.fs_stat(vim.fs.dirname(again)).mode, tonumber("777", 8)))
+  -- No viewer: said, not thrown.
+  local ui_open = vim.ui.open
+  vim.ui.open = function()
+    return nil, "vim.ui.open: no handler found (tried: xdg-open)"
+  end
+  local ok, why = image.show(again)
+  vim.ui.open = ui_open
+  H.eq(nil, ok)
+  H.eq("vim.ui.open: no handler found (tried: xdg-open)", why)
+end)
+
+test("images: :Dsh prompt --image=FILE / --image FILE, then the text; the files read as base64 attachments", function()
+  local commands = require("dsh.commands")
+  H.eq({ images = {}, text = "just text", ended = false }, commands.parse_prompt("just text"))
+  H.eq({ images = { "a.png", "b c.gif" }, text = "compare them --image=x", ended = false }, commands.parse_prompt("--image=a.png --image b\\ c.gif compare them --image=x"))
+  H.eq({ images = { "a.png" }, text = "--image=x is a flag", ended = true }, commands.parse_prompt("--image=a.png -- --image=x is a flag"))
+  H.eq({ images = {}, text = "--images are nice", ended = false }, commands.parse_prompt("--images are nice"))
+  H.eq({ images = { "a.png" }, text = "", ended = false }, commands.parse_prompt("--image=a.png"))
+  local _, err = commands.parse_prompt("--image")
+  H.eq("`--image` needs a file: `:Dsh prompt --image=FILE text`", err)
+  H.eq(nil, (commands.parse_prompt("--image= text")))
+
+  local image = require("dsh.image")
+  local dir = vim.fn.tempname()
+  vim.fn.mkdir(dir .. "/sub dir", "p")
+  local bytes = "GIF89a" .. ("\0\1\2\255"):rep(50)
+  local f = assert(io.open(dir .. "/sub dir/a.gif", "wb"))
+  f:write(bytes)
+  f:close()
+  local a = H.truthy(image.attachment(dir .. "/sub dir/a.gif"))
+  H.eq({ data = vim.base64.encode(bytes), name = "a.gif" }, a)
+  H.eq(bytes, vim.base64.decode(a.data))
+  -- What cannot be sent is refused here, naming the file; what it is, the daemon says.
+  local _, missing = image.attachment(dir .. "/nope.png")
+  H.contains(missing, "cannot attach " .. dir .. "/nope.png: ENOENT")
+  local _, isdir = image.attachment(dir .. "/sub dir")
+  H.eq(("cannot attach %s/sub dir: it is a directory, not a file"):format(dir), isdir)
+  local fd = assert(vim.uv.fs_open(dir .. "/big.png", "w", tonumber("600", 8)))
+  vim.uv.fs_ftruncate(fd, image.max_bytes + 1)
+  vim.uv.fs_close(fd)
+  local _, big = image.attachment(dir .. "/big.png")
+  H.eq(("%s/big.png is 3000001 bytes, over the limit of 3000000 bytes for an image"):format(dir), big)
+
+  -- Completion: `--image=` for a dash, then directories and images by their extension.
+  local cwd = vim.fn.getcwd()
+  vim.fn.writefile({ "x" }, dir .. "/notes.txt")
+  vim.fn.writefile({ "x" }, dir .. "/shot.PNG")
+  vim.cmd.cd(dir)
+  local ok, cerr = pcall(function()
+    H.eq({ "--image=" }, vim.fn.getcompletion("Dsh prompt -", "cmdline"))
+    H.eq({ "--image=big.png", "--image=shot.PNG", "--image=sub\\ dir/" }, vim.fn.getcompletion("Dsh prompt --image=", "cmdline"))
+    H.eq({ "big.png", "shot.PNG", "sub\\ dir/" }, vim.fn.getcompletion("Dsh prompt --image ", "cmdline"))
+    H.eq({ "--image=sub\\ dir/a.gif" }, vim.fn.getcompletion("Dsh prompt --image=shot.PNG --image=sub\\ dir/", "cmdline"))
+    -- Inside the text nothing is completed.
+    H.eq({}, vim.fn.getcompletion("Dsh prompt look at --image=", "cmdline"))
+    H.eq({}, vim.fn.getcompletion("Dsh prompt look -", "cmdline"))
+  end)
+  vim.cmd.cd(cwd)
+  vim.fn.delete(dir, "rf")
+  assert(ok, cerr)
+end)
+
+test("images: the private directory is removed when Neovim exits", function()
+  local root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
+  local out = vim.system({
+    vim.v.progpath, "--headless", "-u", "NONE", "-i", "NONE", "-n",
+    "--cmd", "set rtp^=" .. vim.fn.fnameescape(root),
+    "-c", [[lua io.stdout:write(require("dsh.image").write({ sha256 = ("ab"):rep(32), size = 3, mediaType = "image/gif" }, "GIF") .. "\n")]],
+    "-c", "qa!",
+  }, { text = true }):wait(20000)
+  H.eq(0, out.code, out.stderr)
+  local path = H.truthy(vim.trim(out.stdout):match("(/%S+%.gif)$"), out.stdout)
+  H.truthy(vim.startswith(vim.fs.basename(vim.fs.dirname(path)), "dsh-nvim-images-"), path)
+  H.eq(nil, vim.uv.fs_stat(vim.fs.dirname(path)), "the directory is gone")
+end)

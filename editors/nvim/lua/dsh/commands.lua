@@ -1,5 +1,6 @@
 --- The `:Dsh` subcommands and their completion.
 local dsh = require("dsh")
+local image = require("dsh.image")
 local protocol = require("dsh.protocol")
 local usage = require("dsh.usage")
 local view = require("dsh.view")
@@ -43,7 +44,7 @@ local function step_arg(t, arg)
   return last
 end
 
----@type table<string, { run: fun(args: string[], line: string), complete?: fun(lead: string): string[], desc: string }>
+---@type table<string, { run: fun(args: string[], line: string), complete?: fun(lead: string, line: string): string[], desc: string }>
 M.subcommands = {}
 
 M.subcommands.open = {
@@ -64,12 +65,18 @@ M.subcommands.open = {
   end,
 }
 
---- Send a prompt to a session.
+--- Send a prompt to a session, with the images `attachments` after its text. A refusal (the
+--- model reads no images, a file is no image) is the daemon's message, shown as it comes.
 ---@param t dsh.Transcript
 ---@param text string
-function M.prompt(t, text)
+---@param attachments? dsh.Attachment[]
+function M.prompt(t, text, attachments)
   local cfg = require("dsh.config").get()
-  dsh.request(methods.SessionPrompt, { sessionId = t.session_id, text = text, whenBusy = cfg.when_busy }, function(err, result)
+  local params = { sessionId = t.session_id, text = text, whenBusy = cfg.when_busy }
+  if attachments and #attachments > 0 then
+    params.attachments = attachments
+  end
+  dsh.request(methods.SessionPrompt, params, function(err, result)
     if err then
       return false
     end
@@ -130,20 +137,144 @@ function _G.dsh_complete_prompt(lead, line)
   return M.complete_prompt(line ~= "" and line or lead)
 end
 
+--- `:Dsh prompt`'s arguments: leading `--image=FILE` or `--image FILE` (repeatable, as
+--- `dsh prompt --image`; a backslash takes the next character as it is, so `my\ shot.png` is
+--- one name), an optional `--` that ends them, then the text, verbatim.
+---@param rest string
+---@return { images: string[], text: string, ended: boolean }? parsed, string? err
+function M.parse_prompt(rest)
+  local images, pos, ended = {}, 1, false
+  local function skip_space()
+    pos = rest:find("%S", pos) or (#rest + 1)
+  end
+  -- A file name from `pos` to the next unescaped white space.
+  local function word()
+    local out = {}
+    while pos <= #rest do
+      local c = rest:sub(pos, pos)
+      if c:match("%s") then
+        break
+      end
+      if c == "\\" and pos < #rest then
+        pos = pos + 1
+        c = rest:sub(pos, pos)
+      end
+      table.insert(out, c)
+      pos = pos + 1
+    end
+    return table.concat(out)
+  end
+  local function file()
+    local name = word()
+    if name == "" then
+      return nil
+    end
+    table.insert(images, name)
+    return name
+  end
+  local needs = "`--image` needs a file: `:Dsh prompt --image=FILE text`"
+  while true do
+    skip_space()
+    local tail = rest:sub(pos)
+    if tail == "--" or tail:match("^%-%-%s") then
+      pos = pos + 2
+      skip_space()
+      ended = true
+      break
+    elseif tail:match("^%-%-image=") then
+      pos = pos + #"--image="
+      if not file() then
+        return nil, needs
+      end
+    elseif tail == "--image" or tail:match("^%-%-image%s") then
+      pos = pos + #"--image"
+      skip_space()
+      if not file() then
+        return nil, needs
+      end
+    else
+      break
+    end
+  end
+  return { images = images, text = rest:sub(pos), ended = ended }
+end
+
+--- The extensions `--image` completion offers (the daemon reads the format from the bytes).
+local IMAGE_EXTENSIONS = { png = true, jpg = true, jpeg = true, gif = true, webp = true }
+
+--- Files for `--image`: directories and images by their extension, escaped for the command line.
+---@param lead string
+---@return string[]
+function M.complete_image_file(lead)
+  local out = {}
+  for _, name in ipairs(vim.fn.getcompletion(lead, "file")) do
+    local ext = (name:match("%.([^./]+)$") or ""):lower()
+    if name:sub(-1) == "/" or IMAGE_EXTENSIONS[ext] then
+      table.insert(out, vim.fn.fnameescape(name))
+    end
+  end
+  return out
+end
+
+--- Completion of `:Dsh prompt`'s argument `lead` on the command line `line` (up to the
+--- cursor): a file after `--image=` or `--image`, `--image=` for a `-`, and the prompt
+--- commands for the text's first word.
+---@param lead string
+---@param line string
+---@return string[]
+function M.complete_prompt_args(lead, line)
+  local before = line:sub(1, #line - #lead):gsub("^%s*%S+%s+%S+", "", 1)
+  if before:match("%-%-image%s+$") then
+    -- The lead is `--image`'s file when a name put there would be taken as one.
+    local parsed = M.parse_prompt(before .. "x")
+    if parsed and parsed.text == "" then
+      return M.complete_image_file(lead)
+    end
+  end
+  local parsed = M.parse_prompt(before)
+  if not parsed or parsed.text ~= "" then
+    return {}
+  end
+  if not parsed.ended and vim.startswith(lead, "--image=") then
+    local prefix = "--image="
+    return vim.tbl_map(function(name)
+      return prefix .. name
+    end, M.complete_image_file(lead:sub(#prefix + 1)))
+  end
+  if not parsed.ended and lead ~= "" and vim.startswith("--image=", lead) then
+    return { "--image=" }
+  end
+  return M.complete_prompt(lead)
+end
+
 M.subcommands.prompt = {
-  desc = "send a prompt (asks for it without an argument; `/` completes prompt commands)",
-  complete = function(lead)
-    return M.complete_prompt(lead)
+  desc = "send a prompt (asks for it without an argument; `/` completes prompt commands; `--image=FILE` attaches an image)",
+  complete = function(lead, line)
+    return M.complete_prompt_args(lead, line or ("Dsh prompt " .. lead))
   end,
   run = function(_, rest)
+    local parsed, err = M.parse_prompt(rest)
+    if not parsed then
+      return dsh.notify("dsh: " .. err)
+    end
+    -- The files are read now: one that cannot be sent is refused before a session is made.
+    local attachments = {}
+    for _, path in ipairs(parsed.images) do
+      local attachment, aerr = image.attachment(path)
+      if not attachment then
+        return dsh.notify("dsh: " .. aerr)
+      end
+      table.insert(attachments, attachment)
+    end
     local function ask(t)
-      if rest ~= "" then
-        return M.prompt(t, rest)
+      if parsed.text ~= "" then
+        return M.prompt(t, parsed.text, attachments)
       end
       M.refresh_prompt_commands(t.session_id)
-      vim.ui.input({ prompt = "dsh prompt: ", completion = "customlist,v:lua.dsh_complete_prompt" }, function(text)
+      local what = #attachments > 0 and (" (%d image%s)"):format(#attachments, #attachments == 1 and "" or "s") or ""
+      vim.ui.input({ prompt = ("dsh prompt%s: "):format(what), completion = "customlist,v:lua.dsh_complete_prompt" }, function(text)
         if text and text ~= "" then
-          M.prompt(t, text)
+          M.prompt(t, text, attachments)
         end
       end)
     end
@@ -559,6 +690,52 @@ M.subcommands.child = {
   end,
 }
 
+M.subcommands.image = {
+  desc = "open an image of the transcript: the `[image: …]` line under the cursor (`<CR>` on it does the same), else the Nth (or pick one)",
+  run = function(args)
+    local t = need_session()
+    if not t then
+      return
+    end
+    local n = tonumber(args[1] or "")
+    if args[1] and not n then
+      return dsh.notify(("dsh: `%s` is not an image number"):format(args[1]))
+    end
+    local here = not n and t.buf == vim.api.nvim_get_current_buf() and t:image_at(vim.api.nvim_win_get_cursor(0)[1] - 1)
+    if here then
+      return image.open(t.session_id, here)
+    end
+    if #t.images == 0 then
+      return dsh.notify("dsh: no message of this session carries an image", vim.log.levels.INFO)
+    end
+    if n then
+      local ref = t.images[n]
+      if not ref then
+        return dsh.notify(("dsh: this session's messages carry %d image(s), not %s"):format(#t.images, args[1]), vim.log.levels.WARN)
+      end
+      return image.open(t.session_id, ref)
+    end
+    if #t.images == 1 then
+      return image.open(t.session_id, t.images[1])
+    end
+    vim.ui.select(t.images, { prompt = "dsh images", kind = "dsh.image", format_item = words.image_text }, function(choice)
+      if choice then
+        image.open(t.session_id, choice)
+      end
+    end)
+  end,
+  complete = function(lead)
+    local t = dsh.current()
+    local out = {}
+    for n = 1, t and #t.images or 0 do
+      if vim.startswith(tostring(n), lead) then
+        table.insert(out, tostring(n))
+      end
+    end
+    return out
+  end,
+}
+
 M.subcommands.stop = {
   desc = "stop the daemon (daemon/shutdown); the next command starts it again",
   run = function()
@@ -610,7 +787,7 @@ function M.complete(lead, line)
   end
   local sub = M.subcommands[words[1]]
   if sub and sub.complete then
-    return sub.complete(lead)
+    return sub.complete(lead, line)
   end
   if sub and (words[1] == "saw" or words[1] == "diff" or words[1] == "fork" or words[1] == "rewind") then
     local t = dsh.current()

@@ -1,7 +1,8 @@
 --- The transcript buffer of one session: renders the session's log events as they stream
 --- (assistant text, folded reasoning, tool calls with arguments and results — an MCP server's
 --- tools as `server › tool` —, approvals, steering, workspace notes with their text folded, waits
---- for MCP servers, errors) and carries each step's usage as extmark
+--- for MCP servers, errors; an image a prompt or a tool result carries as one `[image: …]` line
+--- that `<CR>` opens) and carries each step's usage as extmark
 --- virtual text on the step's header line. The current plan (the last `plan/update`) shows as
 --- virtual lines under the header, replaced as the model updates it.
 --- Rendering only appends; a step's annotation is refreshed from `session/usage` so its numbers
@@ -52,6 +53,8 @@ M.by_session = {}
 ---@field approval_lines table<string, integer>
 ---@field child_lines table<integer, string> the child session of each `⇢ sub-agent` line (0-based)
 ---@field children string[] the sub-agent sessions its `task` calls started, in order
+---@field image_lines table<integer, dsh.ImageRef> the image of each `[image: …]` line (0-based)
+---@field images dsh.ImageRef[] the images its messages carry, in the transcript's order
 ---@field meta? dsh.SessionMeta
 ---@field header_line? integer 0-based last line of the header (the plan shows under it)
 ---@field plan? { seq: integer, update: dsh.PlanUpdate } the current plan: the last `plan/update`
@@ -88,6 +91,7 @@ local function define_highlights()
     DshUsagePoor = "DiagnosticError",
     DshUsageCause = "DiagnosticError",
     DshLanded = "DiagnosticHint",
+    DshImage = "Underlined",
   }
   for group, target in pairs(links) do
     vim.api.nvim_set_hl(0, group, { link = target, default = true })
@@ -170,21 +174,27 @@ function M.get_or_create(session_id)
     approval_lines = {},
     child_lines = {},
     children = {},
+    image_lines = {},
+    images = {},
     on_change = {},
     empty = true,
   }, Transcript)
   M.by_buf[buf] = t
   M.by_session[session_id] = t
-  -- `<CR>` on a `⇢ sub-agent` line opens the child's transcript in the window; elsewhere it
-  -- is Vim's own.
+  -- `<CR>` on a `⇢ sub-agent` line opens the child's transcript in the window, on an
+  -- `[image: …]` line the image (outside the editor); elsewhere it is Vim's own.
   vim.keymap.set("n", "<CR>", function()
-    local child = t:child_at(vim.api.nvim_win_get_cursor(0)[1] - 1)
+    local line = vim.api.nvim_win_get_cursor(0)[1] - 1
+    local child = t:child_at(line)
+    local image = t:image_at(line)
     if child then
       require("dsh").open(child, { win = vim.api.nvim_get_current_win() })
+    elseif image then
+      require("dsh.image").open(t.session_id, image)
     else
       vim.cmd.normal({ args = { vim.v.count1 .. vim.keycode("<CR>") }, bang = true })
     end
-  end, { buffer = buf, desc = "dsh: open the sub-agent on this line" })
+  end, { buffer = buf, desc = "dsh: open the sub-agent or the image on this line" })
   vim.api.nvim_create_autocmd("BufWipeout", {
     buffer = buf,
     once = true,
@@ -489,15 +499,36 @@ handlers["turn/start"] = function(self, data)
   self:append({ "", ("━━ turn %d"):format(data.turn) }, "DshTurn")
 end
 
+--- One `[image: …]` line per image a message carries (after its text, as the model sees
+--- them), each remembered for `<CR>` and `:Dsh image`.
+---@param refs? dsh.ImageRef[]
+---@param indent string
+function Transcript:_images(refs, indent)
+  for _, ref in ipairs(type(refs) == "table" and refs or {}) do
+    local line = self:append({ indent .. words.image_text(ref) }, "DshImage")
+    self.image_lines[line] = ref
+    table.insert(self.images, ref)
+  end
+end
+
+--- The image whose `[image: …]` line is `line` (0-based), if it is one.
+---@param line integer
+---@return dsh.ImageRef?
+function Transcript:image_at(line)
+  return self.image_lines[line]
+end
+
 ---@param data dsh.UserMessage
 handlers["user/message"] = function(self, data)
   if data.command then
     -- A prompt command's expansion: the command and its file, then the text the model got.
     self:append({ ("  ❯ /%s (%s)"):format(data.command.name, data.command.source) }, "DshUser")
     self:append(lines_of(data.text, "    ", "    "), "DshUser")
+    self:_images(data.images, "    ")
     return
   end
   self:append(lines_of(data.text, "  ", "❯ "), "DshUser")
+  self:_images(data.images, "  ")
 end
 
 ---@param data dsh.SteeringMessage
@@ -599,6 +630,7 @@ handlers["tool/result"] = function(self, data)
   local lines = lines_of(content, "    ", ("  %s %s → "):format(mark, M.tool_label(data.name)), max)
   local line = self:append(lines, data.isError and "DshError" or "DshToolResult")
   self:_mark_server(line, ("  %s "):format(mark), data.name)
+  self:_images(data.images, "    ")
 end
 
 ---@param data dsh.ApprovalRequest

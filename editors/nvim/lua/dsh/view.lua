@@ -1,6 +1,7 @@
 --- Read-only scratch views: "what the model saw" for a step, the diff of two steps' requests,
 --- the usage table, and a session's one-line description.
 local usage = require("dsh.usage")
+local words = require("dsh.words")
 
 local M = {}
 
@@ -86,6 +87,10 @@ function M.render_request(session_id, r, opts)
     end
     if m.content and m.content ~= "" then
       add(out, m.content)
+    end
+    -- The images the model saw after the text, by reference (`:Dsh image` opens them).
+    for _, ref in ipairs(m.images or {}) do
+      add(out, ("%s sha256 %s"):format(words.image_text(ref), ref.sha256))
     end
     for _, call in ipairs(m.toolCalls or {}) do
       add(out, ("→ %s %s (%s)"):format(call.name, call.arguments, call.id))

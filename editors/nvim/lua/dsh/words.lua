@@ -1,5 +1,6 @@
 --- The one-line texts the transcript shows for what is not a message: a workspace note's
---- headline, an MCP tool's label, a step's wait for MCP servers, a budget reached, a plan. Pure:
+--- headline, an MCP tool's label, a step's wait for MCP servers, a budget reached, a plan, an
+--- image a message carries. Pure:
 --- no buffer, no `vim.api`.
 
 local M = {}
@@ -236,6 +237,29 @@ function M.hook_text(data)
     text = text .. " [invalid UTF-8 was replaced]"
   end
   return text
+end
+
+--- A size in bytes for people: `512 bytes`, `39.1 KiB`, `2.9 MiB` (binary units, one decimal).
+---@param n number
+---@return string
+function M.human_size(n)
+  n = tonumber(n) or 0
+  if n < 1024 then
+    return ("%d byte%s"):format(n, n == 1 and "" or "s")
+  elseif n < 1024 * 1024 then
+    return ("%.1f KiB"):format(n / 1024)
+  end
+  return ("%.1f MiB"):format(n / (1024 * 1024))
+end
+
+--- The line the transcript shows for an image a message carries (its reference in the log,
+--- docs/log.md "Images"): `[image: shot.png, image/png, 39.1 KiB]` — its name, else the first
+--- 12 digits of its hash; its media type; its size.
+---@param ref dsh.ImageRef
+---@return string
+function M.image_text(ref)
+  local name = type(ref.name) == "string" and ref.name ~= "" and ref.name:gsub("[%c]", " ") or (tostring(ref.sha256 or "?")):sub(1, 12)
+  return ("[image: %s, %s, %s]"):format(name, tostring(ref.mediaType or "?"), M.human_size(ref.size))
 end
 
 return M
