@@ -1191,6 +1191,47 @@ test("e2e: images — :Dsh prompt --image=FILE on a mock-vision session: the req
     end, 10000, "vim.ui.open again")
     H.eq(path, opened[2])
 
+    -- `--image` without text asks for it; the next turn's request carries both images, the
+    -- second after its own text, and the transcript numbers them in order.
+    local gif = E.home .. "/second.gif"
+    local gif_bytes = "GIF89a" .. ("\1\2\3\0"):rep(100)
+    local f2 = assert(io.open(gif, "wb"))
+    f2:write(gif_bytes)
+    f2:close()
+    local asked
+    local input = vim.ui.input
+    vim.ui.input = function(opts, on_confirm)
+      asked = opts.prompt
+      vim.schedule(function()
+        on_confirm("and this one?")
+      end)
+    end
+    script({ { content = "A GIF." } })
+    vim.cmd("Dsh prompt --image " .. vim.fn.fnameescape(gif))
+    local waited, werr = pcall(wait_text, t, "━━ turn 2 completed", 30000)
+    vim.ui.input = input
+    assert(waited, werr)
+    H.eq("dsh prompt (1 image): ", asked)
+    H.contains(text_of(t), "❯ and this one?\n  [image: second.gif, image/gif, 406 bytes]\n")
+    local raw = mock_request_list()[before + 2].body
+    local second = vim.json.decode(raw)
+    local parts = second.messages[#second.messages].content
+    H.eq({ type = "text", text = "and this one?" }, parts[1])
+    H.eq("data:image/gif;base64," .. vim.base64.encode(gif_bytes), parts[2].image_url.url)
+    local _, urls = raw:gsub("data:image/", "")
+    H.eq(2, urls, "both images in the second request")
+    H.eq({ "my shot.png", "second.gif" }, vim.tbl_map(function(ref)
+      return ref.name
+    end, t.images))
+    vim.cmd("Dsh image 2")
+    H.wait_for(function()
+      return #opened == 3
+    end, 10000, "vim.ui.open for the GIF")
+    H.truthy(vim.endswith(opened[3], ".gif"), opened[3])
+    local f3 = assert(io.open(opened[3], "rb"))
+    H.truthy(f3:read("a") == gif_bytes, "the GIF, byte for byte")
+    f3:close()
+
     -- No viewer: said, naming the image and where it was saved.
     vim.ui.open = function()
       return nil, "vim.ui.open: no handler found (tried: xdg-open)"
