@@ -214,7 +214,7 @@ async function main() {
   // The step diff from the command palette, as a person runs it: F1, the command, a step.
   const diffShot = shot.replace(/\.png$/, "") + "-diff.png";
   await diffFromPalette(page, diffShot);
-  await commandFromPalette(page);
+  await commandFromPalette(page, state.expect?.sessionId);
   await reloadRestoresTranscript(page, state.expect);
   if (state.expectChild) {
     await openChildFromPage(page, state.expectChild);
@@ -349,11 +349,23 @@ async function arrangeForScreenshot(page) {
 
 /** "dsh: Prompt" from the palette, as a person runs it: typing `/re` in the prompt box offers
  * the workspace's `/review` command (its description beside it); Escape sends nothing. */
-async function commandFromPalette(page) {
+async function commandFromPalette(page, sessionId) {
   try {
     const input = await runFromPalette(page, "dsh: Prompt", /^dsh: Prompt/);
-    // The prompt box (a session is open, so it asks for the text at once).
-    await page.locator(".quick-input-widget", { hasText: "Prompt dsh" }).first().waitFor({ timeout: 10_000 });
+    // The prompt box; first the session picker when no session is the active one (the diff
+    // editor had the focus): the scenario's session is picked there, as a person would.
+    const box = page.locator(".quick-input-widget", { hasText: "Prompt dsh" }).first();
+    const picker = page.locator(".quick-input-widget input.input[placeholder='dsh session']").first();
+    await box.or(picker).waitFor({ timeout: 10_000 });
+    if (!(await box.isVisible().catch(() => false))) {
+      if (!sessionId) {
+        throw new Error("the session picker opened and the scenario named no session");
+      }
+      await input.fill(sessionId);
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: sessionId }).first().waitFor({ timeout: 10_000 });
+      await page.keyboard.press("Enter");
+      await box.waitFor({ timeout: 10_000 });
+    }
     await input.fill("/re");
     const row = page.locator(".quick-input-list .monaco-list-row", { hasText: "/review" }).first();
     await row.waitFor({ timeout: 10_000 });
@@ -361,7 +373,8 @@ async function commandFromPalette(page) {
     check("the prompt box completes `/re` to the workspace's /review command, with its description", text.includes("/review") && text.includes("Reviews a file"), text);
     await page.keyboard.press("Escape");
   } catch (e) {
-    check("the prompt box completes `/re` to the workspace's /review command", false, e instanceof Error ? e.message : String(e));
+    const shown = await page.locator(".quick-input-widget").first().innerText({ timeout: 1000 }).catch(() => "(no quick input)");
+    check("the prompt box completes `/re` to the workspace's /review command", false, `${e instanceof Error ? e.message : String(e)}\nthe quick input showed: ${shown.replace(/\s+/g, " ").slice(0, 300)}`);
   }
 }
 
