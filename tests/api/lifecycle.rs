@@ -388,3 +388,27 @@ async fn a_pinned_session_keeps_its_pin_when_the_daemon_restarts_before_its_firs
     assert_eq!(body["model"], "deepseek-v4-pro");
     env.assert_audit_ok(&session).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_daemon_whose_socket_was_removed_exits_without_waiting_out_its_idle_time() {
+    let env = Env::new().await;
+    // 30 minutes, as a client starts one: only the removed socket can end it within the test.
+    let mut served = env.serve(&["--idle-exit", "30"]).await;
+    let conn = env.client().await;
+    let workspace = env.workspace.display().to_string();
+    conn.ok("session/create", json!({"workspace": workspace})).await;
+    // A connected client keeps it up even with the socket gone.
+    std::fs::remove_file(env.socket()).unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(process_alive(served.pid()), "the daemon exited with a client connected");
+    drop(conn);
+    let exit = tokio::time::timeout(Duration::from_secs(20), served.wait())
+        .await
+        .expect("the daemon outlived its removed socket by 20 s");
+    assert!(exit.success(), "{exit}");
+    assert!(
+        env.daemon_log().contains("the socket was removed or replaced"),
+        "{}",
+        env.daemon_log()
+    );
+}

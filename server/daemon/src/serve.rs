@@ -9,7 +9,8 @@
 //!
 //! # Shutdown
 //! The trigger is the daemon's root [`CancellationToken`]: SIGTERM, SIGINT, `daemon/shutdown`
-//! and the idle timer all cancel it. Then, in order:
+//! and the idle timer all cancel it (the idle timer also at once, when nothing runs, once the
+//! socket it bound is removed or replaced: no client can reach the daemon again). Then, in order:
 //! 1. the accept loop stops, the socket file is removed and the network front stopped (no new
 //!    connections; a client starting a daemon now waits for this one's lock); connection
 //!    readers stop reading;
@@ -26,8 +27,8 @@
 
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -288,7 +289,8 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
     let shutdown = daemon.shutdown.clone();
     spawn_signal_handler(shutdown.clone());
     if let Some(idle) = options.idle_exit {
-        tokio::spawn(idle_watch(Arc::clone(&daemon), idle));
+        let socket = SocketIdentity::of(&socket_path);
+        tokio::spawn(idle_watch(Arc::clone(&daemon), idle, socket));
     }
     tokio::spawn(unload_watch(Arc::clone(&daemon)));
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "dsh daemon listening");
@@ -476,7 +478,7 @@ async fn unload_watch(daemon: Arc<Daemon>) {
     }
 }
 
-async fn idle_watch(daemon: Arc<Daemon>, idle: Duration) {
+async fn idle_watch(daemon: Arc<Daemon>, idle: Duration, socket: Option<SocketIdentity>) {
     let mut idle_since: Option<Instant> = None;
     let mut tick =
         tokio::time::interval(Duration::from_secs(1).min(idle).max(Duration::from_millis(10)));
@@ -487,6 +489,17 @@ async fn idle_watch(daemon: Arc<Daemon>, idle: Duration) {
             () = daemon.shutdown.cancelled() => return,
         }
         let busy = daemon.clients.load(Ordering::SeqCst) > 0 || daemon.any_turn_running();
+        // Its socket removed or replaced (the home deleted, another daemon in a new home of the
+        // same path): no client can reach this daemon again, so waiting out the idle time only
+        // holds memory. It goes as soon as nothing runs.
+        if !busy
+            && let Some(socket) = &socket
+            && !socket.still_there()
+        {
+            tracing::info!(socket = %socket.path.display(), "the socket was removed or replaced: exiting");
+            daemon.shutdown.cancel();
+            return;
+        }
         match (busy, idle_since) {
             (true, _) => idle_since = None,
             (false, None) => idle_since = Some(Instant::now()),
@@ -497,5 +510,25 @@ async fn idle_watch(daemon: Arc<Daemon>, idle: Duration) {
             }
             (false, Some(_)) => {}
         }
+    }
+}
+
+/// The socket file this daemon bound, by device and inode: a file of another daemon at the same
+/// path is not it.
+struct SocketIdentity {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl SocketIdentity {
+    fn of(path: &Path) -> Option<SocketIdentity> {
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        Some(SocketIdentity { path: path.to_owned(), dev: meta.dev(), ino: meta.ino() })
+    }
+
+    fn still_there(&self) -> bool {
+        std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|meta| meta.dev() == self.dev && meta.ino() == self.ino)
     }
 }
