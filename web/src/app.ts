@@ -14,6 +14,7 @@ import {
   type SessionUsageResult,
   type UsageEntry,
 } from "../../editors/vscode/src/protocol.generated";
+import { element } from "./dom";
 import { StepChart } from "./chart";
 import { Rpc, RpcError, socketUrl } from "./rpc";
 import { renderDiff, renderReadable, renderWire, type SawView } from "./saw";
@@ -23,17 +24,6 @@ import { Transcript } from "./transcript";
 const PAGE = Math.min(5000, Math.max(10, Number(new URLSearchParams(location.search).get("page")) || 400));
 
 const rpc = new Rpc(socketUrl());
-
-function element<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function button(label: string, className: string, onClick: () => void): HTMLButtonElement {
   const node = element("button", className, label);

@@ -5,22 +5,12 @@
 // while off screen (`content-visibility`), and only the pages of events asked for are held.
 
 import type { ApprovalChoice, SessionEvent } from "../../editors/vscode/src/protocol.generated";
+import { element } from "./dom";
 
 export type TranscriptActions = {
   approve: (approvalId: string, decision: ApprovalChoice) => void;
   pickStep: (step: number) => void;
 };
-
-function element<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function folded(summary: string, body: string, className = "fold"): HTMLElement {
   const details = element("details", className);
