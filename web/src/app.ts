@@ -16,13 +16,16 @@ import {
 } from "../../editors/vscode/src/protocol.generated";
 import { element } from "./dom";
 import { StepChart } from "./chart";
-import { Rpc, RpcError, socketUrl } from "./rpc";
+import { takeSecret } from "./login";
+import { type ConnectionState, Rpc, RpcError, socketUrl } from "./rpc";
 import { renderDiff, renderReadable, renderWire, type SawView } from "./saw";
 import { Transcript } from "./transcript";
 
 /** Events per page of `session/events` (`?page=N` in the address, 10 to 5,000, changes it). */
 const PAGE = Math.min(5000, Math.max(10, Number(new URLSearchParams(location.search).get("page")) || 400));
 
+// Before the router reads the address's fragment: the login's secret leaves it.
+takeSecret();
 const rpc = new Rpc(socketUrl());
 
 function button(label: string, className: string, onClick: () => void): HTMLButtonElement {
@@ -50,13 +53,20 @@ function ago(ms: number): string {
   return new Date(ms).toLocaleString();
 }
 
+const CONNECTION_TEXT: Record<ConnectionState, string> = {
+  open: "",
+  connecting: "connecting to the dsh daemon…",
+  closed: "connection lost: reconnecting…",
+  refused: "This tab is not logged in to the dsh daemon (no login secret, or one from an older link): run `dsh web` again in a terminal and open the link it prints.",
+};
+
 const app = document.getElementById("app") ?? document.body;
 const banner = element("div", "connection");
 banner.setAttribute("role", "status");
 banner.setAttribute("data-testid", "connection");
 rpc.onState((state) => {
   banner.dataset.state = state;
-  banner.textContent = state === "open" ? "" : state === "connecting" ? "connecting to the dsh daemon…" : "connection lost: reconnecting…";
+  banner.textContent = CONNECTION_TEXT[state];
 });
 
 /** The view on screen: its teardown. */

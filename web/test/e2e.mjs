@@ -3,8 +3,8 @@
 // arrive; steer it from the page and find the steering in the next request; the chart's bar
 // per step and the drop after a system-prompt change with its cause; "what the model saw" at a
 // step and its diff; the daemon restarted under the open page (it reconnects and catches up);
-// a reused login link's page; no cookie or a forged Origin refused. Takes the README's
-// screenshots. Prints `N passed, N failed`.
+// a reused login link's page; no cookie, the cookie without the tab's secret, or a forged
+// Origin refused. Takes the README's screenshots. Prints `N passed, N failed`.
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -81,6 +81,9 @@ try {
   await check("log in through the printed URL; the list shows the running session", async () => {
     await page.goto(url);
     assert.equal(new URL(page.url()).pathname, "/");
+    // The tab secret came in the fragment: it is in the origin's storage, not in the address.
+    assert.equal(new URL(page.url()).hash, "");
+    assert.match(await page.evaluate(() => localStorage.getItem("dsh.tabSecret")), /^[0-9a-f]{64}$/);
     const row = page.locator("tr.running");
     await row.waitFor({ timeout: 15_000 });
     assert.match(await row.innerText(), /What do the notes say\?/);
@@ -252,8 +255,8 @@ try {
   });
 
   await check("dark mode: the session page in dark colours", async () => {
-    const dark = await chrome.newContext({ viewport: { width: 1280, height: 720 }, colorScheme: "dark" });
-    await dark.addCookies(await context.cookies(origin));
+    // The logged-in browser's cookie and storage (the tab secret) in another context.
+    const dark = await chrome.newContext({ viewport: { width: 1280, height: 720 }, colorScheme: "dark", storageState: await context.storageState() });
     const tab = await dark.newPage();
     await tab.goto(`${origin}/#/s/${encodeURIComponent(sessionId)}`);
     const steps = String(JSON.parse(env.dsh("--json", "usage", sessionId)).rows.length);
@@ -274,7 +277,7 @@ try {
     await other.close();
   });
 
-  await check("without the cookie nothing is served; a forged Origin is refused", async () => {
+  await check("without the cookie nothing is served; the cookie without the tab secret, or with a forged Origin, is refused", async () => {
     const other = await chrome.newContext();
     const tab = await other.newPage();
     const response = await tab.goto(`${origin}/`);
@@ -288,14 +291,41 @@ try {
     const cookie = cookies.find((c) => c.name === "dsh_web");
     assert.ok(cookie?.httpOnly, "the cookie is HttpOnly");
     assert.equal(cookie?.sameSite, "Strict");
-    const call = (from) =>
+    const secret = await page.evaluate(() => localStorage.getItem("dsh.tabSecret"));
+    const call = (from, withSecret = true) =>
       fetch(origin, {
         method: "POST",
-        headers: { "content-type": "application/json", cookie: `dsh_web=${cookie.value}`, ...(from ? { origin: from } : {}) },
+        headers: {
+          "content-type": "application/json",
+          cookie: `dsh_web=${cookie.value}`,
+          ...(from ? { origin: from } : {}),
+          ...(withSecret ? { "x-dsh-tab-secret": secret } : {}),
+        },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "daemon/status", params: {} }),
       });
     assert.equal((await call("http://evil.example")).status, 403);
+    assert.equal((await call(origin, false)).status, 403, "the cookie alone, the page's Origin forged");
     assert.equal((await call(origin)).status, 200);
+    // A browser with the cookie but not the tab's secret (another local server's page got the
+    // cookie, never the secret): the page is served, the daemon is not, and the page says why.
+    const cookieOnly = await chrome.newContext();
+    await cookieOnly.addCookies(cookies);
+    const bare = await cookieOnly.newPage();
+    assert.equal((await bare.goto(`${origin}/`)).status(), 200);
+    const refused = bare.locator('[data-testid="connection"][data-state="refused"]');
+    await refused.waitFor();
+    assert.match(await refused.innerText(), /run `dsh web` again/);
+    // A secret of another login (the next `dsh web`'s) with this cookie: refused too.
+    const next = await chrome.newContext();
+    const elsewhere = await next.newPage();
+    await elsewhere.goto(env.dsh("web", "--no-open").trim());
+    const otherSecret = await elsewhere.evaluate(() => localStorage.getItem("dsh.tabSecret"));
+    assert.notEqual(otherSecret, secret);
+    await bare.evaluate((value) => localStorage.setItem("dsh.tabSecret", value), otherSecret);
+    await bare.reload();
+    await refused.waitFor();
+    await cookieOnly.close();
+    await next.close();
     // The page itself cannot reach another origin: the policy forbids it.
     const blocked = await page.evaluate(async () => {
       try {
