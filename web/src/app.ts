@@ -8,6 +8,7 @@ import {
   type SessionEventsResult,
   type SessionIdResult,
   type SessionListResult,
+  type SessionObjectResult,
   type SessionRequestResult,
   type SessionRewindResult,
   type SessionSummary,
@@ -163,6 +164,40 @@ function renderList(body: HTMLElement, sessions: SessionSummary[], wanted: strin
 
 // ---- one session ----
 
+/** The media types an image may have (the daemon's intake checks the bytes against them). */
+const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+
+/** Images fetched, as `data:` URLs by hash (an image is the same bytes in every session that
+ * names it), at most this many; a failure is not kept, so it is asked again next time. */
+const images = new Map<string, Promise<string>>();
+const MAX_IMAGES = 64;
+
+function imageSource(sessionId: string, sha256: string): Promise<string> {
+  const known = images.get(sha256);
+  if (known) {
+    return known;
+  }
+  const source = rpc.request<SessionObjectResult>(Methods.SessionObject, { sessionId, sha256 }).then((object) => {
+    if (!IMAGE_TYPES.has(object.mediaType)) {
+      throw new Error(`not an image (${object.mediaType})`);
+    }
+    return `data:${object.mediaType};base64,${object.data}`;
+  });
+  images.set(sha256, source);
+  source.catch(() => {
+    if (images.get(sha256) === source) {
+      images.delete(sha256);
+    }
+  });
+  for (const oldest of images.keys()) {
+    if (images.size <= MAX_IMAGES) {
+      break;
+    }
+    images.delete(oldest);
+  }
+  return source;
+}
+
 function sessionView(sessionId: string): () => void {
   const root = element("main", "session-view");
   const header = element("header", "bar");
@@ -181,6 +216,7 @@ function sessionView(sessionId: string): () => void {
       chart.select(step);
       void openSaw(step);
     },
+    image: (sha256) => imageSource(sessionId, sha256),
   });
   const earlier = button("load earlier events", "earlier", () => void loadEarlier());
   earlier.hidden = true;
