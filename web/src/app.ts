@@ -8,32 +8,26 @@ import {
   type SessionEventsResult,
   type SessionIdResult,
   type SessionListResult,
+  type SessionObjectResult,
   type SessionRequestResult,
   type SessionRewindResult,
   type SessionSummary,
   type SessionUsageResult,
   type UsageEntry,
 } from "../../editors/vscode/src/protocol.generated";
+import { element } from "./dom";
 import { StepChart } from "./chart";
-import { Rpc, RpcError, socketUrl } from "./rpc";
+import { takeSecret } from "./login";
+import { type ConnectionState, Rpc, RpcError, socketUrl } from "./rpc";
 import { renderDiff, renderReadable, renderWire, type SawView } from "./saw";
 import { Transcript } from "./transcript";
 
 /** Events per page of `session/events` (`?page=N` in the address, 10 to 5,000, changes it). */
 const PAGE = Math.min(5000, Math.max(10, Number(new URLSearchParams(location.search).get("page")) || 400));
 
+// Before the router reads the address's fragment: the login's secret leaves it.
+takeSecret();
 const rpc = new Rpc(socketUrl());
-
-function element<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function button(label: string, className: string, onClick: () => void): HTMLButtonElement {
   const node = element("button", className, label);
@@ -60,13 +54,20 @@ function ago(ms: number): string {
   return new Date(ms).toLocaleString();
 }
 
+const CONNECTION_TEXT: Record<ConnectionState, string> = {
+  open: "",
+  connecting: "connecting to the dsh daemon…",
+  closed: "connection lost: reconnecting…",
+  refused: "This tab is not logged in to the dsh daemon (no login secret, or one from an older link): run `dsh web` again in a terminal and open the link it prints.",
+};
+
 const app = document.getElementById("app") ?? document.body;
 const banner = element("div", "connection");
 banner.setAttribute("role", "status");
 banner.setAttribute("data-testid", "connection");
 rpc.onState((state) => {
   banner.dataset.state = state;
-  banner.textContent = state === "open" ? "" : state === "connecting" ? "connecting to the dsh daemon…" : "connection lost: reconnecting…";
+  banner.textContent = CONNECTION_TEXT[state];
 });
 
 /** The view on screen: its teardown. */
@@ -163,6 +164,40 @@ function renderList(body: HTMLElement, sessions: SessionSummary[], wanted: strin
 
 // ---- one session ----
 
+/** The media types an image may have (the daemon's intake checks the bytes against them). */
+const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+
+/** Images fetched, as `data:` URLs by hash (an image is the same bytes in every session that
+ * names it), at most this many; a failure is not kept, so it is asked again next time. */
+const images = new Map<string, Promise<string>>();
+const MAX_IMAGES = 64;
+
+function imageSource(sessionId: string, sha256: string): Promise<string> {
+  const known = images.get(sha256);
+  if (known) {
+    return known;
+  }
+  const source = rpc.request<SessionObjectResult>(Methods.SessionObject, { sessionId, sha256 }).then((object) => {
+    if (!IMAGE_TYPES.has(object.mediaType)) {
+      throw new Error(`not an image (${object.mediaType})`);
+    }
+    return `data:${object.mediaType};base64,${object.data}`;
+  });
+  images.set(sha256, source);
+  source.catch(() => {
+    if (images.get(sha256) === source) {
+      images.delete(sha256);
+    }
+  });
+  for (const oldest of images.keys()) {
+    if (images.size <= MAX_IMAGES) {
+      break;
+    }
+    images.delete(oldest);
+  }
+  return source;
+}
+
 function sessionView(sessionId: string): () => void {
   const root = element("main", "session-view");
   const header = element("header", "bar");
@@ -181,6 +216,7 @@ function sessionView(sessionId: string): () => void {
       chart.select(step);
       void openSaw(step);
     },
+    image: (sha256) => imageSource(sessionId, sha256),
   });
   const earlier = button("load earlier events", "earlier", () => void loadEarlier());
   earlier.hidden = true;

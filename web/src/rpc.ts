@@ -1,9 +1,11 @@
 // The page's one connection: JSON-RPC 2.0 over the daemon's WebSocket (one message, one
-// request, answer or event), authorized by the session cookie the login set. When the
-// connection drops (the daemon restarted), it reconnects with a growing pause and tells its
-// listeners, who subscribe again from the last seq they saw.
+// request, answer or event), authorized by the session cookie the login set and the tab secret
+// (`login.ts`). When the connection drops (the daemon restarted), it reconnects with a growing
+// pause and tells its listeners, who subscribe again from the last seq they saw; when the
+// daemon refuses this tab's login, it says so and stops.
 
 import { Methods, PROTOCOL_VERSION, type InitializeResult } from "../../editors/vscode/src/protocol.generated";
+import { SECRET_HEADER, secretProtocol, tabSecret } from "./login";
 
 /** An error answer, or the connection lost while waiting. */
 export class RpcError extends Error {
@@ -21,7 +23,8 @@ export const CONNECTION_LOST = -32099;
 
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };
 
-export type ConnectionState = "connecting" | "open" | "closed";
+/** `refused`: the daemon answers, but not to this tab's login (no secret, or an old one). */
+export type ConnectionState = "connecting" | "open" | "closed" | "refused";
 
 export class Rpc {
   private socket: WebSocket | undefined;
@@ -41,17 +44,25 @@ export class Rpc {
     if (this.ready) {
       return this.ready;
     }
+    const secret = tabSecret();
+    if (!secret) {
+      this.setState("refused", false);
+      return Promise.reject(new RpcError(CONNECTION_LOST, "this tab has no dsh login"));
+    }
     this.setState("connecting", false);
     this.ready = new Promise<void>((resolve, reject) => {
-      const socket = new WebSocket(this.url);
+      const socket = new WebSocket(this.url, [secretProtocol(secret)]);
       this.socket = socket;
       socket.onmessage = (message) => this.receive(String(message.data));
       socket.onclose = () => {
         const wasOpen = this.socket === socket && this.state === "open";
-        this.lost(socket);
-        if (!wasOpen) {
-          reject(new RpcError(CONNECTION_LOST, "cannot reach the dsh daemon"));
+        if (wasOpen) {
+          this.lost(socket);
+          return;
         }
+        reject(new RpcError(CONNECTION_LOST, "cannot reach the dsh daemon"));
+        // A WebSocket refused does not say why: a POST with the same login does.
+        void refused(secret).then((refused) => this.lost(socket, refused));
       };
       socket.onopen = () => {
         this.call<InitializeResult>(Methods.Initialize, {
@@ -134,7 +145,8 @@ export class Rpc {
     }
   }
 
-  private lost(socket: WebSocket): void {
+  /** The connection ended: again after a pause, unless the daemon `refused` this tab. */
+  private lost(socket: WebSocket, refused = false): void {
     if (this.socket !== socket) {
       return;
     }
@@ -144,6 +156,10 @@ export class Rpc {
       pending.reject(new RpcError(CONNECTION_LOST, "the connection to the dsh daemon was lost"));
     }
     this.pending.clear();
+    if (refused) {
+      this.setState("refused", false);
+      return;
+    }
     this.setState("closed", false);
     const pause = this.pause;
     this.pause = Math.min(this.pause * 2, 4000);
@@ -155,6 +171,21 @@ export class Rpc {
     for (const listener of this.stateListeners) {
       listener(state, reconnected);
     }
+  }
+}
+
+/** Whether the daemon answers a `POST` with this tab's login as not logged in (401 or 403);
+ * false when it cannot be reached (it is restarting). */
+async function refused(secret: string): Promise<boolean> {
+  try {
+    const response = await fetch("/", {
+      method: "POST",
+      headers: { "content-type": "application/json", [SECRET_HEADER]: secret },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 0, method: Methods.DaemonStatus, params: {} }),
+    });
+    return response.status === 401 || response.status === 403;
+  } catch {
+    return false;
   }
 }
 

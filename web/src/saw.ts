@@ -3,19 +3,9 @@
 // unified diff against the previous step's request.
 
 import type { SessionRequestResult } from "../../editors/vscode/src/protocol.generated";
+import { element } from "./dom";
 
 export type SawView = "readable" | "wire" | "diff";
-
-function element<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 const SHOWN = 200_000;
 

@@ -4,22 +4,22 @@
 // fill one live item per step until the step's message arrives. Rows skip layout and paint
 // while off screen (`content-visibility`), and only the pages of events asked for are held.
 
-import type { ApprovalChoice, SessionEvent } from "../../editors/vscode/src/protocol.generated";
+import type { ApprovalChoice, ImageRef, SessionEvent } from "../../editors/vscode/src/protocol.generated";
+import { element } from "./dom";
 
 export type TranscriptActions = {
   approve: (approvalId: string, decision: ApprovalChoice) => void;
   pickStep: (step: number) => void;
+  /** The `src` of an image the session's log names (a `data:` URL), or why there is none. */
+  image: (sha256: string) => Promise<string>;
 };
 
-function element<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
+/** A size in bytes, for people. */
+export function bytes(size: number): string {
+  if (size < 1024) {
+    return `${size} bytes`;
   }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
+  return size < 1024 * 1024 ? `${(size / 1024).toFixed(1)} KiB` : `${(size / 1024 / 1024).toFixed(1)} MiB`;
 }
 
 function folded(summary: string, body: string, className = "fold"): HTMLElement {
@@ -167,9 +167,7 @@ export class Transcript {
         const item = this.item(event, "user");
         const command = event.data.command ? ` · /${event.data.command.name} (${event.data.command.source})` : "";
         item.append(element("div", "who", `you${command}`), element("div", "text", clip(event.data.text)));
-        for (const image of event.data.images ?? []) {
-          item.append(element("div", "image-ref", `[image: ${image.name ?? image.sha256.slice(0, 12)}, ${image.mediaType}, ${image.size} bytes]`));
-        }
+        this.images(item, event.data.images);
         return item;
       }
       case "steering/message": {
@@ -257,6 +255,7 @@ export class Transcript {
       case "tool/result": {
         const item = this.item(event, event.data.isError ? "tool-result error" : "tool-result");
         item.append(folded(`${event.data.isError ? "✗" : "✓"} ${event.data.name} result (${event.data.content.length} chars)`, clip(event.data.content)));
+        this.images(item, event.data.images);
         return item;
       }
       case "plan/update": {
@@ -349,6 +348,32 @@ export class Transcript {
       }
       default:
         return this.generic(event);
+    }
+  }
+
+  /** The images an event names, after its text: each with its name, type and size, shown
+   * once its bytes arrive, or a placeholder that says why they did not. */
+  private images(item: HTMLElement, images: ImageRef[] | undefined): void {
+    for (const image of images ?? []) {
+      const figure = element("figure", "image");
+      figure.dataset.sha256 = image.sha256;
+      const slot = element("div", "image-slot loading", "loading the image…");
+      const name = image.name ?? `${image.sha256.slice(0, 12)}…`;
+      figure.append(slot, element("figcaption", undefined, `${name} · ${image.mediaType} · ${bytes(image.size)}`));
+      this.actions.image(image.sha256).then(
+        (src) => {
+          const img = element("img");
+          img.alt = image.name ?? "image";
+          img.src = src;
+          slot.className = "image-slot";
+          slot.replaceChildren(img);
+        },
+        (error: unknown) => {
+          slot.className = "image-slot missing";
+          slot.textContent = `image not available: ${error instanceof Error ? error.message : String(error)}`;
+        },
+      );
+      item.append(figure);
     }
   }
 

@@ -3,12 +3,15 @@
 // arrive; steer it from the page and find the steering in the next request; the chart's bar
 // per step and the drop after a system-prompt change with its cause; "what the model saw" at a
 // step and its diff; the daemon restarted under the open page (it reconnects and catches up);
-// a reused login link's page; no cookie or a forged Origin refused. Takes the README's
-// screenshots. Prints `N passed, N failed`.
+// a reused login link's page; no cookie, the cookie without the tab's secret, or a forged
+// Origin refused; an image of a prompt shown inline, a missing one as a placeholder. Takes the
+// README's screenshots. Prints `N passed, N failed`.
 import assert from "node:assert/strict";
-import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { crc32, deflateSync } from "node:zlib";
 import { browser, environment, until } from "./harness.mjs";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -47,6 +50,32 @@ function findFile(dir, name) {
   return undefined;
 }
 
+/** A real PNG, `width` × `height`, RGB: a gradient. */
+function png(width, height) {
+  const chunk = (type, data) => {
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(data.length);
+    const typed = Buffer.concat([Buffer.from(type, "ascii"), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(typed));
+    return Buffer.concat([length, typed, crc]);
+  };
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(width, 0);
+  header.writeUInt32BE(height, 4);
+  header[8] = 8; // bits per sample
+  header[9] = 2; // RGB
+  const rows = [];
+  for (let y = 0; y < height; y++) {
+    rows.push(0); // no filter
+    for (let x = 0; x < width; x++) {
+      rows.push(Math.round((255 * x) / width), Math.round((255 * y) / height), 160);
+    }
+  }
+  const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  return Buffer.concat([signature, chunk("IHDR", header), chunk("IDAT", deflateSync(Buffer.from(rows))), chunk("IEND", Buffer.alloc(0))]);
+}
+
 const agents = (marker) => `# Project notes\n\n${marker}\n\n${Array.from({ length: 120 }, (_, n) => `- rule ${n}: keep functions short and name things plainly.\n`).join("")}`;
 
 const env = await environment();
@@ -57,6 +86,12 @@ try {
   writeFileSync(join(workspace, ".dsh/config.toml"), '[instructions]\non_edit = "rewrite"\n');
   writeFileSync(join(workspace, "AGENTS.md"), agents("Scripts use /bin/sh."));
   writeFileSync(join(workspace, "notes.txt"), "hello\n");
+  // A profile whose model reads images (the mock answers it on the Anthropic API).
+  writeFileSync(
+    join(env.root, "config.toml"),
+    `[providers.vision]\nkind = "anthropic"\nbase_url = "${env.mockUrl}"\napi_key_env = "DEEPSEEK_API_KEY"\nmodel = "mock-vision"\n\n` +
+      "[providers.vision.models.mock-vision]\ncontext_window = 131072\nmax_output = 4096\nthinking = false\nimages = true\n",
+  );
 
   const url = env.dsh("web", "--no-open", "--workspace", workspace).trim();
   const origin = new URL(url).origin;
@@ -81,6 +116,9 @@ try {
   await check("log in through the printed URL; the list shows the running session", async () => {
     await page.goto(url);
     assert.equal(new URL(page.url()).pathname, "/");
+    // The tab secret came in the fragment: it is in the origin's storage, not in the address.
+    assert.equal(new URL(page.url()).hash, "");
+    assert.match(await page.evaluate(() => localStorage.getItem("dsh.tabSecret")), /^[0-9a-f]{64}$/);
     const row = page.locator("tr.running");
     await row.waitFor({ timeout: 15_000 });
     assert.match(await row.innerText(), /What do the notes say\?/);
@@ -240,6 +278,52 @@ try {
     assert.ok((await page.locator('li[data-type="assistant/message"]').count()) === 0, "a fork at step 1 keeps nothing of step 1's answer");
   });
 
+  await check("an image of a prompt sent through the API is shown inline with its name, type and size; a missing one as a placeholder", async () => {
+    const token = readFileSync(join(env.home, "token"), "utf8").trim();
+    const api = async (method, params) => {
+      const response = await fetch(origin, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+      });
+      const answer = await response.json();
+      if (answer.error) {
+        throw new Error(`${method}: ${answer.error.message}`);
+      }
+      return answer.result;
+    };
+    const { sessionId: vision } = await api("session/create", { workspace, config: { profile: "vision" } });
+    const image = png(160, 90);
+    await api("session/prompt", {
+      sessionId: vision,
+      text: "What is in this picture? [[fake:say A gradient.]]",
+      attachments: [{ data: image.toString("base64"), name: "gradient.png" }],
+    });
+    await page.goto(`${origin}/#/s/${encodeURIComponent(vision)}`);
+    const row = page.locator('li[data-type="user/message"]');
+    const img = row.locator("figure.image img");
+    await img.waitFor();
+    await until("the image decoded", () => img.evaluate((node) => node.complete && node.naturalWidth > 0));
+    assert.deepEqual(await img.evaluate((node) => [node.naturalWidth, node.naturalHeight]), [160, 90]);
+    assert.match(await img.getAttribute("src"), /^data:image\/png;base64,/);
+    assert.equal(await img.getAttribute("alt"), "gradient.png");
+    assert.ok(image.length > 1024 && image.length < 1024 * 1024, `${image.length} bytes: the caption below says KiB`);
+    assert.equal(await row.locator("figcaption").innerText(), `gradient.png · image/png · ${(image.length / 1024).toFixed(1)} KiB`);
+    await page.locator('li[data-type="assistant/message"]', { hasText: "A gradient." }).waitFor();
+    await page.locator(".transcript").screenshot({ path: join(media, "web-image.png") });
+    // Its bytes gone from the store: the same row says so where the image was.
+    const sha256 = createHash("sha256").update(image).digest("hex");
+    const object = findFile(env.home, sha256);
+    assert.ok(object, "the image in the object store");
+    rmSync(object);
+    await page.reload();
+    const missing = row.locator(".image-slot.missing");
+    await missing.waitFor();
+    assert.match(await missing.innerText(), /^image not available: .*cannot be read/);
+    assert.match(await row.locator("figcaption").innerText(), /^gradient\.png · image\/png/);
+    assert.equal(await row.locator("img").count(), 0);
+  });
+
   await check("the list shows a log that cannot be read, with its error", async () => {
     const log = findFile(env.home, `${sessionId}.jsonl`);
     assert.ok(log, "the session's log");
@@ -252,8 +336,8 @@ try {
   });
 
   await check("dark mode: the session page in dark colours", async () => {
-    const dark = await chrome.newContext({ viewport: { width: 1280, height: 720 }, colorScheme: "dark" });
-    await dark.addCookies(await context.cookies(origin));
+    // The logged-in browser's cookie and storage (the tab secret) in another context.
+    const dark = await chrome.newContext({ viewport: { width: 1280, height: 720 }, colorScheme: "dark", storageState: await context.storageState() });
     const tab = await dark.newPage();
     await tab.goto(`${origin}/#/s/${encodeURIComponent(sessionId)}`);
     const steps = String(JSON.parse(env.dsh("--json", "usage", sessionId)).rows.length);
@@ -274,7 +358,7 @@ try {
     await other.close();
   });
 
-  await check("without the cookie nothing is served; a forged Origin is refused", async () => {
+  await check("without the cookie nothing is served; the cookie without the tab secret, or with a forged Origin, is refused", async () => {
     const other = await chrome.newContext();
     const tab = await other.newPage();
     const response = await tab.goto(`${origin}/`);
@@ -288,14 +372,41 @@ try {
     const cookie = cookies.find((c) => c.name === "dsh_web");
     assert.ok(cookie?.httpOnly, "the cookie is HttpOnly");
     assert.equal(cookie?.sameSite, "Strict");
-    const call = (from) =>
+    const secret = await page.evaluate(() => localStorage.getItem("dsh.tabSecret"));
+    const call = (from, withSecret = true) =>
       fetch(origin, {
         method: "POST",
-        headers: { "content-type": "application/json", cookie: `dsh_web=${cookie.value}`, ...(from ? { origin: from } : {}) },
+        headers: {
+          "content-type": "application/json",
+          cookie: `dsh_web=${cookie.value}`,
+          ...(from ? { origin: from } : {}),
+          ...(withSecret ? { "x-dsh-tab-secret": secret } : {}),
+        },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "daemon/status", params: {} }),
       });
     assert.equal((await call("http://evil.example")).status, 403);
+    assert.equal((await call(origin, false)).status, 403, "the cookie alone, the page's Origin forged");
     assert.equal((await call(origin)).status, 200);
+    // A browser with the cookie but not the tab's secret (another local server's page got the
+    // cookie, never the secret): the page is served, the daemon is not, and the page says why.
+    const cookieOnly = await chrome.newContext();
+    await cookieOnly.addCookies(cookies);
+    const bare = await cookieOnly.newPage();
+    assert.equal((await bare.goto(`${origin}/`)).status(), 200);
+    const refused = bare.locator('[data-testid="connection"][data-state="refused"]');
+    await refused.waitFor();
+    assert.match(await refused.innerText(), /run `dsh web` again/);
+    // A secret of another login (the next `dsh web`'s) with this cookie: refused too.
+    const next = await chrome.newContext();
+    const elsewhere = await next.newPage();
+    await elsewhere.goto(env.dsh("web", "--no-open").trim());
+    const otherSecret = await elsewhere.evaluate(() => localStorage.getItem("dsh.tabSecret"));
+    assert.notEqual(otherSecret, secret);
+    await bare.evaluate((value) => localStorage.setItem("dsh.tabSecret", value), otherSecret);
+    await bare.reload();
+    await refused.waitFor();
+    await cookieOnly.close();
+    await next.close();
     // The page itself cannot reach another origin: the policy forbids it.
     const blocked = await page.evaluate(async () => {
       try {

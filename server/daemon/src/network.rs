@@ -246,7 +246,7 @@ where
         let own_origin = self.layer.own_origin.get().cloned();
         let response = match self.check(&request, own_origin.as_deref()) {
             Checked::Answer(response) => response,
-            Checked::Upgrade => self.layer.websockets.upgrade(request),
+            Checked::Upgrade { protocol } => self.layer.websockets.upgrade(request, protocol),
             Checked::Api => {
                 let future = self.inner.call(request);
                 return Box::pin(async move {
@@ -266,8 +266,8 @@ where
 enum Checked {
     /// Answered here (a refusal, the login, an asset).
     Answer(HttpResponse),
-    /// An authorized WebSocket upgrade.
-    Upgrade,
+    /// An authorized WebSocket upgrade; the page's subprotocol to echo, if it sent one.
+    Upgrade { protocol: Option<String> },
     /// An authorized API call over HTTP.
     Api,
 }
@@ -289,15 +289,18 @@ impl<S> Auth<S> {
         let bearer = headers
             .get("authorization")
             .is_some_and(|value| same(value.as_bytes(), self.layer.bearer.as_bytes()));
-        let cookie = !bearer
-            && headers.get_all("cookie").iter().any(|header| {
-                header
-                    .to_str()
-                    .ok()
-                    .and_then(crate::web::cookie::from_header)
-                    .is_some_and(|value| crate::web::cookie::valid(&self.layer.token, value))
-            });
-        if !bearer && !cookie {
+        let token = &self.layer.token;
+        let cookie = if bearer {
+            None
+        } else {
+            headers
+                .get_all("cookie")
+                .iter()
+                .filter_map(|header| header.to_str().ok())
+                .flat_map(crate::web::cookie::in_header)
+                .find(|value| crate::web::cookie::valid(token, value))
+        };
+        if !bearer && cookie.is_none() {
             return Checked::Answer(crate::web::http::not_logged_in(get && !upgrade));
         }
         let origin = headers.get("origin").map(|origin| origin.to_str().unwrap_or("\0"));
@@ -314,8 +317,34 @@ impl<S> Auth<S> {
         if !allowed {
             return Checked::Answer(refuse(403, "origin not allowed\n"));
         }
+        // The cookie reaches other local servers too (cookies are scoped by host, not port):
+        // the API also wants the tab secret of the cookie's login, which only the page's own
+        // origin holds. The page's files need the cookie alone.
+        let protocol = headers
+            .get_all("sec-websocket-protocol")
+            .iter()
+            .filter_map(|header| header.to_str().ok())
+            .find_map(crate::web::cookie::protocol_from_header);
+        if let Some(cookie) = cookie
+            && (upgrade || !get)
+        {
+            let secret = if upgrade {
+                protocol.map(crate::web::cookie::secret_of_protocol)
+            } else {
+                headers.get(crate::web::cookie::SECRET_HEADER).and_then(|value| value.to_str().ok())
+            };
+            if !secret
+                .is_some_and(|secret| crate::web::cookie::secret_matches(token, cookie, secret))
+            {
+                return Checked::Answer(refuse(
+                    403,
+                    "this tab's login secret is missing or not the cookie's: run `dsh web` again\n",
+                ));
+            }
+        }
         if upgrade {
-            Checked::Upgrade
+            // A browser refuses an answer that does not echo the subprotocol it asked for.
+            Checked::Upgrade { protocol: protocol.filter(|_| !bearer).map(str::to_owned) }
         } else if get {
             Checked::Answer(crate::web::http::asset(path))
         } else {

@@ -11,8 +11,9 @@
 //!   HttpOnly and SameSite=Strict ([`cookie`]). A stale or reused code gets a page saying so.
 //! - **The cookie** is a random nonce and its HMAC-SHA256 under the bearer token: it holds no
 //!   state in the daemon, survives a restart, and stops working when the token file is
-//!   replaced. It authorizes what the bearer token does, but a request it authorizes must come
-//!   from the page's own origin (another local server's page is same-site for cookies).
+//!   replaced. It opens the page's files; the API also wants the page's own origin (another
+//!   local server's page is same-site for cookies) and the login's tab secret, which the
+//!   redirect hands the page in its fragment (other local servers receive the cookie too).
 //! - **Assets** ([`assets`]) are the bundle built from `web/` and embedded in the binary, served
 //!   with a Content-Security-Policy that allows no inline script and no other origin.
 

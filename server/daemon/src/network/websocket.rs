@@ -24,6 +24,7 @@
 use std::sync::Arc;
 
 use futures::io::{BufReader, BufWriter};
+use http::HeaderValue;
 use hyper_util::rt::TokioIo;
 use jsonrpsee::Methods;
 use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse};
@@ -61,13 +62,22 @@ pub struct WebSockets {
 impl WebSockets {
     /// Answers an authorized upgrade request: `101 Switching Protocols`, the connection then
     /// served on a task of its own; a refusal when the handshake is wrong or the daemon serves
-    /// as many connections as it may.
-    pub(super) fn upgrade<B: Send + 'static>(&self, request: HttpRequest<B>) -> HttpResponse {
+    /// as many connections as it may. `protocol`, when given, is the subprotocol the answer
+    /// accepts (`Sec-WebSocket-Protocol`).
+    pub(super) fn upgrade<B: Send + 'static>(
+        &self,
+        request: HttpRequest<B>,
+        protocol: Option<String>,
+    ) -> HttpResponse {
         let mut handshake = Handshake::new();
-        let response = match handshake.receive_request(&request) {
+        let mut response = match handshake.receive_request(&request) {
             Ok(response) => response,
             Err(error) => return refuse(400, format!("WebSocket handshake failed: {error}\n")),
         };
+        if let Some(protocol) = protocol.and_then(|protocol| HeaderValue::from_str(&protocol).ok())
+        {
+            response.headers_mut().insert("sec-websocket-protocol", protocol);
+        }
         // Counted now, not in the task: the next request must see this connection.
         let Some(slot) = self.daemon.admit(self.max_connections) else {
             return refuse(503, format!("{}\n", overloaded_message(self.max_connections)));

@@ -56,8 +56,11 @@ pub(crate) fn not_logged_in(wants_page: bool) -> HttpResponse {
     answer(401, "text/plain; charset=utf-8", "missing or wrong bearer token or session cookie\n")
 }
 
-/// `GET /login?code=…[&workspace=…]`: a good code becomes a cookie and a redirect to the page;
-/// any other gets a page saying why.
+/// What the login redirect's fragment starts with, before the tab secret (`web/src/login.ts`).
+const SECRET_FRAGMENT: &str = "tab=";
+
+/// `GET /login?code=…[&workspace=…]`: a good code becomes a cookie and a redirect to the page
+/// with the tab secret in its fragment; any other gets a page saying why.
 pub(crate) fn login(web: &Web, token: &str, query: Option<&str>) -> HttpResponse {
     let parameter = |name: &str| {
         query?.split('&').find_map(|pair| {
@@ -89,20 +92,23 @@ pub(crate) fn login(web: &Web, token: &str, query: Option<&str>) -> HttpResponse
             );
         }
     }
-    let Ok(value) = cookie::issue(token) else {
+    let Ok(login) = cookie::issue(token) else {
         return page(500, "Login failed", "The daemon could not read random bytes for a session.");
     };
     // The workspace goes on to the page as given (percent-encoded by `daemon/web`); anything
-    // else in it is dropped rather than put into a header.
+    // else in it is dropped rather than put into a header. The tab secret goes in the
+    // fragment, which the browser keeps to itself: the page moves it to its storage.
     let location = match parameter("workspace") {
         Some(workspace) if workspace.bytes().all(is_url_safe) => format!("/?workspace={workspace}"),
         _ => "/".to_owned(),
     };
+    let location = format!("{location}#{SECRET_FRAGMENT}{}", login.secret);
     let mut response = answer(303, "text/plain; charset=utf-8", "logged in\n");
     let headers = response.headers_mut();
-    if let (Ok(location), Ok(set)) =
-        (HeaderValue::from_str(&location), HeaderValue::from_str(&cookie::set_cookie(&value)))
-    {
+    if let (Ok(location), Ok(set)) = (
+        HeaderValue::from_str(&location),
+        HeaderValue::from_str(&cookie::set_cookie(&login.cookie)),
+    ) {
         headers.insert(header::LOCATION, location);
         headers.insert(header::SET_COOKIE, set);
     }
@@ -153,10 +159,14 @@ mod tests {
         let token = "0123456789abcdef0123456789abcdef";
         let first = login(&web, token, Some(&format!("code={code}&workspace=/tmp/w%20x")));
         assert_eq!(first.status(), 303);
-        assert_eq!(first.headers()[header::LOCATION], "/?workspace=/tmp/w%20x");
+        let location = first.headers()[header::LOCATION].to_str().expect("ASCII");
+        let (path, secret) = location.split_once("#tab=").expect("the secret in the fragment");
+        assert_eq!(path, "/?workspace=/tmp/w%20x");
         let set = first.headers()[header::SET_COOKIE].to_str().expect("ASCII");
-        let value = cookie::from_header(set.split(';').next().expect("a pair")).expect("ours");
+        let value = cookie::in_header(set.split(';').next().expect("a pair")).next().expect("ours");
         assert!(cookie::valid(token, value));
+        assert!(cookie::secret_matches(token, value, secret));
+        assert!(!set.contains(secret), "the secret is not in the cookie");
         let again = login(&web, token, Some(&format!("code={code}")));
         assert_eq!(again.status(), 403);
         assert!(again.headers().get(header::SET_COOKIE).is_none());
@@ -164,6 +174,6 @@ mod tests {
         // A workspace that would not be a safe header value is dropped.
         let code = web.mint().expect("a code");
         let odd = login(&web, token, Some(&format!("code={code}&workspace=/a\"b")));
-        assert_eq!(odd.headers()[header::LOCATION], "/");
+        assert!(odd.headers()[header::LOCATION].to_str().expect("ASCII").starts_with("/#tab="));
     }
 }
