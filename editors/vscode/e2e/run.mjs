@@ -11,12 +11,14 @@
 // Usage: node e2e/run.mjs --vsix dsh-vscode.vsix --driver e2e/driver/dsh-vscode-e2e-driver.vsix
 //        --dsh /path/to/dsh [--screenshot out.png] [--keep] [--timeout 300]
 
+import { Buffer } from "node:buffer";
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
+import { deflateSync } from "node:zlib";
 import { chromium } from "playwright-core";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -27,6 +29,9 @@ const dsh = path.resolve(args.dsh ?? process.env.DSH_BIN ?? path.join(here, "../
 const timeoutS = Number(args.timeout ?? 300);
 const codeServer = path.join(here, "node_modules/code-server/out/node/entry.js");
 const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+/** The picture the scenario attaches to a prompt: its size is what the page must show. */
+const IMAGE = { width: 96, height: 64 };
 
 const checks = [];
 const children = [];
@@ -62,12 +67,24 @@ async function main() {
   // A prompt command, for the prompt box's `/` completion (commandFromPalette).
   mkdirSync(path.join(ws, ".dsh/commands"), { recursive: true });
   writeFileSync(path.join(ws, ".dsh/commands/review.md"), "---\ndescription: Reviews a file\nargument-hint: FILE\n---\nReview $ARGUMENTS.\n");
+  // The picture the scenario attaches (outside the workspace, as a screenshot would be).
+  const image = path.join(run, "pixels.png");
+  writeFileSync(image, pngImage(IMAGE.width, IMAGE.height));
 
   // The mock provider.
   const mock = spawn(dsh, ["--home", path.join(run, "mock-home"), "mock", "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
   children.push(mock);
   const mockUrl = await waitForLine(mock, /listening on (http:\/\/127\.0\.0\.1:\d+)/, 20_000, "dsh mock");
   log(`mock at ${mockUrl}`);
+  // The user's configuration (under XDG_CONFIG_HOME): besides the default profile, one at the
+  // mock whose model reads images, for the scenario's session with a picture.
+  mkdirSync(path.join(run, "config/dsh"), { recursive: true });
+  writeFileSync(
+    path.join(run, "config/dsh/config.toml"),
+    `[providers.vision]\nkind = "openai-compatible"\nbase_url = "${mockUrl}"\napi_key_env = "DEEPSEEK_API_KEY"\nmodel = "mock-vision"\n\n` +
+      `[providers.vision.models.mock-vision]\ncontext_window = 131072\nmax_output = 4096\nthinking = false\nimages = true\n`,
+    { mode: 0o600 },
+  );
 
   writeFileSync(
     path.join(ud, "User/settings.json"),
@@ -102,6 +119,7 @@ async function main() {
     DEEPSEEK_API_KEY: "sk-test",
     DSH_E2E_RESULTS: results,
     DSH_E2E_MOCK: mockUrl,
+    DSH_E2E_IMAGE: image,
     XDG_CONFIG_HOME: path.join(run, "config"),
     XDG_DATA_HOME: path.join(run, "data"),
   };
@@ -153,6 +171,7 @@ async function main() {
   const toasts = new Set();
   let state = { done: false, checks: [] };
   let lastPhase = "";
+  let imageChecked = false;
   while (Date.now() < deadline) {
     state = readJson(results) ?? state;
     if (state.phase && state.phase !== lastPhase) {
@@ -161,6 +180,13 @@ async function main() {
     }
     if (state.done) {
       break;
+    }
+    // The scenario's picture is in a transcript: check it in the page (and click it), then let
+    // the scenario go on.
+    if (state.expectImage && !imageChecked) {
+      imageChecked = true;
+      await checkImage(page, state.expectImage);
+      writeFileSync(`${results}.image-checked`, "checked\n");
     }
     for (const m of await page.locator(".notifications-toasts .notification-list-item-message").allInnerTexts().catch(() => [])) {
       toasts.add(m.trim());
@@ -195,6 +221,11 @@ async function main() {
     check(`vscode: ${c.name}`, c.ok, c.ok ? `${c.detail}${c.ms ? ` (${c.ms} ms)` : ""}` : c.detail);
   }
 
+  check("the scenario showed a picture in a transcript for the page to check", imageChecked);
+  if (state.expectImageRefusal) {
+    const found = [...toasts].find((t) => t.includes(state.expectImageRefusal));
+    check("a picture sent to a model that reads none: the daemon's refusal shows in a notification", found !== undefined, found ?? `seen: ${[...toasts].join(" | ")}`);
+  }
   if (state.expectToast) {
     const found = [...toasts].find((t) => t.includes(state.expectToast));
     check("the start-up error shows in a notification, naming the setting to change", found && found.includes("dsh.path"), found ?? `seen: ${[...toasts].join(" | ")}`);
@@ -268,6 +299,85 @@ async function checkPage(page, expect) {
   const status = page.locator(".statusbar-item", { hasText: "dsh" }).first();
   const statusText = (await status.count()) ? (await status.innerText()).trim() : "";
   check("the status bar shows the step and the session totals", statusText.includes("Σ prompt") && statusText.includes("step"), statusText);
+}
+
+/** The picture attached to the scenario's prompt, in its session's transcript: an `<img>` whose
+ * `data:` URL decoded to the picture's own size (not merely an element), sized to fit, with its
+ * name, type and size under it; a click on it opens it full size in an editor tab. */
+async function checkImage(page, { sessionId, sha256, name, size }) {
+  const selector = `#main header.session[data-session="${sessionId}"]`;
+  const frame = await findFrame(page, selector, 20_000);
+  if (!frame) {
+    check("the picture's session shows in a transcript webview", false, `no transcript of ${sessionId}`);
+    return;
+  }
+  try {
+    const img = frame.locator(`figure.image.loaded img[data-sha256="${sha256}"]`).first();
+    await img.waitFor({ timeout: 15_000 });
+    let shown = { complete: false, width: 0, height: 0, src: "", boxWidth: 0, mainWidth: 0 };
+    for (let i = 0; i < 40 && !(shown.complete && shown.width > 0); i++) {
+      shown = await img.evaluate((el) => ({
+        complete: el.complete,
+        width: el.naturalWidth,
+        height: el.naturalHeight,
+        src: (el.getAttribute("src") ?? "").slice(0, 40),
+        boxWidth: el.getBoundingClientRect().width,
+        mainWidth: document.getElementById("main").getBoundingClientRect().width,
+      }));
+      await sleep(250);
+    }
+    check(
+      "the prompt's picture shows inline in the transcript at its own size, from a data: URL",
+      shown.width === IMAGE.width && shown.height === IMAGE.height && shown.src.startsWith("data:image/png;base64,") && shown.boxWidth > 0 && shown.boxWidth <= shown.mainWidth,
+      `natural ${shown.width}×${shown.height} (want ${IMAGE.width}×${IMAGE.height}), shown ${Math.round(shown.boxWidth)} px wide in ${Math.round(shown.mainWidth)}; src ${shown.src}…`,
+    );
+    const caption = (await frame.locator(`figure[data-image="${sha256}"] figcaption`).first().innerText()).trim();
+    check("the picture's caption names it, its media type and size", caption.startsWith(`${name} · image/png · `) && caption.endsWith(size), caption);
+    await clickInTranscript(frame.locator(`figure[data-image="${sha256}"] button.image-open`).first());
+    const stem = name.replace(/\.png$/, "");
+    const tab = page.locator(".tabs-container .tab", { hasText: `${stem}-${sha256.slice(0, 12)}.png` }).first();
+    const opened = await tab.waitFor({ timeout: 15_000 }).then(() => true, () => false);
+    check("a click on the picture opens it full size in an editor tab", opened, opened ? await tab.innerText() : "no tab");
+  } catch (e) {
+    check("the prompt's picture shows inline in the transcript", false, e instanceof Error ? e.message : String(e));
+  }
+}
+
+/** A real PNG of `width` × `height` RGB pixels: a gradient any decoder shows. */
+function pngImage(width, height) {
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) {
+      c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    }
+    return c >>> 0;
+  });
+  const crc32 = (bytes) => {
+    let c = ~0;
+    for (const b of bytes) {
+      c = crcTable[(c ^ b) & 0xff] ^ (c >>> 8);
+    }
+    return ~c >>> 0;
+  };
+  const chunk = (type, data) => {
+    const body = Buffer.concat([Buffer.from(type, "ascii"), data]);
+    const out = Buffer.alloc(12 + data.length);
+    out.writeUInt32BE(data.length, 0);
+    body.copy(out, 4);
+    out.writeUInt32BE(crc32(body), 8 + data.length);
+    return out;
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  const rows = Buffer.alloc(height * (1 + width * 3));
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      rows.set([Math.round((x * 255) / (width - 1)), Math.round((y * 255) / (height - 1)), 160], y * (1 + width * 3) + 1 + x * 3);
+    }
+  }
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", deflateSync(rows)), chunk("IEND", Buffer.alloc(0))]);
 }
 
 /** The current plan, pinned in the transcript's header above the turns: its headline and one
