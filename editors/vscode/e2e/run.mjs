@@ -70,6 +70,9 @@ async function main() {
   // The picture the scenario attaches (outside the workspace, as a screenshot would be).
   const image = path.join(run, "pixels.png");
   writeFileSync(image, pngImage(IMAGE.width, IMAGE.height));
+  // A second one, attached from the prompt box's button (attachFromPalette).
+  const secondImage = path.join(run, "dots.png");
+  writeFileSync(secondImage, pngImage(12, 8));
 
   // The mock provider.
   const mock = spawn(dsh, ["--home", path.join(run, "mock-home"), "mock", "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
@@ -172,6 +175,7 @@ async function main() {
   let state = { done: false, checks: [] };
   let lastPhase = "";
   let imageChecked = false;
+  const shot = args.screenshot ? path.resolve(args.screenshot) : path.join(run, "screenshot.png");
   while (Date.now() < deadline) {
     state = readJson(results) ?? state;
     if (state.phase && state.phase !== lastPhase) {
@@ -185,7 +189,7 @@ async function main() {
     // the scenario go on.
     if (state.expectImage && !imageChecked) {
       imageChecked = true;
-      await checkImage(page, state.expectImage);
+      await checkImage(page, state.expectImage, shot.replace(/\.png$/, "") + "-image.png");
       writeFileSync(`${results}.image-checked`, "checked\n");
     }
     for (const m of await page.locator(".notifications-toasts .notification-list-item-message").allInnerTexts().catch(() => [])) {
@@ -237,7 +241,6 @@ async function main() {
     await checkPlan(page, state.expectPlan);
   }
 
-  const shot = args.screenshot ? path.resolve(args.screenshot) : path.join(run, "screenshot.png");
   await arrangeForScreenshot(page);
   await page.screenshot({ path: shot });
   log(`screenshot ${shot}`);
@@ -246,6 +249,7 @@ async function main() {
   const diffShot = shot.replace(/\.png$/, "") + "-diff.png";
   await diffFromPalette(page, diffShot);
   await commandFromPalette(page);
+  await attachFromPalette(page, image, secondImage);
   await reloadRestoresTranscript(page, state.expect);
   if (state.expectChild) {
     await openChildFromPage(page, state.expectChild);
@@ -303,8 +307,9 @@ async function checkPage(page, expect) {
 
 /** The picture attached to the scenario's prompt, in its session's transcript: an `<img>` whose
  * `data:` URL decoded to the picture's own size (not merely an element), sized to fit, with its
- * name, type and size under it; a click on it opens it full size in an editor tab. */
-async function checkImage(page, { sessionId, sha256, name, size }) {
+ * name, type and size under it (a screenshot, `file`); a click on it opens it full size in an
+ * editor tab. */
+async function checkImage(page, { sessionId, sha256, name, size }, file) {
   const selector = `#main header.session[data-session="${sessionId}"]`;
   const frame = await findFrame(page, selector, 20_000);
   if (!frame) {
@@ -333,6 +338,9 @@ async function checkImage(page, { sessionId, sha256, name, size }) {
     );
     const caption = (await frame.locator(`figure[data-image="${sha256}"] figcaption`).first().innerText()).trim();
     check("the picture's caption names it, its media type and size", caption.startsWith(`${name} · image/png · `) && caption.endsWith(size), caption);
+    await page.mouse.move(900, 1045);
+    await page.screenshot({ path: file });
+    log(`screenshot ${file}`);
     await clickInTranscript(frame.locator(`figure[data-image="${sha256}"] button.image-open`).first());
     const stem = name.replace(/\.png$/, "");
     const tab = page.locator(".tabs-container .tab", { hasText: `${stem}-${sha256.slice(0, 12)}.png` }).first();
@@ -475,17 +483,62 @@ async function commandFromPalette(page) {
   }
 }
 
+/** "dsh: Prompt with Image…" from the palette, as a person runs it: the file dialog (in the
+ * browser, VS Code's own) takes the picture's path; the prompt box's title then says what is
+ * attached; its "Attach image…" button opens the dialog again for a second one, and the title
+ * lists both. Escape sends nothing. */
+async function attachFromPalette(page, first, second) {
+  const name = "dsh: Prompt with Image… from the palette: the file dialog, then the prompt box lists what is attached; its Attach image… button adds another";
+  try {
+    const input = await runFromPalette(page, "dsh: Prompt with Image", "Prompt with Image");
+    await pickInFileDialog(page, input, first);
+    const box = page.locator(".quick-input-widget", { hasText: "Prompt dsh" }).first();
+    await box.locator(".quick-input-title", { hasText: "1 image attached: pixels.png" }).waitFor({ timeout: 15_000 });
+    const button = box.locator('.quick-input-titlebar [aria-label="Attach image…"], .quick-input-titlebar [title="Attach image…"]').first();
+    await button.click({ timeout: 10_000 });
+    await pickInFileDialog(page, input, second);
+    const title = box.locator(".quick-input-title", { hasText: "2 images attached: pixels.png, dots.png" });
+    const both = await title.waitFor({ timeout: 15_000 }).then(() => true, () => false);
+    const text = (await box.locator(".quick-input-title").first().innerText().catch(() => "")).trim();
+    check(name, both, text);
+    await page.keyboard.press("Escape");
+  } catch (e) {
+    // What the quick input showed, for the failure's detail (and the page, kept in the run).
+    const shown = (await page.locator(".quick-input-widget").first().innerText().catch(() => "")).replace(/\s+/g, " ").slice(0, 300);
+    await page.screenshot({ path: path.join(runDir, "attach-failure.png") }).catch(() => undefined);
+    check(name, false, `${e instanceof Error ? e.message.split("\n")[0] : String(e)}; the quick input: ${shown}`);
+    await page.keyboard.press("Escape").catch(() => undefined);
+  }
+}
+
+/** VS Code's own file dialog (a quick input holding a path, its button "Attach"): the file's
+ * path typed into it once it has settled on its folder, then the button. */
+async function pickInFileDialog(page, input, file) {
+  const dialog = page.locator(".quick-input-widget", { hasText: "Attach images to the prompt" }).first();
+  await dialog.waitFor({ timeout: 15_000 });
+  await page.waitForFunction(() => document.querySelector(".quick-input-widget input.input")?.value.endsWith("/"), undefined, { timeout: 15_000 });
+  await sleep(1000);
+  for (let attempt = 0; attempt < 3 && (await input.inputValue()) !== file; attempt++) {
+    await input.fill(file);
+    await sleep(1000);
+  }
+  await dialog.locator(".monaco-button", { hasText: "Attach" }).first().click({ timeout: 5000 });
+}
+
 /** Runs `command` from the command palette as a person does: focus the workbench (not a
- * webview), open the palette, type, wait for the row, Enter. Under load the palette can close
- * again before it is typed into (a late focus change closes it), so a closed palette is reopened,
- * up to four times; the last failure is thrown. Returns the quick input's text box. */
+ * webview: a click on the side bar's title), open the palette, type, wait for the row, Enter.
+ * Under load the palette can close again before it is typed into (a late focus change closes
+ * it), so a closed palette is reopened, up to four times; the last failure is thrown. Returns
+ * the quick input's text box. */
 async function runFromPalette(page, command, row) {
   const input = page.locator(".quick-input-widget input.input").first();
   let last;
   for (let attempt = 0; attempt < 4; attempt++) {
     try {
       if (!(await input.isVisible().catch(() => false))) {
-        await page.locator(".part.sidebar").click({ position: { x: 20, y: 300 } }).catch(() => undefined);
+        // The side bar's title: a click there runs nothing (a row of the Sessions tree would
+        // open a transcript, whose webview takes the focus and closes the palette).
+        await page.locator(".part.sidebar .composite.title").first().click({ position: { x: 12, y: 12 } }).catch(() => undefined);
         await page.keyboard.press(attempt % 2 === 1 ? "F1" : "Control+Shift+P");
         await input.waitFor({ state: "visible", timeout: 5000 });
       }

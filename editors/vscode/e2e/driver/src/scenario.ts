@@ -521,7 +521,9 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
     results.expectImageRefusal = "does not read images";
     await new Promise((r) => setTimeout(r, 500));
     assert(tr.lastSeq === before, "the refused prompt logged something");
-    // A session on the profile whose model reads images (the user's configuration).
+    // A session on the profile whose model reads images (the user's configuration), its
+    // transcript alone in the editor area (the harness's screenshot of the picture).
+    await vscode.commands.executeCommand("workbench.action.closeAllGroups");
     const { sessionId: imageId } = await (await api.client()).createSession(ws, undefined, { profile: "vision" });
     await script([{ content: "A gradient from dark to light, 96 by 64 pixels." }]);
     const r = await vscode.commands.executeCommand<SessionPromptResult>("dsh.promptWithImage", { sessionId: imageId, text: "What is in this picture?", images: [o.imagePath] });
