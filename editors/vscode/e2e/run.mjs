@@ -568,12 +568,25 @@ async function clickInTranscript(locator) {
 
 async function diffFromPalette(page, file) {
   try {
-    const input = await runFromPalette(page, "dsh: Diff Request with Previous Step", "Diff Request with Previous Step");
-    // The step picker.
-    await page.locator(".quick-input-list .monaco-list-row", { hasText: "Step 4" }).first().waitFor({ timeout: 10_000 });
-    await input.fill("Step 4");
-    await sleep(300);
-    await page.keyboard.press("Enter");
+    // The step picker, which a late focus change (the transcript's webview taking the focus
+    // under load) closes like the palette: then the command runs again, up to three times.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const input = await runFromPalette(page, "dsh: Diff Request with Previous Step", "Diff Request with Previous Step");
+        await page.locator(".quick-input-list .monaco-list-row", { hasText: "Step 4" }).first().waitFor({ timeout: 10_000 });
+        await input.fill("Step 4", { timeout: 5000 });
+        await sleep(300);
+        await page.keyboard.press("Enter");
+        break;
+      } catch (e) {
+        if (attempt === 2) {
+          throw e;
+        }
+        log(`the step picker of the diff (attempt ${attempt + 1}): ${e instanceof Error ? e.message.split("\n")[0] : e}`);
+        await page.keyboard.press("Escape").catch(() => undefined);
+        await sleep(500);
+      }
+    }
     const modified = page.locator(".monaco-diff-editor .editor.modified");
     await modified.first().waitFor({ timeout: 15_000 });
     await page.locator(".monaco-diff-editor .line-insert").first().waitFor({ timeout: 10_000 });
