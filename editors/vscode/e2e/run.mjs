@@ -11,12 +11,14 @@
 // Usage: node e2e/run.mjs --vsix dsh-vscode.vsix --driver e2e/driver/dsh-vscode-e2e-driver.vsix
 //        --dsh /path/to/dsh [--screenshot out.png] [--keep] [--timeout 300]
 
+import { Buffer } from "node:buffer";
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
+import { deflateSync } from "node:zlib";
 import { chromium } from "playwright-core";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -27,6 +29,9 @@ const dsh = path.resolve(args.dsh ?? process.env.DSH_BIN ?? path.join(here, "../
 const timeoutS = Number(args.timeout ?? 300);
 const codeServer = path.join(here, "node_modules/code-server/out/node/entry.js");
 const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+/** The picture the scenario attaches to a prompt: its size is what the page must show. */
+const IMAGE = { width: 96, height: 64 };
 
 const checks = [];
 const children = [];
@@ -62,12 +67,27 @@ async function main() {
   // A prompt command, for the prompt box's `/` completion (commandFromPalette).
   mkdirSync(path.join(ws, ".dsh/commands"), { recursive: true });
   writeFileSync(path.join(ws, ".dsh/commands/review.md"), "---\ndescription: Reviews a file\nargument-hint: FILE\n---\nReview $ARGUMENTS.\n");
+  // The picture the scenario attaches (outside the workspace, as a screenshot would be).
+  const image = path.join(run, "pixels.png");
+  writeFileSync(image, pngImage(IMAGE.width, IMAGE.height));
+  // A second one, attached from the prompt box's button (attachFromPalette).
+  const secondImage = path.join(run, "dots.png");
+  writeFileSync(secondImage, pngImage(12, 8));
 
   // The mock provider.
   const mock = spawn(dsh, ["--home", path.join(run, "mock-home"), "mock", "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
   children.push(mock);
   const mockUrl = await waitForLine(mock, /listening on (http:\/\/127\.0\.0\.1:\d+)/, 20_000, "dsh mock");
   log(`mock at ${mockUrl}`);
+  // The user's configuration (under XDG_CONFIG_HOME): besides the default profile, one at the
+  // mock whose model reads images, for the scenario's session with a picture.
+  mkdirSync(path.join(run, "config/dsh"), { recursive: true });
+  writeFileSync(
+    path.join(run, "config/dsh/config.toml"),
+    `[providers.vision]\nkind = "openai-compatible"\nbase_url = "${mockUrl}"\napi_key_env = "DEEPSEEK_API_KEY"\nmodel = "mock-vision"\n\n` +
+      `[providers.vision.models.mock-vision]\ncontext_window = 131072\nmax_output = 4096\nthinking = false\nimages = true\n`,
+    { mode: 0o600 },
+  );
 
   writeFileSync(
     path.join(ud, "User/settings.json"),
@@ -102,6 +122,7 @@ async function main() {
     DEEPSEEK_API_KEY: "sk-test",
     DSH_E2E_RESULTS: results,
     DSH_E2E_MOCK: mockUrl,
+    DSH_E2E_IMAGE: image,
     XDG_CONFIG_HOME: path.join(run, "config"),
     XDG_DATA_HOME: path.join(run, "data"),
   };
@@ -153,6 +174,8 @@ async function main() {
   const toasts = new Set();
   let state = { done: false, checks: [] };
   let lastPhase = "";
+  let imageChecked = false;
+  const shot = args.screenshot ? path.resolve(args.screenshot) : path.join(run, "screenshot.png");
   while (Date.now() < deadline) {
     state = readJson(results) ?? state;
     if (state.phase && state.phase !== lastPhase) {
@@ -161,6 +184,13 @@ async function main() {
     }
     if (state.done) {
       break;
+    }
+    // The scenario's picture is in a transcript: check it in the page (and click it), then let
+    // the scenario go on.
+    if (state.expectImage && !imageChecked) {
+      imageChecked = true;
+      await checkImage(page, state.expectImage, shot.replace(/\.png$/, "") + "-image.png");
+      writeFileSync(`${results}.image-checked`, "checked\n");
     }
     for (const m of await page.locator(".notifications-toasts .notification-list-item-message").allInnerTexts().catch(() => [])) {
       toasts.add(m.trim());
@@ -195,6 +225,11 @@ async function main() {
     check(`vscode: ${c.name}`, c.ok, c.ok ? `${c.detail}${c.ms ? ` (${c.ms} ms)` : ""}` : c.detail);
   }
 
+  check("the scenario showed a picture in a transcript for the page to check", imageChecked);
+  if (state.expectImageRefusal) {
+    const found = [...toasts].find((t) => t.includes(state.expectImageRefusal));
+    check("a picture sent to a model that reads none: the daemon's refusal shows in a notification", found !== undefined, found ?? `seen: ${[...toasts].join(" | ")}`);
+  }
   if (state.expectToast) {
     const found = [...toasts].find((t) => t.includes(state.expectToast));
     check("the start-up error shows in a notification, naming the setting to change", found && found.includes("dsh.path"), found ?? `seen: ${[...toasts].join(" | ")}`);
@@ -206,7 +241,6 @@ async function main() {
     await checkPlan(page, state.expectPlan);
   }
 
-  const shot = args.screenshot ? path.resolve(args.screenshot) : path.join(run, "screenshot.png");
   await arrangeForScreenshot(page);
   await page.screenshot({ path: shot });
   log(`screenshot ${shot}`);
@@ -215,6 +249,7 @@ async function main() {
   const diffShot = shot.replace(/\.png$/, "") + "-diff.png";
   await diffFromPalette(page, diffShot);
   await commandFromPalette(page, state.expect?.sessionId);
+  await attachFromPalette(page, image, secondImage);
   await reloadRestoresTranscript(page, state.expect);
   if (state.expectChild) {
     await openChildFromPage(page, state.expectChild);
@@ -268,6 +303,89 @@ async function checkPage(page, expect) {
   const status = page.locator(".statusbar-item", { hasText: "dsh" }).first();
   const statusText = (await status.count()) ? (await status.innerText()).trim() : "";
   check("the status bar shows the step and the session totals", statusText.includes("Σ prompt") && statusText.includes("step"), statusText);
+}
+
+/** The picture attached to the scenario's prompt, in its session's transcript: an `<img>` whose
+ * `data:` URL decoded to the picture's own size (not merely an element), sized to fit, with its
+ * name, type and size under it (a screenshot, `file`); a click on it opens it full size in an
+ * editor tab. */
+async function checkImage(page, { sessionId, sha256, name, size }, file) {
+  const selector = `#main header.session[data-session="${sessionId}"]`;
+  const frame = await findFrame(page, selector, 20_000);
+  if (!frame) {
+    check("the picture's session shows in a transcript webview", false, `no transcript of ${sessionId}`);
+    return;
+  }
+  try {
+    const img = frame.locator(`figure.image.loaded img[data-sha256="${sha256}"]`).first();
+    await img.waitFor({ timeout: 15_000 });
+    let shown = { complete: false, width: 0, height: 0, src: "", boxWidth: 0, mainWidth: 0 };
+    for (let i = 0; i < 40 && !(shown.complete && shown.width > 0); i++) {
+      shown = await img.evaluate((el) => ({
+        complete: el.complete,
+        width: el.naturalWidth,
+        height: el.naturalHeight,
+        src: (el.getAttribute("src") ?? "").slice(0, 40),
+        boxWidth: el.getBoundingClientRect().width,
+        mainWidth: document.getElementById("main").getBoundingClientRect().width,
+      }));
+      await sleep(250);
+    }
+    check(
+      "the prompt's picture shows inline in the transcript at its own size, from a data: URL",
+      shown.width === IMAGE.width && shown.height === IMAGE.height && shown.src.startsWith("data:image/png;base64,") && shown.boxWidth > 0 && shown.boxWidth <= shown.mainWidth,
+      `natural ${shown.width}×${shown.height} (want ${IMAGE.width}×${IMAGE.height}), shown ${Math.round(shown.boxWidth)} px wide in ${Math.round(shown.mainWidth)}; src ${shown.src}…`,
+    );
+    const caption = (await frame.locator(`figure[data-image="${sha256}"] figcaption`).first().innerText()).trim();
+    check("the picture's caption names it, its media type and size", caption.startsWith(`${name} · image/png · `) && caption.endsWith(size), caption);
+    await page.mouse.move(900, 1045);
+    await page.screenshot({ path: file });
+    log(`screenshot ${file}`);
+    await clickInTranscript(frame.locator(`figure[data-image="${sha256}"] button.image-open`).first());
+    const stem = name.replace(/\.png$/, "");
+    const tab = page.locator(".tabs-container .tab", { hasText: `${stem}-${sha256.slice(0, 12)}.png` }).first();
+    const opened = await tab.waitFor({ timeout: 15_000 }).then(() => true, () => false);
+    check("a click on the picture opens it full size in an editor tab", opened, opened ? await tab.innerText() : "no tab");
+  } catch (e) {
+    check("the prompt's picture shows inline in the transcript", false, e instanceof Error ? e.message : String(e));
+  }
+}
+
+/** A real PNG of `width` × `height` RGB pixels: a gradient any decoder shows. */
+function pngImage(width, height) {
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) {
+      c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    }
+    return c >>> 0;
+  });
+  const crc32 = (bytes) => {
+    let c = ~0;
+    for (const b of bytes) {
+      c = crcTable[(c ^ b) & 0xff] ^ (c >>> 8);
+    }
+    return ~c >>> 0;
+  };
+  const chunk = (type, data) => {
+    const body = Buffer.concat([Buffer.from(type, "ascii"), data]);
+    const out = Buffer.alloc(12 + data.length);
+    out.writeUInt32BE(data.length, 0);
+    body.copy(out, 4);
+    out.writeUInt32BE(crc32(body), 8 + data.length);
+    return out;
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  const rows = Buffer.alloc(height * (1 + width * 3));
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      rows.set([Math.round((x * 255) / (width - 1)), Math.round((y * 255) / (height - 1)), 160], y * (1 + width * 3) + 1 + x * 3);
+    }
+  }
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", deflateSync(rows)), chunk("IEND", Buffer.alloc(0))]);
 }
 
 /** The current plan, pinned in the transcript's header above the turns: its headline and one
@@ -378,17 +496,62 @@ async function commandFromPalette(page, sessionId) {
   }
 }
 
+/** "dsh: Prompt with Image…" from the palette, as a person runs it: the file dialog (in the
+ * browser, VS Code's own) takes the picture's path; the prompt box's title then says what is
+ * attached; its "Attach image…" button opens the dialog again for a second one, and the title
+ * lists both. Escape sends nothing. */
+async function attachFromPalette(page, first, second) {
+  const name = "dsh: Prompt with Image… from the palette: the file dialog, then the prompt box lists what is attached; its Attach image… button adds another";
+  try {
+    const input = await runFromPalette(page, "dsh: Prompt with Image", "Prompt with Image");
+    await pickInFileDialog(page, input, first);
+    const box = page.locator(".quick-input-widget", { hasText: "Prompt dsh" }).first();
+    await box.locator(".quick-input-title", { hasText: "1 image attached: pixels.png" }).waitFor({ timeout: 15_000 });
+    const button = box.locator('.quick-input-titlebar [aria-label="Attach image…"], .quick-input-titlebar [title="Attach image…"]').first();
+    await button.click({ timeout: 10_000 });
+    await pickInFileDialog(page, input, second);
+    const title = box.locator(".quick-input-title", { hasText: "2 images attached: pixels.png, dots.png" });
+    const both = await title.waitFor({ timeout: 15_000 }).then(() => true, () => false);
+    const text = (await box.locator(".quick-input-title").first().innerText().catch(() => "")).trim();
+    check(name, both, text);
+    await page.keyboard.press("Escape");
+  } catch (e) {
+    // What the quick input showed, for the failure's detail (and the page, kept in the run).
+    const shown = (await page.locator(".quick-input-widget").first().innerText().catch(() => "")).replace(/\s+/g, " ").slice(0, 300);
+    await page.screenshot({ path: path.join(runDir, "attach-failure.png") }).catch(() => undefined);
+    check(name, false, `${e instanceof Error ? e.message.split("\n")[0] : String(e)}; the quick input: ${shown}`);
+    await page.keyboard.press("Escape").catch(() => undefined);
+  }
+}
+
+/** VS Code's own file dialog (a quick input holding a path, its button "Attach"): the file's
+ * path typed into it once it has settled on its folder, then the button. */
+async function pickInFileDialog(page, input, file) {
+  const dialog = page.locator(".quick-input-widget", { hasText: "Attach images to the prompt" }).first();
+  await dialog.waitFor({ timeout: 15_000 });
+  await page.waitForFunction(() => document.querySelector(".quick-input-widget input.input")?.value.endsWith("/"), undefined, { timeout: 15_000 });
+  await sleep(1000);
+  for (let attempt = 0; attempt < 3 && (await input.inputValue()) !== file; attempt++) {
+    await input.fill(file);
+    await sleep(1000);
+  }
+  await dialog.locator(".monaco-button", { hasText: "Attach" }).first().click({ timeout: 5000 });
+}
+
 /** Runs `command` from the command palette as a person does: focus the workbench (not a
- * webview), open the palette, type, wait for the row, Enter. Under load the palette can close
- * again before it is typed into (a late focus change closes it), so a closed palette is reopened,
- * up to four times; the last failure is thrown. Returns the quick input's text box. */
+ * webview: a click on the side bar's title), open the palette, type, wait for the row, Enter.
+ * Under load the palette can close again before it is typed into (a late focus change closes
+ * it), so a closed palette is reopened, up to four times; the last failure is thrown. Returns
+ * the quick input's text box. */
 async function runFromPalette(page, command, row) {
   const input = page.locator(".quick-input-widget input.input").first();
   let last;
   for (let attempt = 0; attempt < 4; attempt++) {
     try {
       if (!(await input.isVisible().catch(() => false))) {
-        await page.locator(".part.sidebar").click({ position: { x: 20, y: 300 } }).catch(() => undefined);
+        // The side bar's title: a click there runs nothing (a row of the Sessions tree would
+        // open a transcript, whose webview takes the focus and closes the palette).
+        await page.locator(".part.sidebar .composite.title").first().click({ position: { x: 12, y: 12 } }).catch(() => undefined);
         await page.keyboard.press(attempt % 2 === 1 ? "F1" : "Control+Shift+P");
         await input.waitFor({ state: "visible", timeout: 5000 });
       }
@@ -418,12 +581,25 @@ async function clickInTranscript(locator) {
 
 async function diffFromPalette(page, file) {
   try {
-    const input = await runFromPalette(page, "dsh: Diff Request with Previous Step", "Diff Request with Previous Step");
-    // The step picker.
-    await page.locator(".quick-input-list .monaco-list-row", { hasText: "Step 4" }).first().waitFor({ timeout: 10_000 });
-    await input.fill("Step 4");
-    await sleep(300);
-    await page.keyboard.press("Enter");
+    // The step picker, which a late focus change (the transcript's webview taking the focus
+    // under load) closes like the palette: then the command runs again, up to three times.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const input = await runFromPalette(page, "dsh: Diff Request with Previous Step", "Diff Request with Previous Step");
+        await page.locator(".quick-input-list .monaco-list-row", { hasText: "Step 4" }).first().waitFor({ timeout: 10_000 });
+        await input.fill("Step 4", { timeout: 5000 });
+        await sleep(300);
+        await page.keyboard.press("Enter");
+        break;
+      } catch (e) {
+        if (attempt === 2) {
+          throw e;
+        }
+        log(`the step picker of the diff (attempt ${attempt + 1}): ${e instanceof Error ? e.message.split("\n")[0] : e}`);
+        await page.keyboard.press("Escape").catch(() => undefined);
+        await sleep(500);
+      }
+    }
     const modified = page.locator(".monaco-diff-editor .editor.modified");
     await modified.first().waitFor({ timeout: 15_000 });
     await page.locator(".monaco-diff-editor .line-insert").first().waitFor({ timeout: 10_000 });

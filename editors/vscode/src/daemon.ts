@@ -8,6 +8,7 @@ import {
   PROTOCOL_VERSION,
   type ApprovalChoice,
   type ApprovalRespondResult,
+  type Attachment,
   type DaemonShutdownResult,
   type DaemonStatusResult,
   type InitializeResult,
@@ -20,6 +21,7 @@ import {
   type SessionIdResult,
   type SessionInjectResult,
   type SessionListResult,
+  type SessionObjectResult,
   type SessionPromptResult,
   type SessionCheckpointsResult,
   type SessionRequestResult,
@@ -297,8 +299,15 @@ export class DshClient {
     };
   }
 
-  prompt(sessionId: string, text: string, whenBusy?: WhenBusy): Promise<SessionPromptResult> {
-    return this.rpc.request(Methods.SessionPrompt, { sessionId, text, ...(whenBusy ? { whenBusy } : {}) });
+  /** Runs a turn; `attachments` are images given with the prompt (base64; the daemon checks them
+   * and refuses, before logging anything, a model that reads no images or bytes that are none). */
+  prompt(sessionId: string, text: string, whenBusy?: WhenBusy, attachments?: Attachment[]): Promise<SessionPromptResult> {
+    return this.rpc.request(Methods.SessionPrompt, { sessionId, text, ...(whenBusy ? { whenBusy } : {}), ...(attachments?.length ? { attachments } : {}) });
+  }
+
+  /** The bytes of an object the session's log names (an image), base64 (`session/object`). */
+  object(sessionId: string, sha256: string): Promise<SessionObjectResult> {
+    return this.rpc.request(Methods.SessionObject, { sessionId, sha256 });
   }
 
   /** The prompt commands and skills of the session's workspace (`session/commands`). */

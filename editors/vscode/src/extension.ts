@@ -1,10 +1,13 @@
 // dsh for VS Code: a thin client of the dsh daemon. All behavior lives in the daemon; this
 // extension starts `dsh stdio`, shows what the session log says, and sends the user's requests.
 
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import * as path from "node:path";
 import * as vscode from "vscode";
 import { Connection } from "./connection";
 import { describeError, type DshClient } from "./daemon";
+import { IMAGE_EXTENSIONS, ImageCache, imageFileName, readAttachments } from "./images";
 import { askPrompt } from "./promptInput";
 import type { ApprovalChoice, SessionPromptResult, WhenBusy } from "./protocol.generated";
 import { rewind, type RewindOutcome } from "./rewind";
@@ -13,8 +16,9 @@ import type { Transcript } from "./transcript";
 import { formatUsage, hitPercent } from "./usage";
 import { SAW_SCHEME, SawProvider, SessionsTree, StatusBar, TranscriptPanels, sawUri, type TreeNode } from "./views";
 
-/** What commands accept besides tree nodes: explicit arguments (scripts, the end-to-end test). */
-export type SessionArg = { sessionId?: string; step?: number; text?: string; whenBusy?: WhenBusy } | string | TreeNode | undefined;
+/** What commands accept besides tree nodes: explicit arguments (scripts, the end-to-end test);
+ * `images` are image files to attach to a prompt (paths). */
+export type SessionArg = { sessionId?: string; step?: number; text?: string; whenBusy?: WhenBusy; images?: string[] } | string | TreeNode | undefined;
 
 /**
  * What `activate()` returns: the state the end-to-end test checks besides what the `dsh.*`
@@ -48,8 +52,15 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
   const version = (context.extension.packageJSON as { version?: string }).version ?? "0";
   const conn = new Connection(version);
   const sessions = new SessionManager(conn);
-  const panels = new TranscriptPanels(sessions, (sessionId, m) => {
+  // Images of the transcripts, fetched once per hash (`session/object`).
+  const images = new ImageCache(async (sessionId, sha256) => (await conn.get()).object(sessionId, sha256), describeError);
+  const panels = new TranscriptPanels(sessions, images, (sessionId, m) => {
     switch (m.action) {
+      case "openImage":
+        if (m.sha256) {
+          void vscode.commands.executeCommand("dsh.openImage", { sessionId, sha256: m.sha256 });
+        }
+        break;
       case "saw":
         void vscode.commands.executeCommand("dsh.whatTheModelSaw", { sessionId, step: m.step });
         break;
@@ -79,6 +90,8 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
   const tree = new SessionsTree(sessions);
   const treeView = vscode.window.createTreeView("dsh.sessions", { treeDataProvider: tree, showCollapseAll: true });
   connection = conn;
+  /** The private directory images open from (0700, removed when the extension stops). */
+  let imageDir: string | undefined;
 
   context.subscriptions.push(
     conn,
@@ -88,6 +101,9 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
     treeView,
     vscode.workspace.registerTextDocumentContentProvider(SAW_SCHEME, saw),
     vscode.window.registerWebviewPanelSerializer("dsh.transcript", { deserializeWebviewPanel: (panel, state) => panels.restore(panel, state) }),
+    // A daemon started again may serve an image the last one could not.
+    conn.onDidConnect(() => images.forgetFailures()),
+    { dispose: () => imageDir && rmSync(imageDir, { recursive: true, force: true }) },
     conn.onDidDisconnect((why) => {
       if (why !== "restarting the daemon") {
         void vscode.window.showWarningMessage(`dsh: lost the daemon (${why}). It restarts with the next command.`, "Reconnect").then((pick) => {
@@ -196,49 +212,109 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
 
   register("dsh.revealStep", (sessionId: string, step: number) => panels.reveal(sessionId, step));
 
-  register("dsh.prompt", (arg: SessionArg) =>
-    guard("prompt", async (): Promise<SessionPromptResult | { error: string } | undefined> => {
-      const id = await sessionOf(arg, { create: true });
-      if (!id) {
+  /** Image files the user picks to attach (png, jpg, gif, webp; the daemon checks the bytes). */
+  async function pickImages(): Promise<string[] | undefined> {
+    const ws = vscode.workspace.workspaceFolders?.[0]?.uri;
+    const picked = await vscode.window.showOpenDialog({
+      canSelectMany: true,
+      canSelectFolders: false,
+      openLabel: "Attach",
+      title: "Attach images to the prompt",
+      filters: { Images: IMAGE_EXTENSIONS },
+      ...(ws ? { defaultUri: ws } : {}),
+    });
+    return picked?.map((u) => u.fsPath);
+  }
+
+  /** `dsh: Prompt` and `dsh: Prompt with Image…`: the text (and images) from the arguments or the
+   * prompt box, sent to the session (queued or as steering when a turn runs). The daemon's
+   * refusal of an image (a model that reads none, bytes that are no image, too large) is shown
+   * with its own words. */
+  async function promptCommand(arg: SessionArg, withImage: boolean): Promise<SessionPromptResult | { error: string } | undefined> {
+    const given = typeof arg === "object" && arg && !("kind" in arg) ? arg : undefined;
+    let files = given?.images ?? [];
+    if (withImage && files.length === 0) {
+      files = (await pickImages()) ?? [];
+      if (files.length === 0) {
         return undefined;
       }
-      const s = await sessions.openSession(id);
-      await panels.show(id, vscode.ViewColumn.Active);
-      const given = typeof arg === "object" && arg && !("kind" in arg) ? arg.text : undefined;
-      const text =
-        given ??
-        (await askPrompt(
-          async () => (await (await conn.get()).commands(id)).commands,
-          "Prompt dsh",
-          "What should the agent do? (/ for the workspace's prompt commands)",
-        ));
-      if (!text) {
+    }
+    const id = await sessionOf(arg, { create: true });
+    if (!id) {
+      return undefined;
+    }
+    const s = await sessions.openSession(id);
+    await panels.show(id, vscode.ViewColumn.Active);
+    let text = given?.text;
+    if (text === undefined) {
+      const answer = await askPrompt(
+        async () => (await (await conn.get()).commands(id)).commands,
+        "Prompt dsh",
+        "What should the agent do? (/ for the workspace's prompt commands)",
+        { images: files, pickImages },
+      );
+      if (!answer) {
         return undefined;
       }
-      let whenBusy = typeof arg === "object" && arg && !("kind" in arg) ? arg.whenBusy : undefined;
-      if (s.transcript.running && !whenBusy) {
-        const pick = await vscode.window.showQuickPick(["Steer the running turn with it", "Queue it after the running turn"], { placeHolder: "A turn is running" });
-        if (!pick) {
-          return undefined;
-        }
-        if (pick.startsWith("Steer")) {
-          await (await conn.get()).inject(id, text);
-          return undefined;
-        }
-        whenBusy = "queue";
+      ({ text, images: files } = answer);
+    }
+    if (!text) {
+      return undefined;
+    }
+    let whenBusy = given?.whenBusy;
+    if (s.transcript.running && !whenBusy) {
+      // Steering is text only: a prompt with images waits for its turn.
+      const steer = files.length === 0 ? ["Steer the running turn with it"] : [];
+      const pick = await vscode.window.showQuickPick([...steer, "Queue it after the running turn"], { placeHolder: "A turn is running" });
+      if (!pick) {
+        return undefined;
       }
-      const client = await conn.get();
+      if (pick.startsWith("Steer")) {
+        await (await conn.get()).inject(id, text);
+        return undefined;
+      }
+      whenBusy = "queue";
+    }
+    const client = await conn.get();
+    try {
+      const attachments = files.length ? await readAttachments(files) : undefined;
+      const r = await client.prompt(id, text, whenBusy, attachments);
+      if (r.error) {
+        void vscode.window.showErrorMessage(`dsh: turn ${r.turn} ended with an error: ${r.error}`, "Show Output").then((p) => p && conn.output.show());
+      }
+      return r;
+    } catch (e) {
+      const message = describeError(e);
+      void vscode.window.showErrorMessage(`dsh: ${message}`);
+      return { error: message };
+    }
+  }
+
+  register("dsh.prompt", (arg: SessionArg) => guard("prompt", () => promptCommand(arg, false)));
+
+  register("dsh.promptWithImage", (arg: SessionArg) => guard("prompt with image", () => promptCommand(arg, true)));
+
+  /** Opens an image of a session's log full size: its bytes in a file of the extension's private
+   * directory (0600 in 0700), shown by the editor's image preview. Returns the file. */
+  register("dsh.openImage", (arg: { sessionId: string; sha256: string }) =>
+    guard("open image", async () => {
+      const ref = sessions.open.get(arg.sessionId)?.transcript.images.find((i) => i.sha256 === arg.sha256);
+      const state = await images.load(arg.sessionId, arg.sha256);
+      if (state.kind !== "loaded") {
+        throw new Error(state.kind === "missing" ? `the image ${arg.sha256} is not available: ${state.error}` : `the image ${arg.sha256} is still loading`);
+      }
+      imageDir ??= mkdtempSync(path.join(tmpdir(), "dsh-vscode-images-"));
+      const file = path.join(imageDir, imageFileName({ sha256: arg.sha256, mediaType: state.mediaType, name: ref?.name }));
       try {
-        const r = await client.prompt(id, text, whenBusy);
-        if (r.error) {
-          void vscode.window.showErrorMessage(`dsh: turn ${r.turn} ended with an error: ${r.error}`, "Show Output").then((p) => p && conn.output.show());
-        }
-        return r;
+        // Named by its hash: a file already there holds these bytes.
+        writeFileSync(file, Buffer.from(state.data, "base64"), { mode: 0o600, flag: "wx" });
       } catch (e) {
-        const message = describeError(e);
-        void vscode.window.showErrorMessage(`dsh: ${message}`);
-        return { error: message };
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
+          throw e;
+        }
       }
+      await vscode.commands.executeCommand("vscode.open", vscode.Uri.file(file), { preview: true, viewColumn: vscode.ViewColumn.Beside });
+      return file;
     }),
   );
 

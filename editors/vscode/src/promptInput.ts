@@ -1,15 +1,36 @@
 // The prompt's input box: free text, and while its first word is `/name`, the workspace's prompt
 // commands to pick from (`session/commands`; docs/skills.md). Picking one puts `/name ` in the box
 // for its arguments; Enter on anything else sends the text as typed (the daemon expands a command).
+// Its "Attach image…" button picks image files to send with the prompt; the title lists them.
 
 import * as vscode from "vscode";
 import { commandItems, type CommandItem } from "./commandItems";
+import { attachedText } from "./images";
 import type { CommandInfo } from "./protocol.generated";
 
+/** What the box answers: the text, and the image files attached (absolute paths). */
+export type PromptAnswer = { text: string; images: string[] };
+
+export type PromptBoxOptions = {
+  /** Images attached before the box opens (`dsh: Prompt with Image…` picks them first). */
+  images?: string[];
+  /** Picks image files (a file dialog); undefined or empty when the user picked none. */
+  pickImages: () => Promise<string[] | undefined>;
+};
+
+const ATTACH: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon("file-media"), tooltip: "Attach image…" };
+const DETACH: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon("clear-all"), tooltip: "Remove the attached images" };
+
 /** Asks for a prompt; `commands` is asked once, when the box opens (a failure offers none). */
-export function askPrompt(commands: () => Promise<CommandInfo[]>, title: string, placeholder: string): Promise<string | undefined> {
+export function askPrompt(commands: () => Promise<CommandInfo[]>, title: string, placeholder: string, o: PromptBoxOptions): Promise<PromptAnswer | undefined> {
   const box = vscode.window.createQuickPick<CommandItem>();
-  box.title = title;
+  let images = [...(o.images ?? [])];
+  const show = () => {
+    const attached = attachedText(images);
+    box.title = attached ? `${title} — ${attached}` : title;
+    box.buttons = images.length ? [ATTACH, DETACH] : [ATTACH];
+  };
+  show();
   box.placeholder = placeholder;
   box.ignoreFocusOut = true;
   // Free text is the answer: the box never filters it away.
@@ -24,15 +45,34 @@ export function askPrompt(commands: () => Promise<CommandInfo[]>, title: string,
   );
   return new Promise((resolve) => {
     let done = false;
-    const finish = (text: string | undefined) => {
+    // While the file dialog is up the box may be hidden (in the browser the dialog is itself a
+    // quick input): that is no answer.
+    let picking = false;
+    const finish = (answer: PromptAnswer | undefined) => {
       if (!done) {
         done = true;
-        resolve(text);
+        resolve(answer);
         box.dispose();
       }
     };
     box.onDidChangeValue((value) => {
       box.items = commandItems(known, value);
+    });
+    box.onDidTriggerButton(async (button) => {
+      if (button === DETACH) {
+        images = [];
+        show();
+        return;
+      }
+      picking = true;
+      try {
+        const picked = await o.pickImages();
+        images = [...images, ...(picked ?? []).filter((p) => !images.includes(p))];
+      } finally {
+        picking = false;
+        show();
+        box.show();
+      }
     });
     box.onDidAccept(() => {
       const picked = box.selectedItems[0] ?? box.activeItems[0];
@@ -43,9 +83,13 @@ export function askPrompt(commands: () => Promise<CommandInfo[]>, title: string,
         box.items = [];
         return;
       }
-      finish(box.value.trim() ? box.value : undefined);
+      finish(box.value.trim() ? { text: box.value, images } : undefined);
     });
-    box.onDidHide(() => finish(undefined));
+    box.onDidHide(() => {
+      if (!picking) {
+        finish(undefined);
+      }
+    });
     box.show();
   });
 }

@@ -2,21 +2,26 @@
 // usage badge colored by hit ratio and the cache-drop cause named from the log. No `vscode`.
 // Buttons carry `data-action` and `data-step`; the webview script posts them to the extension.
 
+import { imageCaption, type ImageLookup } from "./images";
 import { mcpLabel, mcpTool, mcpWaitText } from "./mcp";
 import type { Entry, StepView, ToolCallView, Transcript } from "./transcript";
 import { dropExplanation, formatMoney, formatTokens, hitClass, hitPercent, usageParts } from "./usage";
-import type { PlanStatus, PlanUpdate, TurnLimit } from "./protocol.generated";
+import type { ImageRef, PlanStatus, PlanUpdate, TurnLimit } from "./protocol.generated";
 
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
 }
 
-/** The body of the transcript view (everything inside `<main>`). */
-export function renderTranscript(t: Transcript): string {
+/** Every image loading, for a view that fetches none. */
+const NO_IMAGES: ImageLookup = () => ({ kind: "loading" });
+
+/** The body of the transcript view (everything inside `<main>`); `images` says which of its
+ * images are here (their bytes go to the page apart, once: `<img data-sha256>` is filled there). */
+export function renderTranscript(t: Transcript, images: ImageLookup = NO_IMAGES): string {
   const parts: string[] = [];
   parts.push(renderHeader(t));
   for (const e of t.entries) {
-    parts.push(renderEntry(t, e));
+    parts.push(renderEntry(t, e, images));
   }
   if (t.entries.length === 0) {
     parts.push(`<div class="empty">No turn yet. Run <b>dsh: Prompt</b> to start.</div>`);
@@ -84,12 +89,12 @@ export function renderPlan(plan: { seq: number; update: PlanUpdate } | undefined
   );
 }
 
-function renderEntry(t: Transcript, e: Entry): string {
+function renderEntry(t: Transcript, e: Entry, images: ImageLookup): string {
   switch (e.kind) {
     case "turn":
       return `<div class="turn-start" data-seq="${e.seq}">Turn ${e.turn}</div>`;
     case "user":
-      return `<div class="msg user" data-seq="${e.seq}"><div class="who">You <span class="seq">seq ${e.seq}</span></div><div class="text">${escapeHtml(e.text)}</div></div>`;
+      return `<div class="msg user" data-seq="${e.seq}"><div class="who">You <span class="seq">seq ${e.seq}</span></div><div class="text">${escapeHtml(e.text)}</div>${renderImages(e.images, images)}</div>`;
     case "context":
       return e.headline !== undefined ? renderNote({ ...e, headline: e.headline }) : `<div class="msg context" data-seq="${e.seq}"><span class="who">context${e.source ? ` · ${escapeHtml(e.source)}` : ""}</span> <span class="text">${escapeHtml(e.text)}</span> <span class="seq">seq ${e.seq}</span></div>`;
     case "steering": {
@@ -100,7 +105,7 @@ function renderEntry(t: Transcript, e: Entry): string {
       return `<div class="msg steering" data-seq="${e.seq}"><div class="who">Steering <span class="seq">seq ${e.seq}</span> ${landed}</div><div class="text">${escapeHtml(e.text)}</div></div>`;
     }
     case "step":
-      return renderStep(t, e.step);
+      return renderStep(t, e.step, images);
     case "compact": {
       const replaced = e.replaced ? ` · seqs ${e.replaced.start}–${e.replaced.end} replaced at seq ${e.replaced.seq}` : "";
       const summary = e.summary ? `<details><summary>summary</summary><pre>${escapeHtml(e.summary)}</pre></details>` : "";
@@ -163,8 +168,38 @@ function renderNote(e: Extract<Entry, { kind: "context" }> & { headline: string 
   );
 }
 
+/**
+ * Images, each in a `figure` with its name, media type and size under it: loaded, an `<img>`
+ * whose `data:` URL the page fills in from the bytes it was sent (`data-sha256`), a button that
+ * opens it full size; still loading, a placeholder; not to be had (`objectNotFound`: missing from
+ * the store, corrupt), a placeholder with the daemon's words. The transcript around it is whole.
+ */
+export function renderImages(refs: ImageRef[], images: ImageLookup): string {
+  if (refs.length === 0) {
+    return "";
+  }
+  const figures = refs.map((ref) => {
+    const state = images(ref);
+    const caption = `<figcaption>${escapeHtml(imageCaption(ref))}</figcaption>`;
+    const attrs = `data-image="${escapeHtml(ref.sha256)}" data-state="${state.kind}"`;
+    switch (state.kind) {
+      case "loaded":
+        return (
+          `<figure class="image loaded" ${attrs}>` +
+          `<button class="image-open" data-action="openImage" data-sha256="${escapeHtml(ref.sha256)}" title="Open ${escapeHtml(ref.name ?? "the image")} full size">` +
+          `<img data-sha256="${escapeHtml(ref.sha256)}" alt="${escapeHtml(ref.name ?? "image")}"></button>${caption}</figure>`
+        );
+      case "missing":
+        return `<figure class="image missing" ${attrs}><div class="image-placeholder">⚠ image not available: ${escapeHtml(state.error)}</div>${caption}</figure>`;
+      case "loading":
+        return `<figure class="image loading" ${attrs}><div class="image-placeholder">loading image…</div>${caption}</figure>`;
+    }
+  });
+  return `<div class="images">${figures.join("")}</div>`;
+}
+
 /** One step: its header line (number, usage badge, actions), reasoning, text, tool calls. */
-export function renderStep(_t: Transcript, s: StepView): string {
+export function renderStep(_t: Transcript, s: StepView, images: ImageLookup = NO_IMAGES): string {
   const usage = s.row?.usage ?? s.usage;
   const cls = hitClass(usage, s.row);
   const why = dropExplanation(s.row);
@@ -184,7 +219,10 @@ export function renderStep(_t: Transcript, s: StepView): string {
     ? `<details class="reasoning" data-key="r${s.step}"><summary>reasoning · ${s.reasoning.length} chars</summary><div class="text">${escapeHtml(s.reasoning)}</div></details>`
     : "";
   const text = s.text ? `<div class="text answer">${escapeHtml(s.text)}</div>` : "";
-  const calls = s.toolCalls.filter(Boolean).map(renderToolCall).join("");
+  const calls = s.toolCalls
+    .filter(Boolean)
+    .map((c) => renderToolCall(c, images))
+    .join("");
   const retries = s.retries.map((r) => `<div class="retry">retry after attempt ${r.attempt} (${escapeHtml(r.error)}), waiting ${r.delayMs} ms</div>`).join("");
   const label = s.state === "cancelled" ? "cancelled" : "error";
   const error = s.error ? `<div class="step-error ${s.state}">${s.error === label ? label : `${label}: ${escapeHtml(s.error)}`}</div>` : "";
@@ -218,10 +256,12 @@ function usageBadgeInner(u: import("./protocol.generated").Usage, hit: number, c
     .join(`<span class="sep"> · </span>`);
 }
 
-function renderToolCall(c: ToolCallView): string {
+function renderToolCall(c: ToolCallView, images: ImageLookup): string {
   const args = prettyArgs(c.args);
+  // A result with images is open: they are what it shows.
+  const open = c.result && (c.result.content.length < 400 || c.result.images.length > 0);
   const result = c.result
-    ? `<details class="result ${c.result.isError ? "error" : ""}" data-key="res-${escapeHtml(c.id)}" ${c.result.content.length < 400 ? "open" : ""}><summary>${c.result.isError ? "✗ error" : "✓ result"} · seq ${c.result.seq}</summary><pre>${escapeHtml(c.result.content)}</pre></details>`
+    ? `<details class="result ${c.result.isError ? "error" : ""}" data-key="res-${escapeHtml(c.id)}" ${open ? "open" : ""}><summary>${c.result.isError ? "✗ error" : "✓ result"} · seq ${c.result.seq}</summary><pre>${escapeHtml(c.result.content)}</pre>${renderImages(c.result.images, images)}</details>`
     : c.started
       ? `<div class="pending">running…</div>`
       : "";

@@ -19,6 +19,13 @@ export class RpcError extends Error {
 /** Code used locally when the connection closes with requests still waiting. */
 export const CONNECTION_CLOSED = -32099;
 
+/** Code used locally for a request this client does not send (JSON-RPC's "invalid request"). */
+export const REQUEST_TOO_LONG = -32600;
+
+/** The longest line the daemon reads (protocol/README.md: at most 4 MiB per line). A longer one
+ * is answered with an error that names no request, so its caller would wait forever. */
+export const MAX_LINE_BYTES = 4 * 1024 * 1024;
+
 type Pending = {
   method: string;
   resolve: (value: unknown) => void;
@@ -63,9 +70,15 @@ export class RpcClient {
     if (params !== undefined) {
       message.params = params;
     }
+    const line = JSON.stringify(message);
+    const bytes = Buffer.byteLength(line);
+    if (bytes > MAX_LINE_BYTES) {
+      const size = (n: number) => n.toLocaleString("en-US");
+      return Promise.reject(new RpcError(REQUEST_TOO_LONG, `${method}: the request is ${size(bytes)} bytes; the daemon reads requests of at most ${size(MAX_LINE_BYTES)} bytes (4 MiB)`, undefined, method));
+    }
     return new Promise<R>((resolve, reject) => {
       this.pending.set(id, { method, resolve: resolve as (v: unknown) => void, reject });
-      this.send(message);
+      this.write(line);
     });
   }
 
@@ -112,8 +125,11 @@ export class RpcClient {
   }
 
   private send(message: unknown): void {
-    const line = JSON.stringify(message);
-    this.trace?.(`→ ${line}`);
+    this.write(JSON.stringify(message));
+  }
+
+  private write(line: string): void {
+    this.trace?.(`→ ${line.length > 2000 ? line.slice(0, 2000) + "…" : line}`);
     this.output.write(line + "\n");
   }
 

@@ -9,6 +9,7 @@ import type {
   ContextMessage,
   Cost,
   ForkOrigin,
+  ImageRef,
   LlmRetry,
   PlanUpdate,
   PriceUsed,
@@ -49,7 +50,8 @@ export type ToolCallView = {
   /** Set by `tool/call`: a command ran without the sandbox (approved so, policy `full`, or none). */
   unconfined?: boolean;
   progress: string[];
-  result?: { content: string; isError: boolean; seq: number };
+  /** `images`: what the result shows the model after its text (a `read_file` of an image). */
+  result?: { content: string; isError: boolean; seq: number; images: ImageRef[] };
   approval?: ApprovalView;
 };
 
@@ -89,7 +91,8 @@ export type StepView = {
 
 export type Entry =
   | { kind: "turn"; seq: number; turn: number }
-  | { kind: "user"; seq: number; text: string }
+  /** A prompt; `images` are the ones given with it (`attachments`), by reference. */
+  | { kind: "user"; seq: number; text: string; images: ImageRef[] }
   /** A note the harness added (`context/message`). `headline` is the one line a workspace note
    * shows (its `text`, what the model reads, folds under it); absent for notes shown whole
    * (today's date). `landedStep`: the step whose request it joined. */
@@ -199,6 +202,21 @@ export class Transcript {
     return t;
   }
 
+  /** Every image the transcript shows (prompts' and tool results'), in log order. */
+  get images(): ImageRef[] {
+    const out: ImageRef[] = [];
+    for (const e of this.entries) {
+      if (e.kind === "user") {
+        out.push(...e.images);
+      } else if (e.kind === "step") {
+        for (const c of e.step.toolCalls) {
+          out.push(...(c?.result?.images ?? []));
+        }
+      }
+    }
+    return out;
+  }
+
   /** Applies events in order; returns whether any changed the view structurally. */
   applyAll(events: SessionEvent[]): Change {
     let structural = false;
@@ -237,13 +255,13 @@ export class Transcript {
         return { kind: "structure" };
       }
       case "user/message": {
-        const { text, command } = e.data;
+        const { text, command, images } = e.data;
         if (this.currentTurn && this.currentTurn.prompt === undefined) {
           this.currentTurn.prompt = command ? `/${command.name}` : text;
         }
         // A prompt command's expansion names the command and its file first.
         const shown = command ? `/${command.name} (${command.source}):\n${text}` : text;
-        this.entries.push({ kind: "user", seq: e.seq, text: shown });
+        this.entries.push({ kind: "user", seq: e.seq, text: shown, images: images ?? [] });
         return { kind: "structure" };
       }
       case "context/message": {
@@ -401,7 +419,7 @@ export class Transcript {
         const r = e.data;
         const found = this.calls.get(r.callId);
         if (found) {
-          found.call.result = { content: r.content, isError: r.isError ?? false, seq: e.seq };
+          found.call.result = { content: r.content, isError: r.isError ?? false, seq: e.seq, images: r.images ?? [] };
           return { kind: "step", step: found.step.step };
         }
         return { kind: "none" };

@@ -4,6 +4,7 @@
 import * as vscode from "vscode";
 import type { Connection } from "./connection";
 import { describeError } from "./daemon";
+import { dataUrl, type ImageCache, type ImageLookup } from "./images";
 import type { SessionSummary } from "./protocol.generated";
 import { renderStep, renderTranscript } from "./render";
 import { renderSaw } from "./saw";
@@ -190,6 +191,9 @@ export class SessionsTree implements vscode.TreeDataProvider<TreeNode> {
 
 // ---- Transcript webview ------------------------------------------------------------------------
 
+/** What the transcript page posts: a button's action and what it names. */
+export type PanelAction = { action: string; step?: number; approval?: string; session?: string; sha256?: string };
+
 export class TranscriptPanels implements vscode.Disposable {
   readonly panels = new Map<string, vscode.WebviewPanel>();
   /** The last HTML posted per session (what the user sees; the end-to-end test reads it). */
@@ -197,11 +201,17 @@ export class TranscriptPanels implements vscode.Disposable {
   private readonly pending = new Map<string, NodeJS.Timeout>();
   private readonly dirty = new Map<string, Set<"full" | number>>();
   private readonly ready = new Set<string>();
+  /** The images each panel's page holds (posted once per page; a new page starts empty). */
+  private readonly sentImages = new Map<string, Set<string>>();
+  private readonly stopImages: () => void;
 
   constructor(
     private readonly sessions: SessionManager,
-    private readonly onAction: (sessionId: string, m: { action: string; step?: number; approval?: string; session?: string }) => void,
+    private readonly images: ImageCache,
+    private readonly onAction: (sessionId: string, m: PanelAction) => void,
   ) {
+    // An image arrived (or was found missing): its transcript shows it.
+    this.stopImages = images.onDidSettle((sessionId) => this.schedule(sessionId, "full"));
     sessions.onDidChange((c) => {
       if (c.sessionId) {
         this.schedule(c.sessionId, c.structural || c.step === undefined ? "full" : c.step);
@@ -252,11 +262,14 @@ export class TranscriptPanels implements vscode.Disposable {
     panel.webview.options = { enableScripts: true };
     panel.title = this.title(sessionId);
     const nonce = Math.random().toString(36).slice(2) + Date.now().toString(36);
-    const html = renderTranscript(s.transcript);
+    // The first HTML's images are posted once the page says it is ready.
+    const html = renderTranscript(s.transcript, this.lookup(sessionId, new Map()));
     this.lastHtml.set(sessionId, html);
     panel.webview.html = transcriptPage({ nonce, cspSource: panel.webview.cspSource, title: this.title(sessionId), initial: html, sessionId });
-    panel.webview.onDidReceiveMessage((m: { action: string; step?: number; approval?: string; session?: string }) => {
+    panel.webview.onDidReceiveMessage((m: PanelAction) => {
       if (m.action === "ready") {
+        // A new page (first load, or the webview reloaded): it holds no image yet.
+        this.sentImages.delete(sessionId);
         this.ready.add(sessionId);
         this.render(sessionId);
         return;
@@ -272,6 +285,7 @@ export class TranscriptPanels implements vscode.Disposable {
     panel.onDidDispose(() => {
       this.panels.delete(sessionId);
       this.ready.delete(sessionId);
+      this.sentImages.delete(sessionId);
     });
     this.panels.set(sessionId, panel);
   }
@@ -315,16 +329,47 @@ export class TranscriptPanels implements vscode.Disposable {
     );
   }
 
+  /** The images' states for a session's page; the loaded ones its page lacks go into `batch`
+   * (hash → `data:` URL), to be posted before the HTML that shows them. */
+  private lookup(sessionId: string, batch: Map<string, string>): ImageLookup {
+    const sent = this.sentImages.get(sessionId);
+    return (ref) => {
+      const state = this.images.state(sessionId, ref.sha256);
+      if (state.kind === "loaded" && !sent?.has(ref.sha256)) {
+        batch.set(ref.sha256, dataUrl(state));
+      }
+      return state;
+    };
+  }
+
+  /** Posts the images a page lacks, then marks them as held. */
+  private postImages(sessionId: string, panel: vscode.WebviewPanel, batch: Map<string, string>): void {
+    if (batch.size === 0) {
+      return;
+    }
+    void panel.webview.postMessage({ type: "images", images: Object.fromEntries(batch) });
+    let sent = this.sentImages.get(sessionId);
+    if (!sent) {
+      sent = new Set();
+      this.sentImages.set(sessionId, sent);
+    }
+    for (const sha256 of batch.keys()) {
+      sent.add(sha256);
+    }
+  }
+
   private render(sessionId: string): void {
     const panel = this.panels.get(sessionId);
     const s = this.sessions.open.get(sessionId);
     if (!panel || !s) {
       return;
     }
-    const html = renderTranscript(s.transcript);
+    const batch = new Map<string, string>();
+    const html = renderTranscript(s.transcript, this.lookup(sessionId, batch));
     this.lastHtml.set(sessionId, html);
     panel.title = this.title(sessionId);
     if (this.ready.has(sessionId)) {
+      this.postImages(sessionId, panel, batch);
       void panel.webview.postMessage({ type: "render", html });
     }
   }
@@ -338,12 +383,16 @@ export class TranscriptPanels implements vscode.Disposable {
     for (const n of steps) {
       const step = s.transcript.steps.get(n);
       if (step) {
-        void panel.webview.postMessage({ type: "step", step: n, html: renderStep(s.transcript, step) });
+        const batch = new Map<string, string>();
+        const html = renderStep(s.transcript, step, this.lookup(sessionId, batch));
+        this.postImages(sessionId, panel, batch);
+        void panel.webview.postMessage({ type: "step", step: n, html });
       }
     }
   }
 
   dispose(): void {
+    this.stopImages();
     for (const p of this.panels.values()) {
       p.dispose();
     }

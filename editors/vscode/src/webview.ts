@@ -93,11 +93,29 @@ details.result.error summary { color: var(--hit-low); }
 .compact, .notice { font-size: .88em; margin: 8px 0; padding: 4px 10px; border-left: 3px solid var(--hit-cold); }
 .empty { opacity: .6; margin-top: 30px; }
 .flash { outline: 2px solid var(--vscode-focusBorder); }
+.images { display: flex; flex-wrap: wrap; gap: 10px; margin: 6px 0 2px; }
+figure.image { margin: 0; max-width: 100%; }
+figure.image figcaption { font-size: .82em; opacity: .75; margin-top: 2px; font-family: var(--vscode-editor-font-family); }
+button.image-open { display: block; padding: 0; background: none; border: 1px solid var(--vscode-panel-border, #444); border-radius: 4px;
+  cursor: zoom-in; max-width: 100%; }
+button.image-open:hover { background: none; border-color: var(--vscode-focusBorder); }
+figure.image img { display: block; max-width: 100%; max-height: 360px; width: auto; height: auto; border-radius: 3px; }
+.image-placeholder { font-size: .88em; padding: 10px 12px; border: 1px dashed var(--vscode-panel-border, #666); border-radius: 4px; }
+figure.image.loading .image-placeholder { opacity: .7; font-style: italic; }
+figure.image.missing .image-placeholder { color: var(--hit-low); border-color: var(--hit-low); }
 `;
 
 const SCRIPT = `
 const vscode = acquireVsCodeApi();
 const main = document.getElementById('main');
+// Image bytes as data: URLs by hash: sent once by the extension, kept across re-renders.
+const images = new Map();
+function fillImages() {
+  for (const img of document.querySelectorAll('img[data-sha256]')) {
+    const url = images.get(img.dataset.sha256);
+    if (url && img.getAttribute('src') !== url) img.setAttribute('src', url);
+  }
+}
 vscode.setState({ sessionId: document.body.dataset.session });
 function openKeys() {
   return new Set([...document.querySelectorAll('details[data-key]')].filter(d => d.open).map(d => d.dataset.key));
@@ -109,6 +127,7 @@ function swap(apply, follow) {
   const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
   const open = openKeys(), closed = closedKeys();
   apply();
+  fillImages();
   for (const d of document.querySelectorAll('details[data-key]')) {
     if (open.has(d.dataset.key)) d.open = true;
     if (closed.has(d.dataset.key)) d.open = false;
@@ -122,6 +141,9 @@ window.addEventListener('message', (ev) => {
   } else if (m.type === 'step') {
     const el = document.getElementById('step-' + m.step);
     if (el) swap(() => { el.outerHTML = m.html; }, m.follow);
+  } else if (m.type === 'images') {
+    for (const [sha256, url] of Object.entries(m.images)) images.set(sha256, url);
+    fillImages();
   } else if (m.type === 'reveal') {
     const el = document.getElementById('step-' + m.step);
     if (el) { el.scrollIntoView({ block: 'center' }); el.classList.add('flash'); setTimeout(() => el.classList.remove('flash'), 1200); }
@@ -130,16 +152,18 @@ window.addEventListener('message', (ev) => {
 document.addEventListener('click', (ev) => {
   const b = ev.target.closest('button[data-action]');
   if (!b) return;
-  vscode.postMessage({ action: b.dataset.action, step: b.dataset.step ? Number(b.dataset.step) : undefined, approval: b.dataset.approval, session: b.dataset.session });
+  vscode.postMessage({ action: b.dataset.action, step: b.dataset.step ? Number(b.dataset.step) : undefined, approval: b.dataset.approval, session: b.dataset.session, sha256: b.dataset.sha256 });
 });
 vscode.postMessage({ action: 'ready' });
 `;
 
-/** The page; the body arrives by `postMessage({type: 'render', html})` (and `initial`). */
+/** The page; the body arrives by `postMessage({type: 'render', html})` (and `initial`), image
+ * bytes by `postMessage({type: 'images', images: {sha256: dataUrl}})`. Images only from `data:`
+ * URLs (nothing remote, nothing from disk). */
 export function transcriptPage(o: { nonce: string; cspSource: string; title: string; initial: string; sessionId: string }): string {
   return `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${o.cspSource} 'unsafe-inline'; script-src 'nonce-${o.nonce}';">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src ${o.cspSource} 'unsafe-inline'; script-src 'nonce-${o.nonce}';">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${o.title.replace(/[<&]/g, "")}</title>
 <style>${TRANSCRIPT_CSS}</style></head>

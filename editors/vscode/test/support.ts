@@ -5,6 +5,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
+import { deflateSync } from "node:zlib";
 import type { Price, Usage } from "../src/protocol.generated";
 
 /** The dsh binary: `$DSH_BIN`, else the workspace's debug build. */
@@ -148,4 +149,52 @@ export function mcpFixtureConfig(name: string, extra = ""): string {
     `args = [${JSON.stringify(path.join(dir, "fixture.py"))}, "tools"]\n` +
     `env = { PYTHONPATH = ${JSON.stringify(path.join(dir, ".deps/py"))} }\n${extra}\n`
   );
+}
+
+/** The CRC-32 of PNG chunks (ISO 3309, as zlib's). */
+function crc32(bytes: Buffer): number {
+  let c = ~0;
+  for (const b of bytes) {
+    c ^= b;
+    for (let k = 0; k < 8; k++) {
+      c = c & 1 ? (c >>> 1) ^ 0xedb88320 : c >>> 1;
+    }
+  }
+  return ~c >>> 0;
+}
+
+/** A real PNG of `width` × `height` RGB pixels (a gradient that any decoder shows), padded with
+ * a private ancillary chunk of `pad` bytes of noise (decoders skip it) to reach a size. */
+export function pngImage(width: number, height: number, pad = 0): Buffer {
+  const chunk = (type: string, data: Buffer) => {
+    const head = Buffer.alloc(4);
+    head.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(type, "ascii"), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(body));
+    return Buffer.concat([head, body, crc]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  const rows = Buffer.alloc(height * (1 + width * 3));
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      rows.set([(x * 255) / Math.max(1, width - 1), (y * 255) / Math.max(1, height - 1), 128], y * (1 + width * 3) + 1 + x * 3);
+    }
+  }
+  let seed = 12345;
+  const noise = Buffer.alloc(pad);
+  for (let i = 0; i < pad; i++) {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    noise[i] = seed >>> 24;
+  }
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk("IHDR", ihdr),
+    ...(pad ? [chunk("prVt", noise)] : []),
+    chunk("IDAT", deflateSync(rows)),
+    chunk("IEND", Buffer.alloc(0)),
+  ]);
 }

@@ -3,7 +3,8 @@
 // extension. When `DSH_E2E_RESULTS` names a results file that does not exist yet, it runs the
 // scenario (`scenario.ts`) once, shortly after start-up, against the dsh extension's commands and
 // the test API its `activate()` returns; a window reload (the harness tests restoring) finds the
-// file and does not run it again. `DSH_E2E_MOCK` is the mock provider's URL.
+// file and does not run it again. `DSH_E2E_MOCK` is the mock provider's URL, `DSH_E2E_IMAGE` a PNG
+// to attach to a prompt.
 
 import { existsSync } from "node:fs";
 import * as vscode from "vscode";
@@ -20,10 +21,10 @@ export function activate(context: vscode.ExtensionContext): void {
   if (!resultPath || existsSync(resultPath)) {
     return;
   }
-  setTimeout(() => void run(resultPath, process.env.DSH_E2E_MOCK ?? "", (line) => output.appendLine(line)), 1500);
+  setTimeout(() => void run(resultPath, process.env.DSH_E2E_MOCK ?? "", process.env.DSH_E2E_IMAGE ?? "", (line) => output.appendLine(line)), 1500);
 }
 
-async function run(resultPath: string, mockUrl: string, log: (line: string) => void): Promise<void> {
+async function run(resultPath: string, mockUrl: string, imagePath: string, log: (line: string) => void): Promise<void> {
   let api: DshTestApi | undefined;
   try {
     const ext = vscode.extensions.getExtension<DshTestApi>(DSH_EXTENSION);
@@ -43,5 +44,5 @@ async function run(resultPath: string, mockUrl: string, log: (line: string) => v
     writeResults(resultPath, results);
     return;
   }
-  await runScenario(api, { resultPath, mockUrl, log });
+  await runScenario(api, { resultPath, mockUrl, imagePath, log });
 }

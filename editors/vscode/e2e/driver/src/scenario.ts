@@ -9,11 +9,13 @@
 // From the extension's sources it takes only node-only modules (the transcript model, to replay a
 // session after the daemon restart, and the usage formatting the views must match) and types.
 
-import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 import * as vscode from "vscode";
 import type { DshTestApi } from "../../../src/extension";
 import type { SessionPromptResult, SessionSummary, SessionUsageResult } from "../../../src/protocol.generated";
+import { formatBytes, imageFileName } from "../../../src/images";
 import { Transcript } from "../../../src/transcript";
 import { formatMoney, formatUsage, hitPercent, usageParts } from "../../../src/usage";
 import type { RewindOutcome } from "../../../src/rewind";
@@ -38,6 +40,11 @@ export type Results = {
   expectPlan?: string;
   /** A sub-agent the parent's transcript names: the harness clicks its line's button in the page. */
   expectChild?: { parentId: string; childId: string };
+  /** A picture in a transcript: the harness checks it in the page, clicks it, then writes
+   * `<results>.image-checked` for the scenario to go on. */
+  expectImage?: { sessionId: string; sha256: string; name: string; size: string };
+  /** Text of the daemon's refusal of a picture the harness must have seen in a notification. */
+  expectImageRefusal?: string;
   phase?: string;
 };
 
@@ -48,6 +55,8 @@ export type ScenarioOptions = {
   resultPath: string;
   /** The mock provider's URL, for scripting its responses. */
   mockUrl: string;
+  /** A PNG to attach to a prompt (the harness knows its size in pixels). */
+  imagePath: string;
   log: (line: string) => void;
 };
 
@@ -498,6 +507,58 @@ export async function runScenario(api: DshTestApi, o: ScenarioOptions): Promise<
     // The open session resubscribed from where it was.
     await until(() => api.subscribed(id), "the resubscription", 10_000);
     return `pid ${before.pid} → ${after.pid}; ${list.length} sessions`;
+  });
+
+  await check("a picture attached to a prompt (dsh: Prompt with Image…) on a model that reads images shows in the transcript; a click opens it full size", async () => {
+    const png = readFileSync(o.imagePath);
+    const sha256 = createHash("sha256").update(png).digest("hex");
+    const name = path.basename(o.imagePath);
+    // The default profile's model reads no images: the daemon refuses before logging anything.
+    const before = tr.lastSeq;
+    const refused = await vscode.commands.executeCommand<SessionPromptResult | { error: string }>("dsh.promptWithImage", { sessionId: id, text: "What is in this picture?", images: [o.imagePath] });
+    const why = refused && !("stopReason" in refused) ? (refused.error ?? "") : "";
+    assert(why.includes("does not read images") && why.includes("nothing was logged"), `the refusal: ${JSON.stringify(refused)}`);
+    results.expectImageRefusal = "does not read images";
+    await new Promise((r) => setTimeout(r, 500));
+    assert(tr.lastSeq === before, "the refused prompt logged something");
+    // A session on the profile whose model reads images (the user's configuration), its
+    // transcript alone in the editor area (the harness's screenshot of the picture).
+    await vscode.commands.executeCommand("workbench.action.closeAllGroups");
+    const { sessionId: imageId } = await (await api.client()).createSession(ws, undefined, { profile: "vision" });
+    await script([{ content: "A gradient from dark to light, 96 by 64 pixels." }]);
+    const r = await vscode.commands.executeCommand<SessionPromptResult>("dsh.promptWithImage", { sessionId: imageId, text: "What is in this picture?", images: [o.imagePath] });
+    assert(r && "stopReason" in r && r.stopReason === "completed", `the prompt with a picture: ${JSON.stringify(r)}`);
+    const it = api.transcript(imageId);
+    assert(it, "the picture's session is not open");
+    await until(() => it.images.length === 1, "the prompt's image in the transcript model", 10_000);
+    const ref = it.images[0];
+    assert(ref.sha256 === sha256 && ref.size === png.length && ref.mediaType === "image/png" && ref.name === name, `the logged reference ${JSON.stringify(ref)}`);
+    // Fetched from the daemon (session/object) and shown.
+    await until(() => (api.transcriptHtml(imageId) ?? "").includes(`data-image="${sha256}" data-state="loaded"`), "the picture loaded in the transcript", 10_000);
+    results.expectImage = { sessionId: imageId, sha256, name, size: formatBytes(png.length) };
+    phase("the picture in the page (the harness checks it and clicks it)");
+    const checked = `${o.resultPath}.image-checked`;
+    await until(() => existsSync(checked), "the harness's check of the picture in the page", 120_000);
+    // The click opened the picture from a private file: 0600 in a 0700 directory, the same bytes.
+    const fileName = imageFileName(ref);
+    let opened = "";
+    await until(
+      () => {
+        for (const tab of vscode.window.tabGroups.all.flatMap((g) => g.tabs)) {
+          const input = tab.input;
+          const uri = input instanceof vscode.TabInputCustom || input instanceof vscode.TabInputText ? input.uri : undefined;
+          if (uri && path.basename(uri.fsPath) === fileName) {
+            opened = uri.fsPath;
+          }
+        }
+        return opened !== "";
+      },
+      `a tab with ${fileName}`,
+      10_000,
+    );
+    assert((statSync(opened).mode & 0o777) === 0o600 && (statSync(path.dirname(opened)).mode & 0o777) === 0o700, `${opened} is not private`);
+    assert(readFileSync(opened).equals(png), "the opened file is not the picture");
+    return `${imageId}: ${ref.name} (${ref.size} bytes, ${sha256.slice(0, 12)}…) opened from ${opened}`;
   });
 
   await check("arrange the window for the screenshot", async () => {
