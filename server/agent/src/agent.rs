@@ -942,9 +942,9 @@ fn image_refusal(messages: &[Arc<Message>], endpoint: &Endpoint, model: &str) ->
     if !endpoint.images {
         return Some(format!(
             "model {model} ({}) does not read images, and the conversation carries {count} \
-             image{plural}: nothing was sent. Set `images = true` for it if it does, compact \
-             the session (`dsh compact`: the summary describes the images it replaces), or \
-             fork it before its first image onto a model that does not",
+             image{plural}: nothing was sent. Set `images = true` for it if it reads images; \
+             else compact the session (`dsh compact`: the summary describes the images it \
+             replaces), or fork it before its first image",
             endpoint.label
         ));
     }

@@ -219,22 +219,18 @@ fn read_image<R: io::Read>(
         .read_to_end(&mut bytes)
         .map_err(|error| io_error("read", argument, &error))?;
     let mut size = bytes.len() as u64;
-    let bytes = if size > MAX_IMAGE_BYTES {
+    let within = size <= MAX_IMAGE_BYTES;
+    if !within {
+        // Hashed to its end (what the agent has seen of it), its header kept.
         size += io::copy(&mut tee, &mut io::sink())
             .map_err(|error| io_error("read", argument, &error))?;
         bytes.truncate(IMAGE_HEADER_KEPT);
-        Err(bytes)
-    } else {
-        Ok(bytes)
-    };
-    let header = match &bytes {
-        Ok(bytes) | Err(bytes) => bytes,
-    };
-    let pixels = pixel_size(format, header);
+    }
+    let pixels = pixel_size(format, &bytes);
     // An image's bytes are never a text a later change is diffed against.
     let seen = Seen { text: None, ..tee.seen(path.clone()) };
-    let image = FileImage { path, format, size, pixels, bytes: bytes.ok().map(Arc::<[u8]>::from) };
-    Ok(Read::Image(image, seen))
+    let bytes = within.then(|| Arc::<[u8]>::from(bytes));
+    Ok(Read::Image(FileImage { path, format, size, pixels, bytes }, seen))
 }
 
 /// A reader that hashes everything read through it and keeps it while it is small: what the
