@@ -714,3 +714,33 @@ async fn a_request_never_carries_more_images_than_the_model_takes() {
     assert_eq!(env.requests().len(), 1, "nothing was sent");
     env.assert_audit_ok(&session).await;
 }
+
+/// One API request line holds one image of the largest size, not two: `dsh prompt` says so
+/// before anything is created, instead of sending a line the daemon refuses unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_images_of_the_largest_size_are_refused_before_anything_is_created() {
+    let env = Env::new().await;
+    std::fs::write(env.user_config(), vision_profile(&env, "anthropic")).unwrap();
+    let (first, _) = png_file(&env, "one.png", 3_000_000, 13);
+    let (second, _) = png_file(&env, "two.png", 3_000_000, 14);
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let output = run(env.command_plain(
+        &env.key,
+        &[
+            "prompt",
+            "--workspace",
+            &workspace,
+            "--image",
+            first.to_str().unwrap(),
+            "--image",
+            second.to_str().unwrap(),
+            "Both.",
+        ],
+    ))
+    .await;
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let said = describe(&output);
+    assert!(said.contains("more than one API request line holds (4194304 bytes)"), "{said}");
+    assert!(env.log_files().is_empty(), "nothing was created");
+    assert!(env.requests().is_empty());
+}
