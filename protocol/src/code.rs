@@ -46,3 +46,7 @@ pub const OBJECT_NOT_FOUND: i32 = 1017;
 /// A `UserPromptSubmit` hook of the user's configuration refused the prompt (exit 2, or it
 /// failed): the message says which hook and why; no turn started (docs/hooks.md).
 pub const PROMPT_REFUSED: i32 = 1020;
+/// A move to a model that does not read images (`session/fork` with another profile or model)
+/// of a conversation that carries images, or `session/create` for a prompt with images on such
+/// a model: the message names the model and how many images, and how to go on.
+pub const IMAGES_UNSUPPORTED: i32 = 1021;

@@ -154,6 +154,7 @@ fn error_codes() -> Value {
         "rewindFailed": code::REWIND_FAILED,
         "objectNotFound": code::OBJECT_NOT_FOUND,
         "promptRefused": code::PROMPT_REFUSED,
+        "imagesUnsupported": code::IMAGES_UNSUPPORTED,
     }))
 }
 

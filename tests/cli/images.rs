@@ -402,3 +402,345 @@ async fn session_object_serves_only_the_images_the_sessions_log_names() {
     assert_eq!(error.code, 1017);
     assert!(error.message.contains(&other), "{}", error.message);
 }
+
+/// A PNG of `length` bytes in the workspace (as [`png_file`], a 16x16 header).
+fn workspace_png(env: &Env, name: &str, length: usize, seed: u8) -> Vec<u8> {
+    let (path, bytes) = png_file(env, name, length, seed);
+    std::fs::rename(&path, env.workspace.join(name)).unwrap();
+    bytes
+}
+
+/// Every file of the object store under the home, with its inode.
+fn store_listing(home: &Path) -> Vec<(PathBuf, u64)> {
+    let mut files = Vec::new();
+    for workspace in std::fs::read_dir(home.join("workspaces")).unwrap().flatten() {
+        let objects = workspace.path().join("checkpoints/objects");
+        for fan_out in std::fs::read_dir(objects).into_iter().flatten().flatten() {
+            for object in std::fs::read_dir(fan_out.path()).unwrap().flatten() {
+                files.push((object.path(), object.metadata().unwrap().ino()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The `tool/result`s of a log.
+fn tool_results(env: &Env, session: &str) -> Vec<Value> {
+    env.log_values(session)
+        .into_iter()
+        .filter(|line| line["type"] == "tool/result")
+        .map(|line| line["data"].clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_file_of_an_image_gives_the_image_to_a_model_that_reads_them_on_anthropic() {
+    let env = Env::new().await;
+    std::fs::write(env.user_config(), vision_profile(&env, "anthropic")).unwrap();
+    let bytes = workspace_png(&env, "shot.dat", 30_000, 5);
+    let sha256 = sha256_hex(&bytes);
+    // Over the limit by one byte: an error naming the limit.
+    workspace_png(&env, "huge.png", 3_000_001, 6);
+    env.script(serde_json::json!([
+        crate::support::tool_reply("Look.", "read_file", serde_json::json!({"path": "shot.dat"})),
+        crate::support::tool_reply("And this.", "read_file", serde_json::json!({"path": "huge.png"})),
+        {"content": "A noisy square."},
+        crate::support::tool_reply("Again.", "read_file", serde_json::json!({"path": "shot.dat"})),
+        {"content": "Still noisy."},
+    ]))
+    .await;
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let first = dsh(&env, &["prompt", "--yes", "--workspace", &workspace, "What is it?"]).await;
+    let session = session_id_of(&first);
+
+    // The tool/result names the image by reference, after a line naming it (by its bytes, not
+    // its name: `.dat`); the over-limit file is an error naming the limit.
+    let results = tool_results(&env, &session);
+    assert_eq!(results.len(), 2);
+    assert_eq!(
+        results[0]["content"],
+        "shot.dat: image/png, 30000 bytes, 16x16 pixels; the image follows"
+    );
+    assert_eq!(results[0]["images"][0]["sha256"], sha256.as_str());
+    assert_eq!(results[0]["images"][0]["mediaType"], "image/png");
+    assert_eq!(results[0]["images"][0]["size"], 30_000);
+    assert_eq!(results[1]["isError"], true);
+    let said = results[1]["content"].as_str().unwrap();
+    assert!(
+        said.contains("huge.png") && said.contains("over the limit of 3000000 bytes"),
+        "{said}"
+    );
+    assert!(results[1].get("images").is_none());
+
+    // The wire body carries it as an image block inside the tool_result's content.
+    let requests = env.requests();
+    assert_eq!(requests.len(), 3);
+    let body: Value = serde_json::from_slice(&requests[1].body).unwrap();
+    let turn = body["messages"].as_array().unwrap().last().unwrap().clone();
+    let result = turn["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_result");
+    let content = result.unwrap()["content"].as_array().unwrap().clone();
+    assert_eq!(content[0]["type"], "text");
+    assert_eq!(content[1]["type"], "image");
+    assert_eq!(content[1]["source"]["media_type"], "image/png");
+    assert_eq!(content[1]["source"]["data"], base64(&bytes));
+    let log = std::fs::read_to_string(env.log_path(&session)).unwrap();
+    assert!(!log.contains(&base64(&bytes)[..64]), "the image's bytes are not in the log");
+    for (index, request) in requests.iter().enumerate() {
+        assert_eq!(saw_wire(&env, &session, index as u64 + 1).await, request.body);
+    }
+    env.assert_audit_ok(&session).await;
+
+    // A second read of the same file, in a new daemon: the store does not grow, the object is
+    // not written again.
+    let listing = store_listing(&env.home);
+    assert!(listing.iter().any(|(path, _)| path.ends_with(&sha256)), "{listing:?}");
+    stop_daemon(&env).await;
+    dsh(&env, &["prompt", "--yes", "--session", &session, "Look again."]).await;
+    assert_eq!(store_listing(&env.home), listing, "the store did not grow");
+    let requests = env.requests();
+    assert_eq!(requests.len(), 5);
+    let last = String::from_utf8_lossy(&requests[4].body).into_owned();
+    assert_eq!(last.matches(&base64(&bytes)).count(), 2, "both reads are in the request");
+    for (index, request) in requests.iter().enumerate() {
+        assert_eq!(saw_wire(&env, &session, index as u64 + 1).await, request.body);
+    }
+    env.assert_audit_ok(&session).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_file_of_an_image_on_chat_completions_follows_the_results_as_a_user_message() {
+    let env = Env::new().await;
+    std::fs::write(env.user_config(), vision_profile(&env, "openai-compatible")).unwrap();
+    let bytes = workspace_png(&env, "chart.png", 2_000, 7);
+    std::fs::write(env.workspace.join("notes.txt"), "the chart is red\n").unwrap();
+    env.script(serde_json::json!([
+        {"reasoning": "Read both.", "tool_calls": [
+            {"name": "read_file", "arguments": "{\"path\":\"chart.png\"}"},
+            {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"},
+        ]},
+        {"content": "Red bars."},
+    ]))
+    .await;
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let output = dsh(&env, &["prompt", "--yes", "--workspace", &workspace, "Describe."]).await;
+    let session = session_id_of(&output);
+    let requests = env.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the mock took the request (a tool message with an image is its 400)"
+    );
+    let body: Value = serde_json::from_slice(&requests[1].body).unwrap();
+    let messages = body["messages"].as_array().unwrap();
+    let tools: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tools.len(), 2);
+    assert!(tools.iter().all(|m| m["content"].is_string()), "{tools:?}");
+    // After both results (never between them): one user message with the image.
+    let last = messages.last().unwrap();
+    assert_eq!(messages[messages.len() - 2]["role"], "tool");
+    assert_eq!(last["role"], "user");
+    let call_id = tools[0]["tool_call_id"].as_str().unwrap();
+    assert_eq!(last["content"][0]["text"], format!("Images of tool result {call_id}:"));
+    assert_eq!(
+        last["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", base64(&bytes))
+    );
+    for (index, request) in requests.iter().enumerate() {
+        assert_eq!(saw_wire(&env, &session, index as u64 + 1).await, request.body);
+    }
+    env.assert_audit_ok(&session).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_file_of_an_image_on_a_model_without_images_is_a_one_line_description() {
+    let env = Env::new().await;
+    let bytes = workspace_png(&env, "shot.png", 5_000, 8);
+    env.script(serde_json::json!([
+        crate::support::tool_reply("Look.", "read_file", serde_json::json!({"path": "shot.png"})),
+        {"content": "It is a PNG."},
+    ]))
+    .await;
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let output = env.dsh(&["prompt", "--yes", "--workspace", &workspace, "What is it?"]).await;
+    assert!(output.status.success(), "{}", describe(&output));
+    let session = session_id_of(&output);
+    let results = tool_results(&env, &session);
+    assert_eq!(
+        results[0]["content"],
+        "shot.png: image/png, 5000 bytes, 16x16 pixels; not shown: model deepseek-v4-flash does \
+         not read images"
+    );
+    assert_ne!(results[0]["isError"], true, "a description is no error");
+    assert!(results[0].get("images").is_none());
+    let requests = env.requests();
+    let last = String::from_utf8_lossy(&requests[1].body).into_owned();
+    assert!(!last.contains(&base64(&bytes)[..64]));
+    // (The store may hold the file anyway: the turn's checkpoint records the workspace.)
+    env.assert_audit_ok(&session).await;
+}
+
+/// The vision profile beside a profile `plain` on the same mock whose model reads no images.
+fn vision_and_plain(env: &Env, kind: &str) -> String {
+    format!(
+        r#"{}
+[providers.plain]
+kind = "{kind}"
+base_url = "{}"
+api_key_env = "DEEPSEEK_API_KEY"
+model = "deepseek-v4-flash"
+
+[providers.plain.models.deepseek-v4-flash]
+context_window = 131072
+max_output = 4096
+thinking = false
+"#,
+        vision_profile(env, kind),
+        env.mock.base_url()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_with_images_is_never_sent_to_a_model_that_reads_none() {
+    let env = Env::new().await;
+    std::fs::write(env.user_config(), vision_and_plain(&env, "anthropic")).unwrap();
+    let (path, _) = png_file(&env, "shot.png", 4_000, 9);
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let first = dsh(
+        &env,
+        &["prompt", "--yes", "--workspace", &workspace, "--image", path.to_str().unwrap(), "Look."],
+    )
+    .await;
+    let session = session_id_of(&first);
+    assert_eq!(env.requests().len(), 1);
+
+    // Moving it to the plain model (a fork with another profile) is refused, typed, naming the
+    // model and the count, saying how to go on; nothing is created. Before the image it works.
+    let logs = env.log_files().len();
+    let client = env.client().await;
+    let fork = |config: Value| serde_json::json!({"sessionId": session, "config": config});
+    let said =
+        client.err("session/fork", fork(serde_json::json!({"profile": "plain"})), 1021).await;
+    for part in ["deepseek-v4-flash", "1 image", "compact", "before its first image"] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    assert_eq!(env.log_files().len(), logs, "no fork was created");
+    let before_image = serde_json::json!({"sessionId": session, "atStep": 1,
+        "config": {"profile": "plain"}});
+    let events = env.log_values(&session);
+    let prompt_seq = events.iter().find(|e| e["type"] == "user/message").unwrap()["seq"].clone();
+    let early = serde_json::json!({"sessionId": session, "atSeq": prompt_seq,
+        "config": {"profile": "plain"}});
+    client.ok("session/fork", early).await;
+    // A fork at step 1 keeps the prompt and its image: refused too.
+    client.err("session/fork", before_image, 1021).await;
+
+    // A configuration edit that says the model reads no images: the next step fails cleanly,
+    // naming the model and the count; nothing is sent.
+    let edited = vision_profile(&env, "anthropic").replace("images = true", "images = false");
+    std::fs::write(env.user_config(), edited).unwrap();
+    let next =
+        run(env.command_plain(&env.key, &["prompt", "--yes", "--session", &session, "More?"]))
+            .await;
+    let said = describe(&next);
+    assert!(said.contains("mock-vision") && said.contains("1 image"), "{said}");
+    assert_eq!(env.requests().len(), 1, "nothing was sent");
+    let error = env
+        .log_values(&session)
+        .into_iter()
+        .rfind(|line| line["type"] == "step/error")
+        .expect("a step/error");
+    assert!(error["data"]["error"].as_str().unwrap().contains("mock-vision"), "{error}");
+    env.assert_audit_ok(&session).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_prompt_on_a_new_session_of_a_model_without_images_leaves_no_log() {
+    let env = Env::new().await;
+    let (path, _) = png_file(&env, "shot.png", 500, 10);
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let output = env
+        .dsh(&["prompt", "--workspace", &workspace, "--image", path.to_str().unwrap(), "Look."])
+        .await;
+    assert!(!output.status.success(), "{}", describe(&output));
+    let said = describe(&output);
+    assert!(said.contains("deepseek-v4-flash") && said.contains("does not read images"), "{said}");
+    assert!(env.log_files().is_empty(), "no session was created: {:?}", env.log_files());
+    assert!(env.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_never_carries_more_images_than_the_model_takes() {
+    let env = Env::new().await;
+    let config =
+        vision_profile(&env, "anthropic").replace("images = true", "images = true\nmax_images = 2");
+    std::fs::write(env.user_config(), config).unwrap();
+    // The largest image taken, 3,000,000 bytes: its base64 (4,000,000 bytes) fits in one API
+    // frame of `session/prompt`.
+    let (big, big_bytes) = png_file(&env, "big.png", 3_000_000, 11);
+    let (small, _) = png_file(&env, "small.png", 1_000, 12);
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let first = dsh(
+        &env,
+        &[
+            "prompt",
+            "--yes",
+            "--workspace",
+            &workspace,
+            "--image",
+            big.to_str().unwrap(),
+            "--image",
+            small.to_str().unwrap(),
+            "Two.",
+        ],
+    )
+    .await;
+    let session = session_id_of(&first);
+    let requests = env.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(String::from_utf8_lossy(&requests[0].body).contains(&base64(&big_bytes)));
+    // A third image: more than `max_images`; the step fails, nothing sent, the error says to
+    // compact.
+    let third = run(env.command_plain(
+        &env.key,
+        &["prompt", "--yes", "--session", &session, "--image", small.to_str().unwrap(), "Three."],
+    ))
+    .await;
+    let said = describe(&third);
+    assert!(
+        said.contains("3 images") && said.contains("more than the 2") && said.contains("compact"),
+        "{said}"
+    );
+    assert_eq!(env.requests().len(), 1, "nothing was sent");
+    env.assert_audit_ok(&session).await;
+}
+
+/// One API request line holds one image of the largest size, not two: `dsh prompt` says so
+/// before anything is created, instead of sending a line the daemon refuses unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_images_of_the_largest_size_are_refused_before_anything_is_created() {
+    let env = Env::new().await;
+    std::fs::write(env.user_config(), vision_profile(&env, "anthropic")).unwrap();
+    let (first, _) = png_file(&env, "one.png", 3_000_000, 13);
+    let (second, _) = png_file(&env, "two.png", 3_000_000, 14);
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let output = run(env.command_plain(
+        &env.key,
+        &[
+            "prompt",
+            "--workspace",
+            &workspace,
+            "--image",
+            first.to_str().unwrap(),
+            "--image",
+            second.to_str().unwrap(),
+            "Both.",
+        ],
+    ))
+    .await;
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let said = describe(&output);
+    assert!(said.contains("more than one API request line holds (4194304 bytes)"), "{said}");
+    assert!(env.log_files().is_empty(), "nothing was created");
+    assert!(env.requests().is_empty());
+}

@@ -68,6 +68,7 @@ class ErrorCodes:
     APPROVAL_NOT_FOUND: Final = 1008
     CHECKPOINT_UNAVAILABLE: Final = 1014
     CONFIG: Final = 1012
+    IMAGES_UNSUPPORTED: Final = 1021
     INVALID_WORKSPACE: Final = 1005
     OBJECT_NOT_FOUND: Final = 1017
     OUT_OF_RANGE: Final = 1003
@@ -1917,6 +1918,10 @@ class SessionCreateParams(_w.WireObject):
     """Workspace directory (absolute, existing)."""
     config: SessionConfig | None = None
     """Call options."""
+    images: bool | None = None
+    """The session is for a prompt with images: refused (`imagesUnsupported`) before
+    anything is created when its model does not read images.
+    """
     mcp_servers: list[McpServerSpec] | None = None
     """The session's own MCP servers, as `session/mcpServers` takes them; checked before
     the session is created (nothing is created when they are refused).
@@ -1930,6 +1935,7 @@ class SessionCreateParams(_w.WireObject):
         return cls(
             workspace=_w.required(o, "workspace", _w.string, "SessionCreateParams"),
             config=_w.optional(o, "config", SessionConfig.from_json, "SessionCreateParams"),
+            images=_w.optional(o, "images", _w.boolean, "SessionCreateParams"),
             mcp_servers=_w.optional(o, "mcpServers", lambda value: _w.array(value, McpServerSpec.from_json), "SessionCreateParams"),
             model=_w.optional(o, "model", _w.string, "SessionCreateParams"),
         )
@@ -1938,6 +1944,8 @@ class SessionCreateParams(_w.WireObject):
         out: dict[str, Any] = {"workspace": self.workspace}
         if self.config is not None:
             out["config"] = _w.encode(self.config)
+        if self.images is not None:
+            out["images"] = self.images
         if self.mcp_servers is not None:
             out["mcpServers"] = _w.encode(self.mcp_servers)
         if self.model is not None:

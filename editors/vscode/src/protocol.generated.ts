@@ -43,6 +43,7 @@ export const ErrorCodes = {
   "approvalNotFound": 1008,
   "checkpointUnavailable": 1014,
   "config": 1012,
+  "imagesUnsupported": 1021,
   "invalidWorkspace": 1005,
   "objectNotFound": 1017,
   "outOfRange": 1003,
@@ -170,7 +171,12 @@ config?: SessionConfig,
  * The session's own MCP servers, as `session/mcpServers` takes them; checked before
  * the session is created (nothing is created when they are refused).
  */
-mcpServers?: Array<McpServerSpec>, };
+mcpServers?: Array<McpServerSpec>, 
+/**
+ * The session is for a prompt with images: refused (`imagesUnsupported`) before
+ * anything is created when its model does not read images.
+ */
+images?: boolean, };
 
 export type SessionIdResult = { 
 /**

@@ -70,6 +70,11 @@ api_type! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         pub mcp_servers: Option<Vec<McpServerSpec>>,
+        /// The session is for a prompt with images: refused (`imagesUnsupported`) before
+        /// anything is created when its model does not read images.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        pub images: Option<bool>,
     }
 }
 

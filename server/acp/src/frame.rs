@@ -68,6 +68,7 @@ fn answer(frame: &Value) -> Result<Value, AcpError> {
                 model: None,
                 config: None,
                 mcp_servers: Some(servers),
+                images: None,
             })
         }
         "session/load" => {

@@ -40,16 +40,17 @@ use dsh_provider::{
 };
 use dsh_session::{
     AssistantChunk, AssistantTurn, CheckpointReason, ContextMessage, EpochHeader, EventData,
-    GenerateRequest, HeaderPlan, ImageRef, InstructionFold, LlmCallConfig, LlmRetry, RequestHeader,
-    RequestSent, Session, StepEnd, StepError, StopReason, SurfaceMark, ToolCall, TurnEnd,
-    TurnLimit, TurnStart, Usage, UserMessage, plan_header_event, reconstruct_session_step,
+    GenerateRequest, HeaderPlan, ImageRef, InstructionFold, LlmCallConfig, LlmRetry, Message,
+    RequestHeader, RequestSent, Session, StepEnd, StepError, StopReason, SurfaceMark, ToolCall,
+    TurnEnd, TurnLimit, TurnStart, Usage, UserMessage, image_count, plan_header_event,
+    reconstruct_session_step,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{AllowAlways, ApprovalPolicy, Approver, Policy};
 use crate::checkpoints::Checkpoints;
 use crate::compact::{CompactOutcome, ContextPolicy, relieve_pressure};
-use crate::endpoint::SharedEndpoints;
+use crate::endpoint::{Endpoint, SharedEndpoints};
 use crate::error::AgentError;
 use crate::external::{ExternalTool, ExternalTools};
 use crate::images::{ImageObjects, load_images};
@@ -204,6 +205,9 @@ pub struct Agent {
     image_cache: HashMap<String, Arc<[u8]>>,
     /// The images the next turn's prompt carries ([`Agent::attach_images`]).
     prompt_images: Vec<ImageRef>,
+    /// The current step's model, and whether it reads images (its endpoint's `images`): what
+    /// a `read_file` of an image gives it.
+    step_model: (String, bool),
     /// What remains of the running turn's budgets: set before each step, less the step's own
     /// spend once its answer is in (the children it starts may spend no more).
     turn_left: TurnLimits,
@@ -270,6 +274,7 @@ impl Agent {
             image_objects: None,
             image_cache: HashMap::new(),
             prompt_images: Vec::new(),
+            step_model: (String::new(), false),
             turn_left: TurnLimits::default(),
         }
     }
@@ -636,6 +641,7 @@ impl Agent {
             self.config.web = web.clone();
         }
         self.skills.clone_from(&endpoint.skills);
+        self.step_model = (pinned.model.clone(), endpoint.images);
         // Waiting for MCP servers that are starting: a cancel ends the wait (nothing of the step
         // is logged yet but the wait itself).
         let Some(tools) = self.tool_schemas(session, cancel).await? else {
@@ -703,6 +709,12 @@ impl Agent {
         self.anchored = true;
 
         // 7. Build, record, check, dispatch.
+        // A request never carries images its model refuses, nor more than it takes, and never
+        // goes without them: such a step fails, nothing sent (the configuration changed under
+        // the session, or the conversation grew past the limit).
+        if let Some(error) = image_refusal(&messages, &endpoint, &header.config.model) {
+            return self.fail_step(session, step, error, false).await;
+        }
         // The images the messages name, read before the request is built (a missing one
         // fails the step, naming it: a request never goes without an image its log names).
         let objects = self.image_objects.as_ref();
@@ -915,6 +927,36 @@ impl Agent {
             StepOutcome::End(StopReason::Error, Some(error))
         })
     }
+}
+
+/// Why a request of `messages` cannot go to `endpoint`'s `model` because of its images: the
+/// model does not read images (its `images` setting changed, or the session was moved) or they
+/// are more than its `max_images`. Each error names the model and the count, and says how to
+/// go on.
+fn image_refusal(messages: &[Arc<Message>], endpoint: &Endpoint, model: &str) -> Option<String> {
+    let count = image_count(messages);
+    if count == 0 {
+        return None;
+    }
+    let plural = if count == 1 { "" } else { "s" };
+    if !endpoint.images {
+        return Some(format!(
+            "model {model} ({}) does not read images, and the conversation carries {count} \
+             image{plural}: nothing was sent. Set `images = true` for it if it reads images; \
+             else compact the session (`dsh compact`: the summary describes the images it \
+             replaces), or fork it before its first image",
+            endpoint.label
+        ));
+    }
+    if count > endpoint.max_images as usize {
+        return Some(format!(
+            "the conversation carries {count} images, more than the {} one request to model \
+             {model} may carry (its `max_images`): nothing was sent. Compact the session \
+             (`dsh compact`: the summary describes the images it replaces)",
+            endpoint.max_images
+        ));
+    }
+    None
 }
 
 async fn check_invariant(

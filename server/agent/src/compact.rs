@@ -208,7 +208,23 @@ pub fn pressure(session: &Session) -> Option<Pressure> {
         _ => None,
     });
     let request_bytes = match sent_bytes {
-        Some(bytes) => bytes,
+        // Its images are there as base64 (a 3 MB image is 4 MB of body) but cost a provider
+        // far fewer tokens: each counts as `IMAGE_BYTES_GUESS` bytes instead, as in
+        // `message_bytes`, so that the ratio is the text's and new images are estimated alike.
+        Some(bytes) => {
+            let (count, encoded) = session
+                .surface()
+                .iter()
+                .filter(|node| node.id <= step_start_seq)
+                .flat_map(|node| match &*node.message {
+                    Message::User { images, .. } | Message::Tool { images, .. } => &images[..],
+                    _ => &[],
+                })
+                .fold((0, 0), |(count, encoded), image| {
+                    (count + 1, encoded + (image.size as usize).div_ceil(3) * 4)
+                });
+            bytes.saturating_sub(encoded) + count * IMAGE_BYTES_GUESS
+        }
         None => session
             .surface()
             .iter()
@@ -270,7 +286,9 @@ pub fn decide(session: &Session, config: &ContextConfig) -> Decision {
     Decision::None
 }
 
-/// What an image counts for in [`message_bytes`]: about 1,600 tokens' worth of text.
+/// What an image counts for in [`message_bytes`] and in a request's size: about 1,600 tokens'
+/// worth of text (Anthropic's cost of an image at its largest, 1568 pixels on its long side;
+/// providers count an image by its pixels, never by its file size — docs/images.md).
 const IMAGE_BYTES_GUESS: usize = 6_400;
 
 fn message_bytes(message: &Message) -> usize {

@@ -46,6 +46,12 @@ pub struct Endpoint {
     /// The model's prices, as configured now (`None`: no price known): what a step costs, as
     /// `session/usage` prices it, when the turn has a cost budget.
     pub price: Option<Price>,
+    /// Whether the model reads images (its `images` setting, as configured now): a request
+    /// carrying images is not sent to one that does not, and a `read_file` of an image gives
+    /// it a description instead of the image.
+    pub images: bool,
+    /// The most images one request to the model may carry (its `max_images`).
+    pub max_images: u32,
     /// How errors name the endpoint: the profile and the URL (never a key).
     pub label: String,
 }
@@ -73,6 +79,8 @@ impl Endpoints for DeepSeek {
             user_dir: None,
             skills: Vec::new(),
             price: None,
+            images: false,
+            max_images: 0,
             label: self.url().to_owned(),
         })
     }

@@ -1,6 +1,6 @@
 //! The images seam: the loop asks it for the bytes of the images a request's messages name
-//! (by SHA-256), before it builds the request; the serializers write them from the
-//! [`ImageData`] it assembles. The daemon implements it over the workspace's object store
+//! (by SHA-256), before it builds the request, and stores through it the image a `read_file`
+//! result carries; the serializers write them from the [`ImageData`] it assembles. The daemon implements it over the workspace's object store
 //! (`dsh-checkpoint`'s, shared with the checkpoints); the loop knows nothing of how. The log
 //! holds only the references, so the fold that builds a request stays pure.
 
@@ -15,6 +15,10 @@ use crate::approval::BoxFuture;
 pub trait ImageObjects: Send + Sync {
     /// The bytes of `image`, verified against its hash; `Err` says why not (missing, corrupt).
     fn load(&self, image: &ImageRef) -> BoxFuture<'static, Result<Arc<[u8]>, String>>;
+
+    /// Stores `bytes` (an image already checked) once, durably, where [`ImageObjects::load`]
+    /// reads: their SHA-256 (lowercase hex). Storing bytes already there writes nothing.
+    fn store(&self, bytes: Arc<[u8]>) -> BoxFuture<'static, Result<String, String>>;
 }
 
 /// The bytes of every image `messages` name, each read once across the loop's steps: the

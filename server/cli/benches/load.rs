@@ -96,6 +96,7 @@ async fn run() {
                 model: None,
                 config: None,
                 mcp_servers: None,
+                images: None,
             };
             let created = client.call::<method::SessionCreate>(params).await.unwrap();
             mine.push(created.session_id);

@@ -127,6 +127,7 @@ async fn turn(client: &dsh_daemon::Client, workspace: &Path, text: &str) -> Stri
         model: None,
         config: None,
         mcp_servers: None,
+        images: None,
     };
     let session = client.call::<method::SessionCreate>(params).await.unwrap().session_id;
     let params = SessionPromptParams {

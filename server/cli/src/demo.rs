@@ -92,6 +92,7 @@ pub async fn run_demo(
             model: None,
             config: None,
             mcp_servers: None,
+            images: None,
         })
         .await?;
     let id = created.session_id;

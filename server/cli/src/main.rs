@@ -207,6 +207,28 @@ fn read_images(paths: &[std::path::PathBuf]) -> anyhow::Result<Vec<dsh_protocol:
         .collect()
 }
 
+/// `attachments`, when they fit with `text` in one API request line (the daemon reads lines of
+/// at most `MAX_LINE_BYTES`, 4 MiB; a longer line is refused unread): one image of the largest
+/// size does, two do not.
+fn fits_one_line(
+    attachments: Vec<dsh_protocol::Attachment>,
+    text: &str,
+) -> anyhow::Result<Vec<dsh_protocol::Attachment>> {
+    // The envelope, the ids and the names: well under this.
+    const ENVELOPE: usize = 64 * 1024;
+    let limit = dsh_daemon::connection::MAX_LINE_BYTES;
+    let encoded: usize = attachments.iter().map(|attachment| attachment.data.len()).sum();
+    let text = serde_json::to_string(text).map_or(text.len(), |quoted| quoted.len());
+    if encoded + text + ENVELOPE > limit {
+        anyhow::bail!(
+            "the images of one prompt and its text take {} bytes as base64 and JSON, more than \
+             one API request line holds ({limit} bytes): give them over several prompts",
+            encoded + text
+        );
+    }
+    Ok(attachments)
+}
+
 /// The JSON Schema in `path`, checked as the daemon checks it.
 fn read_output_schema(path: &std::path::Path) -> anyhow::Result<serde_json::Value> {
     let text =
@@ -247,7 +269,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             // An image that cannot be read or is no image is refused before anything is
             // created or logged.
-            let attachments = match read_images(&args.images) {
+            let text = args.text.join(" ");
+            let attachments = match read_images(&args.images)
+                .and_then(|attachments| fits_one_line(attachments, &text))
+            {
                 Ok(attachments) => attachments,
                 Err(error) => {
                     eprintln!("dsh: --image: {error:#}");
@@ -261,7 +286,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 limits,
                 output_schema,
                 attachments,
-                text: args.text.join(" "),
+                text,
             };
             commands::prompt(&settings, options).await
         }

@@ -94,6 +94,9 @@ impl Config {
                 if let Some(value) = &model.images {
                     put(at("images"), value.value.to_string(), &value.source);
                 }
+                if let Some(value) = &model.max_images {
+                    put(at("max_images"), value.value.to_string(), &value.source);
+                }
                 if let Some(Sourced { value: price, source }) = &model.price {
                     let write = match price.cache_write {
                         Some(write) => format!(", cache_write = {write}"),

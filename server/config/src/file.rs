@@ -287,6 +287,7 @@ pub(crate) struct FileModel {
     pub max_output: Option<Spanned<u32>>,
     pub thinking: Option<Spanned<bool>>,
     pub images: Option<Spanned<bool>>,
+    pub max_images: Option<Spanned<u32>>,
     pub price: Option<Spanned<FilePrice>>,
 }
 

@@ -38,7 +38,7 @@ pub use mcp::{
     MCP_CALL_TIMEOUT, MCP_STARTUP_TIMEOUT, McpServer, McpTransport, TransportError,
     check_server_name,
 };
-pub use profile::{KeySource, Model, Profile};
+pub use profile::{DEFAULT_MAX_IMAGES, KeySource, Model, Profile};
 pub use resolve::{
     CheckpointSettings, Config, ContextSettings, DEFAULT_CHECKPOINT_BUDGET,
     DEFAULT_CHECKPOINT_MAX_FILE_SIZE, DEFAULT_WEB_MAX_BYTES, DEFAULT_WEB_TIMEOUT_SECS,

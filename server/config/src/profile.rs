@@ -22,6 +22,10 @@ pub enum KeySource {
     File(PathBuf),
 }
 
+/// The most images one request carries unless a model's `max_images` says: the lowest limit
+/// the supported providers document (Anthropic's Messages API takes 100 images a request).
+pub const DEFAULT_MAX_IMAGES: u32 = 100;
+
 /// One model of a profile.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Model {
@@ -34,6 +38,9 @@ pub struct Model {
     /// Whether it reads images (`images = true`; absent: it does not). A session on a model
     /// that does not is refused an image before anything is logged.
     pub images: Option<Sourced<bool>>,
+    /// The most images one request may carry (`max_images`; absent:
+    /// [`DEFAULT_MAX_IMAGES`]). A step whose request would carry more is not sent.
+    pub max_images: Option<Sourced<u32>>,
     /// Its prices.
     pub price: Option<Sourced<Price>>,
 }
@@ -101,6 +108,15 @@ impl Profile {
     /// Whether `model` reads images (its `images` setting; a model not configured does not).
     pub fn images(&self, model: &str) -> bool {
         self.models.get(model).and_then(|model| model.images.as_ref()).is_some_and(|v| v.value)
+    }
+
+    /// The most images one request to `model` may carry (its `max_images` setting, else
+    /// [`DEFAULT_MAX_IMAGES`]).
+    pub fn max_images(&self, model: &str) -> u32 {
+        self.models
+            .get(model)
+            .and_then(|model| model.max_images.as_ref())
+            .map_or(DEFAULT_MAX_IMAGES, |max| max.value)
     }
 
     /// The price of `model`, when configured.
@@ -174,6 +190,7 @@ impl Partial {
             take(&mut target.max_output, layer, &given.max_output);
             take(&mut target.thinking, layer, &given.thinking);
             take(&mut target.images, layer, &given.images);
+            take(&mut target.max_images, layer, &given.max_images);
             if let Some(price) = &given.price {
                 let checked = check_price(layer, price)?;
                 target.price = Some(Sourced::new(checked, layer.source(price)));

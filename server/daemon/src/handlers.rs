@@ -60,14 +60,24 @@ pub fn session_create(
     }
     // Servers are checked first: a refused list creates nothing.
     let servers = params.mcp_servers.map(own_servers).transpose()?;
-    let (live, wanted) = daemon.create_checked(&params.workspace, &config, |workspace| {
-        let Some(servers) = servers else { return Ok(None) };
-        // A configuration that cannot be used is `config` (1012), as for the session itself.
-        let configured = daemon.config_for(workspace)?;
-        crate::mcp::own_configs(|| Ok(configured), servers)
-            .map(Some)
-            .map_err(ApiError::invalid_params)
-    })?;
+    let images = params.images.unwrap_or(false);
+    let (live, wanted) =
+        daemon.create_checked(&params.workspace, &config, |workspace, pinned| {
+            if images {
+                daemon.check_reads_images(workspace, pinned, |model| {
+                    format!(
+                        "{model} does not read images (set `images = true` for it in your \
+                     configuration when it does, docs/config.md): no session was created"
+                    )
+                })?;
+            }
+            let Some(servers) = servers else { return Ok(None) };
+            // A configuration that cannot be used is `config` (1012), as for the session itself.
+            let configured = daemon.config_for(workspace)?;
+            crate::mcp::own_configs(|| Ok(configured), servers)
+                .map(Some)
+                .map_err(ApiError::invalid_params)
+        })?;
     if let Some(wanted) = wanted {
         live.mcp_tools.give_own_configs(&wanted);
     }

@@ -5,7 +5,8 @@
 //! - Intake ([`Daemon::take_attachments`]): the session's model must read images (its
 //!   `images` setting), each attachment must be base64, an image by its magic bytes and at
 //!   most [`MAX_IMAGE_BYTES`]; all of it is checked before anything is stored or logged.
-//! - The loop reads images through [`Objects`] (the agent's `ImageObjects` seam).
+//! - The loop reads images through [`Objects`] (the agent's `ImageObjects` seam), and stores
+//!   there the image a `read_file` result carries.
 //! - Views ("what the model saw", the audit) load every image a log names before they rebuild
 //!   its requests ([`load_images`]): the fold stays pure, and a missing or corrupt object is
 //!   an error naming the session, the step and the hash — never an image silently left out.
@@ -85,6 +86,16 @@ impl dsh_agent::ImageObjects for Objects {
             tokio::task::spawn_blocking(move || read_image(&dir, &image).map(Arc::from))
                 .await
                 .map_err(|error| format!("reading the image: {error}"))?
+        })
+    }
+
+    fn store(&self, bytes: Arc<[u8]>) -> BoxFuture<'static, Result<String, String>> {
+        let workspace = Arc::clone(&self.0);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || workspace.put_image(&bytes))
+                .await
+                .map_err(|error| format!("storing the image: {error}"))?
+                .map(|hash| hash.to_string())
         })
     }
 }

@@ -533,6 +533,8 @@ impl Settings {
             skills: self.skills(workspace).items,
             // As the usage view prices a step (`views::price_of`).
             price: profile.price(&call.model).cloned(),
+            images: profile.images(&call.model),
+            max_images: profile.max_images(&call.model),
         })
     }
 

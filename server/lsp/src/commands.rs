@@ -142,6 +142,7 @@ impl State {
                     model: None,
                     config: Some(self.session.clone()),
                     mcp_servers: None,
+                    images: None,
                 };
                 self.dsh
                     .call::<method::SessionCreate>(params)

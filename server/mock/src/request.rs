@@ -510,12 +510,21 @@ fn check_semantics(
         let content = match non_null(message, "content") {
             None => None,
             Some(Value::String(content)) => Some(content.clone()),
-            // Content parts with images: user and tool messages of a model that reads images.
-            Some(Value::Array(parts))
-                if model.images && matches!(role, Role::User | Role::Tool) =>
-            {
+            // Content parts: text and images in user messages of a model that reads images;
+            // text alone in tool messages (OpenAI's rule: images only in user messages).
+            Some(Value::Array(parts)) if model.images && role == Role::User => {
                 let (text, parsed) = content_parts(parts, index).map_err(ApiError::invalid)?;
                 images = parsed;
+                Some(text)
+            }
+            Some(Value::Array(parts)) if model.images && role == Role::Tool => {
+                let (text, parsed) = content_parts(parts, index).map_err(ApiError::invalid)?;
+                if !parsed.is_empty() {
+                    return Err(ApiError::invalid(format!(
+                        "messages[{index}]: image URLs are only allowed for messages with role \
+                         'user', but this message with role 'tool' contains an image URL"
+                    )));
+                }
                 Some(text)
             }
             Some(_) => None,

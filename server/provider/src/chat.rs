@@ -102,10 +102,11 @@ pub(crate) fn body(request: &GenerateRequest) -> Vec<u8> {
     let mut out = Vec::with_capacity(4096);
     put_head(&mut out, header);
     let mut any = header.system.is_some();
-    for message in &request.messages {
-        put_element(&mut out, header, &request.images, message, any);
+    for (index, message) in request.messages.iter().enumerate() {
+        put_element(&mut out, header, &request.images, &request.messages[..index], message, any);
         any = true;
     }
+    put_tool_images(&mut out, &request.messages, &request.images);
     put_tail(&mut out, header);
     out
 }
@@ -120,18 +121,64 @@ fn put_head(out: &mut Vec<u8>, header: &EpochHeader) {
     }
 }
 
-/// One element of the `messages` array, with its separator when it is not the first.
+/// One element of the `messages` array (after the messages `before` it), with its separator
+/// when it is not the first; before anything but a tool result, the images of the tool results
+/// just before it ([`put_tool_images`]).
 fn put_element(
     out: &mut Vec<u8>,
     header: &EpochHeader,
     images: &ImageData,
+    before: &[Arc<Message>],
     message: &Message,
     after_another: bool,
 ) {
+    if !matches!(message, Message::Tool { .. }) {
+        put_tool_images(out, before, images);
+    }
     if after_another {
         out.push(b',');
     }
     put_message(out, header, images, message);
+}
+
+/// The images of the tool results that end `before`, as one user message after them (with its
+/// leading separator), when any of them has images. Chat completions take images in user
+/// messages only (a `tool` message's content is a string or text parts): each result's text
+/// stays in its `tool` message, and this message follows the run of results — never between
+/// two, which must follow their assistant message together — holding, for each result with
+/// images, a text part naming it (`Images of tool result <call id>:`), then its `image_url`
+/// parts. A function of the logged results alone, like every other byte.
+fn put_tool_images(out: &mut Vec<u8>, before: &[Arc<Message>], images: &ImageData) {
+    let run_start = before
+        .iter()
+        .rposition(|message| !matches!(**message, Message::Tool { .. }))
+        .map_or(0, |last_other| last_other + 1);
+    let with_images: Vec<(&str, &[ImageRef])> = before[run_start..]
+        .iter()
+        .filter_map(|message| match &**message {
+            Message::Tool { call_id, images: refs, .. } if !refs.is_empty() => {
+                Some((call_id.as_str(), refs.as_slice()))
+            }
+            _ => None,
+        })
+        .collect();
+    if with_images.is_empty() {
+        return;
+    }
+    out.extend_from_slice(b",{\"role\":\"user\",\"content\":[");
+    for (position, (call_id, refs)) in with_images.into_iter().enumerate() {
+        if position > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"type\":\"text\",\"text\":");
+        put_str(out, &format!("Images of tool result {call_id}:"));
+        out.push(b'}');
+        for image in refs {
+            out.push(b',');
+            put_image_part(out, image, images);
+        }
+    }
+    out.extend_from_slice(b"]}");
 }
 
 /// Everything after the last message: `]`, tools, thinking, limits, streaming options, `}`.
@@ -224,11 +271,13 @@ impl Memo {
         let memoized = self.header.take();
         self.prefix.extend_each(new.iter().enumerate(), |out, (index, message)| {
             let after_another = header.system.is_some() || known + index > 0;
-            put_element(out, header, &request.images, message, after_another);
+            let before = &request.messages[..known + index];
+            put_element(out, header, &request.images, before, message, after_another);
         });
         self.messages.extend(new.iter().cloned());
         self.header = memoized;
         let mut tail = Vec::with_capacity(1024);
+        put_tool_images(&mut tail, &request.messages, &request.images);
         put_tail(&mut tail, header);
         self.prefix.finish(&tail)
     }
@@ -246,16 +295,13 @@ fn put_message(out: &mut Vec<u8>, header: &EpochHeader, images: &ImageData, mess
             out.push(b'}');
         }
         Message::Assistant(assistant) => put_assistant(out, header, assistant),
-        Message::Tool { call_id, content, images: refs } => {
+        // Its images follow the run of results it ends, in a user message (put_tool_images).
+        Message::Tool { call_id, content, .. } => {
             out.extend_from_slice(b"{\"role\":\"tool\",\"tool_call_id\":");
             put_str(out, call_id);
             out.extend_from_slice(b",\"content\":");
             let content = if content.is_empty() { EMPTY_TOOL_OUTPUT } else { content };
-            if refs.is_empty() {
-                put_str(out, content);
-            } else {
-                put_parts(out, content, refs, images);
-            }
+            put_str(out, content);
             out.push(b'}');
         }
     }
@@ -277,13 +323,18 @@ fn put_parts(out: &mut Vec<u8>, text: &str, refs: &[ImageRef], images: &ImageDat
             out.push(b',');
         }
         first = false;
-        out.extend_from_slice(b"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:");
-        out.extend_from_slice(media_type(image).as_bytes());
-        out.extend_from_slice(b";base64,");
-        put_base64_unquoted(out, image_bytes(images, image));
-        out.extend_from_slice(b"\"}}");
+        put_image_part(out, image, images);
     }
     out.push(b']');
+}
+
+/// An `image_url` part whose URL is a `data:` URL of the image's bytes.
+fn put_image_part(out: &mut Vec<u8>, image: &ImageRef, images: &ImageData) {
+    out.extend_from_slice(b"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:");
+    out.extend_from_slice(media_type(image).as_bytes());
+    out.extend_from_slice(b";base64,");
+    put_base64_unquoted(out, image_bytes(images, image));
+    out.extend_from_slice(b"\"}}");
 }
 
 fn put_text_message(out: &mut Vec<u8>, role: &str, content: &str) {

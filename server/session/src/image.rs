@@ -122,6 +122,73 @@ pub fn check_image(name: &str, bytes: &[u8]) -> Result<ImageFormat, ImageError> 
     Ok(format)
 }
 
+/// The width and height in pixels of an image of `format`, read from its header (`None` when
+/// the header is cut short or not understood). Cheap: PNG's `IHDR`, GIF's screen descriptor,
+/// WebP's `VP8`/`VP8L`/`VP8X` chunk, JPEG's first start-of-frame marker.
+pub fn pixel_size(format: ImageFormat, bytes: &[u8]) -> Option<(u32, u32)> {
+    let u16_be = |at: usize| Some(u16::from_be_bytes(bytes.get(at..at + 2)?.try_into().ok()?));
+    let u16_le = |at: usize| Some(u16::from_le_bytes(bytes.get(at..at + 2)?.try_into().ok()?));
+    let u24_le = |at: usize| {
+        let b = bytes.get(at..at + 3)?;
+        Some(u32::from(b[0]) | u32::from(b[1]) << 8 | u32::from(b[2]) << 16)
+    };
+    match format {
+        ImageFormat::Png => {
+            if bytes.get(12..16)? != b"IHDR" {
+                return None;
+            }
+            let width = u32::from_be_bytes(bytes.get(16..20)?.try_into().ok()?);
+            let height = u32::from_be_bytes(bytes.get(20..24)?.try_into().ok()?);
+            Some((width, height))
+        }
+        ImageFormat::Gif => Some((u32::from(u16_le(6)?), u32::from(u16_le(8)?))),
+        ImageFormat::Webp => match bytes.get(12..16)? {
+            b"VP8X" => Some((u24_le(24)? + 1, u24_le(27)? + 1)),
+            b"VP8L" => {
+                let bits = u32::from_le_bytes(bytes.get(21..25)?.try_into().ok()?);
+                Some(((bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1))
+            }
+            b"VP8 " => Some((u32::from(u16_le(26)? & 0x3fff), u32::from(u16_le(28)? & 0x3fff))),
+            _ => None,
+        },
+        ImageFormat::Jpeg => {
+            // Segments from after SOI: a marker, its length, its payload; the first SOFn
+            // (not DHT C4, JPG C8 or DAC CC) holds the precision, then height and width.
+            let mut at = 2;
+            loop {
+                while *bytes.get(at)? != 0xff {
+                    at += 1;
+                }
+                while *bytes.get(at)? == 0xff {
+                    at += 1;
+                }
+                let marker = *bytes.get(at)?;
+                at += 1;
+                if matches!(marker, 0xd0..=0xd9 | 0x01) {
+                    continue;
+                }
+                let length = usize::from(u16_be(at)?);
+                if matches!(marker, 0xc0..=0xcf) && !matches!(marker, 0xc4 | 0xc8 | 0xcc) {
+                    return Some((u32::from(u16_be(at + 5)?), u32::from(u16_be(at + 3)?)));
+                }
+                at += length;
+            }
+        }
+    }
+}
+
+/// How many images `messages` carry, counting each time one is carried (a request writes an
+/// image once per message that names it).
+pub fn image_count<'a>(messages: impl IntoIterator<Item = &'a Arc<Message>>) -> usize {
+    messages
+        .into_iter()
+        .map(|message| match &**message {
+            Message::User { images, .. } | Message::Tool { images, .. } => images.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
 /// The bytes of the images a request carries, by SHA-256: loaded from the object store before
 /// the request is built (or rebuilt), read by the serializers. Shared: cloning is cheap.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -244,5 +311,51 @@ mod tests {
         assert_eq!(request.missing_image().map(|i| &i.sha256[..1]), Some("a"));
         request.images = [("a".repeat(64), Arc::<[u8]>::from(&b"png"[..]))].into_iter().collect();
         assert_eq!(request.missing_image().map(|i| &i.sha256[..1]), Some("b"));
+    }
+
+    #[test]
+    fn pixel_sizes_are_read_from_each_formats_header() {
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\x01\x40\0\0\0\xf0\x08\x06\0\0\0";
+        assert_eq!(pixel_size(ImageFormat::Png, png), Some((320, 240)));
+        assert_eq!(pixel_size(ImageFormat::Png, &png[..20]), None, "cut short");
+        assert_eq!(pixel_size(ImageFormat::Gif, b"GIF89a\x10\x00\x20\x00"), Some((16, 32)));
+        // A JPEG: SOI, an APP0 segment to skip, then SOF0 (precision 8, height 480, width 640).
+        let jpeg = [
+            &[0xff, 0xd8, 0xff, 0xe0, 0x00, 0x04, 0xaa, 0xbb][..],
+            &[0xff, 0xc0, 0x00, 0x11, 0x08, 0x01, 0xe0, 0x02, 0x80, 0x03],
+        ]
+        .concat();
+        assert_eq!(pixel_size(ImageFormat::Jpeg, &jpeg), Some((640, 480)));
+        assert_eq!(pixel_size(ImageFormat::Jpeg, &jpeg[..9]), None);
+        // WebP, extended: canvas width and height minus one, 24-bit little-endian.
+        let mut webp = b"RIFF\0\0\0\0WEBPVP8X\x0a\0\0\0\0\0\0\0".to_vec();
+        webp.extend_from_slice(&[0x3f, 0x01, 0x00, 0xef, 0x00, 0x00]);
+        assert_eq!(pixel_size(ImageFormat::Webp, &webp), Some((320, 240)));
+        // Lossless: 14 bits each, minus one, after the signature byte.
+        let bits: u32 = 319 | (239 << 14);
+        let mut lossless = b"RIFF\0\0\0\0WEBPVP8L\0\0\0\0\x2f".to_vec();
+        lossless.extend_from_slice(&bits.to_le_bytes());
+        assert_eq!(pixel_size(ImageFormat::Webp, &lossless), Some((320, 240)));
+    }
+
+    #[test]
+    fn image_count_counts_each_time_an_image_is_carried() {
+        let image = ImageRef {
+            sha256: "a".repeat(64),
+            size: 3,
+            media_type: "image/png".to_owned(),
+            name: None,
+        };
+        let messages = vec![
+            Arc::new(Message::User { content: "a".into(), images: vec![image.clone()] }),
+            Arc::new(Message::System { content: "s".into() }),
+            Arc::new(Message::Tool {
+                call_id: "c".into(),
+                content: "x".into(),
+                images: vec![image],
+            }),
+        ];
+        assert_eq!(image_count(&messages), 2);
+        assert_eq!(image_refs(&messages).len(), 1);
     }
 }

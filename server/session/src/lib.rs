@@ -52,7 +52,7 @@ pub use header::{
 };
 pub use image::{
     IMAGE_MEDIA_TYPES, ImageData, ImageError, ImageFormat, ImageRef, MAX_IMAGE_BYTES, check_image,
-    image_refs, sniff,
+    image_count, image_refs, pixel_size, sniff,
 };
 pub use instructions::{INSTRUCTIONS_SOURCE, InstructionFold, Noted};
 pub use joined::joined_at;

@@ -45,6 +45,7 @@ M.error_codes = {
   approvalNotFound = 1008,
   checkpointUnavailable = 1014,
   config = 1012,
+  imagesUnsupported = 1021,
   invalidWorkspace = 1005,
   objectNotFound = 1017,
   outOfRange = 1003,
@@ -490,6 +491,7 @@ M.event_kinds = {
 --- `session/create` params.
 ---@class dsh.SessionCreateParams
 ---@field config? dsh.SessionConfig Call options.
+---@field images? boolean The session is for a prompt with images: refused (`imagesUnsupported`) before anything is created when its model does not read images.
 ---@field mcpServers? dsh.McpServerSpec[] The session's own MCP servers, as `session/mcpServers` takes them; checked before the session is created (nothing is created when they are refused).
 ---@field model? string Model id (shorthand for `config.model`).
 ---@field workspace string Workspace directory (absolute, existing).

@@ -42,6 +42,7 @@ impl Front {
             model: None,
             config: Some(asked.clone()),
             mcp_servers: Some(servers),
+            images: None,
         };
         let created = self
             .client

@@ -6,9 +6,11 @@
 //! logged as `plan/update` after its result), or the skill it loads (`skill`, offered when
 //! there are skills). Every call is answered.
 
+use std::sync::Arc;
+
 use dsh_session::{
-    ApprovalDecision, ApprovalRequest, ApprovalVerdict, EventData, PlanUpdate, ToolCall,
-    ToolCallStarted, ToolResult, ToolSchema,
+    ApprovalDecision, ApprovalRequest, ApprovalVerdict, EventData, ImageRef, MAX_IMAGE_BYTES,
+    PlanUpdate, ToolCall, ToolCallStarted, ToolResult, ToolSchema,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +21,7 @@ use crate::external::ExternalTool;
 use crate::owner::SessionHandle;
 use crate::seen::Memory;
 use crate::tools::skill::{self, SKILL_TOOL};
-use crate::tools::{Access, RunAs, plan};
+use crate::tools::{Access, FileImage, RunAs, plan};
 
 impl Agent {
     /// The tool schemas of the next request: the built-in tools in their order, then the
@@ -251,15 +253,55 @@ impl Agent {
             None if is_command => self.with_memory(session, Memory::after_command).await?,
             None => Vec::new(),
         };
+        let (content, is_error, images) = match output.image {
+            Some(image) => self.file_image(image).await,
+            None => (output.content, output.is_error, Vec::new()),
+        };
         let result = ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
-            content: output.content,
-            is_error: output.is_error,
+            content,
+            is_error,
             seen: (!seen.is_empty()).then_some(seen),
-            images: Vec::new(),
+            images,
         };
         Ok((result, plan))
+    }
+
+    /// The result of a `read_file` that found an image: for a model that reads images, the
+    /// image (stored once through the images seam) after a line naming it; for one that does
+    /// not, the line and why it is not shown. Over [`MAX_IMAGE_BYTES`], an error naming the
+    /// limit. Content, whether it is an error, and the images.
+    async fn file_image(&mut self, image: FileImage) -> (String, bool, Vec<ImageRef>) {
+        let line = image.describe();
+        let (model, reads_images) = &self.step_model;
+        if !reads_images {
+            let said = format!("{line}; not shown: model {model} does not read images");
+            return (said, false, Vec::new());
+        }
+        let Some(bytes) = image.bytes else {
+            let said = format!(
+                "{line}: over the limit of {MAX_IMAGE_BYTES} bytes for an image a model is given"
+            );
+            return (said, true, Vec::new());
+        };
+        let Some(objects) = &self.image_objects else {
+            return (format!("{line}; not shown: images cannot be stored here"), true, Vec::new());
+        };
+        match objects.store(Arc::clone(&bytes)).await {
+            Ok(sha256) => {
+                // The next request writes it from here, without reading it back.
+                self.image_cache.insert(sha256.clone(), bytes);
+                let stored = ImageRef {
+                    sha256,
+                    size: image.size,
+                    media_type: image.format.media_type().to_owned(),
+                    name: Some(image.path),
+                };
+                (format!("{line}; the image follows"), false, vec![stored])
+            }
+            Err(why) => (format!("{line}; not shown: storing it failed: {why}"), true, Vec::new()),
+        }
     }
 }
 

@@ -295,3 +295,57 @@ fn the_summarize_request_has_no_tools_thinking_off_and_the_rendered_region() {
     assert!(content.contains("[... trimmed"));
     assert!(!content.contains("done"));
 }
+
+/// Images are in a request's body as base64 (a 3 MB image is 4 MB of it) but cost a provider
+/// about 1,600 tokens: the tokens-per-byte ratio is the text's, and a new image projects as
+/// about that many tokens — so that image-heavy sessions compact in time.
+#[test]
+fn images_count_as_their_token_estimate_not_their_base64_in_the_pressure() {
+    let image = |seed: char| dsh_session::ImageRef {
+        sha256: seed.to_string().repeat(64),
+        size: 3_000_000,
+        media_type: "image/png".to_owned(),
+        name: None,
+    };
+    let mut log = Log::new();
+    log.turn("look at these");
+    let dsh_session::EventData::UserMessage(prompt) = &mut log.events.last_mut().unwrap().data
+    else {
+        unreachable!()
+    };
+    prompt.images = vec![image('a'), image('b')];
+    log.push(EventData::StepStart(StepStart { step: 1, turn: 1 }));
+    // 4,000 bytes of text and two images of 4,000,000 base64 bytes each.
+    log.push(EventData::RequestSent(dsh_session::RequestSent {
+        adapter: "anthropic-messages/v1".to_owned(),
+        sha256: "0".repeat(64),
+        bytes: 4_000 + 2 * 4_000_000,
+    }));
+    let call =
+        ToolCall { id: "c".to_owned(), name: "read_file".to_owned(), arguments: "{}".into() };
+    let message = AssistantMessage {
+        content: String::new(),
+        reasoning_content: None,
+        blocks: Vec::new(),
+        tool_calls: vec![call],
+    };
+    log.push(EventData::AssistantMessage(AssistantTurn { step: 1, message }));
+    log.push(EventData::ToolResult(ToolResult {
+        call_id: "c".to_owned(),
+        name: "read_file".to_owned(),
+        content: "c.png: image/png".to_owned(),
+        is_error: false,
+        seen: None,
+        images: vec![image('c')],
+    }));
+    // 1,000 text tokens and 3,200 for the two images.
+    let usage = Usage { prompt_tokens: 4_200, completion_tokens: 10, ..Usage::default() };
+    let end = StepEnd { step: 1, finish_reason: "tool_calls".to_owned(), usage };
+    log.push(EventData::StepEnd(end));
+    let pressure = pressure(&log.session()).unwrap();
+    // The ratio over text and images at 6,400 bytes each: 4,200 / 16,800.
+    assert!((pressure.tokens_per_byte - 0.25).abs() < 1e-9, "{}", pressure.tokens_per_byte);
+    // The new image (and its result's text) projects as about 1,600 tokens.
+    let added = pressure.projected - pressure.used;
+    assert!((1_600..1_700).contains(&added), "{added}");
+}

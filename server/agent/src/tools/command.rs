@@ -198,7 +198,7 @@ async fn run_checked(
             );
         }
     }
-    Ok(ToolOutput { content, is_error, seen: None })
+    Ok(ToolOutput { content, is_error, seen: None, image: None })
 }
 
 /// Reads what is left in the pipe until end-of-file or [`DRAIN_GRACE`] passes.

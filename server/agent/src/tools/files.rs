@@ -5,14 +5,15 @@
 
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read as _};
+use std::sync::Arc;
 
 use dsh_sandbox::beneath::Kind;
-
+use dsh_session::{ImageFormat, MAX_IMAGE_BYTES, pixel_size, sniff};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use super::workspace::{Resolved, Workspace};
-use super::{SEEN_TEXT_CAP_BYTES, Seen, ToolConfig};
+use super::{FileImage, SEEN_TEXT_CAP_BYTES, Seen, ToolConfig};
 
 /// Longest line `read_file` shows in full, in bytes; longer lines are cut with a note.
 const READ_MAX_LINE_BYTES: usize = 2_000;
@@ -105,12 +106,27 @@ fn io_error(action: &str, argument: &str, error: &io::Error) -> String {
     format!("cannot {action} `{argument}`: {error}")
 }
 
-/// `read_file`: numbered lines of a text file, within a line range and the line cap.
+/// What `read_file` read.
+pub(super) enum Read {
+    /// A text file: its numbered lines.
+    Text(String, Seen),
+    /// An image, by its magic bytes (the line range is not looked at).
+    Image(FileImage, Seen),
+}
+
+/// How many bytes of a file are looked at to tell an image (its signature and header).
+const IMAGE_HEAD_BYTES: usize = 32;
+
+/// How many bytes of an image over the limit are kept to read its pixel size from.
+const IMAGE_HEADER_KEPT: usize = 64 * 1024;
+
+/// `read_file`: numbered lines of a text file, within a line range and the line cap; an
+/// image file (by its magic bytes, never its name) as a [`FileImage`].
 pub(super) fn read_file(
     workspace: &Workspace,
     config: &ToolConfig,
     args: ReadFileArgs,
-) -> Result<(String, Seen), String> {
+) -> Result<Read, String> {
     let start = args.start_line.unwrap_or(1);
     if start == 0 {
         return Err("start_line must be at least 1 (lines are numbered from 1)".to_owned());
@@ -121,7 +137,17 @@ pub(super) fn read_file(
         return Err(format!("end_line {end} is before start_line {start}"));
     }
     let resolved = existing_file(workspace, &args.path)?;
-    let file = workspace.open_file(&resolved, &args.path).map_err(|error| error.to_string())?;
+    let mut file = workspace.open_file(&resolved, &args.path).map_err(|error| error.to_string())?;
+    let mut head = Vec::with_capacity(IMAGE_HEAD_BYTES);
+    (&mut file)
+        .take(IMAGE_HEAD_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(|error| io_error("read", &args.path, &error))?;
+    let path = workspace.display(&resolved.path);
+    if let Some(format) = sniff(&head) {
+        return read_image(Tee::new(io::Cursor::new(head).chain(file)), format, path, &args.path);
+    }
+    let file = io::Cursor::new(head).chain(file);
     let cap = u64::try_from(config.read_cap_lines.max(1)).unwrap_or(u64::MAX);
     let wanted_end = args.end_line.unwrap_or(u64::MAX);
     let shown_end = wanted_end.min(start.saturating_add(cap - 1));
@@ -151,10 +177,10 @@ pub(super) fn read_file(
         }
     }
 
-    let seen = reader.into_inner().seen(workspace.display(&resolved.path));
+    let seen = reader.into_inner().seen(path);
     if total == 0 {
         return if start == 1 {
-            Ok(("(empty file)".to_owned(), seen))
+            Ok(Read::Text("(empty file)".to_owned(), seen))
         } else {
             Err(format!("start_line {start} is past the end of the file, which is empty"))
         };
@@ -175,7 +201,36 @@ pub(super) fn read_file(
     } else if start > 1 || last_shown < total {
         let _ = write!(output, "\n[showing lines {start}-{last_shown} of {total}]");
     }
-    Ok((output, seen))
+    Ok(Read::Text(output, seen))
+}
+
+/// The rest of `read_file` for an image of `format` read through `tee` (from its first
+/// byte): its bytes when they are within [`MAX_IMAGE_BYTES`], else only its size, hash and
+/// pixel size (read from its first bytes).
+fn read_image<R: io::Read>(
+    mut tee: Tee<R>,
+    format: ImageFormat,
+    path: String,
+    argument: &str,
+) -> Result<Read, String> {
+    let mut bytes = Vec::new();
+    (&mut tee)
+        .take(MAX_IMAGE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| io_error("read", argument, &error))?;
+    let mut size = bytes.len() as u64;
+    let within = size <= MAX_IMAGE_BYTES;
+    if !within {
+        // Hashed to its end (what the agent has seen of it), its header kept.
+        size += io::copy(&mut tee, &mut io::sink())
+            .map_err(|error| io_error("read", argument, &error))?;
+        bytes.truncate(IMAGE_HEADER_KEPT);
+    }
+    let pixels = pixel_size(format, &bytes);
+    // An image's bytes are never a text a later change is diffed against.
+    let seen = Seen { text: None, ..tee.seen(path.clone()) };
+    let bytes = within.then(|| Arc::<[u8]>::from(bytes));
+    Ok(Read::Image(FileImage { path, format, size, pixels, bytes }, seen))
 }
 
 /// A reader that hashes everything read through it and keeps it while it is small: what the

@@ -28,10 +28,12 @@ mod workspace;
 #[cfg(test)]
 mod tests;
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_sandbox::CommandSandbox;
+use dsh_session::ImageFormat;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
@@ -64,6 +66,35 @@ pub struct ToolOutput {
     /// The file the call read or wrote, as it stands after the call (`read_file`, `write_file`,
     /// `edit_file` when they succeed).
     pub seen: Option<Seen>,
+    /// The image `read_file` found (the file's magic bytes say it is one): the loop attaches
+    /// it to the result for a model that reads images; `content` describes it in one line.
+    pub image: Option<FileImage>,
+}
+
+/// An image file as `read_file` found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileImage {
+    /// Its path relative to the workspace root.
+    pub path: String,
+    /// Its format, by its magic bytes.
+    pub format: ImageFormat,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its width and height in pixels, when its header says.
+    pub pixels: Option<(u32, u32)>,
+    /// Its bytes; `None` when it is over [`dsh_session::MAX_IMAGE_BYTES`] (never kept whole).
+    pub bytes: Option<Arc<[u8]>>,
+}
+
+impl FileImage {
+    /// One line naming it: path, media type, size, pixel size when known.
+    pub fn describe(&self) -> String {
+        let mut line = format!("{}: {}, {} bytes", self.path, self.format.media_type(), self.size);
+        if let Some((width, height)) = self.pixels {
+            let _ = write!(line, ", {width}x{height} pixels");
+        }
+        line
+    }
 }
 
 /// A file as a call read or wrote it: what the agent knows of it.
@@ -84,12 +115,12 @@ pub const SEEN_TEXT_CAP_BYTES: usize = 256 * 1024;
 impl ToolOutput {
     /// A successful output.
     pub fn success(content: String) -> ToolOutput {
-        ToolOutput { content, is_error: false, seen: None }
+        ToolOutput { content, is_error: false, seen: None, image: None }
     }
 
     /// A failed output.
     pub fn error(content: String) -> ToolOutput {
-        ToolOutput { content, is_error: true, seen: None }
+        ToolOutput { content, is_error: true, seen: None, image: None }
     }
 
     fn from_result(result: Result<String, String>) -> ToolOutput {
@@ -101,7 +132,9 @@ impl ToolOutput {
 
     fn from_file_result(result: Result<(String, Seen), String>) -> ToolOutput {
         match result {
-            Ok((content, seen)) => ToolOutput { content, is_error: false, seen: Some(seen) },
+            Ok((content, seen)) => {
+                ToolOutput { content, is_error: false, seen: Some(seen), image: None }
+            }
             Err(content) => ToolOutput::error(content),
         }
     }
@@ -371,9 +404,20 @@ fn run_blocking(
             parse(tool, arguments).and_then(|args| files::list_dir(workspace, config, args))
         }
         Tool::ReadFile => {
-            let result =
-                parse(tool, arguments).and_then(|args| files::read_file(workspace, config, args));
-            return ToolOutput::from_file_result(result);
+            return match parse(tool, arguments)
+                .and_then(|args| files::read_file(workspace, config, args))
+            {
+                Ok(files::Read::Text(content, seen)) => {
+                    ToolOutput { content, is_error: false, seen: Some(seen), image: None }
+                }
+                Ok(files::Read::Image(image, seen)) => ToolOutput {
+                    content: image.describe(),
+                    is_error: false,
+                    seen: Some(seen),
+                    image: Some(image),
+                },
+                Err(content) => ToolOutput::error(content),
+            };
         }
         Tool::WriteFile => {
             let result = parse(tool, arguments).and_then(|args| files::write_file(workspace, args));

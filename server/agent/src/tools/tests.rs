@@ -1090,3 +1090,33 @@ fn web_fetch_is_class_web_changes_no_file_and_is_described_whole() {
     let default = fixture.toolbox.describe_call("web_fetch", r#"{"url": "https://a.example/"}"#);
     assert_eq!(default, "web_fetch https://a.example/ (markdown)");
 }
+
+#[tokio::test]
+async fn read_file_tells_an_image_by_its_bytes_and_keeps_it_only_within_the_limit() {
+    let fixture = fixture();
+    // A GIF named .txt: an image (the name is not looked at); 10x20 pixels.
+    let mut gif = b"GIF89a\x0a\x00\x14\x00".to_vec();
+    gif.extend_from_slice(&[0; 40]);
+    fs::write(fixture.root().join("notes.txt"), &gif).unwrap();
+    let output = fixture.call("read_file", json!({"path": "notes.txt"})).await;
+    assert!(!output.is_error, "{}", output.content);
+    assert_eq!(output.content, "notes.txt: image/gif, 50 bytes, 10x20 pixels");
+    let image = output.image.unwrap();
+    assert_eq!(image.bytes.as_deref(), Some(&gif[..]));
+    let seen = output.seen.unwrap();
+    assert_eq!(seen.sha256, dsh_provider::sha256_hex(&gif));
+    assert_eq!(seen.text, None);
+    // Over the limit: described, hashed whole, its bytes not kept.
+    let mut big = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x02\0\0\0\x03".to_vec();
+    big.resize(dsh_session::MAX_IMAGE_BYTES as usize + 10, 1);
+    fs::write(fixture.root().join("big.png"), &big).unwrap();
+    let output = fixture.call("read_file", json!({"path": "big.png"})).await;
+    let image = output.image.unwrap();
+    assert_eq!((image.size, image.pixels, image.bytes), (big.len() as u64, Some((2, 3)), None));
+    assert_eq!(output.seen.unwrap().sha256, dsh_provider::sha256_hex(&big));
+    // A text file still reads as lines (its first bytes were looked at, then read on).
+    fixture.write("a.txt", "one\ntwo\n");
+    let output = fixture.call("read_file", json!({"path": "a.txt"})).await;
+    assert_eq!(output.content, "     1\tone\n     2\ttwo\n");
+    assert!(output.image.is_none());
+}

@@ -124,6 +124,7 @@ async fn prompt_in_session(
                 model: None,
                 config: Some(settings.session_config()),
                 mcp_servers: None,
+                images: (!options.attachments.is_empty()).then_some(true),
             };
             client.call::<method::SessionCreate>(params).await?.session_id
         }

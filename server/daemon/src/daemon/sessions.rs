@@ -9,16 +9,17 @@ impl Daemon {
     /// configured ones). An unknown profile or model, or a profile whose key is missing, is an
     /// error before anything is logged: a session that could never run a turn is not created.
     pub fn create(&self, workspace: &str, config: &SessionConfig) -> ApiResult<Arc<LiveSession>> {
-        self.create_checked(workspace, config, |_| Ok(())).map(|(live, ())| live)
+        self.create_checked(workspace, config, |_, _| Ok(())).map(|(live, ())| live)
     }
 
-    /// [`Daemon::create`], running `check` on the workspace once everything else about the
-    /// session is known to be fine and before anything is created: refused, nothing is.
+    /// [`Daemon::create`], running `check` on the workspace and the options the session would be
+    /// pinned to (its profile and model) once everything else about the session is known to be
+    /// fine and before anything is created: refused, nothing is.
     pub fn create_checked<T>(
         &self,
         workspace: &str,
         config: &SessionConfig,
-        check: impl FnOnce(&Path) -> ApiResult<T>,
+        check: impl FnOnce(&Path, &CallOverrides) -> ApiResult<T>,
     ) -> ApiResult<(Arc<LiveSession>, T)> {
         let path = Path::new(workspace);
         if !path.is_absolute() || !path.is_dir() {
@@ -28,7 +29,7 @@ impl Daemon {
         }
         self.check_broad_workspace(path)?;
         let overrides = self.pinned_overrides(path, config, true)?;
-        let checked = check(path)?;
+        let checked = check(path, &overrides)?;
         let store = self.config.home.workspace(path)?;
         // The pin is in the log before anyone hears of the session: a restart before its first
         // request keeps it.
@@ -135,6 +136,26 @@ impl Daemon {
         // The fork keeps its parent's pin, with what this fork asks for on top.
         let mut overrides = overrides_of(&parent_pin);
         overrides.merge(asked);
+        if moves {
+            // A conversation that carries images is not moved to a model that does not read
+            // them: its first request could only be refused, or sent without them.
+            let before_fork =
+                parent_log.events.iter().filter(|event| at_seq.is_none_or(|at| event.seq < at));
+            let surface = dsh_session::Session::from_events(before_fork.cloned());
+            let count = dsh_session::image_count(&surface.messages());
+            if count > 0 {
+                self.check_reads_images(&workspace, &overrides, |model| {
+                    format!(
+                        "session {parent} carries {count} image{} where it would fork, and {model} \
+                         does not read images: nothing was created. Compact it first (`dsh \
+                         compact {parent}`: the summary describes the images it replaces; the \
+                         latest turns keep theirs), or fork it before its first image (`dsh fork \
+                         {parent} --step N`)",
+                        if count == 1 { "" } else { "s" }
+                    )
+                })?;
+            }
+        }
         let max_steps = config.max_steps.or(parent_pin.max_steps);
         let pin = pin_of(&overrides, max_steps);
         let id = SessionId::generate(now_ms(), &mut fastrand::Rng::new());
@@ -192,6 +213,28 @@ impl Daemon {
         let call = CallOverrides::apply(&overrides, AgentConfig::new(&model).default_call);
         self.settings.endpoint(workspace, &call).map_err(ApiError::provider)?;
         Ok(overrides)
+    }
+
+    /// Refuses (`imagesUnsupported`) a session pinned to `pinned` when its model does not read
+    /// images, in the words `refusal` gives for the model (`model M of profile P`).
+    pub(crate) fn check_reads_images(
+        &self,
+        workspace: &Path,
+        pinned: &CallOverrides,
+        refusal: impl FnOnce(&str) -> String,
+    ) -> ApiResult<()> {
+        let profile = pinned.profile.as_deref().unwrap_or(crate::settings::LEGACY_PROFILE);
+        let model = pinned.model.as_deref().unwrap_or_default();
+        let reads = self
+            .config_for(workspace)
+            .is_ok_and(|config| config.profile(profile).is_ok_and(|p| p.images(model)));
+        if reads {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            dsh_protocol::code::IMAGES_UNSUPPORTED,
+            refusal(&format!("model {model} of profile {profile}")),
+        ))
     }
 
     /// Registers a new log pinned to `pin` (a sub-agent's, which keeps its parent's pin).

@@ -68,7 +68,7 @@ pub(super) fn render_result(result: &CallToolResult) -> ToolOutput {
             "\n[result cut: {total} bytes, the first {cut} shown (MCP results are capped at {RESULT_CAP_BYTES} bytes)]"
         ));
     }
-    ToolOutput { content, is_error: result.is_error == Some(true), seen: None }
+    ToolOutput { content, is_error: result.is_error == Some(true), seen: None, image: None }
 }
 
 /// A JSON value with every object's keys sorted, recursively.

@@ -94,3 +94,28 @@ async fn the_messages_endpoint_takes_base64_image_blocks_of_a_vision_model() {
     let (status, refused) = messages(&server, "mock-vision", url).await;
     assert_eq!(status, 400, "{refused}");
 }
+
+#[tokio::test]
+async fn a_tool_message_on_the_chat_endpoint_takes_text_parts_but_no_image() {
+    let server = start(MockConfig::default()).await;
+    let with_tool = |parts: Value| {
+        json!({"model": "mock-vision", "stream": false, "messages": [
+            {"role": "user", "content": "read it"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "read_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": parts},
+        ]})
+    };
+    let text = json!([{"type": "text", "text": "shot.png: image/png"}]);
+    let reply = chat(&server, &with_tool(text)).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let image = json!([{"type": "text", "text": "shot.png"},
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", png(100))}}]);
+    let reply = chat(&server, &with_tool(image)).await;
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert!(
+        reply.message().contains("only allowed for messages with role 'user'"),
+        "{}",
+        reply.text()
+    );
+}

@@ -495,3 +495,48 @@ fn a_user_message_with_an_image_has_a_content_array_with_a_data_url() {
     assert!(cache.is_empty(), "a body without its images' bytes is not memoized");
     assert_eq!(cache.body(&request).0.to_vec(), wire_body(&request));
 }
+
+#[test]
+fn tool_result_images_follow_the_run_of_results_in_one_user_message() {
+    let (image, images) = crate::test_support::png();
+    let tool_image = |id: &str| {
+        Arc::new(Message::Tool {
+            call_id: id.to_owned(),
+            content: format!("{id}.png: image/png"),
+            images: vec![image.clone()],
+        })
+    };
+    let calls = assistant("", None, &[("a", "read_file", "{}"), ("b", "read_file", "{}")]);
+    let messages = vec![
+        user("look"),
+        calls,
+        tool_image("a"),
+        Arc::new(Message::tool("b".to_owned(), "no image".to_owned())),
+        assistant("seen", None, &[]),
+        user("and this one?"),
+        assistant("", None, &[("c", "read_file", "{}")]),
+        tool_image("c"),
+    ];
+    let request = GenerateRequest {
+        images,
+        header: EpochHeader { config: config(false), system: None, tools: None },
+        messages,
+    };
+    // The `tool` messages keep strings; the images follow each run of results, before the
+    // next message or at the end.
+    check(
+        &request,
+        expect![[
+            r#"{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"look"},{"role":"assistant","content":"","tool_calls":[{"id":"a","type":"function","function":{"name":"read_file","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"read_file","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"a.png: image/png"},{"role":"tool","tool_call_id":"b","content":"no image"},{"role":"user","content":[{"type":"text","text":"Images of tool result a:"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="}}]},{"role":"assistant","content":"seen"},{"role":"user","content":"and this one?"},{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"read_file","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"c.png: image/png"},{"role":"user","content":[{"type":"text","text":"Images of tool result c:"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="}}]}],"thinking":{"type":"disabled"},"max_tokens":4096,"stream":true,"stream_options":{"include_usage":true}}"#
+        ]],
+    );
+    assert_eq!(crate::check_request(&request), Ok(()));
+    // The memo, step by step (each request ending anywhere, a run of results included), writes
+    // the same bytes as the whole body.
+    let mut cache = crate::WireCache::new();
+    for end in 1..=request.messages.len() {
+        let step =
+            GenerateRequest { messages: request.messages[..end].to_vec(), ..request.clone() };
+        assert!(cache.body(&step).0.to_vec() == wire_body(&step), "request of {end} messages");
+    }
+}
