@@ -975,7 +975,7 @@ test("e2e: :Dsh rewind lists the files, asks, refuses a file edited by hand unti
           return H.messages[i]
         end
       end
-    end, 10000, ("the message %q"):format(text))
+    end, 30000, ("the message %q"):format(text))
   end
   ok, err = pcall(function()
     -- The step under the cursor; cancelled: nothing changes. notes.txt has unsaved changes in a
