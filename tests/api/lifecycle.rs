@@ -412,3 +412,18 @@ async fn an_idle_daemon_whose_socket_was_removed_exits_without_waiting_out_its_i
         env.daemon_log()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_daemon_whose_socket_was_replaced_exits_and_leaves_the_new_socket_alone() {
+    let env = Env::new().await;
+    let mut served = env.serve(&["--idle-exit", "30"]).await;
+    // Another daemon's socket at the same path (as after the home was deleted and made again).
+    std::fs::remove_file(env.socket()).unwrap();
+    let other = std::os::unix::net::UnixListener::bind(env.socket()).unwrap();
+    let exit = tokio::time::timeout(Duration::from_secs(20), served.wait())
+        .await
+        .expect("the daemon outlived its replaced socket by 20 s");
+    assert!(exit.success(), "{exit}");
+    assert!(env.socket().exists(), "the exiting daemon removed the other daemon's socket");
+    drop(other);
+}

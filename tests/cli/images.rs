@@ -699,19 +699,81 @@ async fn a_request_never_carries_more_images_than_the_model_takes() {
     let requests = env.requests();
     assert_eq!(requests.len(), 1);
     assert!(String::from_utf8_lossy(&requests[0].body).contains(&base64(&big_bytes)));
-    // A third image: more than `max_images`; the step fails, nothing sent, the error says to
-    // compact.
+    // A third image given with a prompt: more than `max_images`; refused before anything is
+    // logged, the error says to compact.
+    let logged = env.log_values(&session).len();
     let third = run(env.command_plain(
         &env.key,
         &["prompt", "--yes", "--session", &session, "--image", small.to_str().unwrap(), "Three."],
     ))
     .await;
+    assert!(!third.status.success());
     let said = describe(&third);
     assert!(
-        said.contains("3 images") && said.contains("more than the 2") && said.contains("compact"),
+        said.contains("carries 2 images and the prompt 1 more, over the 2")
+            && said.contains("compact the session first; nothing was logged"),
+        "{said}"
+    );
+    assert_eq!(env.log_values(&session).len(), logged, "nothing was logged");
+    assert_eq!(env.requests().len(), 1, "nothing was sent");
+    // The configuration lowered under the session: its next step fails, nothing sent, the error
+    // says to compact.
+    let lowered =
+        vision_profile(&env, "anthropic").replace("images = true", "images = true\nmax_images = 1");
+    std::fs::write(env.user_config(), lowered).unwrap();
+    let next =
+        run(env.command_plain(&env.key, &["prompt", "--yes", "--session", &session, "Go on."]))
+            .await;
+    let said = describe(&next);
+    assert!(
+        said.contains("2 images") && said.contains("more than the 1") && said.contains("compact"),
         "{said}"
     );
     assert_eq!(env.requests().len(), 1, "nothing was sent");
+    env.assert_audit_ok(&session).await;
+}
+
+/// A `read_file` of an image when the conversation already carries as many images as one request
+/// takes: the model is told, in the result, and the turn goes on (no image stored in the result).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_file_of_an_image_past_the_models_max_images_is_told_not_attached() {
+    let env = Env::new().await;
+    let config =
+        vision_profile(&env, "anthropic").replace("images = true", "images = true\nmax_images = 1");
+    std::fs::write(env.user_config(), config).unwrap();
+    let (given, _) = png_file(&env, "given.png", 1_000, 21);
+    let read = workspace_png(&env, "shot.png", 5_000, 22);
+    env.script(serde_json::json!([
+        crate::support::tool_reply("Look.", "read_file", serde_json::json!({"path": "shot.png"})),
+        {"content": "I saw the first one only."},
+    ]))
+    .await;
+    let workspace = env.workspace.to_str().unwrap().to_owned();
+    let output = dsh(
+        &env,
+        &[
+            "prompt",
+            "--yes",
+            "--workspace",
+            &workspace,
+            "--image",
+            given.to_str().unwrap(),
+            "Both?",
+        ],
+    )
+    .await;
+    let session = session_id_of(&output);
+    let results = tool_results(&env, &session);
+    let content = results[0]["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("shot.png: image/png, 5000 bytes")
+            && content.contains("not shown: the conversation already carries 1 images, the most"),
+        "{content}"
+    );
+    assert!(results[0].get("images").is_none(), "{}", results[0]);
+    let requests = env.requests();
+    assert_eq!(requests.len(), 2, "the turn went on");
+    assert!(!String::from_utf8_lossy(&requests[1].body).contains(&base64(&read)[..64]));
     env.assert_audit_ok(&session).await;
 }
 

@@ -40,10 +40,10 @@ use dsh_provider::{
 };
 use dsh_session::{
     AssistantChunk, AssistantTurn, CheckpointReason, ContextMessage, EpochHeader, EventData,
-    GenerateRequest, HeaderPlan, ImageRef, InstructionFold, LlmCallConfig, LlmRetry, Message,
-    RequestHeader, RequestSent, Session, StepEnd, StepError, StopReason, SurfaceMark, ToolCall,
-    TurnEnd, TurnLimit, TurnStart, Usage, UserMessage, image_count, plan_header_event,
-    reconstruct_session_step,
+    GenerateRequest, HeaderPlan, ImageRef, InstructionFold, LlmCallConfig, LlmRetry,
+    MAX_REQUEST_IMAGE_BYTES, Message, RequestHeader, RequestSent, Session, StepEnd, StepError,
+    StopReason, SurfaceMark, ToolCall, TurnEnd, TurnLimit, TurnStart, Usage, UserMessage,
+    image_bytes, image_count, plan_header_event, reconstruct_session_step,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -205,9 +205,9 @@ pub struct Agent {
     image_cache: HashMap<String, Arc<[u8]>>,
     /// The images the next turn's prompt carries ([`Agent::attach_images`]).
     prompt_images: Vec<ImageRef>,
-    /// The current step's model, and whether it reads images (its endpoint's `images`): what
-    /// a `read_file` of an image gives it.
-    step_model: (String, bool),
+    /// The current step's model, whether it reads images, and the images its request carried:
+    /// what a `read_file` of an image gives it.
+    step_images: StepImages,
     /// What remains of the running turn's budgets: set before each step, less the step's own
     /// spend once its answer is in (the children it starts may spend no more).
     turn_left: TurnLimits,
@@ -274,7 +274,7 @@ impl Agent {
             image_objects: None,
             image_cache: HashMap::new(),
             prompt_images: Vec::new(),
-            step_model: (String::new(), false),
+            step_images: StepImages::default(),
             turn_left: TurnLimits::default(),
         }
     }
@@ -641,7 +641,12 @@ impl Agent {
             self.config.web = web.clone();
         }
         self.skills.clone_from(&endpoint.skills);
-        self.step_model = (pinned.model.clone(), endpoint.images);
+        self.step_images = StepImages {
+            model: pinned.model.clone(),
+            reads: endpoint.images,
+            max_images: endpoint.max_images,
+            ..StepImages::default()
+        };
         // Waiting for MCP servers that are starting: a cancel ends the wait (nothing of the step
         // is logged yet but the wait itself).
         let Some(tools) = self.tool_schemas(session, cancel).await? else {
@@ -729,6 +734,8 @@ impl Agent {
                 return self.fail_step(session, step, error, false).await;
             }
         };
+        self.step_images.carried = image_count(&messages);
+        self.step_images.bytes = image_bytes(&messages);
         let mut request = GenerateRequest { header, messages, images };
         // A request its format would reject (a tool result without its call, unsigned
         // reasoning in an Anthropic tool-use turn, …) is never sent: the step fails here, with
@@ -929,10 +936,47 @@ impl Agent {
     }
 }
 
+/// The model of the running step and the images its request carried, with what tool results
+/// of the step added: whether a `read_file` of an image may give it one more.
+#[derive(Debug, Default)]
+pub(crate) struct StepImages {
+    /// The model.
+    pub(crate) model: String,
+    /// Whether it reads images (its endpoint's `images`).
+    pub(crate) reads: bool,
+    /// The most images one request to it carries (its endpoint's `max_images`).
+    pub(crate) max_images: u32,
+    /// Images carried: the step's request's, and those its tool results added.
+    pub(crate) carried: usize,
+    /// Their bytes.
+    pub(crate) bytes: u64,
+}
+
+impl StepImages {
+    /// Why one more image of `size` bytes would not fit the next request, if it would not.
+    pub(crate) fn no_room_for(&self, size: u64) -> Option<String> {
+        if self.carried >= self.max_images as usize {
+            return Some(format!(
+                "the conversation already carries {} images, the most one request to model {} \
+                 takes (its `max_images`)",
+                self.carried, self.model
+            ));
+        }
+        (self.bytes + size > MAX_REQUEST_IMAGE_BYTES).then(|| {
+            format!(
+                "with it the conversation would carry {} bytes of images, more than the {} one \
+                 request carries",
+                self.bytes + size,
+                MAX_REQUEST_IMAGE_BYTES
+            )
+        })
+    }
+}
+
 /// Why a request of `messages` cannot go to `endpoint`'s `model` because of its images: the
 /// model does not read images (its `images` setting changed, or the session was moved) or they
-/// are more than its `max_images`. Each error names the model and the count, and says how to
-/// go on.
+/// are more than its `max_images`, or more bytes than [`MAX_REQUEST_IMAGE_BYTES`]. Each error
+/// names the model or the limit and the count, and says how to go on.
 fn image_refusal(messages: &[Arc<Message>], endpoint: &Endpoint, model: &str) -> Option<String> {
     let count = image_count(messages);
     if count == 0 {
@@ -954,6 +998,15 @@ fn image_refusal(messages: &[Arc<Message>], endpoint: &Endpoint, model: &str) ->
              {model} may carry (its `max_images`): nothing was sent. Compact the session \
              (`dsh compact`: the summary describes the images it replaces)",
             endpoint.max_images
+        ));
+    }
+    let bytes = image_bytes(messages);
+    if bytes > MAX_REQUEST_IMAGE_BYTES {
+        return Some(format!(
+            "the conversation carries {count} image{plural} of {bytes} bytes together, more than \
+             the {MAX_REQUEST_IMAGE_BYTES} bytes of images one request carries: nothing was \
+             sent. Compact the session (`dsh compact`: the summary describes the images it \
+             replaces)"
         ));
     }
     None
@@ -1047,4 +1100,26 @@ fn steering_after(session: &Session, boundary: u64) -> bool {
         .unwrap_or_default()
         .iter()
         .any(|event| matches!(event.data, EventData::SteeringMessage(_)))
+}
+
+#[cfg(test)]
+mod step_images_tests {
+    use super::{MAX_REQUEST_IMAGE_BYTES, StepImages};
+
+    fn step(carried: usize, bytes: u64) -> StepImages {
+        StepImages { model: "m".to_owned(), reads: true, max_images: 3, carried, bytes }
+    }
+
+    #[test]
+    fn one_more_image_fits_only_under_both_the_count_and_the_bytes() {
+        assert_eq!(step(2, 1_000).no_room_for(1_000), None);
+        let full = step(3, 1_000).no_room_for(1).unwrap();
+        assert!(full.contains("already carries 3 images") && full.contains("model m"), "{full}");
+        assert_eq!(step(0, MAX_REQUEST_IMAGE_BYTES - 10).no_room_for(10), None);
+        let heavy = step(0, MAX_REQUEST_IMAGE_BYTES - 10).no_room_for(11).unwrap();
+        assert!(
+            heavy.contains(&format!("{} bytes of images", MAX_REQUEST_IMAGE_BYTES + 1)),
+            "{heavy}"
+        );
+    }
 }

@@ -18,7 +18,10 @@ use base64::Engine as _;
 use dsh_agent::approval::BoxFuture;
 use dsh_checkpoint::{Hash, ObjectStore};
 use dsh_protocol::Attachment;
-use dsh_session::{EventData, ImageData, ImageRef, LlmCallConfig, MAX_IMAGE_BYTES, check_image};
+use dsh_session::{
+    EventData, ImageData, ImageRef, LlmCallConfig, MAX_IMAGE_BYTES, MAX_REQUEST_IMAGE_BYTES,
+    check_image, image_bytes, image_count,
+};
 
 use crate::checkpoints::WorkspaceCheckpoints;
 use crate::daemon::Daemon;
@@ -116,8 +119,8 @@ impl Daemon {
         let root = live.toolbox.workspace().root().to_path_buf();
         let config = self.config_for(&root)?;
         let profile_name = call.profile.as_deref().unwrap_or(LEGACY_PROFILE);
-        let reads_images =
-            config.profile(profile_name).is_ok_and(|profile| profile.images(&call.model));
+        let profile = config.profile(profile_name).ok();
+        let reads_images = profile.as_ref().is_some_and(|profile| profile.images(&call.model));
         if !reads_images {
             return Err(ApiError::invalid_params(format!(
                 "model {} of profile {profile_name} does not read images (set `images = true` \
@@ -144,6 +147,36 @@ impl Daemon {
             let format = check_image(&shown, &bytes)
                 .map_err(|error| ApiError::invalid_params(error.to_string()))?;
             checked.push((attachment.name, format, bytes));
+        }
+        // What the next request would carry: the conversation's images and these. More than the
+        // model takes, or than one request carries, is refused here, before anything is logged
+        // (else the prompt would be logged and its first step fail).
+        let max_images =
+            profile.as_ref().map_or(0, |profile| profile.max_images(&call.model)) as usize;
+        let (carried, bytes) = live
+            .handle
+            .query(|s| {
+                let messages = s.messages();
+                (image_count(&messages), image_bytes(&messages))
+            })
+            .await
+            .map_err(ApiError::from_agent)?;
+        let adding: u64 = checked.iter().map(|(_, _, bytes)| bytes.len() as u64).sum();
+        if carried + checked.len() > max_images {
+            return Err(ApiError::invalid_params(format!(
+                "the conversation carries {carried} images and the prompt {} more, over the {max_images} \
+                 one request to model {} takes (its `max_images`): compact the session first; \
+                 nothing was logged",
+                checked.len(),
+                call.model
+            )));
+        }
+        if bytes + adding > MAX_REQUEST_IMAGE_BYTES {
+            return Err(ApiError::invalid_params(format!(
+                "the conversation carries {bytes} bytes of images and the prompt {adding} more, \
+                 over the {MAX_REQUEST_IMAGE_BYTES} bytes of images one request carries: compact \
+                 the session first; nothing was logged"
+            )));
         }
         let workspace = self.checkpoints.workspace(&root);
         let stored = tokio::task::spawn_blocking(move || {

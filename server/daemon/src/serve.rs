@@ -288,9 +288,9 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
     let _ = daemon.socket.set(socket_path.clone());
     let shutdown = daemon.shutdown.clone();
     spawn_signal_handler(shutdown.clone());
+    let identity = SocketIdentity::of(&socket_path);
     if let Some(idle) = options.idle_exit {
-        let socket = SocketIdentity::of(&socket_path);
-        tokio::spawn(idle_watch(Arc::clone(&daemon), idle, socket));
+        tokio::spawn(idle_watch(Arc::clone(&daemon), idle, identity.clone()));
     }
     tokio::spawn(unload_watch(Arc::clone(&daemon)));
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "dsh daemon listening");
@@ -337,9 +337,12 @@ pub async fn run(config: DaemonConfig, options: ServeOptions) -> anyhow::Result<
         });
     }
 
-    // Step 1: no new connections — the socket goes now, the network front stops now.
+    // Step 1: no new connections — the socket goes now (only if it is still this daemon's: a
+    // socket another daemon bound at the same path is that daemon's), the network front stops now.
     drop(listener);
-    let _ = std::fs::remove_file(&socket_path);
+    if identity.as_ref().is_none_or(SocketIdentity::still_there) {
+        let _ = std::fs::remove_file(&socket_path);
+    }
     daemon.web.stop().await;
     shut_down(&daemon, &connections).await;
     Ok(())
@@ -515,6 +518,7 @@ async fn idle_watch(daemon: Arc<Daemon>, idle: Duration, socket: Option<SocketId
 
 /// The socket file this daemon bound, by device and inode: a file of another daemon at the same
 /// path is not it.
+#[derive(Clone)]
 struct SocketIdentity {
     path: PathBuf,
     dev: u64,

@@ -177,6 +177,24 @@ pub fn pixel_size(format: ImageFormat, bytes: &[u8]) -> Option<(u32, u32)> {
     }
 }
 
+/// The most bytes of images one request carries (counting each time one is carried): as
+/// base64 a request holds a third more, and Anthropic refuses a request body over 32 MB — so a
+/// request over this would be refused by the provider, not by us, and be held in memory whole.
+pub const MAX_REQUEST_IMAGE_BYTES: u64 = 20_000_000;
+
+/// How many bytes of images `messages` carry, counting each time one is carried.
+pub fn image_bytes<'a>(messages: impl IntoIterator<Item = &'a Arc<Message>>) -> u64 {
+    messages
+        .into_iter()
+        .map(|message| match &**message {
+            Message::User { images, .. } | Message::Tool { images, .. } => {
+                images.iter().map(|image| image.size).sum()
+            }
+            _ => 0,
+        })
+        .sum()
+}
+
 /// How many images `messages` carry, counting each time one is carried (a request writes an
 /// image once per message that names it).
 pub fn image_count<'a>(messages: impl IntoIterator<Item = &'a Arc<Message>>) -> usize {

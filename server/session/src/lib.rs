@@ -51,8 +51,8 @@ pub use header::{
     canonical_json, diff_header, fold_request_header, plan_header_event,
 };
 pub use image::{
-    IMAGE_MEDIA_TYPES, ImageData, ImageError, ImageFormat, ImageRef, MAX_IMAGE_BYTES, check_image,
-    image_count, image_refs, pixel_size, sniff,
+    IMAGE_MEDIA_TYPES, ImageData, ImageError, ImageFormat, ImageRef, MAX_IMAGE_BYTES,
+    MAX_REQUEST_IMAGE_BYTES, check_image, image_bytes, image_count, image_refs, pixel_size, sniff,
 };
 pub use instructions::{INSTRUCTIONS_SOURCE, InstructionFold, Noted};
 pub use joined::joined_at;

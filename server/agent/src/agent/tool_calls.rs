@@ -274,10 +274,17 @@ impl Agent {
     /// limit. Content, whether it is an error, and the images.
     async fn file_image(&mut self, image: FileImage) -> (String, bool, Vec<ImageRef>) {
         let line = image.describe();
-        let (model, reads_images) = &self.step_model;
-        if !reads_images {
+        if !self.step_images.reads {
+            let model = &self.step_images.model;
             let said = format!("{line}; not shown: model {model} does not read images");
             return (said, false, Vec::new());
+        }
+        if image.bytes.is_some()
+            && let Some(why) = self.step_images.no_room_for(image.size)
+        {
+            // Told to the model, not failed: the conversation goes on without it (compacting
+            // makes room again).
+            return (format!("{line}; not shown: {why}"), false, Vec::new());
         }
         let Some(bytes) = image.bytes else {
             let said = format!(
@@ -292,6 +299,8 @@ impl Agent {
             Ok(sha256) => {
                 // The next request writes it from here, without reading it back.
                 self.image_cache.insert(sha256.clone(), bytes);
+                self.step_images.carried += 1;
+                self.step_images.bytes += image.size;
                 let stored = ImageRef {
                     sha256,
                     size: image.size,
