@@ -74,6 +74,11 @@ function M.prompt(t, text, attachments)
   local cfg = require("dsh.config").get()
   local params = { sessionId = t.session_id, text = text, whenBusy = cfg.when_busy }
   if attachments and #attachments > 0 then
+    -- A line over the daemon's limit would be refused unread, with no answer to this request.
+    local too_long = image.too_long(attachments, text)
+    if too_long then
+      return dsh.notify("dsh: " .. too_long)
+    end
     params.attachments = attachments
   end
   dsh.request(methods.SessionPrompt, params, function(err, result)
@@ -266,6 +271,12 @@ M.subcommands.prompt = {
       end
       table.insert(attachments, attachment)
     end
+    if #attachments > 0 then
+      local too_long = image.too_long(attachments, parsed.text)
+      if too_long then
+        return dsh.notify("dsh: " .. too_long)
+      end
+    end
     local function ask(t)
       if parsed.text ~= "" then
         return M.prompt(t, parsed.text, attachments)
@@ -282,7 +293,9 @@ M.subcommands.prompt = {
     if t then
       return ask(t)
     end
-    dsh.create(ask)
+    -- A session made for images is for a model that reads them: the daemon refuses one that
+    -- does not before creating anything (no empty log is left).
+    dsh.create(ask, { images = #attachments > 0 })
   end,
 }
 
