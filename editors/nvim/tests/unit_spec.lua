@@ -913,6 +913,42 @@ test("mcp: calls show as `server › tool`, built-in ones as before; the waits a
   vim.api.nvim_buf_delete(again.buf, { force = true })
 end)
 
+test("completion asks the daemon for a session's prompt commands once at a time, then once more", function()
+  local commands = require("dsh.commands")
+  local asked, answer = 0, nil
+  local saved = dsh._client
+  dsh._client = {
+    closed = false,
+    request = function(_, method, params, cb)
+      H.eq("session/commands", method)
+      H.eq("s9", params.sessionId)
+      asked = asked + 1
+      answer = cb
+    end,
+  }
+  local ok, err = pcall(function()
+    for _ = 1, 100 do
+      commands.refresh_prompt_commands("s9")
+    end
+    H.eq(1, asked, "one session/commands out, however often completion asks")
+    answer(nil, { commands = { { name = "review" } } })
+    H.eq(2, asked, "asked again once, for what changed meanwhile")
+    H.eq({ { name = "review" } }, commands._prompt_commands.s9)
+    answer(nil, { commands = {} })
+    H.eq(2, asked, "nothing asked meanwhile: no third")
+    H.eq({}, commands._prompt_commands.s9)
+    -- An error answer frees the slot too.
+    commands.refresh_prompt_commands("s9")
+    answer({ code = -32000, message = "gone" }, nil)
+    commands.refresh_prompt_commands("s9")
+    H.eq(4, asked)
+  end)
+  dsh._client = saved
+  commands._commands_listing = {}
+  commands._prompt_commands.s9 = nil
+  assert(ok, err)
+end)
+
 test("completion asks the daemon for a workspace's sessions once at a time, then once more", function()
   local asked, answer = 0, nil
   local saved = dsh._client

@@ -96,17 +96,33 @@ end
 ---@type table<string, dsh.CommandInfo[]>
 M._prompt_commands = {}
 
+---@type table<string, true|"again"> sessions whose `session/commands` is out
+M._commands_listing = {}
+
 --- Ask the daemon for the current session's prompt commands (when connected); completion
---- answers at once with what it last listed.
+--- answers at once with what it last listed. One request per session at a time: completion asks
+--- on every key, and a slow daemon would otherwise collect a pile of them on the connection (it
+--- refuses past 64 in flight — a prompt sent then is refused too). An ask while one is out asks
+--- once more when it answers.
 ---@param session_id string
 function M.refresh_prompt_commands(session_id)
   local c = dsh._client
   if not c or c.closed then
     return
   end
+  if M._commands_listing[session_id] then
+    M._commands_listing[session_id] = "again"
+    return
+  end
+  M._commands_listing[session_id] = true
   c:request(methods.SessionCommands, { sessionId = session_id }, function(err, result)
+    local again = M._commands_listing[session_id] == "again"
+    M._commands_listing[session_id] = nil
     if not err and result then
       M._prompt_commands[session_id] = result.commands or {}
+    end
+    if again then
+      M.refresh_prompt_commands(session_id)
     end
   end)
 end
