@@ -1292,6 +1292,74 @@ test("e2e: images — refusals: a model that reads no images and a file that is 
   end
 end)
 
+test("e2e: images — :Dsh prompt --image on a new session: a model that reads none is refused before the session is created (no log left), the daemon's words shown", function()
+  setup()
+  local png = png_file("new.png", 500, 3)
+  local function listed()
+    return vim.tbl_map(function(s)
+      return s.sessionId
+    end, call(methods.SessionList, { workspace = E.ws }).sessions)
+  end
+  local before = listed()
+  local requests = #mock_request_list()
+  -- No transcript to prompt: `:Dsh prompt` creates a session (the default profile, DeepSeek's,
+  -- whose model reads no images).
+  vim.cmd("enew")
+  dsh._last = nil
+  H.eq(nil, dsh.current(), "no current transcript")
+  local from = #H.messages
+  vim.cmd("Dsh prompt --image=" .. vim.fn.fnameescape(png) .. " look")
+  local msg = said("does not read images", from)
+  H.contains(msg, "deepseek-v4-flash")
+  H.eq(before, listed(), "session/list, unchanged")
+  H.eq(nil, dsh.current(), "no transcript opened")
+  H.eq(requests, #mock_request_list())
+end)
+
+test("e2e: images — a prompt's images over one request line are refused before sending (no session made, nothing logged); an error with a null id is shown", function()
+  setup()
+  local a = png_file("big-a.png", 2000000, 4)
+  local b = png_file("big-b.png", 2000000, 5)
+  local t = vision_session()
+  local requests = #mock_request_list()
+  local from = #H.messages
+  vim.cmd(("Dsh prompt --image=%s --image=%s compare"):format(vim.fn.fnameescape(a), vim.fn.fnameescape(b)))
+  local msg = said("give them over several prompts", from)
+  H.contains(msg, "dsh: the images of one prompt and its text take ")
+  H.contains(msg, "more than one API request line holds (4194304 bytes)")
+  -- Also when it would make a session for them: refused before it.
+  local sessions = #call(methods.SessionList, { workspace = E.ws }).sessions
+  vim.cmd("enew")
+  dsh._last = nil
+  from = #H.messages
+  vim.cmd(("Dsh prompt --image=%s --image=%s compare"):format(vim.fn.fnameescape(a), vim.fn.fnameescape(b)))
+  said("give them over several prompts", from)
+  H.eq(sessions, #call(methods.SessionList, { workspace = E.ws }).sessions, "no session made")
+  -- One of them fits (about 2.7 MB of base64).
+  vim.api.nvim_set_current_buf(t.buf)
+  script({ { content = "One noise image." } })
+  vim.cmd("Dsh prompt --image=" .. vim.fn.fnameescape(a) .. " and this?")
+  wait_text(t, "━━ turn 1 completed", 30000)
+  H.eq(requests + 1, #mock_request_list(), "only the one that fits reached the model")
+  local page = call(methods.SessionEvents, { sessionId = t.session_id, fromSeq = 0, limit = 1000 })
+  local prompts = 0
+  for _, ev in ipairs(page.events) do
+    if ev.type == "user/message" then
+      prompts = prompts + 1
+    end
+  end
+  H.eq(1, prompts, "one prompt logged")
+
+  -- A line over the limit sent anyway (an API client would): the daemon answers with an error
+  -- whose id is null; the plugin shows it rather than dropping it.
+  from = #H.messages
+  dsh._client:request(methods.SessionPrompt, { sessionId = t.session_id, text = ("x"):rep(4194304) })
+  msg = said("dsh: the daemon refused a request it could not read", from)
+  H.contains(msg, "4194304")
+  -- The connection still works.
+  H.truthy(call(methods.SessionEvents, { sessionId = t.session_id, fromSeq = 0, limit = 1 }))
+end)
+
 test("e2e: teardown (daemon shutdown, mock stopped)", function()
   if not E.ready then
     return

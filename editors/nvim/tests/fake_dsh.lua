@@ -28,6 +28,9 @@ for line in io.lines() do
     send({ jsonrpc = "2.0", id = msg.id, result = msg.params[1] == SUB })
   elseif msg.method == "fail" then
     send({ jsonrpc = "2.0", id = msg.id, error = { code = 1002, message = "session busy" } })
+  elseif msg.method == "garbled" then
+    -- As the daemon answers a line it cannot read: an error with a null id.
+    send({ jsonrpc = "2.0", id = vim.NIL, error = { code = -32600, message = "invalid request: request line exceeds 4194304 bytes" } })
   elseif msg.method == "exit" then
     io.stderr:write("fake: exiting on request\n")
     os.exit(7)

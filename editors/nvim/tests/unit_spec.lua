@@ -581,6 +581,17 @@ test("client: split lines, a notification before its subscribe answer, 53-bit su
   H.eq(true, done, "the id went back exactly")
   local _, ferr = H.request(c, "fail", {}, 5000)
   H.eq(1002, ferr.code)
+  -- An error with a null id reaches no callback: it is shown to the user, not dropped.
+  local from = #H.messages
+  local answered = false
+  c:request("garbled", {}, function()
+    answered = true
+  end)
+  local shown = H.wait_for(function()
+    return H.messages[from + 1]
+  end, 5000, "the null-id error shown")
+  H.contains(shown, "dsh: the daemon refused a request it could not read (code -32600): invalid request: request line exceeds 4194304 bytes")
+  H.eq(false, answered)
   local exited
   table.insert(c.on_exit_handlers, function(_, reason)
     exited = reason
@@ -902,6 +913,42 @@ test("mcp: calls show as `server › tool`, built-in ones as before; the waits a
   vim.api.nvim_buf_delete(again.buf, { force = true })
 end)
 
+test("completion asks the daemon for a session's prompt commands once at a time, then once more", function()
+  local commands = require("dsh.commands")
+  local asked, answer = 0, nil
+  local saved = dsh._client
+  dsh._client = {
+    closed = false,
+    request = function(_, method, params, cb)
+      H.eq("session/commands", method)
+      H.eq("s9", params.sessionId)
+      asked = asked + 1
+      answer = cb
+    end,
+  }
+  local ok, err = pcall(function()
+    for _ = 1, 100 do
+      commands.refresh_prompt_commands("s9")
+    end
+    H.eq(1, asked, "one session/commands out, however often completion asks")
+    answer(nil, { commands = { { name = "review" } } })
+    H.eq(2, asked, "asked again once, for what changed meanwhile")
+    H.eq({ { name = "review" } }, commands._prompt_commands.s9)
+    answer(nil, { commands = {} })
+    H.eq(2, asked, "nothing asked meanwhile: no third")
+    H.eq({}, commands._prompt_commands.s9)
+    -- An error answer frees the slot too.
+    commands.refresh_prompt_commands("s9")
+    answer({ code = -32000, message = "gone" }, nil)
+    commands.refresh_prompt_commands("s9")
+    H.eq(4, asked)
+  end)
+  dsh._client = saved
+  commands._commands_listing = {}
+  commands._prompt_commands.s9 = nil
+  assert(ok, err)
+end)
+
 test("completion asks the daemon for a workspace's sessions once at a time, then once more", function()
   local asked, answer = 0, nil
   local saved = dsh._client
@@ -1105,15 +1152,57 @@ test("images: an image is written to a private file (0600 in a 0700 directory) n
   local again = H.truthy(image.write(ref, bytes))
   H.truthy(vim.fs.dirname(again) ~= dir, "a new directory")
   H.eq(tonumber("700", 8), bit.band(vim.uv.fs_stat(vim.fs.dirname(again)).mode, tonumber("777", 8)))
+  -- What is at its name is no longer private: made anew, elsewhere, and what is there is left
+  -- alone. Open to others (0755):
+  local current = vim.fs.dirname(again)
+  vim.uv.fs_chmod(current, tonumber("755", 8))
+  local fresh = H.truthy(image.dir())
+  H.truthy(fresh ~= current, "a new directory for one opened to others")
+  H.eq(tonumber("700", 8), bit.band(vim.uv.fs_lstat(fresh).mode, tonumber("777", 8)))
+  H.eq(tonumber("755", 8), bit.band(vim.uv.fs_lstat(current).mode, tonumber("777", 8)), "the other left alone")
+  vim.fn.delete(current, "rf")
+  -- A link to a directory (0700, the user's own) put at its name:
+  local target = vim.fn.tempname()
+  vim.fn.mkdir(target, "p", tonumber("700", 8))
+  vim.fn.delete(fresh, "rf")
+  H.truthy(vim.uv.fs_symlink(target, fresh))
+  local other = H.truthy(image.write(ref, bytes))
+  H.truthy(vim.fs.dirname(other) ~= fresh, "a new directory, not the link")
+  H.eq({}, vim.fn.readdir(target), "nothing written through the link")
+  H.eq("directory", vim.uv.fs_lstat(vim.fs.dirname(other)).type)
+  H.truthy(image.is_private_dir(vim.fs.dirname(other)))
+  H.eq(false, image.is_private_dir(fresh))
+  vim.uv.fs_unlink(fresh)
+  vim.fn.delete(target, "rf")
+  local again2 = other
   -- No viewer: said, not thrown.
   local ui_open = vim.ui.open
   vim.ui.open = function()
     return nil, "vim.ui.open: no handler found (tried: xdg-open)"
   end
-  local ok, why = image.show(again)
+  local ok, why = image.show(again2)
   vim.ui.open = ui_open
   H.eq(nil, ok)
   H.eq("vim.ui.open: no handler found (tried: xdg-open)", why)
+end)
+
+test("images: a prompt's images and text must fit one request line (4 MiB): the base64 lengths, the text as JSON and 64 KiB for the rest", function()
+  local image = require("dsh.image")
+  H.eq(4194304, image.max_line_bytes)
+  local room = image.max_line_bytes - image.envelope_bytes
+  -- The largest image (3,000,000 bytes, 4,000,000 as base64) fits with a short text.
+  H.eq(nil, image.too_long({ { data = ("A"):rep(4000000), name = "a.png" } }, "what is this?"))
+  -- Two of a little over half that do not.
+  local two = { { data = ("A"):rep(2100000) }, { data = ("B"):rep(2100000) } }
+  H.eq(nil, image.too_long({ two[1] }, ""))
+  local err = H.truthy(image.too_long(two, "compare"))
+  H.eq("the images of one prompt and its text take 4200009 bytes as base64 and JSON, more than one API request line holds (4194304 bytes): give them over several prompts", err)
+  -- At the edge: the text counts as JSON (quotes, escapes).
+  local data = ("A"):rep(room - 2)
+  H.eq(nil, image.too_long({ { data = data } }, ""))
+  H.truthy(image.too_long({ { data = data } }, "x"))
+  H.truthy(image.too_long({ { data = ("A"):rep(room - 3) } }, "\n"), "a newline is two bytes in JSON")
+  H.eq(nil, image.too_long({ { data = ("A"):rep(room - 3) } }, "x"))
 end)
 
 test("images: :Dsh prompt --image=FILE / --image FILE, then the text; the files read as base64 attachments", function()

@@ -24,6 +24,7 @@ local protocol = require("dsh.protocol")
 ---@field exit_code integer?
 ---@field server_info? dsh.InitializeResult
 ---@field on_exit_handlers fun(client: dsh.Client, reason: string)[]
+---@field on_unmatched_error fun(err: dsh.RpcError) an error answer no request can be matched to (id null)
 local Client = {}
 Client.__index = Client
 
@@ -44,6 +45,14 @@ M.sub_key = sub_key
 --- Error codes by name (generated from `protocol`).
 M.codes = protocol.error_codes
 
+--- Tell the user of an error answer with a null id: a request the daemon could not read, whose
+--- command waits for an answer that will not come.
+---@param err dsh.RpcError
+function M.notify_unmatched_error(err)
+  local text = ("dsh: the daemon refused a request it could not read (code %s): %s"):format(tostring(err.code), tostring(err.message))
+  vim.notify(text .. "\nThe command that sent it gets no answer.", vim.log.levels.ERROR, { title = "dsh" })
+end
+
 ---@param cmd string[]
 ---@return dsh.Client
 function Client.spawn(cmd)
@@ -57,6 +66,7 @@ function Client.spawn(cmd)
     stderr = {},
     closed = false,
     on_exit_handlers = {},
+    on_unmatched_error = M.notify_unmatched_error,
   }, Client)
   local ok, proc = pcall(vim.system, cmd, {
     stdin = true,
@@ -126,6 +136,10 @@ function Client:_on_line(line)
     if cb then
       cb(msg.error, msg.result)
     end
+  elseif msg.method == nil and msg.error ~= nil then
+    -- An error with a null id: the daemon could not read a request (a line over its limit,
+    -- not JSON) and cannot say which. No callback can be called; the user is told.
+    self.on_unmatched_error(msg.error)
   elseif msg.method == protocol.methods.SessionEvent then
     local params = msg.params or {}
     local key = sub_key(params.subscription)

@@ -74,6 +74,11 @@ function M.prompt(t, text, attachments)
   local cfg = require("dsh.config").get()
   local params = { sessionId = t.session_id, text = text, whenBusy = cfg.when_busy }
   if attachments and #attachments > 0 then
+    -- A line over the daemon's limit would be refused unread, with no answer to this request.
+    local too_long = image.too_long(attachments, text)
+    if too_long then
+      return dsh.notify("dsh: " .. too_long)
+    end
     params.attachments = attachments
   end
   dsh.request(methods.SessionPrompt, params, function(err, result)
@@ -91,17 +96,33 @@ end
 ---@type table<string, dsh.CommandInfo[]>
 M._prompt_commands = {}
 
+---@type table<string, true|"again"> sessions whose `session/commands` is out
+M._commands_listing = {}
+
 --- Ask the daemon for the current session's prompt commands (when connected); completion
---- answers at once with what it last listed.
+--- answers at once with what it last listed. One request per session at a time: completion asks
+--- on every key, and a slow daemon would otherwise collect a pile of them on the connection (it
+--- refuses past 64 in flight — a prompt sent then is refused too). An ask while one is out asks
+--- once more when it answers.
 ---@param session_id string
 function M.refresh_prompt_commands(session_id)
   local c = dsh._client
   if not c or c.closed then
     return
   end
+  if M._commands_listing[session_id] then
+    M._commands_listing[session_id] = "again"
+    return
+  end
+  M._commands_listing[session_id] = true
   c:request(methods.SessionCommands, { sessionId = session_id }, function(err, result)
+    local again = M._commands_listing[session_id] == "again"
+    M._commands_listing[session_id] = nil
     if not err and result then
       M._prompt_commands[session_id] = result.commands or {}
+    end
+    if again then
+      M.refresh_prompt_commands(session_id)
     end
   end)
 end
@@ -266,6 +287,12 @@ M.subcommands.prompt = {
       end
       table.insert(attachments, attachment)
     end
+    if #attachments > 0 then
+      local too_long = image.too_long(attachments, parsed.text)
+      if too_long then
+        return dsh.notify("dsh: " .. too_long)
+      end
+    end
     local function ask(t)
       if parsed.text ~= "" then
         return M.prompt(t, parsed.text, attachments)
@@ -282,7 +309,9 @@ M.subcommands.prompt = {
     if t then
       return ask(t)
     end
-    dsh.create(ask)
+    -- A session made for images is for a model that reads them: the daemon refuses one that
+    -- does not before creating anything (no empty log is left).
+    dsh.create(ask, { images = #attachments > 0 })
   end,
 }
 

@@ -19,16 +19,27 @@ M.extensions = { ["image/png"] = "png", ["image/jpeg"] = "jpg", ["image/gif"] = 
 ---@type string? the private directory, once made
 M._dir = nil
 
+--- Whether `dir` is still the private directory `mkdtemp` made: a directory (not a link to
+--- one), the user's own, 0700. Once the made one went away, anyone could have put another
+--- thing at its name.
+---@param dir string
+---@return boolean
+function M.is_private_dir(dir)
+  local stat = vim.uv.fs_lstat(dir)
+  return stat ~= nil
+    and stat.type == "directory"
+    and stat.uid == vim.uv.getuid()
+    and bit.band(stat.mode, tonumber("7777", 8)) == tonumber("700", 8)
+end
+
 --- The private directory images are written to: made on first use by `mkdtemp` (0700, a name
---- no one else can have taken), made again if it went away.
+--- no one else can have taken), made anew (another name) if what is at its name is no longer
+--- it: gone, a link, someone else's or open to others.
 ---@return string? dir, string? err
 function M.dir()
   local dir = M._dir
-  if dir then
-    local stat = vim.uv.fs_lstat(dir)
-    if stat and stat.type == "directory" then
-      return dir
-    end
+  if dir and M.is_private_dir(dir) then
+    return dir
   end
   local made, err = vim.uv.fs_mkdtemp(vim.fs.joinpath(vim.uv.os_tmpdir(), "dsh-nvim-images-XXXXXX"))
   if not made then
@@ -147,6 +158,31 @@ function M.open(session_id, ref, cb)
     end
     return true
   end)
+end
+
+--- The longest request line the daemon reads (its `MAX_LINE_BYTES`, 4 MiB; protocol/README.md):
+--- a longer one is refused unread, with an error no request can be matched to.
+M.max_line_bytes = 4194304
+
+--- Room in a request line for all but the images' base64 and the text: the envelope, the ids,
+--- the names (as `dsh prompt` counts it).
+M.envelope_bytes = 64 * 1024
+
+--- Nil when a prompt's `attachments` and `text` fit one request line; else why not (the words
+--- of `dsh prompt`): a prompt's images together are limited by that line.
+---@param attachments dsh.Attachment[]
+---@param text string
+---@return string? err
+function M.too_long(attachments, text)
+  local encoded = 0
+  for _, attachment in ipairs(attachments) do
+    encoded = encoded + #attachment.data
+  end
+  local taken = encoded + #vim.json.encode(text)
+  if taken + M.envelope_bytes > M.max_line_bytes then
+    return ("the images of one prompt and its text take %d bytes as base64 and JSON, more than one API request line holds (%d bytes): give them over several prompts"):format(taken, M.max_line_bytes)
+  end
+  return nil
 end
 
 --- Read an image file for a prompt's `attachments` (`{data, name}`, the bytes in base64). The

@@ -406,10 +406,16 @@ function M.current()
 end
 
 --- Create a session for the current working directory and open it; `cb(t)` once it is shown.
+--- With `opts.images` the session is for a prompt with images (`session/create`'s `images`): a
+--- model that reads none is refused before anything is created.
 ---@param cb? fun(t: dsh.Transcript)
-function M.create(cb)
+---@param opts? { images?: boolean }
+function M.create(cb, opts)
   local cfg = config.get()
   local params = { workspace = vim.fn.getcwd() }
+  if opts and opts.images then
+    params.images = true
+  end
   if cfg.model then
     params.model = cfg.model
   end
