@@ -131,7 +131,7 @@ pub fn render_region(nodes: &[SurfaceEntry], config: &ContextConfig) -> String {
                     ));
                 }
             }
-            Message::Tool { call_id, content, .. } => {
+            Message::Tool { call_id, content, images, .. } => {
                 out.push_str(&format!("[tool result {call_id}]\n"));
                 match trim_content(content, config) {
                     Some(trimmed) if content.len() > config.trim_min_bytes => {
@@ -139,6 +139,7 @@ pub fn render_region(nodes: &[SurfaceEntry], config: &ContextConfig) -> String {
                     }
                     _ => out.push_str(content),
                 }
+                push_images(&mut out, images);
             }
         }
         out.push('\n');

@@ -349,3 +349,30 @@ fn images_count_as_their_token_estimate_not_their_base64_in_the_pressure() {
     let added = pressure.projected - pressure.used;
     assert!((1_600..1_700).contains(&added), "{added}");
 }
+
+/// The summarize call's input names a tool result's images as it names a prompt's (the
+/// summary describes the images it replaces), never their bytes.
+#[test]
+fn the_region_to_summarize_names_the_images_of_tool_results() {
+    let mut log = Log::new();
+    log.turn("Look at the screenshot.");
+    log.step(&[10], 100);
+    let mut events = log.events.clone();
+    for event in &mut events {
+        if let EventData::ToolResult(result) = &mut event.data {
+            result.images = vec![dsh_session::ImageRef {
+                sha256: "ab".repeat(32),
+                size: 4_321,
+                media_type: "image/png".to_owned(),
+                name: Some("shot.png".to_owned()),
+            }];
+        }
+    }
+    let session = Session::from_events(events);
+    let text = render_region(session.surface(), &config());
+    assert!(
+        text.contains("[tool result call-1-0]\nxxxxxxxxxx\n[image: image/png, 4321 bytes]"),
+        "{text}"
+    );
+    assert!(!text.contains(&"ab".repeat(32)), "{text}");
+}
