@@ -250,20 +250,27 @@ pub(crate) fn model_choice(
     }
 }
 
-/// A `session/list` page: newest first (ties by id), [`LIST_PAGE`] from `cursor` (the index
-/// of the page's first session), with the next page's cursor when there is one.
+/// The first session of the `session/list` page `cursor` names: the index a previous page's
+/// `nextCursor` gave (any index is a page, maybe empty); none, the first page.
+pub(crate) fn list_cursor(cursor: Option<&str>) -> Result<usize, AcpError> {
+    match cursor {
+        None => Ok(0),
+        Some(cursor) => {
+            cursor.parse().map_err(|_| invalid_params(format!("unknown cursor `{cursor}`")))
+        }
+    }
+}
+
+/// A `session/list` page: newest first (ties by id), [`LIST_PAGE`] from `start` (the index of
+/// the page's first session, [`list_cursor`]), with the next page's cursor when there is one.
 pub(crate) fn session_page(
     mut sessions: Vec<SessionSummary>,
-    cursor: Option<&str>,
-) -> Result<ListSessionsResponse, AcpError> {
+    start: usize,
+) -> ListSessionsResponse {
     sessions.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then(a.session_id.cmp(&b.session_id)));
-    let start = match cursor {
-        None => 0,
-        Some(cursor) => cursor
-            .parse::<usize>()
-            .map_err(|_| invalid_params(format!("unknown cursor `{cursor}`")))?,
-    };
-    let next = (start + LIST_PAGE < sessions.len()).then(|| (start + LIST_PAGE).to_string());
+    // Saturating: a cursor near `usize::MAX` is a page past the end, not an overflow.
+    let end = start.saturating_add(LIST_PAGE);
+    let next = (end < sessions.len()).then(|| end.to_string());
     let page = sessions
         .into_iter()
         .skip(start)
@@ -274,7 +281,7 @@ pub(crate) fn session_page(
                 .updated_at(iso8601(summary.updated_ms))
         })
         .collect();
-    Ok(ListSessionsResponse::new(page).next_cursor(next))
+    ListSessionsResponse::new(page).next_cursor(next)
 }
 
 /// A finished prompt's answer: dsh's stop reason as ACP's — a completed turn whose last step
@@ -340,7 +347,7 @@ pub(crate) fn permission_request(
 
 /// The dsh decision for a permission answer: the option the user selected; a cancelled
 /// request (the client's answer to `session/cancel`) or an option dsh did not offer denies.
-pub(crate) fn decision(response: &RequestPermissionResponse) -> ApprovalChoice {
+pub fn decision(response: &RequestPermissionResponse) -> ApprovalChoice {
     let RequestPermissionOutcome::Selected(selected) = &response.outcome else {
         return ApprovalChoice::Deny;
     };

@@ -1,154 +1,191 @@
-//! The pure half of the front's answer to each client frame, in one function with no daemon,
-//! for the `acp_frame` fuzz target and its regression test (`#[doc(hidden)]`, not an API): the
-//! frame's params parsed as its method's type and converted as the handlers
-//! (`front/handlers.rs`, `front/open.rs`, `front/forward.rs`) convert them before they call the
-//! daemon — the workspace, the editor's MCP servers, a prompt's text, a model choice, a
-//! `session/list` page, a permission answer. It restates their order, in the way
-//! `front.rs`'s `answer` dispatches; what it returns is what the daemon would be asked.
-
-use std::path::Path;
+//! What an editor asks, parsed: a client frame's params as its method's type, converted to
+//! what the daemon will be asked — the workspace, the editor's MCP servers, a prompt's text and
+//! images, a model choice, a `session/list` cursor, a permission answer — with no daemon and no
+//! I/O. The front's dispatch (`front.rs`) runs every request through [`client_request`] and
+//! every notification through [`client_notification`] before a handler calls the daemon, and
+//! turns the editor's answer to a permission request into a decision with
+//! [`permission_decision`]; the `acp_frame` fuzz target calls the same three functions, so
+//! what it fuzzes is what the front runs. Params that do not fit are refused here with ACP's
+//! "invalid params", before anything reaches the daemon.
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, InitializeRequest, ListSessionsRequest, LoadSessionRequest,
-    NewSessionRequest, PromptRequest, RequestPermissionResponse, ResumeSessionRequest,
-    SetSessionConfigOptionRequest,
+    CancelNotification, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
+    NewSessionRequest, PromptRequest, ResumeSessionRequest, SetSessionConfigOptionRequest,
 };
-use dsh_protocol::{SessionCreateParams, SessionForkParams, SessionRequestParams, SessionSummary};
+use dsh_protocol::{
+    Attachment, McpServerSpec, SessionForkParams, SessionParams, SessionRequestParams,
+    SessionRewindParams, SessionSummary,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+pub use crate::convert::decision as permission_decision;
 use crate::convert::{
-    decision, initialize, model_choice, prompt_text, server_specs, session_page, workspace,
+    list_cursor, model_choice, prompt_parts, prompt_text, server_specs, session_page, workspace,
 };
 use crate::error::parse;
-use crate::ext::{self, ForkRequest, SteeringRequest};
+use crate::ext::{self, ForkRequest, RewindRequest, SteeringRequest};
 use crate::front::AcpError;
 
-/// The model the sessions of [`client_frame`] are pinned to.
-pub const MODEL: &str = "m1";
-
-/// What the front would ask the daemon for `frame` (a JSON-RPC request or notification from
-/// the editor, or its answer to a permission request), as JSON: `null` for a frame the front
-/// ignores. An error is the ACP error the editor would get, as on the wire.
-pub fn client_frame(frame: &Value) -> Result<Value, Value> {
-    answer(frame).map_err(|error| serde_json::to_value(error).unwrap_or(Value::Null))
+/// A request of the editor, parsed and converted: what the front's handler for it gets.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClientRequest {
+    /// `initialize`: its params are not read (every client gets the same answer).
+    Initialize,
+    /// `authenticate`: dsh asks for none, so there is nothing to read.
+    Authenticate,
+    /// `session/new`: the session to create.
+    NewSession {
+        /// The `cwd`, absolute, as it came.
+        workspace: String,
+        /// The editor's MCP servers as the session's own.
+        servers: Vec<McpServerSpec>,
+    },
+    /// `session/load` (`replay`: the conversation is replayed first) and `session/resume`:
+    /// the session to open here (its `cwd` was checked absolute).
+    Attach {
+        /// The session.
+        session_id: String,
+        /// The editor's MCP servers, given to the session before it is opened.
+        servers: Vec<McpServerSpec>,
+        /// `session/load`.
+        replay: bool,
+    },
+    /// `session/list`: which sessions, which page.
+    List(ListPage),
+    /// `session/set_config_option`: checked against the session's model once it is known.
+    SetConfigOption(ModelChoice),
+    /// `session/prompt`: a turn to run.
+    Prompt {
+        /// The session.
+        session_id: String,
+        /// The prompt's text (never blank).
+        text: String,
+        /// Its images, in order.
+        attachments: Vec<Attachment>,
+    },
+    /// `_session/steering`: text for the running turn's next request.
+    Steer {
+        /// The session.
+        session_id: String,
+        /// The text (never blank).
+        text: String,
+    },
+    /// `_dsh/fork`: the daemon's `session/fork` params.
+    Fork(SessionForkParams),
+    /// `_dsh/request`: the daemon's `session/request` params.
+    Request(SessionRequestParams),
+    /// `_dsh/rewind`: the daemon's `session/rewind` params.
+    Rewind(SessionRewindParams),
 }
 
-fn answer(frame: &Value) -> Result<Value, AcpError> {
-    let params = frame.get("params").cloned().unwrap_or(Value::Null);
-    let Some(method) = frame.get("method").and_then(Value::as_str) else {
-        // An answer: the only requests the front sends are permission requests.
-        return match frame.get("result") {
-            Some(result) => {
-                let response: RequestPermissionResponse = parse(result.clone())?;
-                to_json(decision(&response))
-            }
-            None => Ok(Value::Null),
-        };
-    };
-    if frame.get("id").is_none() {
-        // A notification: `session/cancel` is the one the front acts on.
-        if method == "session/cancel" {
-            let cancel: CancelNotification = parse(params)?;
-            return Ok(json!({"sessionId": cancel.session_id.to_string()}));
-        }
-        return Ok(Value::Null);
+/// `session/list`'s params: the workspace (every one without it) and the first session of the
+/// page.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListPage {
+    /// The `cwd`, absolute; `None`: every workspace.
+    pub workspace: Option<String>,
+    /// The index of the page's first session (the cursor the previous page gave).
+    pub start: usize,
+}
+
+impl ListPage {
+    /// The page of `sessions` (the daemon's list) this request asks for: newest first, at most
+    /// 50, with the next page's cursor when there is one.
+    pub fn page(&self, sessions: Vec<SessionSummary>) -> ListSessionsResponse {
+        session_page(sessions, self.start)
     }
-    match method {
-        "initialize" => {
-            let _: InitializeRequest = parse(params)?;
-            to_json(initialize(false))
-        }
+}
+
+/// `session/set_config_option`'s params.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelChoice(SetSessionConfigOptionRequest);
+
+impl ModelChoice {
+    /// The session whose option is set.
+    pub fn session_id(&self) -> String {
+        self.0.session_id.to_string()
+    }
+
+    /// Accepted for a session pinned to `model` only when it sets the model to that model;
+    /// anything else is refused, saying how to get another model.
+    pub fn check(&self, model: &str) -> Result<(), AcpError> {
+        model_choice(&self.0, model)
+    }
+}
+
+/// The request `method` with `params`, parsed and converted for its handler; ACP's "invalid
+/// params" when they do not fit, "method not found" for a method the front does not serve.
+pub fn client_request(method: &str, params: Value) -> Result<ClientRequest, AcpError> {
+    Ok(match method {
+        "initialize" => ClientRequest::Initialize,
+        "authenticate" => ClientRequest::Authenticate,
         "session/new" => {
             let request: NewSessionRequest = parse(params)?;
             let workspace = workspace(&request.cwd)?;
+            // Checked before anything is created: a server dsh cannot take fails the request.
             let servers = server_specs(&request.mcp_servers)?;
-            to_json(SessionCreateParams {
-                workspace,
-                model: None,
-                config: None,
-                mcp_servers: Some(servers),
-                images: None,
-            })
+            ClientRequest::NewSession { workspace, servers }
         }
         "session/load" => {
             let request: LoadSessionRequest = parse(params)?;
-            attach(&request.cwd, &request.mcp_servers, request.session_id.to_string())
+            workspace(&request.cwd)?;
+            let servers = server_specs(&request.mcp_servers)?;
+            ClientRequest::Attach {
+                session_id: request.session_id.to_string(),
+                servers,
+                replay: true,
+            }
         }
         "session/resume" => {
             let request: ResumeSessionRequest = parse(params)?;
-            attach(&request.cwd, &request.mcp_servers, request.session_id.to_string())
+            workspace(&request.cwd)?;
+            let servers = server_specs(&request.mcp_servers)?;
+            let session_id = request.session_id.to_string();
+            ClientRequest::Attach { session_id, servers, replay: false }
         }
         "session/list" => {
             let request: ListSessionsRequest = parse(params)?;
             let workspace = request.cwd.as_deref().map(workspace).transpose()?;
-            let sessions = sessions(workspace.as_deref().unwrap_or("/w"));
-            to_json(session_page(sessions, request.cursor.as_deref())?)
+            let start = list_cursor(request.cursor.as_deref())?;
+            ClientRequest::List(ListPage { workspace, start })
         }
-        "session/set_config_option" => {
-            let request: SetSessionConfigOptionRequest = parse(params)?;
-            model_choice(&request, MODEL)?;
-            Ok(json!({"sessionId": request.session_id.to_string()}))
-        }
+        "session/set_config_option" => ClientRequest::SetConfigOption(ModelChoice(parse(params)?)),
         "session/prompt" => {
             let request: PromptRequest = parse(params)?;
-            let text = prompt_text(&request.prompt)?;
-            Ok(json!({"sessionId": request.session_id.to_string(), "text": text}))
+            let (text, attachments) = prompt_parts(&request.prompt)?;
+            ClientRequest::Prompt { session_id: request.session_id.to_string(), text, attachments }
         }
         ext::STEERING => {
             let request: SteeringRequest = parse(params)?;
             let text = prompt_text(&request.prompt)?;
-            Ok(json!({"sessionId": request.session_id, "text": text}))
+            ClientRequest::Steer { session_id: request.session_id, text }
         }
         ext::FORK => {
             let request: ForkRequest = parse(params)?;
-            to_json(SessionForkParams {
+            ClientRequest::Fork(SessionForkParams {
                 session_id: request.session_id,
                 at_seq: None,
                 at_step: request.step,
                 config: None,
             })
         }
-        ext::REQUEST => to_json(parse::<SessionRequestParams>(params)?),
-        "authenticate" => Ok(Value::Null),
-        _ => Err(AcpError::method_not_found().data(json!({"method": method}))),
+        ext::REQUEST => ClientRequest::Request(parse(params)?),
+        ext::REWIND => ClientRequest::Rewind(parse::<RewindRequest>(params)?.into_params()),
+        _ => return Err(AcpError::method_not_found().data(json!({"method": method}))),
+    })
+}
+
+/// The notification `method` with `params`: the session to cancel for `session/cancel`, `None`
+/// for any other (ACP's rule: unknown notifications, extension ones included, are ignored).
+/// A `session/cancel` whose params do not fit is "invalid params" (a notification has no
+/// answer: the front logs it).
+pub fn client_notification(method: &str, params: Value) -> Result<Option<SessionParams>, AcpError> {
+    if method != "session/cancel" {
+        return Ok(None);
     }
-}
-
-/// `session/load` and `session/resume` before the daemon: the workspace, then the servers.
-fn attach(
-    cwd: &Path,
-    servers: &[agent_client_protocol::v1::schema::McpServer],
-    session_id: String,
-) -> Result<Value, AcpError> {
-    workspace(cwd)?;
-    let servers = server_specs(servers)?;
-    Ok(json!({"sessionId": session_id, "servers": to_json(servers)?}))
-}
-
-/// More sessions than one `session/list` page holds.
-fn sessions(workspace: &str) -> Vec<SessionSummary> {
-    (0..120u64)
-        .map(|n| SessionSummary {
-            session_id: format!("s{n:03}"),
-            workspace: workspace.to_owned(),
-            title: (n % 3 == 0).then(|| format!("session {n}")),
-            created_ms: n * 1000,
-            updated_ms: (n % 7) * 86_400_000,
-            turns: n % 4,
-            steps: n % 9,
-            forked_from: None,
-            parent: None,
-            last_usage: None,
-            profile: None,
-            model: Some(MODEL.to_owned()),
-            cost: None,
-            running: n % 5 == 0,
-            error: None,
-        })
-        .collect()
-}
-
-fn to_json(answer: impl Serialize) -> Result<Value, AcpError> {
-    serde_json::to_value(answer).map_err(AcpError::into_internal_error)
+    let cancel: CancelNotification = parse(params)?;
+    Ok(Some(SessionParams { session_id: cancel.session_id.to_string() }))
 }

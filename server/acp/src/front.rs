@@ -5,8 +5,10 @@
 //! place and spawns a task per request that waits on the daemon (a prompt waits for its whole
 //! turn); one forwarding task ([`Front::forward`], `forward.rs`) reads the daemon connection's
 //! notifications in order and is the only writer of `session/update`s, so updates leave in log
-//! order. The sessions map is a `std::sync::Mutex`, never held across an await. The handlers of
-//! the methods are in `handlers.rs`, opening a session (subscribe, replay) in `open.rs`.
+//! order. The sessions map is a `std::sync::Mutex`, never held across an await. Every request's
+//! and notification's params are parsed and converted by `frame.rs` before a handler sees them;
+//! the handlers of the methods are in `handlers.rs`, opening a session (subscribe, replay) in
+//! `open.rs`.
 
 mod children;
 mod forward;
@@ -17,8 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agent_client_protocol::v1::schema::{
-    AuthenticateResponse, CancelNotification, LoadSessionRequest, LoadSessionResponse,
-    ResumeSessionRequest, ResumeSessionResponse,
+    AuthenticateResponse, LoadSessionResponse, ResumeSessionResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Dispatch};
 use agent_client_protocol::{Agent, ByteStreams, Client as AcpClient, UntypedMessage};
@@ -26,14 +27,15 @@ use dsh_daemon::{Client, Unsolicited};
 use dsh_protocol::method;
 use dsh_protocol::{SessionConfig, SessionParams};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::backlog::{Backlog, Counted};
-use crate::error::{internal, parse};
-use crate::{convert, ext};
+use crate::convert;
+use crate::error::internal;
+use crate::frame::{self, ClientRequest};
 use open::Open;
 
 /// What `dsh acp` was started with, beyond the daemon it joined.
@@ -159,18 +161,21 @@ impl Front {
     }
 
     async fn notified(&self, notification: UntypedMessage) {
-        if notification.method != "session/cancel" {
+        let params = match frame::client_notification(&notification.method, notification.params) {
+            Ok(Some(params)) => params,
             // Unknown notifications, extension ones included, are ignored (ACP's rule).
-            tracing::debug!("ignoring notification {}", notification.method);
-            return;
-        }
-        let Ok(cancel) = serde_json::from_value::<CancelNotification>(notification.params) else {
-            tracing::warn!("session/cancel without a session id");
-            return;
+            Ok(None) => {
+                tracing::debug!("ignoring notification {}", notification.method);
+                return;
+            }
+            Err(error) => {
+                tracing::warn!("{}: {}", notification.method, error.message);
+                return;
+            }
         };
-        let params = SessionParams { session_id: cancel.session_id.to_string() };
+        let session_id = params.session_id.clone();
         if let Err(error) = self.client.call::<method::SessionCancel>(params).await {
-            tracing::warn!("cancelling {}: {error}", cancel.session_id);
+            tracing::warn!("cancelling {session_id}: {error}");
         }
     }
 
@@ -203,30 +208,31 @@ impl Front {
         if let Some(refusal) = &self.options.refusal {
             return Err(internal(refusal.clone()));
         }
-        match method {
-            "initialize" => result(convert::initialize(self.takes_images().await)),
-            "authenticate" => result(AuthenticateResponse::new()),
-            "session/new" => result(self.new_session(parse(params)?).await?),
-            "session/load" => {
-                let request: LoadSessionRequest = parse(params)?;
-                let (id, cwd, servers) = (&request.session_id, &request.cwd, &request.mcp_servers);
-                let options = self.attach(id, cwd, servers, true, connection).await?;
-                result(LoadSessionResponse::new().config_options(options))
+        match frame::client_request(method, params)? {
+            ClientRequest::Initialize => result(convert::initialize(self.takes_images().await)),
+            ClientRequest::Authenticate => result(AuthenticateResponse::new()),
+            ClientRequest::NewSession { workspace, servers } => {
+                result(self.new_session(workspace, servers).await?)
             }
-            "session/resume" => {
-                let request: ResumeSessionRequest = parse(params)?;
-                let (id, cwd, servers) = (&request.session_id, &request.cwd, &request.mcp_servers);
-                let options = self.attach(id, cwd, servers, false, connection).await?;
-                result(ResumeSessionResponse::new().config_options(options))
+            ClientRequest::Attach { session_id, servers, replay } => {
+                let options = self.attach(&session_id, servers, replay, connection).await?;
+                if replay {
+                    result(LoadSessionResponse::new().config_options(options))
+                } else {
+                    result(ResumeSessionResponse::new().config_options(options))
+                }
             }
-            "session/list" => result(self.list_sessions(parse(params)?).await?),
-            "session/set_config_option" => result(self.set_config_option(parse(params)?).await?),
-            "session/prompt" => result(self.prompt(parse(params)?).await?),
-            ext::STEERING => result(self.steer(parse(params)?).await?),
-            ext::FORK => result(self.fork(parse(params)?).await?),
-            ext::REQUEST => result(self.what_the_model_saw(parse(params)?).await?),
-            ext::REWIND => result(self.rewind(parse(params)?).await?),
-            _ => Err(AcpError::method_not_found().data(json!({"method": method}))),
+            ClientRequest::List(page) => result(self.list_sessions(page).await?),
+            ClientRequest::SetConfigOption(choice) => result(self.set_config_option(choice).await?),
+            ClientRequest::Prompt { session_id, text, attachments } => {
+                result(self.prompt(session_id, text, attachments).await?)
+            }
+            ClientRequest::Steer { session_id, text } => {
+                result(self.steer(session_id, text).await?)
+            }
+            ClientRequest::Fork(params) => result(self.fork(params).await?),
+            ClientRequest::Request(params) => result(self.what_the_model_saw(params).await?),
+            ClientRequest::Rewind(params) => result(self.rewind(params).await?),
         }
     }
 }

@@ -195,13 +195,13 @@ fn session_lists_become_pages_newest_first() {
     let many: Vec<_> = (0..51).map(|n| summary(&format!("s{n:02}"), 1_000 * n, None)).collect();
     let ids = |page: Value| -> Value {
         let sessions = page["ok"]["sessions"].as_array().unwrap();
-        json!({"first": sessions[0]["sessionId"], "count": sessions.len(),
+        json!({"first": page["ok"]["sessions"][0]["sessionId"], "count": sessions.len(),
                "nextCursor": page["ok"]["nextCursor"]})
     };
     check(vec![
         (
             "one page",
-            outcome(session_page(sessions, None)),
+            json!({"ok": session_page(sessions, 0)}),
             json!({"ok": {"sessions": [
                 {"sessionId": "c", "cwd": "/w", "title": "Fix the typo",
                  "updatedAt": "2026-11-30T17:23:12.438Z"},
@@ -211,18 +211,26 @@ fn session_lists_become_pages_newest_first() {
         ),
         (
             "the first of two pages",
-            ids(outcome(session_page(many.clone(), None))),
+            ids(json!({"ok": session_page(many.clone(), 0)})),
             json!({"first": "s50", "count": 50, "nextCursor": "50"}),
         ),
         (
             "the last page",
-            ids(outcome(session_page(many.clone(), Some("50")))),
+            ids(json!({"ok": session_page(many.clone(), 50)})),
             json!({"first": "s00", "count": 1, "nextCursor": null}),
         ),
         (
             "a cursor the front never gave",
-            outcome(session_page(many, Some("next"))),
+            outcome(list_cursor(Some("next"))),
             json!({"error": {"code": -32602, "message": "unknown cursor `next`"}}),
+        ),
+        ("the first page's cursor", outcome(list_cursor(None)), json!({"ok": 0})),
+        ("a page's cursor", outcome(list_cursor(Some("50"))), json!({"ok": 50})),
+        (
+            // The index overflowed when the next page's cursor was computed from it.
+            "a cursor past every page",
+            ids(json!({"ok": session_page(many, usize::MAX)})),
+            json!({"first": null, "count": 0, "nextCursor": null}),
         ),
     ]);
 }

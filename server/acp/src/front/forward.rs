@@ -17,7 +17,8 @@ use tokio::sync::mpsc;
 use super::open::Progress;
 use super::{Connection, Front, lock};
 use crate::backlog::{BACKLOG_STALL, send_update};
-use crate::convert::{decision, permission_request};
+use crate::convert::permission_request;
+use crate::frame::permission_decision;
 
 /// What one event makes: its updates, and the approvals to ask for now with their calls'
 /// fields.
@@ -175,7 +176,7 @@ impl Front {
             open.asking.remove(&approval_id);
         }
         let decision = match answer {
-            Ok(response) => decision(&response),
+            Ok(response) => permission_decision(&response),
             Err(error) => {
                 tracing::debug!("asking permission for {call_id}: {error}");
                 ApprovalChoice::Deny

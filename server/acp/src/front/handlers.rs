@@ -1,39 +1,35 @@
 //! The handlers of the ACP methods that are more than opening a session: `session/new`,
 //! `session/set_config_option`, `session/list`, `session/prompt` and the extensions
 //! (`_session/steering`, `_dsh/fork`, `_dsh/request`, `_dsh/rewind`). Each calls the daemon and answers with
-//! the SDK's typed response (or `ext.rs`'s, for an extension), built by `convert.rs`.
+//! the SDK's typed response (or `ext.rs`'s, for an extension), built by `convert.rs`. Each
+//! gets its request parsed and converted by `frame.rs`.
 
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
-    ListSessionsRequest, ListSessionsResponse, NewSessionRequest, NewSessionResponse,
-    PromptRequest, PromptResponse, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    ListSessionsResponse, NewSessionResponse, PromptResponse, SetSessionConfigOptionResponse,
 };
 use dsh_protocol::{
-    NoParams, SessionCreateParams, SessionForkParams, SessionInjectParams, SessionListParams,
-    SessionPromptParams, SessionRequestParams, SessionRequestResult, SessionRewindResult, code,
-    method,
+    Attachment, McpServerSpec, NoParams, SessionCreateParams, SessionForkParams,
+    SessionInjectParams, SessionListParams, SessionPromptParams, SessionRequestParams,
+    SessionRequestResult, SessionRewindParams, SessionRewindResult, code, method,
 };
 
 use super::open::FLUSH_DEADLINE;
 use super::{AcpError, Front, lock};
-use crate::convert::{
-    model_choice, model_selector, prompt_parts, prompt_response, prompt_text, server_specs,
-    session_page, workspace,
-};
+use crate::convert::{model_selector, prompt_response};
 use crate::error::{create_refused, not_open, rpc_error};
-use crate::ext::{ForkRequest, ForkResponse, RewindRequest, SteeringRequest, SteeringResponse};
+use crate::ext::{ForkResponse, SteeringResponse};
+use crate::frame::{ListPage, ModelChoice};
 
 impl Front {
     /// `session/new`: creates the session with `dsh acp`'s profile and model and the editor's
     /// MCP servers, and opens it here before the answer.
     pub(super) async fn new_session(
         self: &Arc<Self>,
-        request: NewSessionRequest,
+        workspace: String,
+        servers: Vec<McpServerSpec>,
     ) -> Result<NewSessionResponse, AcpError> {
-        let workspace = workspace(&request.cwd)?;
-        // Checked before anything is created: a server dsh cannot take fails the request.
-        let servers = server_specs(&request.mcp_servers)?;
         // The daemon checks the servers before it creates the session: a refused list leaves
         // nothing behind.
         let asked = &self.options.session;
@@ -66,23 +62,23 @@ impl Front {
     /// selector takes; any other is refused, saying how to get it.
     pub(super) async fn set_config_option(
         &self,
-        request: SetSessionConfigOptionRequest,
+        choice: ModelChoice,
     ) -> Result<SetSessionConfigOptionResponse, AcpError> {
-        let session_id = request.session_id.to_string();
+        let session_id = choice.session_id();
         if !lock(&self.sessions).contains_key(&session_id) {
             return Err(not_open(&session_id));
         }
         let usage = self.usage(&session_id).await?;
-        model_choice(&request, &usage.model)?;
+        choice.check(&usage.model)?;
         Ok(SetSessionConfigOptionResponse::new(model_selector(&usage.model, &usage.profile)))
     }
 
     /// `session/list`: the sessions of `cwd` (of every workspace without one), a page at a time.
     pub(super) async fn list_sessions(
         &self,
-        request: ListSessionsRequest,
+        page: ListPage,
     ) -> Result<ListSessionsResponse, AcpError> {
-        let workspace = request.cwd.as_deref().map(workspace).transpose()?;
+        let workspace = page.workspace.clone();
         let listed = self.client.call::<method::SessionList>(SessionListParams { workspace }).await;
         let sessions = match listed {
             Ok(listed) => listed.sessions,
@@ -90,7 +86,7 @@ impl Front {
             Err(error) if error.code() == Some(code::INVALID_WORKSPACE) => Vec::new(),
             Err(error) => return Err(rpc_error(error)),
         };
-        session_page(sessions, request.cursor.as_deref())
+        Ok(page.page(sessions))
     }
 
     /// Whether the sessions `session/new` creates take images (ACP's `promptCapabilities.image`
@@ -114,9 +110,12 @@ impl Front {
     }
 
     /// `session/prompt`: runs a turn and answers once every update of it has left.
-    pub(super) async fn prompt(&self, request: PromptRequest) -> Result<PromptResponse, AcpError> {
-        let session_id = request.session_id.to_string();
-        let (text, attachments) = prompt_parts(&request.prompt)?;
+    pub(super) async fn prompt(
+        &self,
+        session_id: String,
+        text: String,
+        attachments: Vec<Attachment>,
+    ) -> Result<PromptResponse, AcpError> {
         let mut watcher = match lock(&self.sessions).get_mut(&session_id) {
             Some(open) => {
                 open.prompted.push(text.clone());
@@ -158,30 +157,24 @@ impl Front {
     /// turn nothing is logged and the client is told to prompt.
     pub(super) async fn steer(
         &self,
-        request: SteeringRequest,
+        session_id: String,
+        text: String,
     ) -> Result<SteeringResponse, AcpError> {
-        let text = prompt_text(&request.prompt)?;
-        let running = match lock(&self.sessions).get(&request.session_id) {
+        let running = match lock(&self.sessions).get(&session_id) {
             Some(open) => open.translator.running_turn.is_some(),
-            None => return Err(not_open(&request.session_id)),
+            None => return Err(not_open(&session_id)),
         };
         if !running {
             return Ok(SteeringResponse::no_running_turn());
         }
-        let params = SessionInjectParams { session_id: request.session_id, text };
+        let params = SessionInjectParams { session_id, text };
         let injected =
             self.client.call::<method::SessionInject>(params).await.map_err(rpc_error)?;
         Ok(SteeringResponse::injected(injected.seq))
     }
 
     /// `_dsh/fork`: a new session holding the log before the step (the whole log without one).
-    pub(super) async fn fork(&self, request: ForkRequest) -> Result<ForkResponse, AcpError> {
-        let params = SessionForkParams {
-            session_id: request.session_id,
-            at_seq: None,
-            at_step: request.step,
-            config: None,
-        };
+    pub(super) async fn fork(&self, params: SessionForkParams) -> Result<ForkResponse, AcpError> {
         let forked = self.client.call::<method::SessionFork>(params).await.map_err(rpc_error)?;
         Ok(ForkResponse { session_id: forked.session_id })
     }
@@ -200,9 +193,8 @@ impl Front {
     /// history. A refusal keeps dsh's code and `data` (the conflicts to show, say).
     pub(super) async fn rewind(
         &self,
-        request: RewindRequest,
+        params: SessionRewindParams,
     ) -> Result<SessionRewindResult, AcpError> {
-        let params = request.into_params();
         self.client.call::<method::SessionRewind>(params).await.map_err(rpc_error)
     }
 }

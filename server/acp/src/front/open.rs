@@ -4,12 +4,11 @@
 //! them, the replay of a session already open here.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol::RequestCancellationHandle;
-use agent_client_protocol::v1::schema::{McpServer, SessionConfigOption, SessionId};
+use agent_client_protocol::v1::schema::SessionConfigOption;
 use dsh_protocol::method;
 use dsh_protocol::{
     EventData, McpServerSpec, SessionEventsParams, SessionEventsResult, SessionMcpServersParams,
@@ -19,7 +18,7 @@ use tokio::sync::watch;
 
 use super::{AcpError, Connection, Front, lock};
 use crate::backlog::send_update;
-use crate::convert::{model_selector, server_specs, workspace};
+use crate::convert::model_selector;
 use crate::error::{rpc_error, stopped_reading};
 use crate::translate::Translator;
 
@@ -67,29 +66,25 @@ impl Front {
     /// session's configuration options once it is open here.
     pub(super) async fn attach(
         self: &Arc<Self>,
-        session_id: &SessionId,
-        cwd: &Path,
-        mcp_servers: &[McpServer],
+        session_id: &str,
+        servers: Vec<McpServerSpec>,
         replay: bool,
         connection: &Connection,
     ) -> Result<Vec<SessionConfigOption>, AcpError> {
-        let session_id = session_id.to_string();
-        workspace(cwd)?;
         // The session's own servers, as the editor gives them now (the same ones: nothing
-        // changes, the next request is byte-identical; fewer: a logged tools delta).
-        let servers = server_specs(mcp_servers)?;
-        // Given first: a list the daemon refuses leaves nothing open here and nothing replayed.
+        // changes, the next request is byte-identical; fewer: a logged tools delta). Given
+        // first: a list the daemon refuses leaves nothing open here and nothing replayed.
         // (Giving touches the session, so it is not idle when the front subscribes next.)
-        self.give_servers(&session_id, servers).await?;
-        let already = lock(&self.sessions).contains_key(&session_id);
+        self.give_servers(session_id, servers).await?;
+        let already = lock(&self.sessions).contains_key(session_id);
         if !already {
-            self.open(&session_id, replay).await?;
+            self.open(session_id, replay).await?;
         } else if replay {
             // Its live subscription goes on; the conversation is replayed from the log with a
             // fold of its own.
-            self.replay(&session_id, connection).await?;
+            self.replay(session_id, connection).await?;
         }
-        self.config_options(&session_id).await
+        self.config_options(session_id).await
     }
 
     /// Gives the session its own MCP servers (`session/mcpServers`), replacing the ones it had.
