@@ -12,6 +12,7 @@
 //! all: linear in the input. What the model is shown is then cut to the tool's content cap by
 //! the caller.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -41,6 +42,7 @@ pub struct Converted {
 /// non-content elements left out. Bounded in time and size for any input (see the module).
 pub fn html_to_markdown(html: &str) -> Converted {
     let (html, mut notes) = capped(html);
+    let html = &*html;
     let estimate = estimated_depth(html);
     if estimate > MAX_DEPTH {
         notes.push(format!(
@@ -75,20 +77,28 @@ pub fn html_to_markdown(html: &str) -> Converted {
 /// left out. Linear in the input, whatever it is.
 pub fn html_to_text(html: &str) -> Converted {
     let (html, notes) = capped(html);
-    Converted { text: text_of(html), notes }
+    Converted { text: text_of(&html), notes }
 }
 
-/// `html` cut to [`MAX_CONVERT_BYTES`] (at a character boundary), with a note when it was.
-fn capped(html: &str) -> (&str, Vec<String>) {
-    if html.len() <= MAX_CONVERT_BYTES {
-        return (html, Vec::new());
+/// `html` cut to [`MAX_CONVERT_BYTES`] (at a character boundary), with a note when it was, and
+/// without NUL characters: they carry nothing a model reads, and the HTML parser would turn each
+/// into U+FFFD (three bytes for one — found by fuzzing: text three times its input).
+fn capped(html: &str) -> (Cow<'_, str>, Vec<String>) {
+    let (kept, notes) = if html.len() <= MAX_CONVERT_BYTES {
+        (html, Vec::new())
+    } else {
+        let mut end = MAX_CONVERT_BYTES;
+        while !html.is_char_boundary(end) {
+            end -= 1;
+        }
+        let note = format!("only the first {end} bytes of {} were converted", html.len());
+        (&html[..end], vec![note])
+    };
+    if kept.contains('\0') {
+        (Cow::Owned(kept.replace('\0', "")), notes)
+    } else {
+        (Cow::Borrowed(kept), notes)
     }
-    let mut end = MAX_CONVERT_BYTES;
-    while !html.is_char_boundary(end) {
-        end -= 1;
-    }
-    let note = format!("only the first {end} bytes of {} were converted", html.len());
-    (&html[..end], vec![note])
 }
 
 /// The depth of the deepest element, walked without recursion.
