@@ -225,9 +225,9 @@ impl Daemon {
     ) -> ApiResult<()> {
         let profile = pinned.profile.as_deref().unwrap_or(crate::settings::LEGACY_PROFILE);
         let model = pinned.model.as_deref().unwrap_or_default();
-        let reads = self
-            .config_for(workspace)
-            .is_ok_and(|config| config.profile(profile).is_ok_and(|p| p.images(model)));
+        // A configuration that cannot be read is its own error (not "does not read images").
+        let config = self.config_for(workspace)?;
+        let reads = config.profile(profile).is_ok_and(|p| p.images(model));
         if reads {
             return Ok(());
         }
