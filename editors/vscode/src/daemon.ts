@@ -266,11 +266,13 @@ export class DshClient {
 
   /** Creates a session. Through a shared daemon (`dsh stdio` without `--in-process`), the
    * `dsh.baseUrl` setting goes with it (`config.baseUrl`: the session's own ad-hoc profile, since
-   * that daemon serves other clients too); an in-process daemon has it as its default already. */
-  createSession(workspace: string, model?: string, config?: SessionConfig): Promise<SessionIdResult> {
+   * that daemon serves other clients too); an in-process daemon has it as its default already.
+   * `images`: the session is for a prompt with images (a model that reads none is refused,
+   * `imagesUnsupported`, before anything is created). */
+  createSession(workspace: string, model?: string, config?: SessionConfig, o: { images?: boolean } = {}): Promise<SessionIdResult> {
     const baseUrl = this.options.baseUrl && !this.options.inProcess && !config?.baseUrl ? this.options.baseUrl : undefined;
     const withUrl = baseUrl ? { ...config, baseUrl } : config;
-    return this.rpc.request(Methods.SessionCreate, { workspace, ...(model ? { model } : {}), ...(withUrl ? { config: withUrl } : {}) });
+    return this.rpc.request(Methods.SessionCreate, { workspace, ...(model ? { model } : {}), ...(withUrl ? { config: withUrl } : {}), ...(o.images ? { images: true } : {}) });
   }
 
   listSessions(workspace?: string): Promise<SessionListResult> {

@@ -1,13 +1,13 @@
 // dsh for VS Code: a thin client of the dsh daemon. All behavior lives in the daemon; this
 // extension starts `dsh stdio`, shows what the session log says, and sends the user's requests.
 
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import * as vscode from "vscode";
 import { Connection } from "./connection";
 import { describeError, type DshClient } from "./daemon";
-import { IMAGE_EXTENSIONS, ImageCache, imageFileName, readAttachments } from "./images";
+import { IMAGE_EXTENSIONS, ImageCache, promptSession, writeImageFile } from "./images";
 import { askPrompt } from "./promptInput";
 import type { ApprovalChoice, SessionPromptResult, WhenBusy } from "./protocol.generated";
 import { rewind, type RewindOutcome } from "./rewind";
@@ -48,6 +48,9 @@ export type DshTestApi = {
 
 let connection: Connection | undefined;
 
+/** A session the user asked for that does not exist yet (see `targetOf`). */
+const NEW_SESSION = Symbol("a new session");
+
 export function activate(context: vscode.ExtensionContext): DshTestApi {
   const version = (context.extension.packageJSON as { version?: string }).version ?? "0";
   const conn = new Connection(version);
@@ -57,9 +60,8 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
   const panels = new TranscriptPanels(sessions, images, (sessionId, m) => {
     switch (m.action) {
       case "openImage":
-        if (m.sha256) {
-          void vscode.commands.executeCommand("dsh.openImage", { sessionId, sha256: m.sha256 });
-        }
+        // The page's message is checked like any argument (dsh.openImage refuses a bad hash).
+        void vscode.commands.executeCommand("dsh.openImage", { sessionId, sha256: m.sha256 });
         break;
       case "saw":
         void vscode.commands.executeCommand("dsh.whatTheModelSaw", { sessionId, step: m.step });
@@ -127,7 +129,15 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
   const register = (id: string, fn: (...args: never[]) => unknown) => context.subscriptions.push(vscode.commands.registerCommand(id, fn as (...a: unknown[]) => unknown));
 
   /** The session an argument names, else the active one, else one the user picks. */
-  async function sessionOf(arg: SessionArg, o: { create?: boolean } = {}): Promise<string | undefined> {
+  async function sessionOf(arg: SessionArg): Promise<string | undefined> {
+    const target = await targetOf(arg, { allowNew: false });
+    return target === NEW_SESSION ? undefined : target;
+  }
+
+  /** The session an argument names, else the active one, else one the user picks; with
+   * `allowNew`, `NEW_SESSION` when there is none or the user picks a new one (the caller creates
+   * it once it knows what it is for). */
+  async function targetOf(arg: SessionArg, o: { allowNew: boolean }): Promise<string | typeof NEW_SESSION | undefined> {
     if (typeof arg === "string") {
       return arg;
     }
@@ -142,11 +152,11 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
     }
     const list = await sessions.refreshList();
     if (list.length === 0) {
-      return o.create ? sessions.create() : undefined;
+      return o.allowNew ? NEW_SESSION : undefined;
     }
     const pick = await vscode.window.showQuickPick(
       [
-        ...(o.create ? [{ label: "$(add) New session", id: "" }] : []),
+        ...(o.allowNew ? [{ label: "$(add) New session", id: "" }] : []),
         ...[...list].reverse().map((s) => ({ label: s.title ?? s.sessionId, description: `${s.steps} steps · ${s.sessionId}`, id: s.sessionId })),
       ],
       { placeHolder: "dsh session" },
@@ -154,7 +164,7 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
     if (!pick) {
       return undefined;
     }
-    return pick.id || sessions.create();
+    return pick.id || NEW_SESSION;
   }
 
   /** The step an argument names, else one the user picks from the session's steps. */
@@ -227,9 +237,11 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
   }
 
   /** `dsh: Prompt` and `dsh: Prompt with Image…`: the text (and images) from the arguments or the
-   * prompt box, sent to the session (queued or as steering when a turn runs). The daemon's
-   * refusal of an image (a model that reads none, bytes that are no image, too large) is shown
-   * with its own words. */
+   * prompt box, sent to the session (queued or as steering when a turn runs). A new session is
+   * created only once the prompt is ready and its images are read, saying it is for images (a
+   * model that reads none is refused before anything is created). The daemon's refusal of an
+   * image (a model that reads none, bytes that are no image, too large) is shown with its own
+   * words. */
   async function promptCommand(arg: SessionArg, withImage: boolean): Promise<SessionPromptResult | { error: string } | undefined> {
     const given = typeof arg === "object" && arg && !("kind" in arg) ? arg : undefined;
     let files = given?.images ?? [];
@@ -239,16 +251,21 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
         return undefined;
       }
     }
-    const id = await sessionOf(arg, { create: true });
-    if (!id) {
+    const target = await targetOf(arg, { allowNew: true });
+    if (!target) {
       return undefined;
     }
-    const s = await sessions.openSession(id);
-    await panels.show(id, vscode.ViewColumn.Active);
+    const existing = target === NEW_SESSION ? undefined : target;
+    const s = existing ? await sessions.openSession(existing) : undefined;
+    if (existing) {
+      await panels.show(existing, vscode.ViewColumn.Active);
+    }
     let text = given?.text;
     if (text === undefined) {
+      // The prompt commands are the workspace's: a new session's box asks another session of it.
+      const asked = existing ?? sessions.summaries.at(-1)?.sessionId;
       const answer = await askPrompt(
-        async () => (await (await conn.get()).commands(id)).commands,
+        async () => (asked ? (await (await conn.get()).commands(asked)).commands : []),
         "Prompt dsh",
         "What should the agent do? (/ for the workspace's prompt commands)",
         { images: files, pickImages },
@@ -262,7 +279,7 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
       return undefined;
     }
     let whenBusy = given?.whenBusy;
-    if (s.transcript.running && !whenBusy) {
+    if (existing && s?.transcript.running && !whenBusy) {
       // Steering is text only: a prompt with images waits for its turn.
       const steer = files.length === 0 ? ["Steer the running turn with it"] : [];
       const pick = await vscode.window.showQuickPick([...steer, "Queue it after the running turn"], { placeHolder: "A turn is running" });
@@ -270,15 +287,18 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
         return undefined;
       }
       if (pick.startsWith("Steer")) {
-        await (await conn.get()).inject(id, text);
+        await (await conn.get()).inject(existing, text);
         return undefined;
       }
       whenBusy = "queue";
     }
     const client = await conn.get();
     try {
-      const attachments = files.length ? await readAttachments(files) : undefined;
-      const r = await client.prompt(id, text, whenBusy, attachments);
+      const { sessionId, attachments } = await promptSession(existing ?? ((o) => sessions.create(o)), files);
+      if (!existing) {
+        await panels.show(sessionId, vscode.ViewColumn.Active);
+      }
+      const r = await client.prompt(sessionId, text, whenBusy, attachments);
       if (r.error) {
         void vscode.window.showErrorMessage(`dsh: turn ${r.turn} ended with an error: ${r.error}`, "Show Output").then((p) => p && conn.output.show());
       }
@@ -296,23 +316,14 @@ export function activate(context: vscode.ExtensionContext): DshTestApi {
 
   /** Opens an image of a session's log full size: its bytes in a file of the extension's private
    * directory (0600 in 0700), shown by the editor's image preview. Returns the file. */
-  register("dsh.openImage", (arg: { sessionId: string; sha256: string }) =>
+  register("dsh.openImage", (arg: unknown) =>
     guard("open image", async () => {
-      const ref = sessions.open.get(arg.sessionId)?.transcript.images.find((i) => i.sha256 === arg.sha256);
-      const state = await images.load(arg.sessionId, arg.sha256);
-      if (state.kind !== "loaded") {
-        throw new Error(state.kind === "missing" ? `the image ${arg.sha256} is not available: ${state.error}` : `the image ${arg.sha256} is still loading`);
-      }
-      imageDir ??= mkdtempSync(path.join(tmpdir(), "dsh-vscode-images-"));
-      const file = path.join(imageDir, imageFileName({ sha256: arg.sha256, mediaType: state.mediaType, name: ref?.name }));
-      try {
-        // Named by its hash: a file already there holds these bytes.
-        writeFileSync(file, Buffer.from(state.data, "base64"), { mode: 0o600, flag: "wx" });
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
-          throw e;
-        }
-      }
+      const file = await writeImageFile(
+        images,
+        arg,
+        () => (imageDir ??= mkdtempSync(path.join(tmpdir(), "dsh-vscode-images-"))),
+        (sessionId, sha256) => sessions.open.get(sessionId)?.transcript.images.find((i) => i.sha256 === sha256)?.name,
+      );
       await vscode.commands.executeCommand("vscode.open", vscode.Uri.file(file), { preview: true, viewColumn: vscode.ViewColumn.Beside });
       return file;
     }),

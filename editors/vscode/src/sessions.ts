@@ -78,14 +78,15 @@ export class SessionManager implements vscode.Disposable {
     this.changed.fire({ structural: false });
   }
 
-  async create(): Promise<string> {
+  /** Creates a session in the workspace (`images`: for a prompt with images) and opens it. */
+  async create(o: { images?: boolean } = {}): Promise<string> {
     const client = await this.conn.get();
     const ws = this.workspace;
     if (!ws) {
       throw new Error("open a folder first: a dsh session works inside a workspace folder");
     }
     const model = vscode.workspace.getConfiguration("dsh").get<string>("model") || undefined;
-    const { sessionId } = await client.createSession(ws, model);
+    const { sessionId } = await client.createSession(ws, model, undefined, o);
     await this.openSession(sessionId);
     this.active = sessionId;
     await this.refreshList().catch(() => undefined);

@@ -4,7 +4,7 @@
 import * as vscode from "vscode";
 import type { Connection } from "./connection";
 import { describeError } from "./daemon";
-import { dataUrl, type ImageCache, type ImageLookup } from "./images";
+import { PageImages, type ImageCache, type ImageFrame } from "./images";
 import type { SessionSummary } from "./protocol.generated";
 import { renderStep, renderTranscript } from "./render";
 import { renderSaw } from "./saw";
@@ -201,8 +201,9 @@ export class TranscriptPanels implements vscode.Disposable {
   private readonly pending = new Map<string, NodeJS.Timeout>();
   private readonly dirty = new Map<string, Set<"full" | number>>();
   private readonly ready = new Set<string>();
-  /** The images each panel's page holds (posted once per page; a new page starts empty). */
-  private readonly sentImages = new Map<string, Set<string>>();
+  /** The images each panel's page holds (what its last full render shows and what steps added
+   * since; a new page starts empty). */
+  private readonly pageImages = new Map<string, PageImages>();
   private readonly stopImages: () => void;
 
   constructor(
@@ -263,13 +264,15 @@ export class TranscriptPanels implements vscode.Disposable {
     panel.title = this.title(sessionId);
     const nonce = Math.random().toString(36).slice(2) + Date.now().toString(36);
     // The first HTML's images are posted once the page says it is ready.
-    const html = renderTranscript(s.transcript, this.lookup(sessionId, new Map()));
+    const page = new PageImages(this.images, sessionId);
+    this.pageImages.set(sessionId, page);
+    const html = renderTranscript(s.transcript, page.frame().lookup);
     this.lastHtml.set(sessionId, html);
     panel.webview.html = transcriptPage({ nonce, cspSource: panel.webview.cspSource, title: this.title(sessionId), initial: html, sessionId });
     panel.webview.onDidReceiveMessage((m: PanelAction) => {
       if (m.action === "ready") {
         // A new page (first load, or the webview reloaded): it holds no image yet.
-        this.sentImages.delete(sessionId);
+        page.reset();
         this.ready.add(sessionId);
         this.render(sessionId);
         return;
@@ -285,7 +288,7 @@ export class TranscriptPanels implements vscode.Disposable {
     panel.onDidDispose(() => {
       this.panels.delete(sessionId);
       this.ready.delete(sessionId);
-      this.sentImages.delete(sessionId);
+      this.pageImages.delete(sessionId);
     });
     this.panels.set(sessionId, panel);
   }
@@ -329,64 +332,47 @@ export class TranscriptPanels implements vscode.Disposable {
     );
   }
 
-  /** The images' states for a session's page; the loaded ones its page lacks go into `batch`
-   * (hash → `data:` URL), to be posted before the HTML that shows them. */
-  private lookup(sessionId: string, batch: Map<string, string>): ImageLookup {
-    const sent = this.sentImages.get(sessionId);
-    return (ref) => {
-      const state = this.images.state(sessionId, ref.sha256);
-      if (state.kind === "loaded" && !sent?.has(ref.sha256)) {
-        batch.set(ref.sha256, dataUrl(state));
-      }
-      return state;
-    };
-  }
-
-  /** Posts the images a page lacks, then marks them as held. */
-  private postImages(sessionId: string, panel: vscode.WebviewPanel, batch: Map<string, string>): void {
-    if (batch.size === 0) {
-      return;
-    }
-    void panel.webview.postMessage({ type: "images", images: Object.fromEntries(batch) });
-    let sent = this.sentImages.get(sessionId);
-    if (!sent) {
-      sent = new Set();
-      this.sentImages.set(sessionId, sent);
-    }
-    for (const sha256 of batch.keys()) {
-      sent.add(sha256);
+  /** Posts the images a page lacks (before the HTML that shows them). */
+  private postImages(panel: vscode.WebviewPanel, frame: ImageFrame): void {
+    if (frame.batch.size > 0) {
+      void panel.webview.postMessage({ type: "images", images: Object.fromEntries(frame.batch) });
     }
   }
 
   private render(sessionId: string): void {
     const panel = this.panels.get(sessionId);
     const s = this.sessions.open.get(sessionId);
-    if (!panel || !s) {
+    const page = this.pageImages.get(sessionId);
+    if (!panel || !s || !page) {
       return;
     }
-    const batch = new Map<string, string>();
-    const html = renderTranscript(s.transcript, this.lookup(sessionId, batch));
+    const frame = page.frame();
+    const html = renderTranscript(s.transcript, frame.lookup);
     this.lastHtml.set(sessionId, html);
     panel.title = this.title(sessionId);
     if (this.ready.has(sessionId)) {
-      this.postImages(sessionId, panel, batch);
+      // The page keeps the images this render shows and drops the others (webview.ts).
+      this.postImages(panel, frame);
       void panel.webview.postMessage({ type: "render", html });
+      page.posted(frame, true);
     }
   }
 
   private renderSteps(sessionId: string, steps: number[]): void {
     const panel = this.panels.get(sessionId);
     const s = this.sessions.open.get(sessionId);
-    if (!panel || !s || !this.ready.has(sessionId)) {
+    const page = this.pageImages.get(sessionId);
+    if (!panel || !s || !page || !this.ready.has(sessionId)) {
       return;
     }
     for (const n of steps) {
       const step = s.transcript.steps.get(n);
       if (step) {
-        const batch = new Map<string, string>();
-        const html = renderStep(s.transcript, step, this.lookup(sessionId, batch));
-        this.postImages(sessionId, panel, batch);
+        const frame = page.frame();
+        const html = renderStep(s.transcript, step, frame.lookup);
+        this.postImages(panel, frame);
         void panel.webview.postMessage({ type: "step", step: n, html });
+        page.posted(frame, false);
       }
     }
   }

@@ -105,16 +105,23 @@ figure.image.loading .image-placeholder { opacity: .7; font-style: italic; }
 figure.image.missing .image-placeholder { color: var(--hit-low); border-color: var(--hit-low); }
 `;
 
-const SCRIPT = `
+/** The page's script (exported for the tests, which run it against a stand-in DOM). */
+export const TRANSCRIPT_SCRIPT = `
 const vscode = acquireVsCodeApi();
 const main = document.getElementById('main');
-// Image bytes as data: URLs by hash: sent once by the extension, kept across re-renders.
+// Image bytes as data: URLs by hash: sent once by the extension, kept across re-renders while
+// shown. A full render drops those it does not show (the extension's PageImages does the same,
+// and posts one again when it is shown again): the page holds no more than its transcript shows.
 const images = new Map();
 function fillImages() {
   for (const img of document.querySelectorAll('img[data-sha256]')) {
     const url = images.get(img.dataset.sha256);
     if (url && img.getAttribute('src') !== url) img.setAttribute('src', url);
   }
+}
+function keepShownImages() {
+  const shown = new Set([...document.querySelectorAll('img[data-sha256]')].map(img => img.dataset.sha256));
+  for (const sha256 of [...images.keys()]) if (!shown.has(sha256)) images.delete(sha256);
 }
 vscode.setState({ sessionId: document.body.dataset.session });
 function openKeys() {
@@ -137,7 +144,7 @@ function swap(apply, follow) {
 window.addEventListener('message', (ev) => {
   const m = ev.data;
   if (m.type === 'render') {
-    swap(() => { main.innerHTML = m.html; }, m.follow);
+    swap(() => { main.innerHTML = m.html; keepShownImages(); }, m.follow);
   } else if (m.type === 'step') {
     const el = document.getElementById('step-' + m.step);
     if (el) swap(() => { el.outerHTML = m.html; }, m.follow);
@@ -168,5 +175,5 @@ export function transcriptPage(o: { nonce: string; cspSource: string; title: str
 <title>${o.title.replace(/[<&]/g, "")}</title>
 <style>${TRANSCRIPT_CSS}</style></head>
 <body data-session="${o.sessionId.replace(/[^A-Za-z0-9_.-]/g, "")}"><main id="main">${o.initial}</main>
-<script nonce="${o.nonce}">${SCRIPT}</script></body></html>`;
+<script nonce="${o.nonce}">${TRANSCRIPT_SCRIPT}</script></body></html>`;
 }

@@ -8,14 +8,16 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import * as vm from "node:vm";
 import * as path from "node:path";
 import { DshClient, RpcError, describeError } from "../src/daemon";
-import { ImageCache, attachedText, formatBytes, imageCaption, imageFileName, readAttachments } from "../src/images";
+import { ImageCache, PageImages, attachedText, checkImageHash, formatBytes, imageCaption, imageFileName, promptSession, readAttachments, writeImageFile } from "../src/images";
 import { ErrorCodes, type LogEvent, type SessionEvent, type SessionObjectResult } from "../src/protocol.generated";
 import { renderTranscript } from "../src/render";
 import { MAX_LINE_BYTES, REQUEST_TOO_LONG } from "../src/rpc";
 import { Transcript } from "../src/transcript";
+import { TRANSCRIPT_SCRIPT } from "../src/webview";
 import { Mock, cleanup, dshBin, hasStdio, makeWorkspace, pngImage, tempDir, until } from "./support";
 
 /** JSON-RPC's invalid params: the daemon's refusal of an attachment. */
@@ -182,6 +184,42 @@ describe("images against the daemon and the mock", { skip }, () => {
     assert.ok(!page.events.some((e: SessionEvent) => e.type === "user/message" || e.type === "turn/start"), "no prompt logged");
   });
 
+  test("a prompt with images is read, then its new session created for images: a model that reads none, or a file that cannot be read, leaves no session", async () => {
+    const png = file(files, "nosession.png", pngImage(6, 6));
+    const count = async () => (await client.listSessions(ws)).sessions.length;
+    const before = await count();
+    const asked: Array<{ images: boolean }> = [];
+    // What `dsh: Prompt` does for a new session, on the default (DeepSeek) profile: no images.
+    const deepseek = async (o: { images: boolean }) => {
+      asked.push(o);
+      return (await client.createSession(ws, undefined, undefined, o)).sessionId;
+    };
+    await assert.rejects(promptSession(deepseek, [png]), (e: unknown) => {
+      assert.ok(e instanceof RpcError && e.code === ErrorCodes.imagesUnsupported, String(e));
+      assert.ok(e.message.includes("does not read images"), e.message);
+      return true;
+    });
+    assert.deepEqual(asked, [{ images: true }]);
+    assert.equal(await count(), before, "no session was created for a prompt the model cannot read");
+    // A file that cannot be read: refused before any session is asked for.
+    await assert.rejects(promptSession(deepseek, [png, path.join(files, "gone.png")]), /cannot read the image .*gone\.png \(ENOENT\)/);
+    assert.equal(asked.length, 1, "the session is not asked for");
+    assert.equal(await count(), before);
+    // A text-only prompt creates its session as before (not for images); a model that reads
+    // images takes a prompt with them.
+    const text = await promptSession(deepseek, []);
+    assert.deepEqual(asked.at(-1), { images: false });
+    assert.equal(text.attachments, undefined);
+    const vision = await promptSession(async (o) => (await client.createSession(ws, undefined, { profile: "vision" }, o)).sessionId, [png]);
+    assert.deepEqual(vision.attachments, [{ name: "nosession.png", data: readFileSync(png).toString("base64") }]);
+    assert.equal(await count(), before + 2);
+    // An existing session is used as it is, the files still read first.
+    await assert.rejects(promptSession(vision.sessionId, [path.join(files, "gone.png")]), /ENOENT/);
+    assert.equal((await promptSession(vision.sessionId, [png])).sessionId, vision.sessionId);
+    const r = await client.prompt(vision.sessionId, "What is this?", undefined, vision.attachments);
+    assert.equal(r.stopReason, "completed", JSON.stringify(r));
+  });
+
   test("bytes that are no image and an image over the limit are refused in the daemon's words; a request over the line limit is refused here, unsent", async () => {
     const { id, t, dispose } = await visionSession();
     try {
@@ -264,4 +302,200 @@ test("the words and file names of images", () => {
   assert.equal(attachedText([]), "");
   assert.equal(attachedText(["/a/x.png"]), "1 image attached: x.png");
   assert.equal(attachedText(["/a/x.png", "/b/y.webp"]), "2 images attached: x.png, y.webp");
+});
+
+/** A hash of `n` (64 hex digits). */
+function hashOf(n: number): string {
+  return createHash("sha256").update(String(n)).digest("hex");
+}
+
+/** A cache over a stand-in daemon serving every hash `size` base64 characters, counting fetches. */
+function countingCache(limits: { maxImages: number; maxBytes: number }, size = 10): { cache: ImageCache; fetches: string[] } {
+  const fetches: string[] = [];
+  const cache = new ImageCache(
+    async (_s, sha) => {
+      fetches.push(sha);
+      return { mediaType: "image/png", size, data: "A".repeat(size) };
+    },
+    undefined,
+    limits,
+  );
+  return { cache, fetches };
+}
+
+test("the image cache keeps at most its count and bytes, the least recently used going first; a dropped image is fetched again", async () => {
+  const { cache, fetches } = countingCache({ maxImages: 3, maxBytes: 1000 });
+  const [a, b, c, d] = [1, 2, 3, 4].map(hashOf);
+  for (const h of [a, b, c]) {
+    await cache.load("s", h);
+  }
+  assert.deepEqual(cache.held, { images: 3, bytes: 30 });
+  // `a` used again: `b` is now the least recently used, and goes when `d` comes.
+  assert.equal(cache.state("s", a).kind, "loaded");
+  await cache.load("s", d);
+  assert.deepEqual(cache.held, { images: 3, bytes: 30 });
+  assert.equal(fetches.length, 4);
+  assert.equal(cache.state("s", a).kind, "loaded");
+  assert.equal(cache.state("s", c).kind, "loaded");
+  assert.equal(cache.state("s", d).kind, "loaded");
+  assert.equal(fetches.length, 4, "kept images are not fetched again");
+  // The dropped one: loading, fetched again, then here.
+  const settled = new Promise<string>((resolve) => cache.onDidSettle((_s, sha) => resolve(sha)));
+  assert.equal(cache.state("s", b).kind, "loading");
+  assert.equal(await settled, b);
+  assert.deepEqual(fetches.slice(4), [b]);
+  assert.equal(cache.state("s", b).kind, "loaded");
+  assert.equal(cache.held.images, 3);
+
+  // Bytes: images of 400 characters under a limit of 1000 keep two.
+  const big = countingCache({ maxImages: 64, maxBytes: 1000 }, 400);
+  for (let i = 0; i < 5; i++) {
+    await big.cache.load("s", hashOf(i));
+  }
+  assert.deepEqual(big.cache.held, { images: 2, bytes: 800 });
+  assert.equal(big.cache.state("s", hashOf(4)).kind, "loaded");
+  assert.equal(big.cache.state("s", hashOf(0)).kind, "loading");
+  // One image over the limit alone is still kept (the newest stays).
+  const huge = countingCache({ maxImages: 64, maxBytes: 100 }, 400);
+  await huge.cache.load("s", a);
+  await huge.cache.load("s", b);
+  assert.deepEqual(huge.cache.held, { images: 1, bytes: 400 });
+  assert.equal(huge.cache.state("s", b).kind, "loaded");
+});
+
+test("a page holds only the images its last full render shows: those it holds need not be in the cache, a dropped one is posted again", async () => {
+  const { cache, fetches } = countingCache({ maxImages: 2, maxBytes: 1000 });
+  const [a, b, c, d] = [1, 2, 3, 4].map(hashOf);
+  const ref = (sha256: string) => ({ sha256, size: 10, mediaType: "image/png" });
+  const page = new PageImages(cache, "s");
+  await cache.load("s", a);
+  await cache.load("s", b);
+  let frame = page.frame();
+  assert.equal(frame.lookup(ref(a)).kind, "loaded");
+  assert.equal(frame.lookup(ref(b)).kind, "loaded");
+  assert.equal(frame.lookup(ref(c)).kind, "loading");
+  assert.deepEqual([...frame.batch.keys()], [a, b]);
+  assert.equal(frame.batch.get(a), `data:image/png;base64,${"A".repeat(10)}`);
+  page.posted(frame, true);
+  assert.deepEqual([...page.holds], [a, b]);
+  await cache.load("s", c);
+  await cache.load("s", d);
+  // The cache let a and b go; the page still holds them: shown, nothing fetched or posted again.
+  assert.equal(cache.state("s", a).kind, "loading");
+  const fetched = fetches.length;
+  frame = page.frame();
+  assert.equal(frame.lookup(ref(a)).kind, "loaded");
+  assert.equal(frame.lookup(ref(c)).kind, "loaded");
+  assert.deepEqual([...frame.batch.keys()], [c]);
+  page.posted(frame, true);
+  assert.deepEqual([...page.holds].sort(), [a, c].sort(), "b is no longer shown: the page dropped it");
+  // A step's render adds what it posts.
+  frame = page.frame();
+  frame.lookup(ref(d));
+  page.posted(frame, false);
+  assert.deepEqual([...page.holds].sort(), [a, c, d].sort());
+  // b shown again: asked of the cache (fetched again, it had gone), then posted again.
+  frame = page.frame();
+  assert.equal(frame.lookup(ref(b)).kind, "loading");
+  await cache.load("s", b);
+  assert.ok(fetches.slice(fetched).includes(b), "b was fetched again");
+  frame = page.frame();
+  assert.equal(frame.lookup(ref(b)).kind, "loaded");
+  assert.deepEqual([...frame.batch.keys()], [b]);
+  page.reset();
+  assert.equal(page.holds.size, 0);
+});
+
+test("the page's script drops the images a full render does not show, and fills one posted again", () => {
+  class Img {
+    readonly attrs = new Map<string, string>();
+    constructor(readonly dataset: { sha256: string }) {}
+    getAttribute(n: string): string | null {
+      return this.attrs.get(n) ?? null;
+    }
+    setAttribute(n: string, v: string): void {
+      this.attrs.set(n, v);
+    }
+  }
+  let imgs: Img[] = [];
+  const main = {
+    set innerHTML(html: string) {
+      imgs = [...html.matchAll(/<img data-sha256="([0-9a-f]+)"/g)].map((m) => new Img({ sha256: m[1]! }));
+    },
+  };
+  let onMessage: ((ev: { data: unknown }) => void) | undefined;
+  const context = {
+    acquireVsCodeApi: () => ({ setState() {}, postMessage() {} }),
+    document: {
+      body: { dataset: { session: "s" }, scrollHeight: 0 },
+      getElementById: (id: string) => (id === "main" ? main : null),
+      querySelectorAll: (sel: string) => (sel === "img[data-sha256]" ? imgs : []),
+      addEventListener() {},
+    },
+    window: {
+      innerHeight: 0,
+      scrollY: 0,
+      scrollTo() {},
+      addEventListener: (type: string, f: (ev: { data: unknown }) => void) => {
+        if (type === "message") {
+          onMessage = f;
+        }
+      },
+    },
+  };
+  vm.runInNewContext(TRANSCRIPT_SCRIPT, context);
+  assert.ok(onMessage);
+  const post = (data: unknown) => onMessage!({ data });
+  const [a, b] = [hashOf(1), hashOf(2)];
+  const html = (...shas: string[]) => shas.map((s) => `<img data-sha256="${s}" alt="x">`).join("");
+  const src = (sha: string) => imgs.find((i) => i.dataset.sha256 === sha)?.getAttribute("src");
+  post({ type: "images", images: { [a]: "data:image/png;base64,QQ==", [b]: "data:image/png;base64,Qg==" } });
+  post({ type: "render", html: html(a, b) });
+  assert.equal(src(a), "data:image/png;base64,QQ==");
+  assert.equal(src(b), "data:image/png;base64,Qg==");
+  // A render without b: the page lets it go; shown again, it waits for the extension to post it.
+  post({ type: "render", html: html(a) });
+  post({ type: "render", html: html(a, b) });
+  assert.equal(src(a), "data:image/png;base64,QQ==");
+  assert.equal(src(b), null, "b was dropped");
+  post({ type: "images", images: { [b]: "data:image/png;base64,Qg==" } });
+  assert.equal(src(b), "data:image/png;base64,Qg==");
+});
+
+test("opening an image refuses anything but a hash before using it, and writes the image 0600", async () => {
+  const png = pngImage(4, 4);
+  const fetches: string[] = [];
+  const cache = new ImageCache(async (_s, sha) => {
+    fetches.push(sha);
+    return { mediaType: "image/png", size: png.length, data: png.toString("base64") };
+  });
+  const dir = tempDir("openimg");
+  let dirs = 0;
+  const inDir = () => {
+    dirs++;
+    return dir;
+  };
+  try {
+    const bad: unknown[] = ["../../../etc/passwd", "A".repeat(64), "a".repeat(63), "a".repeat(65), `${"a".repeat(64)}\n`, `${"a".repeat(60)}/../`, "", 42, undefined, null, { toString: () => "a".repeat(64) }];
+    for (const sha256 of bad) {
+      await assert.rejects(writeImageFile(cache, { sessionId: "s", sha256 }, inDir), /^Error: not an image hash: .* \(an image is named by 64 lowercase hex digits, its SHA-256\)$/, String(sha256));
+      assert.throws(() => checkImageHash(sha256), /not an image hash/);
+    }
+    await assert.rejects(writeImageFile(cache, "a".repeat(64), inDir), /not an image hash: undefined/);
+    await assert.rejects(writeImageFile(cache, { sha256: "a".repeat(64) }, inDir), /no session names the image/);
+    assert.throws(() => imageFileName({ sha256: "../x".padEnd(64, "a"), mediaType: "image/png" }), /not an image hash/);
+    assert.deepEqual(fetches, [], "nothing was fetched");
+    assert.equal(dirs, 0, "no file path was made");
+    assert.deepEqual(readdirSync(dir), []);
+
+    const sha = sha256(png);
+    const opened = await writeImageFile(cache, { sessionId: "s", sha256: sha }, inDir, () => "shot.png");
+    assert.equal(opened, path.join(dir, `shot-${sha.slice(0, 12)}.png`));
+    assert.ok(readFileSync(opened).equals(png));
+    assert.equal(statSync(opened).mode & 0o777, 0o600);
+    assert.equal(await writeImageFile(cache, { sessionId: "s", sha256: sha }, inDir, () => "shot.png"), opened, "opened again: the same file");
+    assert.deepEqual(fetches, [sha]);
+  } finally {
+    cleanup(dir);
+  }
 });
