@@ -186,6 +186,11 @@ async fn dsh_web_logs_a_browser_in_once_and_serves_nothing_without_the_cookie_or
     assert_eq!(upgrade_with(&origin, &page_origin, Some(&crossed)).await.0, 403);
     let other = call(Some(&origin), &other_cookie, Some(&other_secret)).await.unwrap();
     assert_eq!(other.status().as_u16(), 200, "each login's own pair works");
+    // Two valid cookies sent together (another local server can set one of that name): the
+    // tab's secret matching either is accepted, so the older one cannot lock the tab out.
+    let both = format!("{other_cookie}; {cookie}");
+    let answer = call(Some(&origin), &both, Some(&secret)).await.unwrap();
+    assert_eq!(answer.status().as_u16(), 200, "the second cookie's own secret");
     // The cookie, its secret as the subprotocol and the Origin: accepted, the subprotocol
     // echoed (a browser closes a WebSocket whose answer does not).
     let protocol = format!("dsh.{secret}");

@@ -1104,6 +1104,8 @@ fn steering_after(session: &Session, boundary: u64) -> bool {
 
 #[cfg(test)]
 mod step_images_tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::{MAX_REQUEST_IMAGE_BYTES, StepImages};
 
     fn step(carried: usize, bytes: u64) -> StepImages {

@@ -290,17 +290,20 @@ impl<S> Auth<S> {
             .get("authorization")
             .is_some_and(|value| same(value.as_bytes(), self.layer.bearer.as_bytes()));
         let token = &self.layer.token;
-        let cookie = if bearer {
-            None
+        // Every valid `dsh_web` cookie the browser sent (another local server can set one of
+        // that name too): the tab secret below may be any one's.
+        let cookies: Vec<&str> = if bearer {
+            Vec::new()
         } else {
             headers
                 .get_all("cookie")
                 .iter()
                 .filter_map(|header| header.to_str().ok())
                 .flat_map(crate::web::cookie::in_header)
-                .find(|value| crate::web::cookie::valid(token, value))
+                .filter(|value| crate::web::cookie::valid(token, value))
+                .collect()
         };
-        if !bearer && cookie.is_none() {
+        if !bearer && cookies.is_empty() {
             return Checked::Answer(crate::web::http::not_logged_in(get && !upgrade));
         }
         let origin = headers.get("origin").map(|origin| origin.to_str().unwrap_or("\0"));
@@ -325,17 +328,18 @@ impl<S> Auth<S> {
             .iter()
             .filter_map(|header| header.to_str().ok())
             .find_map(crate::web::cookie::protocol_from_header);
-        if let Some(cookie) = cookie
-            && (upgrade || !get)
-        {
+        if !cookies.is_empty() && (upgrade || !get) {
             let secret = if upgrade {
                 protocol.map(crate::web::cookie::secret_of_protocol)
             } else {
                 headers.get(crate::web::cookie::SECRET_HEADER).and_then(|value| value.to_str().ok())
             };
-            if !secret
-                .is_some_and(|secret| crate::web::cookie::secret_matches(token, cookie, secret))
-            {
+            let matched = secret.is_some_and(|secret| {
+                cookies
+                    .iter()
+                    .any(|cookie| crate::web::cookie::secret_matches(token, cookie, secret))
+            });
+            if !matched {
                 return Checked::Answer(refuse(
                     403,
                     "this tab's login secret is missing or not the cookie's: run `dsh web` again\n",
